@@ -12,6 +12,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/ProtonMail/go-crypto/openpgp"
+	"github.com/ProtonMail/go-crypto/openpgp/packet"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/cache"
@@ -20,6 +24,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/verify"
+	"github.com/tfmirror/tfmirror/v2/verify/verifytest"
 )
 
 // documentRecorder remembers every document the origin client returned,
@@ -453,4 +458,58 @@ func flip(b []byte, i int) []byte {
 	b = bytes.Clone(b)
 	b[i] ^= 0x01
 	return b
+}
+
+// A version cached while its publisher's key was valid is served from
+// its stored record once the key has expired: the record is not dropped
+// and nothing is asked of the origin (on an air-gapped mirror nothing
+// could be). The record here is the one the engine stored, its
+// SHA256SUMS signed two days ago by a key that expired a day ago, as
+// an origin would have served it then.
+func TestCachedVersionOutlivesItsKeysExpiry(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{})
+	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
+	v := mustVersion(t, "1.0.0")
+	pls := []addrs.Platform{mustPlatform(t, "linux_amd64")}
+	if _, err := h.engine.Evidence(t.Context(), h.provider(), v, pls); err != nil {
+		t.Fatal(err)
+	}
+	key := records.PackageKey(h.provider(), v)
+	var rec records.PackageRecord
+	if _, err := h.store.GetMeta(key, &rec); err != nil {
+		t.Fatal(err)
+	}
+
+	now := time.Now()
+	made, signed := now.Add(-72*time.Hour), now.Add(-48*time.Hour)
+	publisher, err := openpgp.NewEntity("publisher", "", "publisher@example.test", &packet.Config{
+		Algorithm: packet.PubKeyAlgoEdDSA, KeyLifetimeSecs: 48 * 3600, Time: func() time.Time { return made },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sig bytes.Buffer
+	if err := openpgp.DetachSign(&sig, publisher, bytes.NewReader(rec.Documents[0].Content),
+		&packet.Config{Time: func() time.Time { return signed }}); err != nil {
+		t.Fatal(err)
+	}
+	rec.Documents[0].Signature = sig.Bytes()
+	rec.Documents[0].SigningKeys = []registryjson.GPGPublicKey{{
+		KeyID: publisher.PrimaryKey.KeyIdString(), ASCIIArmor: verifytest.ArmoredPublic(t, publisher)}}
+	if err := h.store.PutMeta(key, &rec); err != nil {
+		t.Fatal(err)
+	}
+	h.engine.memo.Forget(key) // as after a restart
+	h.origin.ResetHits()
+
+	if _, err := h.engine.Evidence(t.Context(), h.provider(), v, pls); err != nil {
+		t.Fatalf("Evidence of a version whose key expired after it was cached: %v", err)
+	}
+	if _, err := h.store.GetMeta(key, &records.PackageRecord{}); err != nil {
+		t.Fatalf("the record of a version whose key expired after it was cached was dropped: %v", err)
+	}
+	if n := h.origin.Hits(fakeorigin.Shasums); n != 0 {
+		t.Errorf("the origin was asked for SHA256SUMS %d times", n)
+	}
 }

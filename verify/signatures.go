@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
 	"github.com/ProtonMail/go-crypto/openpgp/armor"
+	pgperrors "github.com/ProtonMail/go-crypto/openpgp/errors"
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
 )
 
@@ -81,4 +83,69 @@ func VerifyDetached(keyring openpgp.EntityList, document, signature []byte) (str
 		return fmt.Sprintf("%016X", *s.IssuerKeyId), s, nil
 	}
 	return SignatureIssuer(body), s, nil
+}
+
+// verifyStored is VerifyDetached for a signature that verified when what
+// it signs was stored (see StoredSignatureTime): one whose key, or a
+// signature of it, has expired since is judged again at validFrom, the
+// earliest time it could have been verified, when that is not later
+// than now. Any other failure stands.
+func verifyStored(keyring openpgp.EntityList, document, signature []byte) (*packet.Signature, error) {
+	body, err := signaturePackets(signature)
+	if err != nil {
+		return nil, err
+	}
+	s, signer, err := openpgp.VerifyDetachedSignature(keyring, bytes.NewReader(document), bytes.NewReader(body), nil)
+	if err == nil {
+		return s, nil
+	}
+	// go-crypto returns the signature and its signer when the signature
+	// verified over document and only the key's validity now failed.
+	if s == nil || signer == nil || !errors.Is(err, pgperrors.ErrKeyExpired) && !errors.Is(err, pgperrors.ErrSignatureExpired) {
+		return nil, err
+	}
+	at := validFrom(s, signer)
+	if at.After(time.Now()) {
+		return nil, err
+	}
+	s, _, err = openpgp.VerifyDetachedSignature(keyring, bytes.NewReader(document), bytes.NewReader(body),
+		&packet.Config{Time: func() time.Time { return at }})
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// validFrom is the earliest time at which sig, the key of signer that
+// made it and the self-signatures go-crypto judges that key by (the
+// primary key's, and a subkey's binding and its cross-signature) all
+// existed.
+func validFrom(sig *packet.Signature, signer *openpgp.Entity) time.Time {
+	at := sig.CreationTime
+	later := func(s *packet.Signature) {
+		if s != nil && s.CreationTime.After(at) {
+			at = s.CreationTime
+		}
+	}
+	if signer.PrimaryKey.CreationTime.After(at) {
+		at = signer.PrimaryKey.CreationTime
+	}
+	self, _ := signer.PrimarySelfSignature()
+	later(self)
+	if sig.IssuerKeyId == nil || *sig.IssuerKeyId == signer.PrimaryKey.KeyId {
+		return at
+	}
+	for _, sub := range signer.Subkeys {
+		if sub.PublicKey == nil || sub.PublicKey.KeyId != *sig.IssuerKeyId {
+			continue
+		}
+		if sub.PublicKey.CreationTime.After(at) {
+			at = sub.PublicKey.CreationTime
+		}
+		later(sub.Sig)
+		if sub.Sig != nil {
+			later(sub.Sig.EmbeddedSignature)
+		}
+	}
+	return at
 }

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
+	"github.com/ProtonMail/go-crypto/openpgp/packet"
 	"github.com/tfmirror/tfmirror/v2/internal/sha256hex"
 )
 
@@ -143,11 +144,47 @@ func CheckSignature(document, signature []byte, armoredKeys []string) error {
 // verifies the signature. A signature holding a secret key packet fails
 // the check before go-crypto parses that packet (see walkPackets).
 func SignatureTime(document, signature []byte, armoredKeys []string) (time.Time, error) {
+	return signatureTime(document, signature, armoredKeys, false)
+}
+
+// CheckStoredSignature is CheckSignature for a signature checked again:
+// see StoredSignatureTime.
+func CheckStoredSignature(document, signature []byte, armoredKeys []string) error {
+	_, err := StoredSignatureTime(document, signature, armoredKeys)
+	return err
+}
+
+// StoredSignatureTime is SignatureTime for a signature checked again
+// that verified when what it signs was stored (a cached record's
+// SHA256SUMS, checked again as it is read, copied from the shared store
+// or verified by tfmirror cache verify): the validity of the key that
+// made it is the one it had then, not now. When the signature verifies
+// over document but the key, its signing subkey or a self-signature of
+// it has expired since (a key made with an expiry, which its publisher
+// extends, in a copy the stored one is not, or lets pass), the key is
+// judged at the earliest time at which the signature, the key and the
+// self-signatures that make it a signing key all existed, which is no
+// later than when the signature was first verified; a signature that
+// was valid at no time up to now (one made after its key expired, a
+// key that its stored copy revokes) fails as SignatureTime fails it.
+// A new verification (an origin's answer, an import) is
+// SignatureTime's, judged now, as Terraform's installer judges it.
+func StoredSignatureTime(document, signature []byte, armoredKeys []string) (time.Time, error) {
+	return signatureTime(document, signature, armoredKeys, true)
+}
+
+// signatureTime is SignatureTime, or StoredSignatureTime when stored.
+func signatureTime(document, signature []byte, armoredKeys []string, stored bool) (time.Time, error) {
 	keyring, err := SigningKeys(armoredKeys)
 	if err != nil {
 		return time.Time{}, err
 	}
-	_, sig, err := VerifyDetached(keyring, document, signature)
+	var sig *packet.Signature
+	if stored {
+		sig, err = verifyStored(keyring, document, signature)
+	} else {
+		_, sig, err = VerifyDetached(keyring, document, signature)
+	}
 	if err != nil {
 		return time.Time{}, &Error{Reason: ReasonSignature, Detail: "SHA256SUMS signature does not verify with the origin's signing keys", Err: err}
 	}

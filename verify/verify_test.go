@@ -4,6 +4,7 @@ import (
 	"archive/zip"
 	"bytes"
 	"context"
+	"crypto"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -426,4 +427,49 @@ func TestSignatureTime(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestStoredSignatureOutlivesTheKeysExpiry: a signature checked again
+// (StoredSignatureTime) verifies with a key that expired after it was
+// made, which a new verification refuses as Terraform does; a signature
+// valid at no time up to now fails both.
+func TestStoredSignatureOutlivesTheKeysExpiry(t *testing.T) {
+	now := time.Now()
+	doc := []byte(strings.Repeat("ab", 32) + "  terraform-provider-x_1.0.0_linux_amd64.zip\n")
+	made := now.Add(-72 * time.Hour)
+	key, err := openpgp.NewEntity("publisher", "", "publisher@example.test", &packet.Config{
+		Algorithm: packet.PubKeyAlgoEdDSA, KeyLifetimeSecs: 48 * 3600, Time: func() time.Time { return made },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := []string{armored(t, key)}
+	signAt := func(at time.Time) []byte {
+		sig := &packet.Signature{Version: 4, SigType: packet.SigTypeBinary, PubKeyAlgo: key.PrivateKey.PubKeyAlgo,
+			Hash: crypto.SHA256, CreationTime: at, IssuerKeyId: &key.PrivateKey.KeyId}
+		cfg := &packet.Config{Time: func() time.Time { return at }}
+		h, err := sig.PrepareSign(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Write(doc)
+		if err := sig.Sign(h, key.PrivateKey, cfg); err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		if err := sig.Serialize(&b); err != nil {
+			t.Fatal(err)
+		}
+		return b.Bytes()
+	}
+	signed := now.Add(-48 * time.Hour).Truncate(time.Second)
+	whileValid := signAt(signed)
+	checkReason(t, CheckSignature(doc, whileValid, keys), ReasonSignature)
+	at, err := StoredSignatureTime(doc, whileValid, keys)
+	if err != nil || !at.Equal(signed.UTC()) {
+		t.Errorf("StoredSignatureTime of a signature made while its key was valid = %v, %v; want %v", at, err, signed.UTC())
+	}
+	checkReason(t, CheckStoredSignature(append(bytes.Clone(doc), 'x'), whileValid, keys), ReasonSignature)
+	checkReason(t, CheckStoredSignature(doc, signAt(now.Add(-12*time.Hour)), keys), ReasonSignature) // after it expired
+	checkReason(t, CheckStoredSignature(doc, signAt(now.Add(time.Hour)), keys), ReasonSignature)     // made in the future
 }
