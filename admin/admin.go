@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -276,7 +277,8 @@ func (a *API) Export(ctx context.Context, req ExportRequest) (Exported, error) {
 	switch req.Format {
 	case "", FormatBundle:
 	case FormatOCILayout:
-		return a.exportOCILayout(ctx, req, sel)
+		res, err := a.exportOCILayout(ctx, req, sel)
+		return res, selectionError(err)
 	default:
 		return res, httperr.BadRequest("format %q: want %s or %s", req.Format, FormatBundle, FormatOCILayout)
 	}
@@ -295,7 +297,17 @@ func (a *API) Export(ctx context.Context, req ExportRequest) (Exported, error) {
 		// export counts module zips.
 		a.metrics.AirGap("export", map[string]int{"exported": sum.Written + sum.Modules + sum.CLIArchives, "present": sum.Present + sum.ModulesPresent + sum.CLIPresent, "failed": sum.Failed}, sum.Bytes+sum.ModuleBytes+sum.CLIBytes)
 	}
-	return res, err
+	return res, selectionError(err)
+}
+
+// selectionError is err, an export's, as a 404 when the selection named
+// what the cache does not hold (airgap.UnmatchedSelectionError): the
+// caller's to fix, not the mirror's fault.
+func selectionError(err error) error {
+	if unmatched := (*airgap.UnmatchedSelectionError)(nil); errors.As(err, &unmatched) {
+		return &httperr.RequestError{Status: http.StatusNotFound, Msg: err.Error()}
+	}
+	return err
 }
 
 // exportOCILayout is Export of FormatOCILayout.

@@ -107,7 +107,10 @@ type Served interface {
 // reported and withdrawn from out (judgeCarried); one it lets through is
 // kept. Each version that fails is passed to report (one line, naming
 // it) and counted, and the export goes on; so is each file the manifest
-// leaves out. The error is for what stops it.
+// leaves out. The error is for what stops it: an *UnmatchedSelectionError
+// (checkSelection), before anything is written, when sel names what the
+// cache does not hold; the context's error when it is interrupted, and
+// then, into a tar file, nothing is left under out's name nor beside it.
 func Export(ctx context.Context, engine Engine, pkgs Served, sel Selection, out string, key *ExportKey, report func(string)) (ExportSummary, error) {
 	var sum ExportSummary
 	if pkgs == nil {
@@ -117,6 +120,9 @@ func Export(ctx context.Context, engine Engine, pkgs Served, sel Selection, out 
 		return sum, errors.New("no export key to sign the export's manifest with")
 	}
 	sum.Signer = key.Fingerprint()
+	if err := checkSelection(ctx, engine, sel, true, out); err != nil {
+		return sum, err
+	}
 	var err error
 	if IsTarName(out) {
 		err = exportTar(ctx, engine, pkgs, sel, out, key, report, &sum)

@@ -123,6 +123,9 @@ type ociLayoutExport struct {
 // the export goes on. It writes push.sh last: one oras cp line per tag.
 func ExportOCILayout(ctx context.Context, engine Engine, arts Artifacts, names oci.Names, sel Selection, out string, report func(string)) (LayoutSummary, error) {
 	var sum LayoutSummary
+	if err := checkSelection(ctx, engine, sel, false, out); err != nil {
+		return sum, err
+	}
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return sum, err
 	}

@@ -525,8 +525,8 @@ func TestExportCLIReleasesUnderThePolicy(t *testing.T) {
 	out = filepath.Join(t.TempDir(), "out")
 	sum, err = Export(context.Background(), cliOf(a), servedBy(t, a.Engine, nil), Selection{Providers: []addrs.Provider{tf}, Platforms: []string{"darwin_arm64"}},
 		out, newKey(t, "exporter"), func(s string) { reports = append(reports, s) })
-	if err != nil || sum.CLIArchives != 0 {
-		t.Fatalf("export of a platform not cached: %+v, %v", sum, err)
+	if unmatched := (*UnmatchedSelectionError)(nil); !errors.As(err, &unmatched) || sum.CLIArchives != 0 || fileExists(out) {
+		t.Fatalf("export of a platform not cached: %+v, %v; want it refused, nothing written", sum, err)
 	}
 	sum, err = Export(context.Background(), cliOf(a), servedBy(t, a.Engine, nil), Selection{Providers: []addrs.Provider{tf}},
 		out, newKey(t, "exporter"), func(s string) { reports = append(reports, s) })

@@ -37,7 +37,7 @@ func runExport(args []string, stdout, stderr io.Writer) int {
 		ifs = fs
 		fs.Var(&providers, "provider", "comma-separated providers to export, HOST/NAMESPACE/TYPE or NAMESPACE/TYPE (registry.terraform.io); default all, and every cached registry module and CLI release (with --provider or --version, no module is exported, and a CLI release only when its address is named: releases.hashicorp.com/hashicorp/PRODUCT, get.opentofu.org/opentofu/tofu)")
 		fs.Var(&versionList, "version", "comma-separated provider (and CLI) versions to export; default all")
-		fs.Var(&platforms, "platforms", "comma-separated os_arch platforms to export, of providers and CLI releases; default all")
+		fs.Var(&platforms, "platforms", "comma-separated os_arch platforms to export, of providers and CLI releases; default all. A --provider, --version or platform named that selects nothing the cache holds fails the export (exit 1, naming it) before anything is written")
 		fs.StringVar(&format, "format", admin.FormatBundle, "what OUT is: bundle (an air-gap bundle for tfmirror import, signed) or oci-layout (a directory of OCI image layouts, one per repository with the OCI front door's names and digests, and push.sh to copy them into an OCI registry with oras)")
 		settings.Add(fs, &own, "export-key", "oci-provider-prefix", "oci-module-prefix")
 		settings.Add(fs, &own, releasesFlags...)
@@ -127,8 +127,27 @@ func runExport(args []string, stdout, stderr io.Writer) int {
 		}
 		return nil
 	}
-	return runSealed("export", cfg, pol, stdout, stderr, viaServer, func(ctx context.Context, ops engineOps) (airGapResult, error) {
+	return runSealed("export", cfg, pol, stdout, stderr, viaServer, exportOp(req))
+}
+
+// exportOp is the export req, as runSealed runs it: its summary, and
+// the error that stopped it, said so that the operator knows what is left
+// at OUT when it was interrupted.
+func exportOp(req admin.ExportRequest) func(context.Context, engineOps) (airGapResult, error) {
+	return func(ctx context.Context, ops engineOps) (airGapResult, error) {
 		res, err := ops.Export(ctx, req)
+		if err != nil && ctx.Err() != nil {
+			// Not a fault of the cache: the operator stopped it.
+			if req.Format != admin.FormatOCILayout && airgap.IsTarName(req.Out) {
+				err = fmt.Errorf("export interrupted: nothing was written to %s (its temporary files are removed); run tfmirror export again", req.Out)
+			} else {
+				last := "a new signed manifest"
+				if req.Format == admin.FormatOCILayout {
+					last = "a new push.sh"
+				}
+				err = fmt.Errorf("export interrupted: the directory %s is incomplete, without %s; run the same tfmirror export again to finish it (what it wrote is not written again)", req.Out, last)
+			}
+		}
 		if l := res.Layout; l != nil {
 			summary := fmt.Sprintf("OCI layouts: %d repositories, %d tags; %d blobs written (%d bytes), %d already present; %d versions with fewer platforms than the front door's index, %d failed",
 				l.Repositories, l.Tags, l.Blobs, l.Bytes, l.BlobsPresent, l.Partial, l.Failed)
@@ -151,5 +170,5 @@ func runExport(args []string, stdout, stderr io.Writer) int {
 			summary += fmt.Sprintf("\nsigned the manifest with export key %s", res.Signer)
 		}
 		return airGapResult{summary: summary, failures: res.Failures, failed: res.Failed}, err
-	})
+	}
 }
