@@ -51,7 +51,7 @@ func newSharedSetup(t *testing.T, platforms ...string) *sharedSetup {
 	origin.AddProvider("hashicorp", "random", []string{"1.0.0"}, platforms)
 	return &sharedSetup{srv: srv, origin: origin, bin: buildBinary(t), caFile: originCAFile(t, origin),
 		flags: []string{"--shared-store", srv.URL(sharedBucket, "mirror"), "--shared-store-lease-ttl", liveLeaseTTL,
-			"--shared-store-key-file", keyFile(t, 'r')}}
+			"--shared-store-timeout", sharedCallTimeout, "--shared-store-key-file", keyFile(t, 'r')}}
 }
 
 // liveLeaseTTL is the lease TTL of the replicas of these tests, the
@@ -61,6 +61,12 @@ func newSharedSetup(t *testing.T, platforms ...string) *sharedSetup {
 // a live holder, and another replica downloaded the archive too. A test
 // of a holder that dies takes deadLeaseTTL.
 const liveLeaseTTL = "30s"
+
+// sharedCallTimeout bounds each of the replicas' calls to the store, the
+// longest allowed: a write to the store is best effort, dropped when its
+// call fails, and a loaded machine has taken versitygw past the default
+// 10 s, so that a test waiting for the write never saw it.
+const sharedCallTimeout = "2m"
 
 // deadLeaseTTL is the lease TTL of a test whose lease holder is killed,
 // the shortest allowed: the others take over once it expires.
