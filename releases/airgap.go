@@ -179,6 +179,11 @@ func (e *ImportError) Unwrap() error { return e.Err }
 // publisher's keys configured here (the signature that comes with it is
 // checked, never trusted for its key), each archive against that
 // SHA256SUMS under a name it signed, and the zip holding the program.
+// The SHA256SUMS is one the exporting mirror verified and stored, which
+// the caller's other anchor vouches for (package airgap imports a CLI
+// version only when a trusted export key's manifest lists it), so its
+// signature is judged as a stored one's (verifySums): a key that expired
+// after the export still verifies what it signed while valid.
 // Every archive is checked before any is stored, and the SHA256SUMS is
 // stored last, so that a version refused leaves nothing a client could
 // be served. The version then joins the stored version list, which is
@@ -202,7 +207,7 @@ func (a *AirGap) Import(ctx context.Context, in Imported) (ImportOutcome, error)
 		return out, &ImportError{File: sumsName, Err: errors.New("larger than a SHA256SUMS and its signature may be")}
 	}
 	s := &Sums{Publisher: pub, Product: product, Version: version, Document: in.Document, Signature: in.Signature, Schema: sumsSchema, Provenance: records.ProvenanceImported}
-	if err := r.verifySums(s); err != nil {
+	if err := r.verifySums(s, true); err != nil {
 		a.refused(pub, product, err)
 		return out, &ImportError{File: sumsName, Err: fmt.Errorf("does not verify with the %s keys this mirror trusts (%s): %w", pub, keysSetting(pub), err)}
 	}

@@ -213,7 +213,9 @@ func (r *Releases) remember(key string, s *Sums) {
 }
 
 // loadSums reads a stored SHA256SUMS and verifies it again: the keys in
-// force decide, not the ones that were.
+// force decide, not the ones that were, with the validity a key had when
+// the SHA256SUMS was verified (verifySums, stored): one that has expired
+// since still verifies what it signed while valid.
 func (r *Releases) loadSums(key string) (*Sums, error) {
 	var s Sums
 	if _, err := r.store.GetMeta(key, &s); err != nil {
@@ -227,7 +229,7 @@ func (r *Releases) loadSums(key string) (*Sums, error) {
 		// if none were stored.
 		return nil, cache.ErrNotFound
 	}
-	if err := r.verifySums(&s); err != nil {
+	if err := r.verifySums(&s, true); err != nil {
 		return nil, err
 	}
 	return &s, nil
@@ -249,7 +251,7 @@ func (r *Releases) fetchSums(ctx context.Context, pub Publisher, product, versio
 		return nil, err
 	}
 	s := &Sums{Publisher: pub, Product: product, Version: version, Document: doc, Signature: sig, Schema: sumsSchema}
-	err = r.verifySums(s)
+	err = r.verifySums(s, false)
 	if err != nil && pub == HashiCorp && signatureRefused(err) {
 		if err = r.verifyByKeyIDSignature(ctx, s, name, err); err != nil && ctx.Err() != nil {
 			// A signature named by a key's ID not fetched in time (or
@@ -325,7 +327,7 @@ func (r *Releases) verifyByKeyIDSignature(ctx context.Context, s *Sums, sumsName
 		}
 		c := *s
 		c.Signature = sig
-		if err := r.verifySums(&c); err != nil {
+		if err := r.verifySums(&c, false); err != nil {
 			if !signatureRefused(err) {
 				return err
 			}
@@ -355,14 +357,25 @@ func namesVersion(s *Sums, files map[string]string) error {
 }
 
 // verifySums checks s's signature with its publisher's keys, sets the key
-// ID and the signing time, and parses the document.
-func (r *Releases) verifySums(s *Sums) error {
+// ID and the signing time, and parses the document. A new SHA256SUMS (an
+// origin's answer) is judged with the keys' validity now, as the
+// installers judge it; a stored one (one verified when it was stored,
+// read again from the cache, or exported by a mirror that verified it,
+// as an import's manifest vouches) with the validity a key had when it
+// was verified (verify.StoredSignatureTime): a key that has expired
+// since still verifies what it signed while valid, and nothing it
+// signed after.
+func (r *Releases) verifySums(s *Sums, stored bool) error {
 	kr := r.keys[s.Publisher]
+	check, checkTime := verify.VerifyDetached, verify.SignatureTime
+	if stored {
+		check, checkTime = verify.VerifyStoredDetached, verify.StoredSignatureTime
+	}
 	for _, keys := range kr.blocks {
 		// verify.SignatureTime, keeping which key of the block signed: a
 		// block may hold more than one, and the signature is served under
 		// the ID of the one that made it (.72D7468F.sig).
-		issuer, sig, err := verify.VerifyDetached(keys, s.Document, s.Signature)
+		issuer, sig, err := check(keys, s.Document, s.Signature)
 		if err != nil {
 			continue
 		}
@@ -380,7 +393,7 @@ func (r *Releases) verifySums(s *Sums) error {
 		s.KeyID, s.SignedAt, s.files = id, sig.CreationTime.UTC(), files
 		return nil
 	}
-	_, err := verify.SignatureTime(s.Document, s.Signature, kr.armored)
+	_, err := checkTime(s.Document, s.Signature, kr.armored)
 	if err == nil { // not reached: each key failed alone
 		err = &verify.Error{Reason: verify.ReasonSignature, Detail: "SHA256SUMS signature does not verify"}
 	}

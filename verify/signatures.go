@@ -85,35 +85,38 @@ func VerifyDetached(keyring openpgp.EntityList, document, signature []byte) (str
 	return SignatureIssuer(body), s, nil
 }
 
-// verifyStored is VerifyDetached for a signature that verified when what
-// it signs was stored (see StoredSignatureTime): one whose key, or a
-// signature of it, has expired since is judged again at validFrom, the
-// earliest time it could have been verified, when that is not later
-// than now. Any other failure stands.
-func verifyStored(keyring openpgp.EntityList, document, signature []byte) (*packet.Signature, error) {
+// VerifyStoredDetached is VerifyDetached for a signature that verified
+// when what it signs was stored (see StoredSignatureTime): one whose key,
+// or a signature of it, has expired since is judged again at validFrom,
+// the earliest time it could have been verified, when that is not later
+// than now. Any other failure stands. A new verification is
+// VerifyDetached's.
+func VerifyStoredDetached(keyring openpgp.EntityList, document, signature []byte) (string, *packet.Signature, error) {
 	body, err := signaturePackets(signature)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	s, signer, err := openpgp.VerifyDetachedSignature(keyring, bytes.NewReader(document), bytes.NewReader(body), nil)
-	if err == nil {
-		return s, nil
-	}
-	// go-crypto returns the signature and its signer when the signature
-	// verified over document and only the key's validity now failed.
-	if s == nil || signer == nil || !errors.Is(err, pgperrors.ErrKeyExpired) && !errors.Is(err, pgperrors.ErrSignatureExpired) {
-		return nil, err
-	}
-	at := validFrom(s, signer)
-	if at.After(time.Now()) {
-		return nil, err
-	}
-	s, _, err = openpgp.VerifyDetachedSignature(keyring, bytes.NewReader(document), bytes.NewReader(body),
-		&packet.Config{Time: func() time.Time { return at }})
 	if err != nil {
-		return nil, err
+		// go-crypto returns the signature and its signer when the
+		// signature verified over document and only the key's validity
+		// now failed.
+		if s == nil || signer == nil || !errors.Is(err, pgperrors.ErrKeyExpired) && !errors.Is(err, pgperrors.ErrSignatureExpired) {
+			return "", nil, err
+		}
+		at := validFrom(s, signer)
+		if at.After(time.Now()) {
+			return "", nil, err
+		}
+		if s, _, err = openpgp.VerifyDetachedSignature(keyring, bytes.NewReader(document), bytes.NewReader(body),
+			&packet.Config{Time: func() time.Time { return at }}); err != nil {
+			return "", nil, err
+		}
 	}
-	return s, nil
+	if s.IssuerKeyId != nil {
+		return fmt.Sprintf("%016X", *s.IssuerKeyId), s, nil
+	}
+	return SignatureIssuer(body), s, nil
 }
 
 // validFrom is the earliest time at which sig, the key of signer that

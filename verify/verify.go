@@ -155,9 +155,11 @@ func CheckStoredSignature(document, signature []byte, armoredKeys []string) erro
 }
 
 // StoredSignatureTime is SignatureTime for a signature checked again
-// that verified when what it signs was stored (a cached record's
-// SHA256SUMS, checked again as it is read, copied from the shared store
-// or verified by tfmirror cache verify): the validity of the key that
+// that verified when what it signs was stored (a cached record's or CLI
+// release's SHA256SUMS, checked again as it is read, copied from the
+// shared store or verified by tfmirror cache verify; an import's that
+// the exporting mirror's signed manifest vouches it verified): the
+// validity of the key that
 // made it is the one it had then, not now. When the signature verifies
 // over document but the key, its signing subkey or a self-signature of
 // it has expired since (a key made with an expiry, which its publisher
@@ -167,8 +169,9 @@ func CheckStoredSignature(document, signature []byte, armoredKeys []string) erro
 // later than when the signature was first verified; a signature that
 // was valid at no time up to now (one made after its key expired, a
 // key that its stored copy revokes) fails as SignatureTime fails it.
-// A new verification (an origin's answer, an import) is
-// SignatureTime's, judged now, as Terraform's installer judges it.
+// A new verification (an origin's answer, an import a publisher's key
+// alone vouches for) is SignatureTime's, judged now, as Terraform's
+// installer judges it.
 func StoredSignatureTime(document, signature []byte, armoredKeys []string) (time.Time, error) {
 	return signatureTime(document, signature, armoredKeys, true)
 }
@@ -181,7 +184,7 @@ func signatureTime(document, signature []byte, armoredKeys []string, stored bool
 	}
 	var sig *packet.Signature
 	if stored {
-		sig, err = verifyStored(keyring, document, signature)
+		_, sig, err = VerifyStoredDetached(keyring, document, signature)
 	} else {
 		_, sig, err = VerifyDetached(keyring, document, signature)
 	}

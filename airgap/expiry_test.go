@@ -1,0 +1,143 @@
+package airgap
+
+import (
+	"bytes"
+	"context"
+	"crypto"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/ProtonMail/go-crypto/openpgp"
+	"github.com/ProtonMail/go-crypto/openpgp/packet"
+
+	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/discovery/registryjson"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/mirror"
+	"github.com/tfmirror/tfmirror/v2/verify/verifytest"
+)
+
+// signedAt is e's detached signature over doc made at the time at,
+// whatever e's validity then (go-crypto's DetachSign makes none once the
+// key expired).
+func signedAt(t *testing.T, e *openpgp.Entity, doc []byte, at time.Time) []byte {
+	t.Helper()
+	sig := &packet.Signature{Version: 4, SigType: packet.SigTypeBinary, PubKeyAlgo: e.PrivateKey.PubKeyAlgo,
+		Hash: crypto.SHA256, CreationTime: at, IssuerKeyId: &e.PrivateKey.KeyId}
+	cfg := &packet.Config{Time: func() time.Time { return at }}
+	h, err := sig.PrepareSign(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Write(doc)
+	if err := sig.Sign(h, e.PrivateKey, cfg); err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := sig.Serialize(&b); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// TestImportOutlivesThePublishersKeyExpiry: a bundle exported by a
+// connected mirror, whose manifest a trusted export key signed, carries
+// SHA256SUMS the exporting mirror verified while the publisher's key was
+// valid; imported after that key expired (on an air-gapped site, a
+// bundle made a day before), it is taken, as the exporting mirror still
+// serves it from its cache. A signature made after the key expired is
+// refused under the manifest too, and the publisher's key alone
+// (--trusted-publisher-keys, which vouches for the bundle by that
+// signature only) does not vouch for an expired key's signature: that is
+// a new verification, judged now as Terraform judges one.
+func TestImportOutlivesThePublishersKeyExpiry(t *testing.T) {
+	o := enginetest.StartOrigin(t, fakeorigin.Options{})
+	o.AddProvider("acme", "net", []string{"1.0.0"}, []string{"linux_amd64"})
+	src := newEngine(t, o)
+	ctx := context.Background()
+	p := addrs.Provider{Hostname: enginetest.OriginHost, Namespace: "acme", Type: "net"}
+	v, _ := addrs.ParseSemver("1.0.0")
+	linux := addrs.Platform{OS: "linux", Arch: "amd64"}
+	a, err := src.OpenArchive(ctx, p, v, linux)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, a) //nolint:errcheck
+	a.Close()
+	mirror.WaitIdle(ctx, src) //nolint:errcheck
+
+	now := time.Now()
+	key, err := openpgp.NewEntity("publisher", "", "publisher@example.test", &packet.Config{
+		Algorithm: packet.PubKeyAlgoEdDSA, KeyLifetimeSecs: 48 * 3600, Time: func() time.Time { return now.Add(-72 * time.Hour) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exporter := newKey(t, "exporter")
+	// exported is the bundle as the exporting mirror would have written
+	// it had the origin's SHA256SUMS been signed by key at the time at.
+	exported := func(at time.Time) string {
+		t.Helper()
+		out := filepath.Join(t.TempDir(), "out")
+		if _, err := Export(ctx, src, servedBy(t, src, nil), Selection{}, out, exporter, func(string) {}); err != nil {
+			t.Fatal(err)
+		}
+		dir := filepath.Join(out, p.Hostname.ForDisplay(), p.Namespace, p.Type)
+		evPath := filepath.Join(dir, evidenceName(p.Type, "1.0.0"))
+		raw, err := os.ReadFile(evPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ef evidenceFile
+		if err := json.Unmarshal(raw, &ef); err != nil {
+			t.Fatal(err)
+		}
+		for i, d := range ef.Documents {
+			doc, err := os.ReadFile(filepath.Join(dir, d.File))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, d.SignatureFile), signedAt(t, key, doc, at), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			ef.Documents[i].SigningKeys = []registryjson.GPGPublicKey{{KeyID: key.PrimaryKey.KeyIdString(), ASCIIArmor: verifytest.ArmoredPublic(t, key)}}
+		}
+		if raw, err = json.Marshal(ef); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(evPath, raw, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		resign(t, out, exporter)
+		return out
+	}
+	trusted := ImportOptions{Trust: Trust{ExportKeys: publicOf(t, exporter)}}
+
+	dst := newEngine(t, nil) // sealed
+	if sum, reports := importInto(t, dst, exported(now.Add(-48*time.Hour)), trusted); sum.Imported != 1 || sum.Failed != 0 {
+		t.Fatalf("a bundle signed while the publisher's key was valid, imported after it expired: %+v %q", sum, reports)
+	}
+	if a, err := dst.OpenArchive(ctx, p, v, linux); err != nil {
+		t.Errorf("the imported package is not served: %v", err)
+	} else {
+		a.Close()
+	}
+
+	late := exported(now.Add(-12 * time.Hour))
+	if sum, reports := importInto(t, newEngine(t, nil), late, trusted); sum.Imported != 0 || sum.Failed != 1 {
+		t.Errorf("a bundle whose SHA256SUMS was signed after the publisher's key expired: %+v %q", sum, reports)
+	}
+
+	pinned := exported(now.Add(-48 * time.Hour))
+	os.Remove(filepath.Join(pinned, manifestName))
+	os.Remove(filepath.Join(pinned, manifestSigName))
+	ns := Namespace{Host: p.Hostname, Name: p.Namespace}
+	if sum, reports := importInto(t, newEngine(t, nil), pinned, ImportOptions{Trust: Trust{PublisherKeys: map[Namespace]openpgp.EntityList{ns: {key}}}}); sum.Imported != 0 || sum.Failed != 1 {
+		t.Errorf("a version vouched for by an expired publisher key alone: %+v %q", sum, reports)
+	}
+}
