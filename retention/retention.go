@@ -361,9 +361,10 @@ func (r *Retainer) Status() Status {
 // Evictable reports whether the cache's size limit may evict the archive
 // sha: not when a version that cannot be fetched again, or a pinned one,
 // needs it; nothing on a sealed mirror; nothing until retention has read
-// what the cache holds.
+// what the cache holds; nothing while the pins were never read (what
+// they pin is not known), as the rules remove nothing then.
 func (r *Retainer) Evictable(sha string) bool {
-	if r.offline {
+	if r.offline || r.pins.unread() != nil {
 		return false
 	}
 	return r.prot.evictable(sha)

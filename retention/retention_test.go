@@ -12,6 +12,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -680,6 +681,44 @@ func TestNewRefusesWrongWiring(t *testing.T) {
 				t.Fatal("New took it")
 			}
 		})
+	}
+}
+
+// laterPins is a pins directory whose files are refused (an upgrade's
+// new check of their mode or owner, a file that does not parse) until
+// fixed is set, and then pin nothing.
+type laterPins struct{ fixed atomic.Bool }
+
+func (p *laterPins) Pins() (*Pins, bool, error) {
+	if !p.fixed.Load() {
+		return nil, false, errors.New("pins/team.lock.hcl has mode 0664: refused")
+	}
+	return &Pins{}, true, nil
+}
+
+// The size limit evicts nothing while the pins were never read, as the
+// rules remove nothing (TestRetentionRulesWaitForPins): what they pin is
+// not known, and a pinned version is never removed by the size limit.
+// Once the pins are read, what they do not pin may be evicted.
+func TestSizeLimitWaitsForPins(t *testing.T) {
+	t.Parallel()
+	pins := &laterPins{}
+	h := newHarness(t, harnessOptions{ret: Config{Interval: -1, Pins: pins}})
+	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, []string{"linux_amd64"})
+	h.readAll("1.0.0")
+	sha := h.origin.SHA256(ns, typ, "1.0.0", "linux_amd64")
+	h.ret.pins.first(h.ret.log)
+	h.ret.rebuild()
+	if h.ret.Evictable(sha) {
+		t.Error("the size limit may evict an archive while the pins were never read")
+	}
+	pins.fixed.Store(true)
+	if !h.ret.pins.read(h.ret.log) {
+		t.Fatal("the pins read did not change them")
+	}
+	h.ret.rebuild()
+	if !h.ret.Evictable(sha) {
+		t.Error("an archive no pin selects, which can be fetched again, is kept from the size limit once the pins were read")
 	}
 }
 

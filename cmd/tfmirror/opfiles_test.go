@@ -332,6 +332,82 @@ func TestDataDirKeyChecked(t *testing.T) {
 	}
 }
 
+// TestDataDirGeneratedTLSKeyProcess: the TLS key tfmirror generated in
+// its data directory (DATA-DIR/tls/server-key.pem, without --tls-key)
+// that a kubelet's fsGroup walk (at each mount with fsGroupChangePolicy
+// Always) or a restore left group-writable is made its owner's only and
+// logged, as the URL-signing key is, and the serve starts with the same
+// CA and key: a data directory release 2.0.0 served (which read the key
+// whatever its mode) is refused at no start. An --tls-key of the
+// operator's is still refused (TestOperatorFilesRefusedProcess).
+func TestDataDirGeneratedTLSKeyProcess(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	dataDir := filepath.Join(dir, "data")
+	run := func() string {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, bin, "serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0")
+		cmd.Env = []string{"HOME=" + dir, "PATH=" + os.Getenv("PATH")}
+		out, err := cmd.StderrPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stdout = io.Discard
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		var text strings.Builder
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			text.WriteString(sc.Text() + "\n")
+			if strings.Contains(sc.Text(), "tfmirror is serving") {
+				cmd.Process.Kill()
+				break
+			}
+		}
+		io.Copy(io.Discard, out)
+		cmd.Wait()
+		return text.String()
+	}
+	if logged := run(); !strings.Contains(logged, "tfmirror is serving") {
+		t.Fatalf("the first serve did not start:\n%s", logged)
+	}
+	tlsDir := filepath.Join(dataDir, "tls")
+	key := filepath.Join(tlsDir, "server-key.pem")
+	before := map[string][]byte{}
+	for _, name := range []string{"ca.pem", "ca-key.pem", "server.pem", "server-key.pem"} {
+		b, err := os.ReadFile(filepath.Join(tlsDir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		before[name] = b
+		if err := os.Chmod(filepath.Join(tlsDir, name), 0o660); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	logged := run()
+	if !strings.Contains(logged, "tfmirror is serving") {
+		t.Fatalf("serve on its own generated TLS key of mode 0660 did not start:\n%s", logged)
+	}
+	if !strings.Contains(logged, "a file of the data directory was writable by other users; it is now its owner's only") {
+		t.Errorf("the serve did not say it made its key its own:\n%s", logged)
+	}
+	if fi, err := os.Stat(key); err != nil || fi.Mode().Perm() != 0o640 {
+		t.Errorf("the key is now %v (%v), want 0640", fi.Mode(), err)
+	}
+	for name, b := range before {
+		if got, _ := os.ReadFile(filepath.Join(tlsDir, name)); !bytes.Equal(got, b) {
+			t.Errorf("%s was replaced: clients trust the CA and key they had", name)
+		}
+	}
+}
+
 // TestDataDirKeyProcess: a serve with client authentication whose data
 // directory's URL-signing key its group may write (as a kubelet's
 // fsGroup walk leaves it at every mount) takes the group's write bit

@@ -342,7 +342,7 @@ func (m *server) setupTLS() error {
 // hosts, from the next connection on, and has renewIfDue issue it again
 // at its renewal time.
 func (m *server) useGenerated(files certs.Files, hosts []string) error {
-	pair, err := loadGenerated(files)
+	pair, err := loadGenerated(files, m.log)
 	if err != nil {
 		return err
 	}
@@ -351,9 +351,14 @@ func (m *server) useGenerated(files certs.Files, hosts []string) error {
 }
 
 // loadGenerated reads the generated certificate of files, with its leaf
-// parsed.
-func loadGenerated(files certs.Files) (*tls.Certificate, error) {
-	pair, err := loadKeyPair(files.Cert, files.Key)
+// parsed. Its key is a file tfmirror wrote in its data directory, read
+// as readOwnFile reads one: group-writable and this user's (a kubelet's
+// fsGroup walk at each mount, a restore), it is made its owner's only
+// and logged to log, not refused at every start.
+func loadGenerated(files certs.Files, log *slog.Logger) (*tls.Certificate, error) {
+	pair, err := readKeyPair(files.Cert, files.Key, func(path string) ([]byte, error) {
+		return readOwnFile(path, maxKeyFileBytes, log)
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -452,7 +457,7 @@ func (m *server) reissueCert(cfg settings.Config) (use func(), err error) {
 	// when Ensure did not issue it: the one served may be another (a
 	// renewal between a reload's issue and its putting in force leaves
 	// on disk one of the names in force then, and serves the reload's).
-	pair, err := loadGenerated(files)
+	pair, err := loadGenerated(files, m.log)
 	if err != nil {
 		return nil, fmt.Errorf("issuing the server certificate for %s from the generated local CA: %w", host, err)
 	}
@@ -471,11 +476,18 @@ func (m *server) reissueCert(cfg settings.Config) (use func(), err error) {
 // FIFO, within bounds, and the key, a secret, refused when users other
 // than its owner may write it.
 func loadKeyPair(certFile, keyFile string) (tls.Certificate, error) {
+	return readKeyPair(certFile, keyFile, func(path string) ([]byte, error) {
+		return inputfile.ReadTrusted(path, maxKeyFileBytes)
+	})
+}
+
+// readKeyPair is loadKeyPair with the key read by readKey.
+func readKeyPair(certFile, keyFile string, readKey func(path string) ([]byte, error)) (tls.Certificate, error) {
 	cert, err := inputfile.ReadOperator(certFile, maxCertFileBytes)
 	if err != nil {
 		return tls.Certificate{}, fmt.Errorf("loading TLS certificate: %w", err)
 	}
-	key, err := inputfile.ReadTrusted(keyFile, maxKeyFileBytes)
+	key, err := readKey(keyFile)
 	if err != nil {
 		return tls.Certificate{}, fmt.Errorf("loading TLS certificate's key: %w", err)
 	}
