@@ -249,6 +249,8 @@ func (a *AirGap) Import(ctx context.Context, in Imported) (ImportOutcome, error)
 			},
 			Refused: func(reason string) { r.metrics.CLIRefused(string(pub), product, reason) }})
 	}
+	r.imports.Lock() // not while retention removes a version
+	defer r.imports.Unlock()
 	for _, b := range blobs {
 		size, present, err := r.engine.AirGap().ImportBlob(ctx, b)
 		if err != nil {

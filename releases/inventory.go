@@ -170,7 +170,8 @@ func (s *Inventory) versionOfRecord(key string, raw json.RawMessage) (inventory.
 // the cache: its SHA256SUMS and the files kept beside it, so that it is
 // no longer listed sealed and is fetched again, when it can be, before it
 // is served. Retention calls it for a version that cannot be fetched
-// again, once its archives are removed.
+// again, once its archives are removed. It waits for an import under way
+// (Releases.imports).
 func (s *Inventory) RemoveVersion(kind, address, version string) error {
 	r := s.r
 	pub, product, ok := ParseAddress(address)
@@ -180,6 +181,8 @@ func (s *Inventory) RemoveVersion(kind, address, version string) error {
 	if _, err := CanonicalVersion(version); err != nil {
 		return err
 	}
+	r.imports.Lock() // not while an import is under way (Releases.imports)
+	defer r.imports.Unlock()
 	key := sumsKey(pub, product, version)
 	var files []string
 	prefix := "releases/file/" + string(pub) + "/" + product + "/" + version + "/"

@@ -152,6 +152,13 @@ type Releases struct {
 
 	notify notifier // retention's (Notify)
 
+	// imports is held by an import (AirGap.Import) from its first
+	// archive to its version list, and by Inventory.RemoveVersion:
+	// retention removes a version, then reads what names its archives,
+	// once no import that may have found one of them cached is under
+	// way (as the engine removes its versions under its import lock).
+	imports sync.Mutex
+
 	mu    sync.Mutex
 	sums  map[string]*Sums     // verified, by sumsKey
 	lists map[string]*listMemo // by listKey

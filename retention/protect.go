@@ -36,7 +36,8 @@ type protection struct {
 	// (importing): an import that found the archive cached before the
 	// removal deleted it, and then wrote a record naming it, would leave
 	// that record without its archive. The lock order: an import holds
-	// the engine's locks (its import lock) when it takes removing, so
+	// the engine's locks (its import lock, or the CLI releases' import
+	// lock) when it takes removing, so
 	// removing is never held across a call into the engine (a named
 	// prune removes the version's record, and reads the records again,
 	// before it takes removing); within it, only the cache's deletion
@@ -157,7 +158,9 @@ func (p *protection) removeUnnamed(shas []string, named map[string]bool, remove 
 
 // removeUnkept runs remove, the deletion of sha by the rules, unless sha
 // is kept (by the records last read or by an import since: the rules'
-// reading of the records may predate it); kept says it was not run.
+// reading of the records may predate it); kept says it was not run. Once
+// remove deleted sha, it forgets sha as extra (removed) before an import
+// waiting for it protects sha again.
 func (p *protection) removeUnkept(sha string, remove func() error) (kept bool, err error) {
 	p.removing.Lock()
 	defer p.removing.Unlock()
@@ -170,7 +173,11 @@ func (p *protection) removeUnkept(sha string, remove func() error) (kept bool, e
 	if kept {
 		return true, nil
 	}
-	return false, remove()
+	if err := remove(); err != nil {
+		return false, err
+	}
+	p.removed(sha)
+	return false, nil
 }
 
 // removed forgets sha as extra: a prune removed it.

@@ -298,7 +298,6 @@ func (r *Retainer) remove(ctx context.Context, plan []Removal) ([]Removal, error
 			case err == nil:
 				got.Archives = append(got.Archives, sha)
 				got.Bytes += info.Size
-				r.prot.removed(sha)
 			case errors.Is(err, cache.ErrNotFound):
 			case errors.Is(err, cache.ErrInUse):
 				busy = true
@@ -341,8 +340,9 @@ var errRecordRemoved = errors.New("record removed")
 // whole for a prune naming it again. An archive that an import names
 // since the plan (byte for byte the package of another version) stays,
 // kept from the size limit: once the record is removed, the records are
-// read again (the engine removes it under its import lock, so the imports
-// that began before have ended), and the imports since are watched. It
+// read again (the engine, and the CLI releases, remove it under their
+// import lock, so the imports that began before have ended), and the
+// imports since are watched. It
 // returns what was removed, and false when nothing was.
 func (r *Retainer) removeWhole(rm Removal) (Removal, bool) {
 	attrs := []any{"kind", rm.Kind, "address", rm.Address, "version", rm.Version}
