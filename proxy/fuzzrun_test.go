@@ -13,7 +13,8 @@ import (
 
 // fuzzers are the fuzz tests that CI runs beyond their seed corpora: this
 // package's (the X-Forwarded-For selection and the Host check among them), those of the origin client's response parsers, the module
-// package unpacker's (nothing written outside its directory), the
+// package unpacker's (nothing written outside its directory) and its
+// readers of a source host's Git pack and a registry's download location, the
 // archive-name parser, the engine's import check of signed names, the
 // export manifest reader's (nothing accepted the trusted key did not sign), and the
 // access-log encoder's comparisons with log/slog.
@@ -26,8 +27,10 @@ var fuzzers = []struct{ dir, name string }{
 	{"../discovery", "FuzzParseVersions"},
 	{"../discovery", "FuzzParsePackage"},
 	{"../discovery/modsource", "FuzzUnpack"},
+	{"../discovery/modsource", "FuzzGitPack"},
+	{"../discovery/modsource", "FuzzParseLocation"},
 	{"../addrs", "FuzzParseArchiveName"},
-	{"../mirror", "FuzzSignedImport"},
+	{"../mirror/imports", "FuzzSignedImport"},
 	{"../airgap", "FuzzReadManifest"},
 	{"../internal/jsonlog", "FuzzSameAsSlog"},
 	{"../internal/jsonlog", "FuzzAppendTime"},
@@ -77,6 +80,10 @@ func TestFuzzersBriefly(t *testing.T) {
 			corpus := filepath.Join(fz.dir, "testdata", "fuzz", fz.name)
 			before := corpusFiles(t, corpus)
 			out, err := cmd.CombinedOutput()
+			if err == nil && strings.Contains(string(out), "no fuzz tests to fuzz") {
+				// go test passes a name no fuzz test of the package has.
+				t.Fatalf("go test -fuzz %s in %s fuzzed nothing:\n%s", fz.name, fz.dir, out)
+			}
 			if err != nil {
 				if len(corpusFiles(t, corpus)) == len(before) && deadlineRace(out, fz.name, budget) {
 					t.Logf("%s: the fuzzer ran its %s and wrote no failing input; its exit at the deadline is the Go 1.26 fuzz coordinator's race (go.dev/issue/75804, fixed in Go 1.27):\n%s", fz.name, fuzztime, lastLines(out, 6))
@@ -193,6 +200,34 @@ FAIL
 	} {
 		if got := deadlineRace([]byte(tc.out), name, tc.budget); got != tc.want {
 			t.Errorf("%s: deadlineRace = %v, want %v", tc.what, got, tc.want)
+		}
+	}
+}
+
+// TestFuzzersExist checks that each fuzzer TestFuzzersBriefly runs is
+// declared in the package of its directory: go test -fuzz given a name
+// that no fuzz test of the package has warns "no fuzz tests to fuzz" and
+// passes, so a fuzzer moved to another package would silently stop being
+// fuzzed.
+func TestFuzzersExist(t *testing.T) {
+	for _, fz := range fuzzers {
+		files, err := filepath.Glob(filepath.Join(fz.dir, "*_test.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, name := range files {
+			b, err := os.ReadFile(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(string(b), "\nfunc "+fz.name+"(f *testing.F) {") {
+				found = true
+				break
+			}
+		}
+		if !found {
+			t.Errorf("no fuzz test %s in %s", fz.name, fz.dir)
 		}
 	}
 }

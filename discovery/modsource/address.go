@@ -154,9 +154,18 @@ func Parse(location string) (Address, error) {
 	if u.Host == "" || u.User != nil {
 		return Address{}, &UnsupportedError{Detail: "source URL has no host, or carries credentials"}
 	}
+	if strings.Contains(u.EscapedPath(), "//") {
+		// An escaped slash that net/url writes back unescaped (the path
+		// also holds bytes it escapes otherwise): the address would not
+		// be in the location syntax (Package), where "//" is //SUBDIR.
+		return Address{}, &UnsupportedError{Detail: fmt.Sprintf("source URL %s has a path holding \"//\" as a URL, which the location syntax reads as //SUBDIR", redact.URL(u))}
+	}
 	if u.Fragment != "" {
 		u.Fragment = ""
 	}
+	// An empty query is written as none ("x.zip?" is "x.zip"), as it is
+	// once Package adds a parameter to it.
+	u.ForceQuery = false
 	q := u.Query()
 	a := Address{Subdir: subdir}
 	if forced == "git" {

@@ -25,7 +25,7 @@ type packObject struct {
 
 // buildPack writes a pack of objects, without its trailing checksum
 // (checkPack does not read it).
-func buildPack(t *testing.T, objects ...packObject) []byte {
+func buildPack(t testing.TB, objects ...packObject) []byte {
 	t.Helper()
 	var b bytes.Buffer
 	b.WriteString("PACK")
