@@ -1,9 +1,7 @@
 package airgap
 
 import (
-	"bytes"
 	"context"
-	"crypto"
 	"encoding/json"
 	"io"
 	"os"
@@ -12,7 +10,6 @@ import (
 	"time"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
-	"github.com/ProtonMail/go-crypto/openpgp/packet"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/discovery/registryjson"
@@ -21,29 +18,6 @@ import (
 	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/verify/verifytest"
 )
-
-// signedAt is e's detached signature over doc made at the time at,
-// whatever e's validity then (go-crypto's DetachSign makes none once the
-// key expired).
-func signedAt(t *testing.T, e *openpgp.Entity, doc []byte, at time.Time) []byte {
-	t.Helper()
-	sig := &packet.Signature{Version: 4, SigType: packet.SigTypeBinary, PubKeyAlgo: e.PrivateKey.PubKeyAlgo,
-		Hash: crypto.SHA256, CreationTime: at, IssuerKeyId: &e.PrivateKey.KeyId}
-	cfg := &packet.Config{Time: func() time.Time { return at }}
-	h, err := sig.PrepareSign(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.Write(doc)
-	if err := sig.Sign(h, e.PrivateKey, cfg); err != nil {
-		t.Fatal(err)
-	}
-	var b bytes.Buffer
-	if err := sig.Serialize(&b); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
-}
 
 // TestImportOutlivesThePublishersKeyExpiry: a bundle exported by a
 // connected mirror, whose manifest a trusted export key signed, carries
@@ -72,12 +46,7 @@ func TestImportOutlivesThePublishersKeyExpiry(t *testing.T) {
 	mirror.WaitIdle(ctx, src) //nolint:errcheck
 
 	now := time.Now()
-	key, err := openpgp.NewEntity("publisher", "", "publisher@example.test", &packet.Config{
-		Algorithm: packet.PubKeyAlgoEdDSA, KeyLifetimeSecs: 48 * 3600, Time: func() time.Time { return now.Add(-72 * time.Hour) },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	key := verifytest.ExpiringKey(t, now.Add(-72*time.Hour), 48*time.Hour)
 	exporter := newKey(t, "exporter")
 	// exported is the bundle as the exporting mirror would have written
 	// it had the origin's SHA256SUMS been signed by key at the time at.
@@ -102,7 +71,7 @@ func TestImportOutlivesThePublishersKeyExpiry(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := os.WriteFile(filepath.Join(dir, d.SignatureFile), signedAt(t, key, doc, at), 0o644); err != nil {
+			if err := os.WriteFile(filepath.Join(dir, d.SignatureFile), verifytest.SignedAt(t, key, doc, at), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			ef.Documents[i].SigningKeys = []registryjson.GPGPublicKey{{KeyID: key.PrimaryKey.KeyIdString(), ASCIIArmor: verifytest.ArmoredPublic(t, key)}}

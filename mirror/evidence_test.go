@@ -483,12 +483,7 @@ func TestCachedVersionOutlivesItsKeysExpiry(t *testing.T) {
 
 	now := time.Now()
 	made, signed := now.Add(-72*time.Hour), now.Add(-48*time.Hour)
-	publisher, err := openpgp.NewEntity("publisher", "", "publisher@example.test", &packet.Config{
-		Algorithm: packet.PubKeyAlgoEdDSA, KeyLifetimeSecs: 48 * 3600, Time: func() time.Time { return made },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	publisher := verifytest.ExpiringKey(t, made, 48*time.Hour)
 	var sig bytes.Buffer
 	if err := openpgp.DetachSign(&sig, publisher, bytes.NewReader(rec.Documents[0].Content),
 		&packet.Config{Time: func() time.Time { return signed }}); err != nil {

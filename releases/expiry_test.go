@@ -3,13 +3,9 @@ package releases_test
 import (
 	"bytes"
 	"context"
-	"crypto"
 	"io"
 	"testing"
 	"time"
-
-	"github.com/ProtonMail/go-crypto/openpgp"
-	"github.com/ProtonMail/go-crypto/openpgp/packet"
 
 	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
@@ -18,29 +14,6 @@ import (
 	"github.com/tfmirror/tfmirror/v2/verify"
 	"github.com/tfmirror/tfmirror/v2/verify/verifytest"
 )
-
-// signedAt is e's detached signature over doc made at the time at,
-// whatever e's validity then (go-crypto's DetachSign makes none once the
-// key expired).
-func signedAt(t *testing.T, e *openpgp.Entity, doc []byte, at time.Time) []byte {
-	t.Helper()
-	sig := &packet.Signature{Version: 4, SigType: packet.SigTypeBinary, PubKeyAlgo: e.PrivateKey.PubKeyAlgo,
-		Hash: crypto.SHA256, CreationTime: at, IssuerKeyId: &e.PrivateKey.KeyId}
-	cfg := &packet.Config{Time: func() time.Time { return at }}
-	h, err := sig.PrepareSign(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.Write(doc)
-	if err := sig.Sign(h, e.PrivateKey, cfg); err != nil {
-		t.Fatal(err)
-	}
-	var b bytes.Buffer
-	if err := sig.Serialize(&b); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
-}
 
 // TestStoredSumsOutliveTheirKeysExpiry: a CLI version's SHA256SUMS
 // verified while the publisher's key was valid (HashiCorp's primary key
@@ -53,16 +26,11 @@ func signedAt(t *testing.T, e *openpgp.Entity, doc []byte, at time.Time) []byte 
 func TestStoredSumsOutliveTheirKeysExpiry(t *testing.T) {
 	o := startOrigin(t)
 	now := time.Now()
-	key, err := openpgp.NewEntity("publisher", "", "publisher@example.test", &packet.Config{
-		Algorithm: packet.PubKeyAlgoEdDSA, KeyLifetimeSecs: 48 * 3600, Time: func() time.Time { return now.Add(-72 * time.Hour) },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	key := verifytest.ExpiringKey(t, now.Add(-72*time.Hour), 48*time.Hour)
 	armored := verifytest.ArmoredPublic(t, key)
 	doc := o.Sums("hashicorp", "terraform", "1.6.0")
-	whileValid := signedAt(t, key, doc, now.Add(-48*time.Hour))
-	late := signedAt(t, key, doc, now.Add(-12*time.Hour))
+	whileValid := verifytest.SignedAt(t, key, doc, now.Add(-48*time.Hour))
+	late := verifytest.SignedAt(t, key, doc, now.Add(-12*time.Hour))
 	if err := verify.CheckSignature(doc, whileValid, []string{armored}); err == nil {
 		t.Fatal("a new verification with the expired key succeeded; the test needs one refused, as Terraform refuses it")
 	}

@@ -4,7 +4,6 @@ import (
 	"archive/zip"
 	"bytes"
 	"context"
-	"crypto"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -437,31 +436,9 @@ func TestStoredSignatureOutlivesTheKeysExpiry(t *testing.T) {
 	now := time.Now()
 	doc := []byte(strings.Repeat("ab", 32) + "  terraform-provider-x_1.0.0_linux_amd64.zip\n")
 	made := now.Add(-72 * time.Hour)
-	key, err := openpgp.NewEntity("publisher", "", "publisher@example.test", &packet.Config{
-		Algorithm: packet.PubKeyAlgoEdDSA, KeyLifetimeSecs: 48 * 3600, Time: func() time.Time { return made },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	key := verifytest.ExpiringKey(t, made, 48*time.Hour)
 	keys := []string{armored(t, key)}
-	signAt := func(at time.Time) []byte {
-		sig := &packet.Signature{Version: 4, SigType: packet.SigTypeBinary, PubKeyAlgo: key.PrivateKey.PubKeyAlgo,
-			Hash: crypto.SHA256, CreationTime: at, IssuerKeyId: &key.PrivateKey.KeyId}
-		cfg := &packet.Config{Time: func() time.Time { return at }}
-		h, err := sig.PrepareSign(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h.Write(doc)
-		if err := sig.Sign(h, key.PrivateKey, cfg); err != nil {
-			t.Fatal(err)
-		}
-		var b bytes.Buffer
-		if err := sig.Serialize(&b); err != nil {
-			t.Fatal(err)
-		}
-		return b.Bytes()
-	}
+	signAt := func(at time.Time) []byte { return verifytest.SignedAt(t, key, doc, at) }
 	signed := now.Add(-48 * time.Hour).Truncate(time.Second)
 	whileValid := signAt(signed)
 	checkReason(t, CheckSignature(doc, whileValid, keys), ReasonSignature)

@@ -1,7 +1,6 @@
 package records
 
 import (
-	"bytes"
 	"crypto"
 	"strings"
 	"testing"
@@ -14,43 +13,6 @@ import (
 	"github.com/tfmirror/tfmirror/v2/verify"
 	"github.com/tfmirror/tfmirror/v2/verify/verifytest"
 )
-
-// expiringKey makes an Ed25519 key created at made that expires after
-// lifetime, as a publisher's key made with GnuPG's default expiry is.
-func expiringKey(t *testing.T, made time.Time, lifetime time.Duration) *openpgp.Entity {
-	t.Helper()
-	secs := uint32(lifetime / time.Second)
-	e, err := openpgp.NewEntity("publisher", "", "publisher@example.test", &packet.Config{
-		Algorithm: packet.PubKeyAlgoEdDSA, KeyLifetimeSecs: secs, Time: func() time.Time { return made },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return e
-}
-
-// signedAt is e's detached signature over doc made at the time at,
-// whatever e's validity then (a signature go-crypto's DetachSign would
-// not make once the key expired).
-func signedAt(t *testing.T, e *openpgp.Entity, doc []byte, at time.Time) []byte {
-	t.Helper()
-	sig := &packet.Signature{Version: 4, SigType: packet.SigTypeBinary, PubKeyAlgo: e.PrivateKey.PubKeyAlgo,
-		Hash: crypto.SHA256, CreationTime: at, IssuerKeyId: &e.PrivateKey.KeyId}
-	cfg := &packet.Config{Time: func() time.Time { return at }}
-	h, err := sig.PrepareSign(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.Write(doc)
-	if err := sig.Sign(h, e.PrivateKey, cfg); err != nil {
-		t.Fatal(err)
-	}
-	var b bytes.Buffer
-	if err := sig.Serialize(&b); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
-}
 
 // extendedAt gives e a new self-signature made at the time at, which
 // sets its expiry to lifetime after its creation, as a publisher who
@@ -109,9 +71,9 @@ func TestStoredEvidenceOutlivesItsKeysExpiry(t *testing.T) {
 
 	// Made 3 days ago, valid for 2: expired a day ago. The version was
 	// signed and verified 2 days ago.
-	key := expiringKey(t, now.Add(-72*time.Hour), 48*time.Hour)
+	key := verifytest.ExpiringKey(t, now.Add(-72*time.Hour), 48*time.Hour)
 	signed := now.Add(-48 * time.Hour)
-	rec := recordSignedBy(t, key, doc, signedAt(t, key, doc, signed), signed)
+	rec := recordSignedBy(t, key, doc, verifytest.SignedAt(t, key, doc, signed), signed)
 	if err := verify.CheckSignature(doc, rec.Documents[0].Signature, ArmoredKeys(rec.Documents[0].SigningKeys)); err == nil {
 		t.Fatal("a new verification with the expired key succeeded; the test needs one that is refused, as Terraform refuses it")
 	}
@@ -121,22 +83,22 @@ func TestStoredEvidenceOutlivesItsKeysExpiry(t *testing.T) {
 
 	// Its expiry extended after the version was signed, and expired
 	// since: the stored key's self-signature is newer than the signature.
-	extended := expiringKey(t, now.Add(-96*time.Hour), 48*time.Hour)
-	sig := signedAt(t, extended, doc, now.Add(-60*time.Hour))
+	extended := verifytest.ExpiringKey(t, now.Add(-96*time.Hour), 48*time.Hour)
+	sig := verifytest.SignedAt(t, extended, doc, now.Add(-60*time.Hour))
 	extendedAt(t, extended, now.Add(-55*time.Hour), 72*time.Hour)
 	if err := recordSignedBy(t, extended, doc, sig, now.Add(-55*time.Hour)).VerifyEvidence("x", v); err != nil {
 		t.Errorf("the stored record verified after its key's expiry was extended is refused once the key expired: %v", err)
 	}
 
 	// Signed after the key expired: never valid.
-	late := recordSignedBy(t, key, doc, signedAt(t, key, doc, now.Add(-12*time.Hour)), now.Add(-12*time.Hour))
+	late := recordSignedBy(t, key, doc, verifytest.SignedAt(t, key, doc, now.Add(-12*time.Hour)), now.Add(-12*time.Hour))
 	if err := late.VerifyEvidence("x", v); err == nil {
 		t.Error("a stored signature made after its key expired verifies")
 	}
 
 	// A key whose stored copy revokes it.
-	revoked := expiringKey(t, now.Add(-72*time.Hour), 0)
-	sig = signedAt(t, revoked, doc, now.Add(-48*time.Hour))
+	revoked := verifytest.ExpiringKey(t, now.Add(-72*time.Hour), 0)
+	sig = verifytest.SignedAt(t, revoked, doc, now.Add(-48*time.Hour))
 	if err := revoked.RevokeKey(packet.KeyCompromised, "stolen", &packet.Config{Time: func() time.Time { return now.Add(-24 * time.Hour) }}); err != nil {
 		t.Fatal(err)
 	}
