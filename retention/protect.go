@@ -31,8 +31,8 @@ type protection struct {
 	// an import may name one after the prune read the records.
 	imported map[[32]byte]struct{}
 	// removing is held by a removal while it checks that an archive is
-	// not kept and deletes it (the rules' removeUnkept, a named prune's
-	// removeUnnamed), and by an import while it protects its archive
+	// not kept and deletes it (removeUnless, for the rules' removeUnkept
+	// and a named prune's removeUnnamed), and by an import while it protects its archive
 	// (importing): an import that found the archive cached before the
 	// removal deleted it, and then wrote a record naming it, would leave
 	// that record without its archive. The lock order: an import holds
@@ -139,35 +139,43 @@ func (p *protection) unwatch() {
 // ends. Imports that protect one of shas after it wait for it, and find
 // each kept or gone.
 func (p *protection) removeUnnamed(shas []string, named map[string]bool, remove func(sha string)) (kept []string) {
-	p.removing.Lock()
-	defer p.removing.Unlock()
+	imported := func(k [32]byte) bool {
+		_, ok := p.imported[k]
+		return ok
+	}
 	for _, sha := range shas {
-		k, ok := shaKey(sha)
-		p.mu.RLock()
-		_, imported := p.imported[k]
-		p.mu.RUnlock()
-		if named[sha] || ok && imported {
+		if named[sha] {
 			kept = append(kept, sha)
 			continue
 		}
-		remove(sha)
-		p.removed(sha)
+		if k, _ := p.removeUnless(sha, imported, func() error { remove(sha); return nil }); k {
+			kept = append(kept, sha)
+		}
 	}
 	return kept
 }
 
 // removeUnkept runs remove, the deletion of sha by the rules, unless sha
 // is kept (by the records last read or by an import since: the rules'
-// reading of the records may predate it); kept says it was not run. Once
-// remove deleted sha, it forgets sha as extra (removed) before an import
-// waiting for it protects sha again.
+// reading of the records may predate it); kept says it was not run.
 func (p *protection) removeUnkept(sha string, remove func() error) (kept bool, err error) {
+	return p.removeUnless(sha, func(k [32]byte) bool {
+		_, extra := p.extra[k]
+		return extra || p.set.has(k)
+	}, remove)
+}
+
+// removeUnless is the deletion of a removal: under removing, it runs
+// remove, the deletion of sha, unless keep (asked with mu held for
+// reading) says sha stays; kept says it was not run. Once remove deleted
+// sha, it forgets sha as extra (removed) before an import waiting for it
+// protects sha again.
+func (p *protection) removeUnless(sha string, keep func(k [32]byte) bool, remove func() error) (kept bool, err error) {
 	p.removing.Lock()
 	defer p.removing.Unlock()
 	if k, ok := shaKey(sha); ok {
 		p.mu.RLock()
-		_, extra := p.extra[k]
-		kept = extra || p.set.has(k)
+		kept = keep(k)
 		p.mu.RUnlock()
 	}
 	if kept {
