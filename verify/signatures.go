@@ -79,10 +79,16 @@ func VerifyDetached(keyring openpgp.EntityList, document, signature []byte) (str
 	if err != nil {
 		return "", nil, err
 	}
+	return issuerOf(s, body), s, nil
+}
+
+// issuerOf is the key ID of the key that made s, the signature verified
+// of the packets body, as SignatureIssuer gives it.
+func issuerOf(s *packet.Signature, body []byte) string {
 	if s.IssuerKeyId != nil {
-		return fmt.Sprintf("%016X", *s.IssuerKeyId), s, nil
+		return fmt.Sprintf("%016X", *s.IssuerKeyId)
 	}
-	return SignatureIssuer(body), s, nil
+	return SignatureIssuer(body)
 }
 
 // VerifyStoredDetached is VerifyDetached for a signature that verified
@@ -113,10 +119,7 @@ func VerifyStoredDetached(keyring openpgp.EntityList, document, signature []byte
 			return "", nil, err
 		}
 	}
-	if s.IssuerKeyId != nil {
-		return fmt.Sprintf("%016X", *s.IssuerKeyId), s, nil
-	}
-	return SignatureIssuer(body), s, nil
+	return issuerOf(s, body), s, nil
 }
 
 // validFrom is the earliest time at which sig, the key of signer that

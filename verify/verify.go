@@ -144,7 +144,7 @@ func CheckSignature(document, signature []byte, armoredKeys []string) error {
 // verifies the signature. A signature holding a secret key packet fails
 // the check before go-crypto parses that packet (see walkPackets).
 func SignatureTime(document, signature []byte, armoredKeys []string) (time.Time, error) {
-	return signatureTime(document, signature, armoredKeys, false)
+	return signatureTime(document, signature, armoredKeys, VerifyDetached)
 }
 
 // CheckStoredSignature is CheckSignature for a signature checked again:
@@ -173,21 +173,18 @@ func CheckStoredSignature(document, signature []byte, armoredKeys []string) erro
 // alone vouches for) is SignatureTime's, judged now, as Terraform's
 // installer judges it.
 func StoredSignatureTime(document, signature []byte, armoredKeys []string) (time.Time, error) {
-	return signatureTime(document, signature, armoredKeys, true)
+	return signatureTime(document, signature, armoredKeys, VerifyStoredDetached)
 }
 
-// signatureTime is SignatureTime, or StoredSignatureTime when stored.
-func signatureTime(document, signature []byte, armoredKeys []string, stored bool) (time.Time, error) {
+// signatureTime is SignatureTime, or StoredSignatureTime, as check
+// (VerifyDetached, VerifyStoredDetached) verifies the signature.
+func signatureTime(document, signature []byte, armoredKeys []string,
+	check func(openpgp.EntityList, []byte, []byte) (string, *packet.Signature, error)) (time.Time, error) {
 	keyring, err := SigningKeys(armoredKeys)
 	if err != nil {
 		return time.Time{}, err
 	}
-	var sig *packet.Signature
-	if stored {
-		_, sig, err = VerifyStoredDetached(keyring, document, signature)
-	} else {
-		_, sig, err = VerifyDetached(keyring, document, signature)
-	}
+	_, sig, err := check(keyring, document, signature)
 	if err != nil {
 		return time.Time{}, &Error{Reason: ReasonSignature, Detail: "SHA256SUMS signature does not verify with the origin's signing keys", Err: err}
 	}
