@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/ProtonMail/go-crypto/openpgp"
+
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/airgap"
 )
@@ -107,18 +109,7 @@ func TestAdminExportImport(t *testing.T) {
 		body, _ := json.Marshal(req)
 		return post(path, string(body))
 	}
-	key, err := airgap.GenerateExportKey("exporter")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var public bytes.Buffer
-	if err := key.WritePublic(&public); err != nil {
-		t.Fatal(err)
-	}
-	trusted, err := airgap.ReadPublicKeys(&public)
-	if err != nil {
-		t.Fatal(err)
-	}
+	key, trusted := exportKeyPair(t)
 	src := from.newAPI(t, nil, met, Options{ExportKey: func() (*airgap.ExportKey, error) { return key, nil }})
 	if _, err := src.Ensure(context.Background(), addrs.Provider{Hostname: "registry.terraform.io", Namespace: "hashicorp", Type: "random"}, "3.6.0", "linux_amd64"); err != nil {
 		t.Fatal(err)
@@ -178,18 +169,7 @@ func TestImportTrustsTrustNow(t *testing.T) {
 	from := newHarness(t, harnessOptions{})
 	from.origin.AddProvider("hashicorp", "random", []string{"3.6.0"}, []string{"linux_amd64"})
 	to := newHarness(t, harnessOptions{})
-	key, err := airgap.GenerateExportKey("exporter")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var public bytes.Buffer
-	if err := key.WritePublic(&public); err != nil {
-		t.Fatal(err)
-	}
-	trusted, err := airgap.ReadPublicKeys(&public)
-	if err != nil {
-		t.Fatal(err)
-	}
+	key, trusted := exportKeyPair(t)
 	src := from.newAPI(t, nil, nil, Options{ExportKey: func() (*airgap.ExportKey, error) { return key, nil }})
 	if _, err := src.Ensure(context.Background(), addrs.Provider{Hostname: "registry.terraform.io", Namespace: "hashicorp", Type: "random"}, "3.6.0", "linux_amd64"); err != nil {
 		t.Fatal(err)
@@ -212,4 +192,23 @@ func TestImportTrustsTrustNow(t *testing.T) {
 	if err != nil || imp.Imported != 1 {
 		t.Fatalf("an import with the key trusted now: %+v, %v", imp, err)
 	}
+}
+
+// exportKeyPair is a new export key and the public keys that trust it,
+// as an importing mirror is given them.
+func exportKeyPair(t *testing.T) (*airgap.ExportKey, openpgp.EntityList) {
+	t.Helper()
+	key, err := airgap.GenerateExportKey("exporter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var public bytes.Buffer
+	if err := key.WritePublic(&public); err != nil {
+		t.Fatal(err)
+	}
+	trusted, err := airgap.ReadPublicKeys(&public)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key, trusted
 }

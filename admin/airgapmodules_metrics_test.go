@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"bytes"
 	"context"
 	"path/filepath"
 	"testing"
@@ -24,18 +23,7 @@ func TestBundleExportImportCountModulePackages(t *testing.T) {
 	o.AddTarball("m.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# m\n")}))
 	o.AddModule("acme", "vpc", "aws", "1.0.0", o.TarballURL("m.tar.gz"))
 	to := newHarness(t, harnessOptions{})
-	key, err := airgap.GenerateExportKey("exporter")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var public bytes.Buffer
-	if err := key.WritePublic(&public); err != nil {
-		t.Fatal(err)
-	}
-	trusted, err := airgap.ReadPublicKeys(&public)
-	if err != nil {
-		t.Fatal(err)
-	}
+	key, trusted := exportKeyPair(t)
 	src := from.newAPI(t, nil, nil, Options{ExportKey: func() (*airgap.ExportKey, error) { return key, nil }})
 	m, err := addrs.ParseModule("registry.terraform.io/acme/vpc/aws")
 	if err != nil {

@@ -114,18 +114,7 @@ func TestAdminAudit(t *testing.T) {
 	from := newHarness(t, harnessOptions{})
 	from.origin.AddProvider("hashicorp", "random", []string{"3.6.0"}, []string{"linux_amd64"})
 	to := newHarness(t, harnessOptions{})
-	key, err := airgap.GenerateExportKey("exporter")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var public bytes.Buffer
-	if err := key.WritePublic(&public); err != nil {
-		t.Fatal(err)
-	}
-	trusted, err := airgap.ReadPublicKeys(&public)
-	if err != nil {
-		t.Fatal(err)
-	}
+	key, trusted := exportKeyPair(t)
 	var logs lockedBuffer
 	_, postFrom := socket(t, from.newAPI(t, jsonLogger(&logs), nil, Options{ExportKey: func() (*airgap.ExportKey, error) { return key, nil }}))
 	size := float64(len(from.origin.Archive("hashicorp", "random", "3.6.0", "linux_amd64")))
