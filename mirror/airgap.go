@@ -15,6 +15,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/mirror/fetch"
 	"github.com/tfmirror/tfmirror/v2/mirror/imports"
+	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
 	"github.com/tfmirror/tfmirror/v2/mirror/notfound"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/mirror/stored"
@@ -28,6 +29,7 @@ import (
 type AirGap struct {
 	memo     *stored.Records // the stored package records
 	archives *fetch.Fetcher  // opens the cached archives
+	life     *lifetime.Lifetime
 	store    Store
 	imp      *imports.Importer
 	notFound *notfound.Memory // the origins' not-found answers, forgotten for what is imported
@@ -40,7 +42,7 @@ func newAirGap(e *Engine) (*AirGap, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &AirGap{memo: e.memo, archives: e.archives, store: e.store, imp: imp, notFound: e.notFound}, nil
+	return &AirGap{memo: e.memo, archives: e.archives, life: e.life, store: e.store, imp: imp, notFound: e.notFound}, nil
 }
 
 // Import verifies an imported version exactly as if it came from the

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/tfmirror/tfmirror/v2/mirror/fetch"
+	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
 )
 
 // copyBufferSize is the unit in which the engine copies documents it
@@ -37,11 +38,21 @@ func (s *Engine) HasBlob(sha string) bool {
 	return err == nil
 }
 
+// Import is an import of files under way (AirGap.BeginImport): End it
+// once what names the files it imported is stored, or it failed.
+type Import = lifetime.Import
+
+// BeginImport begins an import of files (ImportBlob): until it ends,
+// retention keeps what it imports though no record names it yet; once it
+// ended, what no record names may go.
+func (s *AirGap) BeginImport() *Import { return s.life.BeginImport() }
+
 // ImportBlob commits the file b to the cache with its bytes read from
-// b.Open (a file of an air-gap bundle, not an origin), verified as OpenBlob
-// verifies a download: its sha256, then Check, before it is committed. It
-// works sealed. present says the cache had it already (nothing was read);
-// size is its size in the cache. A file that fails is not kept.
-func (s *AirGap) ImportBlob(ctx context.Context, b Blob) (size int64, present bool, err error) {
-	return s.archives.ImportBlob(ctx, b)
+// b.Open (a file of an air-gap bundle, not an origin), as part of imp,
+// verified as OpenBlob verifies a download: its sha256, then Check,
+// before it is committed. It works sealed. present says the cache had it
+// already (nothing was read); size is its size in the cache. A file that
+// fails is not kept.
+func (s *AirGap) ImportBlob(ctx context.Context, imp *Import, b Blob) (size int64, present bool, err error) {
+	return s.archives.ImportBlob(ctx, imp, b)
 }

@@ -30,25 +30,27 @@ func TestImportBlob(t *testing.T) {
 			}}
 	}
 	ctx := context.Background()
-	if _, _, err := h.engine.AirGap().ImportBlob(ctx, blob([]byte("other bytes of a CLI archive"), nil)); err == nil {
+	imp := h.engine.AirGap().BeginImport()
+	defer imp.End()
+	if _, _, err := h.engine.AirGap().ImportBlob(ctx, imp, blob([]byte("other bytes of a CLI archive"), nil)); err == nil {
 		t.Fatal("bytes of another sha256 were imported")
 	}
 	refuse := errors.New("not a zip holding the program")
-	if _, _, err := h.engine.AirGap().ImportBlob(ctx, blob(data, func(context.Context, io.ReaderAt, int64) error { return refuse })); !errors.Is(err, refuse) {
+	if _, _, err := h.engine.AirGap().ImportBlob(ctx, imp, blob(data, func(context.Context, io.ReaderAt, int64) error { return refuse })); !errors.Is(err, refuse) {
 		t.Fatalf("a file its check refuses: %v", err)
 	}
 	if h.engine.HasBlob(sha) {
 		t.Fatal("a refused file was kept")
 	}
-	size, present, err := h.engine.AirGap().ImportBlob(ctx, blob(data, nil))
+	size, present, err := h.engine.AirGap().ImportBlob(ctx, imp, blob(data, nil))
 	if err != nil || present || size != int64(len(data)) || !h.engine.HasBlob(sha) {
 		t.Fatalf("import: %d %v %v", size, present, err)
 	}
 	reads = 0
-	if _, present, err := h.engine.AirGap().ImportBlob(ctx, blob(data, nil)); err != nil || !present || reads != 0 {
+	if _, present, err := h.engine.AirGap().ImportBlob(ctx, imp, blob(data, nil)); err != nil || !present || reads != 0 {
 		t.Fatalf("import again: %v %v, %d reads", present, err, reads)
 	}
-	if _, _, err := h.engine.AirGap().ImportBlob(ctx, Blob{SHA256: "nope"}); !errors.Is(err, fetch.ErrBlob) {
+	if _, _, err := h.engine.AirGap().ImportBlob(ctx, imp, Blob{SHA256: "nope"}); !errors.Is(err, fetch.ErrBlob) {
 		t.Fatalf("a blob without sha256: %v", err)
 	}
 }

@@ -249,10 +249,15 @@ func (a *AirGap) Import(ctx context.Context, in Imported) (ImportOutcome, error)
 			},
 			Refused: func(reason string) { r.metrics.CLIRefused(string(pub), product, reason) }})
 	}
+	// Retention keeps the archives from the moment they are committed,
+	// and from the end of the import only those the stored SHA256SUMS
+	// names.
+	imp := r.engine.AirGap().BeginImport()
+	defer imp.End()
 	r.imports.Lock() // not while retention removes a version
 	defer r.imports.Unlock()
 	for _, b := range blobs {
-		size, present, err := r.engine.AirGap().ImportBlob(ctx, b)
+		size, present, err := r.engine.AirGap().ImportBlob(ctx, imp, b)
 		if err != nil {
 			return out, &ImportError{File: b.Filename, Err: err}
 		}

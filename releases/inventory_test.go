@@ -31,8 +31,9 @@ func (n *notes) Serving(kind, address string, v versions.Version, sha string) {
 	n.serving = append(n.serving, kind+" "+address+" "+v.String()+" "+sha)
 	n.mu.Unlock()
 }
+func (n *notes) ImportBegun()     {}
 func (n *notes) Importing(string) {}
-func (n *notes) Changed()         {}
+func (n *notes) ImportEnded()     {}
 
 // TestInventory: the CLI versions with a verified SHA256SUMS are listed
 // for retention with the archives it lists, whether they can be fetched

@@ -24,6 +24,7 @@ func TestImportingStaysProtectedThroughARebuildThatMissedItsRecord(t *testing.T)
 	}
 	// An import of the same bytes begins; a rebuild runs before its
 	// record is written.
+	h.ret.ImportBegun()
 	h.ret.Importing(sha)
 	h.ret.rebuild()
 	if h.ret.Evictable(sha) {

@@ -11,7 +11,8 @@ const rebuildGap = time.Second
 
 // loop is the background work, until ctx ends (Close): the first reading
 // of the pins and rebuild, the rules every Interval, rebuilds asked for
-// (Changed) or when the pins change, and the batches of last uses.
+// (ImportEnded, a pinned archive served) or when the pins change, and the
+// batches of last uses.
 func (r *Retainer) loop(ctx context.Context) {
 	defer close(r.done)
 	defer r.flush()

@@ -21,9 +21,21 @@ type protection struct {
 	// archives, 3 MiB).
 	set shaSet
 	// extra are archives protected as they were imported or fetched for
-	// a pinned version, until a named Prune removes them: a rebuild may
-	// have read the records before theirs was written.
+	// a pinned version, until a named Prune removes them or a rebuild
+	// reads a record that keeps them: a rebuild may have read the records
+	// before theirs was written. One an import protected that no record
+	// keeps goes at a rebuild begun once its import ended (quiet).
 	extra map[[32]byte]struct{}
+	// serving are the extra archives protected as they were served for a
+	// pinned version (Retainer.Serving), which only a record or a named
+	// Prune takes out of extra.
+	serving map[[32]byte]struct{}
+	// imports counts the imports under way (begin, end), begun those
+	// begun since the start: a rebuild's snapshot with no import under
+	// way, and none begun by the time it replaces the set, read every
+	// record the imports that protected extra archives wrote.
+	imports int
+	begun   uint64
 	// ready says set was read (until then nothing may be evicted).
 	ready atomic.Bool
 	// imported are the archives imports protected since a named prune
@@ -97,6 +109,33 @@ func (p *protection) protect(sha string) bool {
 	kept := p.set.has(k)
 	p.extra[k] = struct{}{}
 	return !had && !kept
+}
+
+// serve protects sha, an archive served for a pinned version, as protect
+// does; it reports whether sha was not kept yet.
+func (p *protection) serve(sha string) bool {
+	if k, ok := shaKey(sha); ok {
+		p.mu.Lock()
+		p.serving[k] = struct{}{}
+		p.mu.Unlock()
+	}
+	return p.protect(sha)
+}
+
+// begin notes an import under way; end, that one ended.
+func (p *protection) begin() {
+	p.mu.Lock()
+	p.imports++
+	p.begun++
+	p.mu.Unlock()
+}
+
+func (p *protection) end() {
+	p.mu.Lock()
+	if p.imports > 0 {
+		p.imports--
+	}
+	p.mu.Unlock()
 }
 
 // importing protects sha, an archive an import is about to commit, as
@@ -193,30 +232,47 @@ func (p *protection) removed(sha string) {
 	if k, ok := shaKey(sha); ok {
 		p.mu.Lock()
 		delete(p.extra, k)
+		delete(p.serving, k)
 		p.mu.Unlock()
 	}
 }
 
-// snapshot returns how many archives are kept now, and the extra ones,
-// each marked not read yet.
-func (p *protection) snapshot() (int, map[[32]byte]bool) {
+// extraSnapshot is what a rebuild began with: the extra archives, each
+// marked not read yet (a record read keeps it: true), and whether no
+// import was under way (quiet), with the count of those begun.
+type extraSnapshot struct {
+	extra map[[32]byte]bool
+	quiet bool
+	begun uint64
+}
+
+// snapshot returns how many archives are kept now, and what a rebuild
+// begins with.
+func (p *protection) snapshot() (int, extraSnapshot) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	extra := make(map[[32]byte]bool, len(p.extra))
 	for k := range p.extra {
 		extra[k] = false
 	}
-	return len(p.set) + len(p.extra), extra
+	return len(p.set) + len(p.extra), extraSnapshot{extra: extra, quiet: p.imports == 0, begun: p.begun}
 }
 
 // replace sets the archives kept; the extra ones a record read keeps
-// (marked in extra) are now decided by their records.
-func (p *protection) replace(set shaSet, extra map[[32]byte]bool) {
+// (marked in snap.extra) are now decided by their records. When no
+// import was under way as the rebuild began, nor began since, the extra
+// ones an import protected that no record read keeps go too: their
+// import ended before the records were read, without writing one that
+// keeps them (it failed).
+func (p *protection) replace(set shaSet, snap extraSnapshot) {
 	p.mu.Lock()
 	p.set = set
-	for k, read := range extra {
-		if read {
+	forgetUnread := snap.quiet && p.imports == 0 && p.begun == snap.begun
+	for k, read := range snap.extra {
+		_, serving := p.serving[k]
+		if read || forgetUnread && !serving {
 			delete(p.extra, k)
+			delete(p.serving, k)
 		}
 	}
 	p.mu.Unlock()
@@ -232,7 +288,8 @@ func (r *Retainer) rebuild() {
 	// The database's pages that hold the records, which the pass maps
 	// into the process, are given back at the end.
 	defer r.store.ReleaseReadPages()
-	n, extra := r.prot.snapshot()
+	n, snap := r.prot.snapshot()
+	extra := snap.extra
 	keys := make([][32]byte, 0, n) // as many as last time, most often
 	var pinList []PinnedVersion
 	visit := func(h *held) {
@@ -287,7 +344,7 @@ func (r *Retainer) rebuild() {
 		kept = r.status.KeptBytes
 		r.mu.Unlock()
 	}
-	r.prot.replace(protected, extra)
+	r.prot.replace(protected, snap)
 	r.store.SetEvictable(r.Evictable) // and a pass of the size limit, with what may go now
 
 	unmet := r.cfg.MaxBytes > 0 && kept > r.cfg.MaxBytes

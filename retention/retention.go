@@ -316,6 +316,7 @@ func New(cfg Config, eng Engine, store Store, shared Shared) (*Retainer, error) 
 	r := &Retainer{cfg: cfg, eng: eng, store: store, shared: shared, log: ecfg.Logger, now: ecfg.Now,
 		offline: ecfg.Offline, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	r.prot.extra = map[[32]byte]struct{}{}
+	r.prot.serving = map[[32]byte]struct{}{}
 	r.uses.pending = map[string]time.Time{}
 	r.pins.src = cfg.Pins
 	r.status.MaxBytes = cfg.MaxBytes
@@ -389,24 +390,37 @@ func (r *Retainer) Serving(kind, address string, v versions.Version, sha string)
 	}
 	for _, sel := range pins.of(kind, address) {
 		if sel.Latest <= 0 && sel.Set.Has(v) {
-			if r.prot.protect(sha) {
-				r.Changed() // a rebuild lists it as pinned
+			if r.prot.serve(sha) {
+				r.changed() // a rebuild lists it as pinned
 			}
 			return
 		}
 	}
 }
 
+// ImportBegun notes an import under way (mirrorheld.Notifier): until it
+// ends, what it imports is kept though no record names it.
+func (r *Retainer) ImportBegun() { r.prot.begin() }
+
 // Importing keeps sha, an archive an import is about to commit
 // (mirrorheld.Notifier), from the size limit and the rules: it cannot be
 // fetched again. It waits for a removal of sha by the rules under way.
 func (r *Retainer) Importing(sha string) { r.prot.importing(sha) }
 
-// Changed asks the background goroutine for a rebuild of what the size
-// limit may not evict (mirrorheld.Notifier): records of versions that cannot
-// be fetched again (imports) were written. It never waits; asks that come
-// while one is pending are one.
-func (r *Retainer) Changed() {
+// ImportEnded notes that an import ended (mirrorheld.Notifier), and asks
+// for a rebuild: records of versions that cannot be fetched again were
+// written, and an archive of an import that failed, which none names, is
+// kept no longer once a rebuild begun while no import is under way finds
+// it named by no record.
+func (r *Retainer) ImportEnded() {
+	r.prot.end()
+	r.changed()
+}
+
+// changed asks the background goroutine for a rebuild of what the size
+// limit may not evict. It never waits; asks that come while one is
+// pending are one.
+func (r *Retainer) changed() {
 	select {
 	case r.wake <- struct{}{}:
 	default:

@@ -12,6 +12,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/internal/sha256hex"
+	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 )
 
@@ -153,11 +154,11 @@ func (fr *Fetcher) countMiss(leader bool) records.Source {
 
 // Import commits the archive a of p to the cache with its bytes read from
 // src (a file handed in, not an origin), verified as a download is,
-// unless the cache has it already (present). info is the archive as
-// cached. The notifier is told first: an imported file cannot be fetched
-// again. A file that fails is not kept.
-func (fr *Fetcher) Import(ctx context.Context, p addrs.Provider, a records.ArchiveRecord, src Source) (info cache.BlobInfo, present bool, err error) {
-	fr.life.Notifier().Importing(a.SHA256)
+// unless the cache has it already (present), as part of imp, the import
+// under way. info is the archive as cached. imp is told first: an
+// imported file cannot be fetched again. A file that fails is not kept.
+func (fr *Fetcher) Import(ctx context.Context, imp *lifetime.Import, p addrs.Provider, a records.ArchiveRecord, src Source) (info cache.BlobInfo, present bool, err error) {
+	imp.Importing(a.SHA256)
 	f, _, err := fr.joinFrom(p, a, &src)
 	if err != nil {
 		return info, false, err
@@ -247,9 +248,10 @@ func (fr *Fetcher) OpenBlob(ctx context.Context, b Blob) (*Archive, error) {
 // ImportBlob commits the file b to the cache with its bytes read from
 // b.Open (a file of an air-gap bundle, not an origin), verified as OpenBlob
 // verifies a download: its sha256, then Check, before it is committed. It
-// works sealed. present says the cache had it already (nothing was read);
-// size is its size in the cache. A file that fails is not kept.
-func (fr *Fetcher) ImportBlob(ctx context.Context, b Blob) (size int64, present bool, err error) {
+// works sealed, as part of imp, the import under way. present says the
+// cache had it already (nothing was read); size is its size in the
+// cache. A file that fails is not kept.
+func (fr *Fetcher) ImportBlob(ctx context.Context, imp *lifetime.Import, b Blob) (size int64, present bool, err error) {
 	if !sha256hex.Valid(b.SHA256) || b.Open == nil {
 		return 0, false, ErrBlob
 	}
@@ -258,7 +260,7 @@ func (fr *Fetcher) ImportBlob(ctx context.Context, b Blob) (size int64, present 
 	}
 	defer fr.life.EndWork()
 	a := records.ArchiveRecord{Filename: b.Filename, SHA256: b.SHA256}
-	info, present, err := fr.Import(ctx, addrs.Provider{}, a, *b.source(false))
+	info, present, err := fr.Import(ctx, imp, addrs.Provider{}, a, *b.source(false))
 	if err != nil {
 		return 0, false, err
 	}

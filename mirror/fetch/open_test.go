@@ -153,7 +153,7 @@ func TestOpenCountsTheArchiveWorkOnce(t *testing.T) {
 // it told the import, and a prune right after an import could find the
 // archive still in use.
 func TestImportReturnsWithItsWriterClosed(t *testing.T) {
-	fr, store, _ := newFetcher(t)
+	fr, store, life := newFetcher(t)
 	// The download, once it told its waiters, waits here until the
 	// archive was looked at.
 	ended, proceed := make(chan struct{}), make(chan struct{})
@@ -172,7 +172,9 @@ func TestImportReturnsWithItsWriterClosed(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		_, _, err := fr.Import(t.Context(), addrs.Provider{}, records.ArchiveRecord{Filename: "file", SHA256: sha}, src)
+		imp := life.BeginImport()
+		defer imp.End()
+		_, _, err := fr.Import(t.Context(), imp, addrs.Provider{}, records.ArchiveRecord{Filename: "file", SHA256: sha}, src)
 		done <- err
 	}()
 	select {

@@ -216,8 +216,10 @@ func (s *Importer) Import(ctx context.Context, in Imported) (Result, error) {
 	}
 	defer s.parts.Life.EndWork()
 	// What is kept from the size limit, and whether it exceeds it, is
-	// recomputed once the import has written its records.
-	defer func() { s.parts.Life.Notifier().Changed() }() // tells retention the import ended
+	// recomputed once the import has written its records (or failed:
+	// an archive it committed that no record names is not kept).
+	imp := s.parts.Life.BeginImport()
+	defer imp.End()
 	s.parts.Life.Imports().Lock()
 	defer s.parts.Life.Imports().Unlock()
 	p, v := in.Provider, in.Version
@@ -270,7 +272,7 @@ func (s *Importer) Import(ctx context.Context, in Imported) (Result, error) {
 	// The archives, through the fetcher.
 	res := Result{Packages: make([]Outcome, len(in.Packages))}
 	for i, pkg := range in.Packages {
-		out, err := s.importArchive(ctx, p, archives[i], pkg)
+		out, err := s.importArchive(ctx, imp, p, archives[i], pkg)
 		if err != nil {
 			// The fetcher logged and counted it.
 			return Result{}, pkgError(i, fmt.Errorf("%s %s %s: %w", p, v, pkg.Platform, err))
@@ -624,10 +626,10 @@ func (s *Importer) refuse(p addrs.Provider, v versions.Version, platform string,
 
 // importArchive commits pkg's archive, verified as a, to the cache
 // through the fetcher (reading it from pkg.Open rather than the origin),
-// unless the cache has it already.
-func (s *Importer) importArchive(ctx context.Context, p addrs.Provider, a records.ArchiveRecord, pkg Package) (Outcome, error) {
+// unless the cache has it already, as part of imp.
+func (s *Importer) importArchive(ctx context.Context, imp *lifetime.Import, p addrs.Provider, a records.ArchiveRecord, pkg Package) (Outcome, error) {
 	out := Outcome{Platform: pkg.Platform}
-	info, present, err := s.parts.Fetcher.Import(ctx, p, a, fetch.Source{Open: pkg.Open, H1: pkg.H1})
+	info, present, err := s.parts.Fetcher.Import(ctx, imp, p, a, fetch.Source{Open: pkg.Open, H1: pkg.H1})
 	if err != nil {
 		return out, err
 	}

@@ -35,8 +35,9 @@ func (n *notifications) Used(key string) { n.add("used %s", key) }
 func (n *notifications) Serving(kind, addr string, v versions.Version, sha string) {
 	n.add("serving %s %s %s %s", kind, addr, v, sha)
 }
+func (n *notifications) ImportBegun()         { n.add("import begun") }
 func (n *notifications) Importing(sha string) { n.add("importing %s", sha) }
-func (n *notifications) Changed()             { n.add("changed") }
+func (n *notifications) ImportEnded()         { n.add("import ended") }
 
 func (n *notifications) take() []string {
 	n.mu.Lock()
@@ -75,7 +76,7 @@ func TestNotifierToldOfServesAndImports(t *testing.T) {
 	if _, err := h.Engine.AirGap().Import(t.Context(), in); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := n.take(), []string{"importing " + isha, "changed"}; !reflect.DeepEqual(got, want) {
+	if got, want := n.take(), []string{"import begun", "importing " + isha, "import ended"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("an import: told %q, want %q", got, want)
 	}
 

@@ -35,14 +35,21 @@ type Notifier interface {
 	// "provider" or "module") is about to be served, and fetched first
 	// when it is not cached.
 	Serving(kind, address string, v versions.Version, sha string)
+	// ImportBegun says an import began (BeginImport): until its
+	// ImportEnded, an archive it said it was Importing may be named by
+	// no record yet.
+	ImportBegun()
 	// Importing says the archive sha is about to be committed by an
-	// import: it cannot be fetched again. Called by imports only, before
-	// they look for sha in the cache, it may wait for a removal of sha
-	// under way to end, so that they find it either kept or gone.
+	// import under way: it cannot be fetched again. Called by imports
+	// only (Import.Importing), before they look for sha in the cache, it
+	// may wait for a removal of sha under way to end, so that they find
+	// it either kept or gone.
 	Importing(sha string)
-	// Changed says an import ended: records of versions that cannot be
-	// fetched again may have been written.
-	Changed()
+	// ImportEnded says an import that began ended (Import.End): the
+	// records of versions that cannot be fetched again it wrote are
+	// written, and an archive it said it was Importing that none of them
+	// names (it failed) is named by no import of it.
+	ImportEnded()
 }
 
 // Metrics receives what the lifetime observes.
@@ -160,6 +167,32 @@ func (l *Lifetime) CoalesceWithin(ctx context.Context, wait time.Duration, kind,
 	}
 }
 
+// Import is an import under way, begun by BeginImport: the archives
+// it is about to commit are told to the Notifier through it (Importing),
+// and End tells it the import ended. An archive is marked as imported
+// only within an Import, which the Notifier in force when it began hears
+// of whole.
+type Import struct {
+	n    Notifier
+	once sync.Once
+}
+
+// BeginImport begins an import. End it, once and whatever the outcome,
+// after the import wrote its records or failed.
+func (l *Lifetime) BeginImport() *Import {
+	n := l.Notifier()
+	n.ImportBegun()
+	return &Import{n: n}
+}
+
+// Importing says the archive sha is about to be committed by the import
+// (Notifier.Importing); it may wait for a removal of sha under way.
+func (i *Import) Importing(sha string) { i.n.Importing(sha) }
+
+// End says the import ended (Notifier.ImportEnded); calls after the
+// first do nothing.
+func (i *Import) End() { i.once.Do(i.n.ImportEnded) }
+
 // Imports is the import lock: one import, or removal, at a time.
 func (l *Lifetime) Imports() sync.Locker { return &l.imports }
 
@@ -252,5 +285,6 @@ type noNotifier struct{}
 
 func (noNotifier) Used(string)                                      {}
 func (noNotifier) Serving(string, string, versions.Version, string) {}
+func (noNotifier) ImportBegun()                                     {}
 func (noNotifier) Importing(string)                                 {}
-func (noNotifier) Changed()                                         {}
+func (noNotifier) ImportEnded()                                     {}

@@ -19,6 +19,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/discovery/modsource"
 	"github.com/tfmirror/tfmirror/v2/internal/redact"
 	"github.com/tfmirror/tfmirror/v2/internal/scratch"
+	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/verify"
 )
@@ -78,7 +79,8 @@ func (s *Modules) ImportModule(ctx context.Context, in Imported) (ImportOutcome,
 		return out, records.ErrShutDown
 	}
 	defer s.life.EndWork()
-	defer s.life.Notifier().Changed() // as after Import
+	imp := s.life.BeginImport() // as Import
+	defer imp.End()
 	s.life.Imports().Lock()
 	defer s.life.Imports().Unlock()
 	m := in.Module
@@ -126,7 +128,7 @@ func (s *Modules) ImportModule(ctx context.Context, in Imported) (ImportOutcome,
 	// Staged and checked: a new version, a local module (no sha256 is
 	// vouched for, its bytes decide), or a package the cache no longer
 	// holds.
-	sum, size, err := s.stageModule(ctx, m, in, rec)
+	sum, size, err := s.stageModule(ctx, imp, m, in, rec)
 	if err != nil {
 		return out, err
 	}
@@ -157,8 +159,9 @@ func (s *Modules) ImportModule(ctx context.Context, in Imported) (ImportOutcome,
 
 // stageModule reads in's package into the scratch directory within the
 // module limits, checks its sha256 and that it unpacks within them, and
-// commits it to the blob store. It returns the sha256 and size.
-func (s *Modules) stageModule(ctx context.Context, m addrs.Module, in Imported, rec records.ModuleRecord) (string, int64, error) {
+// commits it to the blob store as part of imp. It returns the sha256 and
+// size.
+func (s *Modules) stageModule(ctx context.Context, imp *lifetime.Import, m addrs.Module, in Imported, rec records.ModuleRecord) (string, int64, error) {
 	body, size, err := in.Open(ctx)
 	if err != nil {
 		return "", 0, err
@@ -210,7 +213,7 @@ func (s *Modules) stageModule(ctx context.Context, m addrs.Module, in Imported, 
 	if _, err := spool.Seek(0, io.SeekStart); err != nil {
 		return "", 0, err
 	}
-	s.life.Notifier().Importing(sum) // an imported package is not fetched again
+	imp.Importing(sum) // an imported package is not fetched again
 	if _, err := s.store.StatBlob(sum); err == nil {
 		return sum, n, nil
 	}
