@@ -36,6 +36,7 @@ import (
 type CLIReleases interface {
 	Versions(ctx context.Context, pub releases.Publisher, product string) (*releases.List, releases.ListState, error)
 	OpenArchive(ctx context.Context, pub releases.Publisher, product, version, name string) (*mirror.Archive, error)
+	Sums(ctx context.Context, pub releases.Publisher, product, version string) (*releases.Sums, error)
 	// Cached reports whether the archive of sha256 sha is in the cache.
 	Cached(sha string) bool
 }
@@ -130,31 +131,73 @@ func (a *API) CLIVersions(ctx context.Context, req CLIRequest) ([]string, error)
 // origin does not publish, is an answer (CLIEnsured.Held, Unpublished),
 // not an error.
 func (a *API) EnsureCLI(ctx context.Context, req CLIRequest) (CLIEnsured, error) {
-	res, err := a.ensureCLI(ctx, req)
+	res, err := ensureCLI(ctx, a.opts.Releases, req)
 	if res.Held == "" && !res.Unpublished {
 		a.countSynced(ctx, err, res.CachedAlready, res.Bytes)
 	}
 	return res, err
 }
 
-func (a *API) ensureCLI(ctx context.Context, req CLIRequest) (CLIEnsured, error) {
+// LookCLI says what EnsureCLI would do for req, fetching no archive (a
+// dry run): whether the archive is cached (CLIEnsured.CachedAlready, with
+// its sha256), held back by the policy, or not published. The version's
+// signed SHA256SUMS is fetched and verified when the mirror lacks it, as
+// a dry run of providers fetches their metadata.
+func (a *API) LookCLI(ctx context.Context, req CLIRequest) (CLIEnsured, error) {
+	rel := a.opts.Releases
+	res, err := cliRequest(rel, req)
+	if err != nil {
+		return res, err
+	}
+	sums, err := rel.Sums(ctx, publisherOf(req.Product), req.Product, req.Version)
+	if done, err := res.refused(err); done {
+		return res, err
+	}
+	if res.SHA256 = sums.SHA256(res.Archive); res.SHA256 == "" {
+		res.Unpublished = true
+		return res, nil
+	}
+	res.CachedAlready = rel.Cached(res.SHA256)
+	return res, nil
+}
+
+// cliRequest checks req, of one archive of rel, and returns its answer
+// naming the archive.
+func cliRequest(rel CLIReleases, req CLIRequest) (CLIEnsured, error) {
 	if err := req.parse(true); err != nil {
 		return CLIEnsured{}, err
 	}
-	if a.opts.Releases == nil {
+	if rel == nil {
 		return CLIEnsured{}, errNoCLIReleases
 	}
-	res := CLIEnsured{Archive: req.Product + "_" + req.Version + "_" + req.Platform + ".zip"}
-	arc, err := a.opts.Releases.OpenArchive(ctx, publisherOf(req.Product), req.Product, req.Version, res.Archive)
+	return CLIEnsured{Archive: req.Product + "_" + req.Version + "_" + req.Platform + ".zip"}, nil
+}
+
+// refused reads err, of the releases side asked for the archive res
+// names: a version the policy holds back and an archive the origin does
+// not publish are answers set in res (done, with no error); another
+// error is the call's (done); nil is not done.
+func (res *CLIEnsured) refused(err error) (done bool, _ error) {
 	var held *gate.PolicyError
 	switch {
 	case errors.As(err, &held):
 		res.Held = held.Verdict.Message()
-		return res, nil
+		return true, nil
 	case errors.Is(err, releases.ErrNotFound):
 		res.Unpublished = true
-		return res, nil
-	case err != nil:
+		return true, nil
+	}
+	return err != nil, err
+}
+
+// ensureCLI is EnsureCLI of rel, uncounted.
+func ensureCLI(ctx context.Context, rel CLIReleases, req CLIRequest) (CLIEnsured, error) {
+	res, err := cliRequest(rel, req)
+	if err != nil {
+		return res, err
+	}
+	arc, err := rel.OpenArchive(ctx, publisherOf(req.Product), req.Product, req.Version, res.Archive)
+	if done, err := res.refused(err); done {
 		return res, err
 	}
 	defer arc.Close()
@@ -171,7 +214,7 @@ func (a *API) ensureCLI(ctx context.Context, req CLIRequest) (CLIEnsured, error)
 	res.Bytes = n
 	// Committed to the cache just after its last byte: ensured means
 	// cached, so that a sync that follows finds it.
-	if err := waitCached(ctx, a.opts.Releases, arc.SHA256); err != nil {
+	if err := waitCached(ctx, rel, arc.SHA256); err != nil {
 		return res, fmt.Errorf("%s: %w", res.Archive, err)
 	}
 	return res, nil
@@ -212,6 +255,14 @@ func (a *API) cliRoutes(mux *http.ServeMux) {
 		return res, append(attrs, "fetched", !res.CachedAlready && res.Held == "" && !res.Unpublished,
 			"held", res.Held, "unpublished", res.Unpublished, "bytes", res.Bytes, "sha256", res.SHA256), nil
 	}))
+	mux.HandleFunc("POST /v1/cli/look", handle(a, slog.LevelDebug, "admin sync: CLI archive looked up", func(ctx context.Context, req CLIRequest) (any, []any, error) {
+		res, err := a.LookCLI(ctx, req)
+		attrs := []any{"product", req.Product, "version", req.Version, "platform", req.Platform}
+		if err != nil {
+			return nil, attrs, err
+		}
+		return res, append(attrs, "cached", res.CachedAlready, "held", res.Held, "unpublished", res.Unpublished), nil
+	}))
 }
 
 // CLIVersions is API.CLIVersions through the socket.
@@ -224,6 +275,12 @@ func (c *Client) CLIVersions(ctx context.Context, req CLIRequest) ([]string, err
 func (c *Client) EnsureCLI(ctx context.Context, req CLIRequest) (CLIEnsured, error) {
 	var out CLIEnsured
 	return out, earlier(c.call(ctx, "/v1/cli/ensure", req, &out))
+}
+
+// LookCLI is API.LookCLI through the socket.
+func (c *Client) LookCLI(ctx context.Context, req CLIRequest) (CLIEnsured, error) {
+	var out CLIEnsured
+	return out, earlier(c.call(ctx, "/v1/cli/look", req, &out))
 }
 
 // earlier says so when err is the answer of a tfmirror that has no such

@@ -77,6 +77,14 @@ func TestCLIEnsureThroughTheSocket(t *testing.T) {
 	want := r.origin.Archive("terraform", "1.6.0", "linux_amd64")
 	sum := sha256.Sum256(want)
 	req := CLIRequest{Product: "terraform", Version: "1.6.0", Platform: "linux_amd64"}
+	// A dry run's look fetches no archive.
+	look, err := c.LookCLI(ctx, req)
+	if err != nil || look.CachedAlready || look.SHA256 != hex.EncodeToString(sum[:]) || look.Held != "" || look.Unpublished {
+		t.Fatalf("look before the ensure: %+v %v", look, err)
+	}
+	if n := r.origin.Hits("/hc/terraform/1.6.0/terraform_1.6.0_linux_amd64.zip"); n != 0 {
+		t.Fatalf("a look fetched the archive %d times", n)
+	}
 	got, err := c.EnsureCLI(ctx, req)
 	if err != nil || got.CachedAlready || got.Bytes != int64(len(want)) || got.SHA256 != hex.EncodeToString(sum[:]) ||
 		got.Archive != "terraform_1.6.0_linux_amd64.zip" || got.Held != "" || got.Unpublished {
@@ -89,8 +97,14 @@ func TestCLIEnsureThroughTheSocket(t *testing.T) {
 	if err != nil || !again.CachedAlready || again.Bytes != got.Bytes || again.SHA256 != got.SHA256 {
 		t.Fatalf("second ensure: %+v %v", again, err)
 	}
+	if look, err := c.LookCLI(ctx, req); err != nil || !look.CachedAlready || look.SHA256 != got.SHA256 {
+		t.Fatalf("look once cached: %+v %v", look, err)
+	}
 	if n := r.origin.Hits("/hc/terraform/1.6.0/terraform_1.6.0_linux_amd64.zip"); n != 1 {
 		t.Errorf("the archive was fetched %d times, want 1", n)
+	}
+	if un, err := c.LookCLI(ctx, CLIRequest{Product: "terraform", Version: "1.6.0", Platform: "windows_amd64"}); err != nil || !un.Unpublished || un.CachedAlready {
+		t.Fatalf("look of an unpublished platform: %+v %v", un, err)
 	}
 
 	before := r.origin.TotalHits()
@@ -154,6 +168,11 @@ deny_version "releases.hashicorp.com/hashicorp/terraform" {
 	if status != http.StatusOK || json.Unmarshal(body, &vs) != nil || !slices.Equal(vs, []string{"1.5.7"}) {
 		t.Fatalf("versions under the policy: %d %s", status, body)
 	}
+	status, body = r.post("/v1/cli/look", `{"product":"terraform","version":"1.6.0","platform":"linux_amd64"}`)
+	var look CLIEnsured
+	if status != http.StatusOK || json.Unmarshal(body, &look) != nil || !strings.Contains(look.Held, "use 1.5.7") || look.CachedAlready {
+		t.Fatalf("look of a denied version: %d %s", status, body)
+	}
 	status, body = r.post("/v1/cli/ensure", `{"product":"terraform","version":"1.6.0","platform":"linux_amd64"}`)
 	var got CLIEnsured
 	if status != http.StatusOK || json.Unmarshal(body, &got) != nil || !strings.Contains(got.Held, "use 1.5.7") || got.Bytes != 0 {
@@ -194,6 +213,8 @@ func TestCLIRequestsRefused(t *testing.T) {
 		{"/v1/cli/ensure", `{"product":"terraform","version":"1.6.0","platform":"linux"}`},
 		{"/v1/cli/ensure", `{"product":"terraform","version":"1.6.0","platform":"linux_amd64/../x"}`},
 		{"/v1/cli/ensure", `{"product":"terraform","version":"1.6.0","platform":"linux_amd64","pad":"` + strings.Repeat("x", maxRequest) + `"}`},
+		{"/v1/cli/look", `{"product":"terraform","version":"v1.6.0","platform":"linux_amd64"}`},
+		{"/v1/cli/look", `{"product":"terraform","version":"1.6.0","platform":"linux_amd64/../x"}`},
 	} {
 		status, body := r.post(tc.path, tc.body)
 		if status != http.StatusBadRequest {
@@ -214,6 +235,9 @@ func TestCLIRequestsRefused(t *testing.T) {
 	if status, body := post("/v1/cli/versions", `{"product":"terraform"}`); status != http.StatusConflict {
 		t.Errorf("versions without a releases side: %d %s, want 409", status, body)
 	}
+	if status, body := post("/v1/cli/look", `{"product":"terraform","version":"1.6.0","platform":"linux_amd64"}`); status != http.StatusConflict {
+		t.Errorf("look without a releases side: %d %s, want 409", status, body)
+	}
 	if status, body := post("/v1/cli/ensure", `{"product":"terraform","version":"1.6.0","platform":"linux_amd64"}`); status != http.StatusConflict {
 		t.Errorf("ensure without a releases side: %d %s, want 409", status, body)
 	}
@@ -226,7 +250,7 @@ func TestCLIRefusesUnknownCaller(t *testing.T) {
 	r := newCLIRig(t)
 	srv := httptest.NewServer(r.api.Handler())
 	defer srv.Close()
-	for _, p := range []string{"/v1/cli/versions", "/v1/cli/ensure"} {
+	for _, p := range []string{"/v1/cli/versions", "/v1/cli/ensure", "/v1/cli/look"} {
 		resp, err := http.Post(srv.URL+p, "application/json", strings.NewReader(`{"product":"terraform","version":"1.6.0","platform":"linux_amd64"}`))
 		if err != nil {
 			t.Fatal(err)

@@ -527,6 +527,11 @@ func TestSyncCLIThroughRunningServe(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "cli summary: 0 archives fetched (0 B), 3 already cached, 0 failed") {
 		t.Fatalf("second sync through the serve: exit %d\n%s\n%s", code, out, errOut)
 	}
+	// A dry run once all is cached would fetch nothing.
+	code, out, errOut = sync(dataDir, "good.hcl", "--dry-run")
+	if code != 0 || strings.Contains(out, "would fetch") || !strings.Contains(out, "cli dry run: 0 archives to fetch, 3 already cached, 0 failed") {
+		t.Fatalf("dry run once cached: exit %d\n%s\n%s", code, out, errOut)
+	}
 	archive := "/hc/terraform/1.6.0/" + fakeorigin.ArchiveName("terraform", "1.6.0", platform)
 	if n := c.origin.Hits(archive); n != 2 { // once for each data directory
 		t.Errorf("the archive was fetched %d times, want 2", n)

@@ -18,6 +18,7 @@ import (
 type cliOps interface {
 	CLIVersions(ctx context.Context, req admin.CLIRequest) ([]string, error)
 	EnsureCLI(ctx context.Context, req admin.CLIRequest) (admin.CLIEnsured, error)
+	LookCLI(ctx context.Context, req admin.CLIRequest) (admin.CLIEnsured, error)
 }
 
 // cliSync is what a sync did of the manifests' cli blocks.
@@ -30,13 +31,17 @@ type cliSync struct {
 	// interrupted, and unread the products whose versions were not
 	// listed because it was: neither failed.
 	notFetched, unread int
+	// dryRun says nothing was fetched: wouldFetch counts the archives a
+	// sync would fetch (cached, those it would not).
+	dryRun     bool
+	wouldFetch int
 }
 
 // syncCLIs fetches, verified, the archives of the CLI versions the
 // manifests' cli blocks select, for their platforms, through the releases
 // side of the data directory's engine (admin.API.EnsureCLI).
 func (r *syncRun) syncCLIs(ctx context.Context, spec *manifest.Spec) cliSync {
-	var res cliSync
+	res := cliSync{dryRun: r.cfg.DryRun}
 	for _, c := range spec.CLIs {
 		if ctx.Err() != nil {
 			res.unread++
@@ -68,7 +73,7 @@ func (r *syncRun) syncCLIs(ctx context.Context, spec *manifest.Spec) cliSync {
 				continue
 			}
 			for _, pl := range c.Platforms {
-				if ctx.Err() != nil && !r.cfg.DryRun {
+				if ctx.Err() != nil {
 					res.notFetched++
 					continue
 				}
@@ -79,15 +84,18 @@ func (r *syncRun) syncCLIs(ctx context.Context, spec *manifest.Spec) cliSync {
 	return res
 }
 
-// syncCLIArchive fetches one archive, unless the cache has it. One that
-// an interrupt (ctx done) stopped is counted as not fetched, not failed.
+// syncCLIArchive fetches one archive, unless the cache has it; a dry run
+// only looks (LookCLI), and lists the archive when it would fetch it. One
+// that an interrupt (ctx done) stopped is counted as not fetched, not
+// failed.
 func (r *syncRun) syncCLIArchive(ctx context.Context, res *cliSync, product, version, platform string) {
 	what := fmt.Sprintf("cli %s %s %s", product, version, platform)
+	req := admin.CLIRequest{Product: product, Version: version, Platform: platform}
+	ensure := r.ops.EnsureCLI
 	if r.cfg.DryRun {
-		fmt.Fprintf(r.out, "would fetch %s (%s)\n", what, product+"_"+version+"_"+platform+".zip")
-		return
+		ensure = r.ops.LookCLI
 	}
-	got, err := r.ops.EnsureCLI(ctx, admin.CLIRequest{Product: product, Version: version, Platform: platform})
+	got, err := ensure(ctx, req)
 	switch {
 	case interrupted(ctx, err):
 		res.notFetched++
@@ -99,6 +107,9 @@ func (r *syncRun) syncCLIArchive(ctx context.Context, res *cliSync, product, ver
 		fmt.Fprintf(r.status, "not published by the origin: %s\n", what)
 	case got.CachedAlready:
 		res.cached++
+	case r.cfg.DryRun:
+		res.wouldFetch++
+		fmt.Fprintf(r.out, "would fetch %s (%s)\n", what, got.Archive)
 	default:
 		res.fetched++
 		res.bytes += got.Bytes
@@ -109,14 +120,21 @@ func (r *syncRun) syncCLIArchive(ctx context.Context, res *cliSync, product, ver
 // succeeded (an interrupt is the caller's to report).
 func (res cliSync) report(out io.Writer) bool {
 	for _, sk := range res.skipped {
-		fmt.Fprintf(out, "skipped: %s\n", sk)
+		fmt.Fprintf(out, "skipped: %s\n", shown(sk))
 	}
-	if res.fetched+res.cached+len(res.failures)+len(res.skipped)+res.notFetched+res.unread == 0 {
+	if res.fetched+res.wouldFetch+res.cached+len(res.failures)+len(res.skipped)+res.notFetched+res.unread == 0 {
 		return true
 	}
-	fmt.Fprintf(out, "cli summary: %d archives fetched (%s), %d already cached, %d failed, %d held back by the package policy",
-		res.fetched, humanize.IBytes(uint64(res.bytes)), res.cached, len(res.failures), len(res.skipped))
-	if res.notFetched > 0 {
+	if res.dryRun {
+		fmt.Fprintf(out, "cli dry run: %d archives to fetch, %d already cached, %d failed, %d held back by the package policy",
+			res.wouldFetch, res.cached, len(res.failures), len(res.skipped))
+	} else {
+		fmt.Fprintf(out, "cli summary: %d archives fetched (%s), %d already cached, %d failed, %d held back by the package policy",
+			res.fetched, humanize.IBytes(uint64(res.bytes)), res.cached, len(res.failures), len(res.skipped))
+	}
+	if res.notFetched > 0 && res.dryRun {
+		fmt.Fprintf(out, ", %d not looked up (interrupted)", res.notFetched)
+	} else if res.notFetched > 0 {
 		fmt.Fprintf(out, ", %d not fetched (interrupted)", res.notFetched)
 	}
 	if res.unread > 0 {
@@ -124,7 +142,7 @@ func (res cliSync) report(out io.Writer) bool {
 	}
 	fmt.Fprintln(out)
 	for _, f := range res.failures {
-		fmt.Fprintf(out, "  failed: %s\n", f)
+		fmt.Fprintf(out, "  failed: %s\n", shown(f))
 	}
 	return len(res.failures) == 0
 }
