@@ -161,6 +161,9 @@ func exportTar(ctx context.Context, engine Engine, pkgs Served, sel Selection, o
 		if err != nil || path == tmp {
 			return err
 		}
+		if err := ctx.Err(); err != nil {
+			return err // interrupted: nothing takes out's name
+		}
 		info, err := d.Info()
 		if err != nil {
 			return err
@@ -189,7 +192,7 @@ func exportTar(ctx context.Context, engine Engine, pkgs Served, sel Selection, o
 			return err
 		}
 		defer src.Close()
-		_, err = io.Copy(tw, src)
+		_, err = io.Copy(tw, ctxReader{ctx, src})
 		return err
 	})
 	if err != nil {
@@ -212,6 +215,20 @@ func exportTar(ctx context.Context, engine Engine, pkgs Served, sel Selection, o
 		return fmt.Errorf("writing %s: %w", out, err)
 	}
 	return os.Rename(f.Name(), out)
+}
+
+// ctxReader reads r until ctx is done: a large archive copied into the
+// tar file stops at an interrupt.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }
 
 // selectCached lists the cached provider versions sel wants. Named

@@ -153,3 +153,34 @@ func TestExportCLISelectionMatchingNothingFails(t *testing.T) {
 		}
 	}
 }
+
+// cancelledOnceSigned is a context whose Err is the interruption from
+// the moment the export's signed manifest is in its temporary directory
+// beside out: Ctrl-C pressed while an export writes its tar file.
+type cancelledOnceSigned struct {
+	context.Context
+	parent string
+}
+
+func (c *cancelledOnceSigned) Err() error {
+	if signed, _ := filepath.Glob(filepath.Join(c.parent, ".tfmirror-export-*", manifestName)); len(signed) > 0 {
+		return context.Canceled
+	}
+	return c.Context.Err()
+}
+
+// TestExportInterruptedWhileWritingItsTar: an export interrupted once
+// it writes its tar file stops there, rather than write the whole file
+// first, and leaves nothing under OUT's name nor beside it.
+func TestExportInterruptedWhileWritingItsTar(t *testing.T) {
+	engine, _ := cachedNetAndTarball(t)
+	parent := t.TempDir()
+	out := filepath.Join(parent, "out.tar")
+	_, err := Export(&cancelledOnceSigned{Context: context.Background(), parent: parent}, engine, servedBy(t, engine, nil), Selection{}, out, newKey(t, "exporter"), func(string) {})
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("export interrupted as it writes its tar: error %v, want context.Canceled", err)
+	}
+	if entries, _ := os.ReadDir(parent); len(entries) != 0 {
+		t.Errorf("an interrupted export left %v", entries)
+	}
+}
