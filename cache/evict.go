@@ -278,33 +278,31 @@ func (s *Blobs) EvictBlob(sha string) (BlobInfo, error) {
 	return info, nil
 }
 
-// EvictBlobs deletes the committed archives shas together, after first
-// ran: none is deleted when one of them is open for reading or its writer
-// is not yet closed (ErrInUse, and first does not run), or when first
-// fails (its error). first runs with no archive marked for eviction, so
-// it may wait on anything a writer of one of them holds (a writer of an
-// archive being evicted waits for the eviction to end). An archive opened
-// between the check and its deletion is left behind, as one whose
-// deletion failed (that error is returned with what was deleted): named
-// by nothing first removed. It returns what it deleted, by sha256; an
-// archive not cached is skipped. For a caller that must not leave what
-// names the archives without them: retention removes a version that
-// cannot be fetched again, its record (first) and its archives together.
-func (s *Blobs) EvictBlobs(shas []string, first func() error) (map[string]BlobInfo, error) {
+// UnlessInUse runs fn unless one of the committed archives shas is open
+// for reading or its writer is not yet closed (ErrInUse, and fn does not
+// run); it returns fn's error. fn runs with no archive marked for
+// eviction, so it may wait on anything a writer of one of them holds (a
+// writer of an archive being evicted waits for the eviction to end). An
+// archive not cached, or not committed, is skipped. It deletes nothing:
+// for a caller that must not leave what names the archives without them
+// (retention removes a version that cannot be fetched again, its record
+// in fn, then the archives that nothing names since, each by EvictBlob,
+// which refuses one opened meanwhile).
+func (s *Blobs) UnlessInUse(shas []string, fn func() error) error {
 	for _, sha := range shas {
 		if err := checkSHA(sha); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	// Whether any is in use: each claimed, then all let go again.
-	var cached []string // the committed archives, each claimed once
+	var claimed []string // the committed archives, each claimed once
 	unmark := func() {
-		for _, sha := range cached {
+		for _, sha := range claimed {
 			s.evict.lru.unmark(sha)
 		}
 	}
 	for _, sha := range shas {
-		if slices.Contains(cached, sha) {
+		if slices.Contains(claimed, sha) {
 			continue
 		}
 		if _, _, err := s.statBlob(sha); errors.Is(err, ErrNotFound) {
@@ -312,33 +310,16 @@ func (s *Blobs) EvictBlobs(shas []string, first func() error) (map[string]BlobIn
 		}
 		err := s.evict.lru.claim(sha)
 		if errors.Is(err, ErrNotFound) {
-			continue // not committed: nothing to delete
+			continue // not committed
 		}
 		if err != nil {
 			unmark()
-			return nil, err
+			return err
 		}
-		cached = append(cached, sha)
+		claimed = append(claimed, sha)
 	}
 	unmark()
-	if first != nil {
-		if err := first(); err != nil {
-			return nil, err
-		}
-	}
-	deleted := make(map[string]BlobInfo, len(cached))
-	var errs []error
-	for _, sha := range cached {
-		info, err := s.EvictBlob(sha)
-		switch {
-		case err == nil:
-			deleted[sha] = info
-		case errors.Is(err, ErrNotFound):
-		default:
-			errs = append(errs, err)
-		}
-	}
-	return deleted, errors.Join(errs...)
+	return fn()
 }
 
 // deleteMarked deletes the archive sha, which claim or victim marked for

@@ -99,12 +99,12 @@ func TestEvictBlobAfterReopen(t *testing.T) {
 	}
 }
 
-// EvictBlobs removes archives together, after what names them: none
-// while one is read, none when first fails; first may commit one of the
+// UnlessInUse runs its function only while none of the archives is read
+// (ErrInUse otherwise, the function not run), returns the function's
+// error, and deletes nothing; the function may commit one of the
 // archives again (what waits for an eviction to end would otherwise wait
-// for ever on the eviction that runs first); an archive not cached is
-// skipped.
-func TestEvictBlobsTogether(t *testing.T) {
+// for ever on the check); an archive not cached is skipped.
+func TestUnlessInUse(t *testing.T) {
 	s := openLimited(t, "", 0, new([]string))
 	a, b := randomBytes(testChunk*2, 410), randomBytes(testChunk, 411)
 	put(t, s, a)
@@ -117,24 +117,18 @@ func TestEvictBlobsTogether(t *testing.T) {
 		t.Fatal(err)
 	}
 	ran := false
-	if _, err := s.EvictBlobs(shas, func() error { ran = true; return nil }); !errors.Is(err, ErrInUse) || ran {
-		t.Errorf("EvictBlobs with one archive read: %v (first ran: %v), want ErrInUse before first", err, ran)
+	if err := s.UnlessInUse(shas, func() error { ran = true; return nil }); !errors.Is(err, ErrInUse) || ran {
+		t.Errorf("UnlessInUse with one archive read: %v (ran: %v), want ErrInUse, not run", err, ran)
 	}
 	r.Close()
-	if !cached(s, a) || !cached(s, b) {
-		t.Fatal("EvictBlobs refused with ErrInUse removed an archive")
-	}
 
 	refused := errors.New("the record cannot be changed")
-	if _, err := s.EvictBlobs(shas, func() error { return refused }); !errors.Is(err, refused) {
-		t.Errorf("EvictBlobs whose first fails: %v", err)
-	}
-	if !cached(s, a) || !cached(s, b) {
-		t.Fatal("EvictBlobs whose first failed removed an archive")
+	if err := s.UnlessInUse(shas, func() error { return refused }); !errors.Is(err, refused) {
+		t.Errorf("UnlessInUse whose function fails: %v", err)
 	}
 	readBlob(t, s, a)
 
-	removed, err := s.EvictBlobs(shas, func() error {
+	err = s.UnlessInUse(shas, func() error {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
@@ -143,14 +137,17 @@ func TestEvictBlobsTogether(t *testing.T) {
 		select {
 		case <-done:
 		case <-time.After(10 * time.Second):
-			t.Fatal("a writer of an archive EvictBlobs removes waited 10s while first ran")
+			t.Fatal("a writer of an archive UnlessInUse checked waited 10s while its function ran")
 		}
 		return nil
 	})
-	if err != nil || len(removed) != 2 || removed[shaOf(a)].Size != int64(len(a)) || removed[shaOf(b)].Size != int64(len(b)) {
-		t.Fatalf("EvictBlobs: %+v, %v", removed, err)
+	if err != nil {
+		t.Fatalf("UnlessInUse: %v", err)
 	}
-	if cached(s, a) || cached(s, b) {
-		t.Error("still cached")
+	if !cached(s, a) || !cached(s, b) {
+		t.Error("UnlessInUse deleted an archive")
+	}
+	if err := s.UnlessInUse([]string{"not a sha256"}, func() error { t.Error("ran for a bad sha256"); return nil }); err == nil {
+		t.Error("UnlessInUse of a bad sha256: no error")
 	}
 }

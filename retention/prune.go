@@ -325,11 +325,6 @@ func (r *Retainer) remove(ctx context.Context, plan []Removal) ([]Removal, error
 	return done, ctx.Err()
 }
 
-// errRecordRemoved is removeWhole's first once it removed the record:
-// EvictBlobs then deletes nothing, and removeWhole deletes the archives
-// that nothing names since.
-var errRecordRemoved = errors.New("record removed")
-
 // removeWhole applies rm, a removal of what cannot be fetched again (a
 // version unlisted with its record, or the withheld import set aside in a
 // record): the record (or what it sets aside) and the archives go
@@ -348,7 +343,7 @@ func (r *Retainer) removeWhole(rm Removal) (Removal, bool) {
 	attrs := []any{"kind", rm.Kind, "address", rm.Address, "version", rm.Version}
 	var ran bool
 	var recordErr error
-	first := func() error {
+	removeRecord := func() error {
 		ran = true
 		if rm.Unlisted {
 			// The record goes, with the import set aside in it.
@@ -356,14 +351,11 @@ func (r *Retainer) removeWhole(rm Removal) (Removal, bool) {
 		} else {
 			recordErr = r.eng.DropSetAside(rm.Address, rm.Version)
 		}
-		if recordErr != nil {
-			return recordErr
-		}
-		return errRecordRemoved
+		return recordErr
 	}
 	r.prot.watch()
 	defer r.prot.unwatch()
-	_, err := r.store.EvictBlobs(rm.Archives, first)
+	err := r.store.UnlessInUse(rm.Archives, removeRecord)
 	switch {
 	case errors.Is(err, cache.ErrInUse):
 		r.log.Info("a package of a version that cannot be fetched again is being read; nothing of the version was removed: name it in a prune again once the download ended", attrs...)

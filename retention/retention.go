@@ -222,9 +222,9 @@ type Blobs interface {
 	ScanBlobs(fn func(sha string, size int64) error) error
 	// EvictBlob removes an archive; cache.ErrInUse while a client reads it.
 	EvictBlob(sha string) (cache.BlobInfo, error)
-	// EvictBlobs removes archives together after first ran: none when
-	// one is read (cache.ErrInUse) or first fails.
-	EvictBlobs(shas []string, first func() error) (map[string]cache.BlobInfo, error)
+	// UnlessInUse runs fn unless one of the archives is read
+	// (cache.ErrInUse); it deletes nothing.
+	UnlessInUse(shas []string, fn func() error) error
 	// SetEvictable sets which archives the size limit may evict.
 	SetEvictable(fn func(sha string) bool)
 	// ReleaseReadPages gives back the pages a pass over every record
