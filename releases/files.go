@@ -114,9 +114,11 @@ func newMissingFiles(ttl time.Duration, now func() time.Time) *missingFiles {
 }
 
 // known is ErrNotFound while the file under key is remembered as missing,
-// else nil.
+// else nil. A miss learnt more than a day ahead of the clock (one set
+// forward and back) is forgotten (records.Fresh), not kept until the
+// clock catches up with it.
 func (m *missingFiles) known(key, name string) error {
-	if until, _, ok := m.memo.Get(key); ok && m.now().Before(until) {
+	if until, _, ok := m.memo.Get(key); ok && records.Fresh(m.now(), until.Add(-m.ttl), m.ttl) {
 		return fmt.Errorf("%w: the origin has no %s (asked again after %s)", ErrNotFound, name, until.UTC().Format(time.RFC3339))
 	}
 	return nil

@@ -62,23 +62,38 @@ func absentKey(pub Publisher, product, version string) string {
 }
 
 // noteListing records, for each version next lists that prev did not,
-// prev's time: the version was not yet released then.
+// prev's time: the version was not yet released then. A version prev
+// lists and next does not (an origin's list that lacks it for a while)
+// keeps the time it has, zero for one of the first list: its record is
+// written then, so that a list that has it again is not taken for the
+// one that first listed it.
 func (r *Releases) noteListing(pub Publisher, product string, prev, next *List) {
+	// once stores at as version's listing time unless it has one:
+	// written once.
+	once := func(version string, at time.Time) {
+		key := absentKey(pub, product, version)
+		var had time.Time
+		if _, err := r.store.GetMeta(key, &had); err == nil {
+			return
+		}
+		if err := r.store.PutMeta(key, at); err != nil {
+			r.log.Warn("could not store a release's listing time", "publisher", string(pub), "product", product, "version", version, "error", err)
+		}
+	}
 	had := make(map[string]bool, len(prev.Versions))
 	for _, l := range prev.Versions {
 		had[l.Version] = true
 	}
+	has := make(map[string]bool, len(next.Versions))
 	for _, l := range next.Versions {
-		if had[l.Version] {
-			continue
+		has[l.Version] = true
+		if !had[l.Version] {
+			once(l.Version, prev.At)
 		}
-		key := absentKey(pub, product, l.Version)
-		var at time.Time
-		if _, err := r.store.GetMeta(key, &at); err == nil {
-			continue // written once
-		}
-		if err := r.store.PutMeta(key, prev.At); err != nil {
-			r.log.Warn("could not store a release's listing time", "publisher", string(pub), "product", product, "version", l.Version, "error", err)
+	}
+	for _, l := range prev.Versions {
+		if !has[l.Version] {
+			once(l.Version, time.Time{})
 		}
 	}
 }

@@ -104,7 +104,10 @@ func (r *Releases) list(ctx context.Context, pub Publisher, product string, maxA
 			m = &listMemo{list: plainFiles(&stored)}
 		}
 	}
-	if m != nil && (r.cfg.Offline || now.Sub(m.list.At) < maxAge) {
+	// A list dated more than a day ahead (a clock set forward and back)
+	// is taken as expired, not fresh until the clock catches up with it
+	// (records.Fresh, as the engine's lists).
+	if m != nil && (r.cfg.Offline || records.Fresh(now, m.list.At, maxAge)) {
 		return m.list, ListState{At: m.list.At}, nil
 	}
 	if r.cfg.Offline {

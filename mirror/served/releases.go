@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/tfmirror/tfmirror/v2/mirror"
@@ -200,7 +201,9 @@ func (r *Releases) KeyIDs(pub releases.Publisher) []string { return r.rel.KeyIDs
 // (maxLookupsPerList), until one is old enough: the older ones (lower in
 // precedence, not another build of its release) are taken to be as old
 // unless the cache holds their SHA256SUMS, which dates them; a version
-// left undated is held.
+// left undated is held. A pre-release old enough dates only the
+// pre-releases below it: the releases below it are looked up until one
+// of them is old enough.
 func (r *Releases) Versions(ctx context.Context, pub releases.Publisher, product string) (*releases.List, releases.ListState, error) {
 	if err := r.product(pub, product); err != nil {
 		return nil, releases.ListState{}, failure.FromOrigin(err)
@@ -217,13 +220,22 @@ func (r *Releases) Versions(ctx context.Context, pub releases.Publisher, product
 	window := sub.Window()
 	now := r.now()
 	out := &releases.List{At: list.At, Schema: list.Schema}
-	lookups, oldEnough := 0, ""
+	// oldEnough is the newest version dated old enough, and oldRelease
+	// the newest such that is no pre-release: a pre-release dates the
+	// pre-releases below it, a release everything below it. A
+	// pre-release of the next line (Terraform's alphas) is published
+	// before the patches of the current line that follow it.
+	lookups, oldEnough, oldRelease := 0, "", ""
 	for _, l := range list.Versions {
 		rel := policy.Release{At: r.rel.ListingTime(pub, product, l.Version), Known: true}
+		anchor := oldRelease
+		if preRelease(l.Version) {
+			anchor = oldEnough
+		}
 		// Only versions below the one old enough are taken to be as old:
 		// another build of its release ("1.9.0+b" beside "1.9.0+a") is
 		// not older, and is dated by its own signature.
-		if window > 0 && (oldEnough == "" || releases.CompareVersions(l.Version, oldEnough) >= 0) {
+		if window > 0 && (anchor == "" || releases.CompareVersions(l.Version, anchor) >= 0) {
 			var signed time.Time
 			if s, err := r.rel.HeldSums(pub, product, l.Version); err == nil {
 				signed = s.SignedAt
@@ -237,8 +249,13 @@ func (r *Releases) Versions(ctx context.Context, pub releases.Publisher, product
 				rel.Known = false
 			} else {
 				rel.At = later(rel.At, signed)
-				if oldEnough == "" && now.Sub(signed) >= window {
-					oldEnough = l.Version
+				if now.Sub(signed) >= window {
+					if oldEnough == "" {
+						oldEnough = l.Version
+					}
+					if oldRelease == "" && !preRelease(l.Version) {
+						oldRelease = l.Version
+					}
 				}
 			}
 		} else if window > 0 {
@@ -307,6 +324,13 @@ func (r *Releases) StoredVersion(pub releases.Publisher, product, version string
 		return &gate.PolicyError{Kind: "cli", Address: addr, Version: version, Verdict: v}
 	}
 	return nil
+}
+
+// preRelease says whether a listed version is a pre-release
+// ("1.7.0-alpha1"; not a build, "1.7.0+b").
+func preRelease(version string) bool {
+	pre, _, _ := strings.Cut(version, "+")
+	return strings.Contains(pre, "-")
 }
 
 func later(a, b time.Time) time.Time {

@@ -615,3 +615,79 @@ func countAllocs(runs int, f func()) (int, time.Duration) {
 	runtime.ReadMemStats(&after)
 	return int(after.Mallocs - before.Mallocs), took
 }
+
+// TestReleasesPreReleaseDatesNoRelease: under minimum_release_age, a
+// pre-release old enough (Terraform's alpha of its next minor, published
+// every few weeks) does not make the releases below it as old: a patch
+// of the current line signed yesterday (1.6.1, below 1.7.0-alpha1 of ten
+// days ago) is looked up and left out of the list, as its download is
+// refused, so that an installer's "latest" is not a version refused with
+// 451; the releases below the newest one old enough still are not.
+func TestReleasesPreReleaseDatesNoRelease(t *testing.T) {
+	o, side, clock, _ := releasesRig(t)
+	rel := side.Served
+	ctx := context.Background()
+	now := clock.Now()
+	o.SetSignedAt(now.Add(-90 * 24 * time.Hour))
+	o.Add("hashicorp", "terraform", "1.7.0-alpha1", "linux_amd64")
+	o.SetVersionSignedAt("terraform", "1.7.0-alpha1", now.Add(-10*24*time.Hour))
+	o.Add("hashicorp", "terraform", "1.6.1", "linux_amd64")
+	o.SetVersionSignedAt("terraform", "1.6.1", now.Add(-24*time.Hour))
+	side.Engine.SetPolicy(enginetest.DecodePolicy(t, `minimum_release_age = "72h"`))
+	list, _, err := rel.Versions(ctx, releases.HashiCorp, "terraform")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, l := range list.Versions {
+		got = append(got, l.Version)
+	}
+	if !slices.Equal(got, []string{"1.7.0-alpha1", "1.6.0", "1.5.7"}) {
+		t.Errorf("listed %v, want [1.7.0-alpha1 1.6.0 1.5.7]: 1.6.1 was signed yesterday", got)
+	}
+	var pe *gate.PolicyError
+	if _, err := rel.Sums(ctx, releases.HashiCorp, "terraform", "1.6.1"); !errors.As(err, &pe) || pe.Verdict.Rule != policy.RuleMinReleaseAge {
+		t.Fatalf("1.6.1, signed yesterday: %v, want held", err)
+	}
+	if n := o.Hits("/hc/terraform/1.5.7/terraform_1.5.7_SHA256SUMS"); n != 0 {
+		t.Errorf("1.5.7, below 1.6.0 old enough, was looked up %d times", n)
+	}
+}
+
+// TestReleasesRelistedVersionKeepsItsDating: a version the first list
+// had, left out of one list (an origin's glitch answers a list that lacks
+// it) and listed again, is not dated by that list: the listing rule's
+// time is that of the list before the one that first listed it, and the
+// first had it. Dated by the glitch, every version of the first list
+// (cached ones too) was held back for the whole minimum release age.
+func TestReleasesRelistedVersionKeepsItsDating(t *testing.T) {
+	o, side, clock, _ := releasesRig(t)
+	rel := side.Served
+	ctx := context.Background()
+	side.Engine.SetPolicy(enginetest.DecodePolicy(t, `minimum_release_age = "72h"`))
+	const zip157 = "terraform_1.5.7_linux_amd64.zip"
+	if err := readArchive(rel, releases.HashiCorp, "terraform", "1.5.7", zip157); err != nil {
+		t.Fatalf("1.5.7, signed long ago: %v", err)
+	}
+	o.Unlist("hashicorp", "terraform", "1.5.7", true)
+	clock.Add(11 * time.Minute)
+	if _, _, err := rel.Versions(ctx, releases.HashiCorp, "terraform"); err != nil {
+		t.Fatal(err)
+	}
+	o.Unlist("hashicorp", "terraform", "1.5.7", false)
+	clock.Add(11 * time.Minute)
+	list, _, err := rel.Versions(ctx, releases.HashiCorp, "terraform")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, l := range list.Versions {
+		got = append(got, l.Version)
+	}
+	if !slices.Equal(got, []string{"1.6.0", "1.5.7"}) {
+		t.Errorf("listed %v once 1.5.7 is listed again, want [1.6.0 1.5.7]", got)
+	}
+	if err := readArchive(rel, releases.HashiCorp, "terraform", "1.5.7", zip157); err != nil {
+		t.Errorf("1.5.7, cached and first listed by the first list: %v", err)
+	}
+}

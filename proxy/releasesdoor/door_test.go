@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest/harness"
@@ -815,5 +816,30 @@ func TestTenvHTMLListingWithoutSlash(t *testing.T) {
 	}
 	if status, body, _ := r.get(t, "/releases/hashicorp/packer"); status != 404 {
 		t.Errorf("a product not served: %d %s", status, body)
+	}
+}
+
+// TestOpenTofuLatestNotHeldUnderMinimumReleaseAge: the latest release the
+// door names for OpenTofu's install script is not one the policy holds:
+// a patch signed yesterday (1.8.1) below a beta of the next line old
+// enough (1.9.0-beta1) is neither the latest nor listed, as its download
+// is refused; the latest is the release old enough below it.
+func TestOpenTofuLatestNotHeldUnderMinimumReleaseAge(t *testing.T) {
+	r := newRig(t, nil)
+	now := time.Now()
+	r.origin.Add("opentofu", "tofu", "1.9.0-beta1", "linux_amd64")
+	r.origin.SetVersionSignedAt("tofu", "1.9.0-beta1", now.Add(-10*24*time.Hour))
+	r.origin.Add("opentofu", "tofu", "1.8.1", "linux_amd64")
+	r.origin.SetVersionSignedAt("tofu", "1.8.1", now.Add(-24*time.Hour))
+	r.side.Engine.SetPolicy(enginetest.DecodePolicy(t, `minimum_release_age = "72h"`))
+	status, body, _ := r.get(t, "/releases/opentofu/latest")
+	if status != http.StatusOK || !strings.Contains(string(body), `"tag_name": "v1.8.0"`) {
+		t.Errorf("latest: %d %s, want v1.8.0", status, body)
+	}
+	if _, body, _ := r.get(t, "/releases/opentofu/api.json"); strings.Contains(string(body), `"1.8.1"`) {
+		t.Errorf("api.json lists 1.8.1, signed yesterday: %s", body)
+	}
+	if status, _, _ := r.get(t, "/releases/opentofu/v1.8.1/tofu_1.8.1_linux_amd64.zip"); status != http.StatusUnavailableForLegalReasons {
+		t.Errorf("1.8.1's archive: %d, want 451", status)
 	}
 }

@@ -70,6 +70,9 @@ type Releases struct {
 	// withheld are file names answered 404 and left out of api.json
 	// (Withhold).
 	withheld map[string]bool
+	// unlisted are versions left out of the version lists, by
+	// "pub/product/version" (Unlist); their files are still served.
+	unlisted map[string]bool
 }
 
 // relRef names a release of a publisher's product.
@@ -390,7 +393,21 @@ func (r *Releases) version(pub, product, version string) (relVersion, bool) {
 func (r *Releases) list(pub, product string) []relVersion {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return slices.Clone(r.products[pub+"/"+product])
+	return slices.DeleteFunc(slices.Clone(r.products[pub+"/"+product]), func(v relVersion) bool {
+		return r.unlisted[pub+"/"+product+"/"+v.version]
+	})
+}
+
+// Unlist leaves a version out of the version lists (true: a list that
+// lacks it for a while, as an origin's glitch answers one) or lists it
+// again (false); its files are served all the same.
+func (r *Releases) Unlist(pub, product, version string, unlisted bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.unlisted == nil {
+		r.unlisted = map[string]bool{}
+	}
+	r.unlisted[pub+"/"+product+"/"+version] = unlisted
 }
 
 // Sums is the SHA256SUMS of a version.
