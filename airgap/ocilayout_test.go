@@ -3,7 +3,6 @@ package airgap
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -75,21 +74,7 @@ func TestExportOCILayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cacheArchive := func(pl string) {
-		t.Helper()
-		platform, err := addrs.ParsePlatform(pl)
-		if err != nil {
-			t.Fatal(err)
-		}
-		a, err := engine.OpenArchive(ctx, p, v, platform)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, a)
-		a.Close()
-		mirror.WaitIdle(ctx, engine)
-	}
-	cacheArchive("linux_amd64")
+	cacheArchive(t, engine, p, "1.0.0", "linux_amd64")
 	moduleBytes(t, engine, tarballModule, "0.1.0")
 	side, err := engine.NewOCI()
 	if err != nil {
@@ -133,7 +118,7 @@ func TestExportOCILayout(t *testing.T) {
 	}
 	checkManifestBlobs(t, out, moduleRepo, module.Digest)
 
-	cacheArchive("darwin_arm64")
+	cacheArchive(t, engine, p, "1.0.0", "darwin_arm64")
 	reports = nil
 	again, err := ExportOCILayout(ctx, engine, servedBy(t, engine, side), names, Selection{}, out, func(s string) { reports = append(reports, s) })
 	if err != nil || again.Partial != 0 || again.Failed != 0 || len(reports) != 0 {

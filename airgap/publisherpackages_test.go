@@ -2,7 +2,6 @@ package airgap
 
 import (
 	"context"
-	"io"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -10,7 +9,6 @@ import (
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
-	"github.com/tfmirror/tfmirror/v2/mirror"
 )
 
 // On the publisher-key path, the publisher's signature covers the
@@ -27,16 +25,10 @@ func TestPublisherKeyImportTakesNoUncheckedH1(t *testing.T) {
 	o.AddProvider("acme", "net", []string{"1.0.0"}, []string{"linux_amd64", "darwin_arm64"})
 	src := newEngine(t, o)
 	ctx := context.Background()
-	p := addrs.Provider{Hostname: enginetest.OriginHost, Namespace: "acme", Type: "net"}
+	p := netProvider
+	cacheArchive(t, src, p, "1.0.0", "linux_amd64")
 	v, _ := addrs.ParseSemver("1.0.0")
 	linux := addrs.Platform{OS: "linux", Arch: "amd64"}
-	a, err := src.OpenArchive(ctx, p, v, linux)
-	if err != nil {
-		t.Fatal(err)
-	}
-	io.Copy(io.Discard, a) //nolint:errcheck
-	a.Close()
-	mirror.WaitIdle(ctx, src) //nolint:errcheck
 	out := filepath.Join(t.TempDir(), "out")
 	if _, err := Export(ctx, src, servedBy(t, src, nil), Selection{}, out, newKey(t, "exporter"), func(string) {}); err != nil {
 		t.Fatal(err)

@@ -3,7 +3,6 @@ package airgap
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -31,16 +30,10 @@ func TestPublisherKeyImportTakesNoProtocols(t *testing.T) {
 	o.AddProvider("acme", "net", []string{"1.0.0"}, []string{"linux_amd64"})
 	src := newEngine(t, o)
 	ctx := context.Background()
-	p := addrs.Provider{Hostname: enginetest.OriginHost, Namespace: "acme", Type: "net"}
+	p := netProvider
+	cacheArchive(t, src, p, "1.0.0", "linux_amd64")
 	v, _ := addrs.ParseSemver("1.0.0")
 	linux := addrs.Platform{OS: "linux", Arch: "amd64"}
-	a, err := src.OpenArchive(ctx, p, v, linux)
-	if err != nil {
-		t.Fatal(err)
-	}
-	io.Copy(io.Discard, a) //nolint:errcheck
-	a.Close()
-	mirror.WaitIdle(ctx, src) //nolint:errcheck
 	exporter := newKey(t, "exporter")
 	export := func() string {
 		out := filepath.Join(t.TempDir(), "out")

@@ -67,6 +67,34 @@ type layeredCLI struct {
 
 func (e layeredCLI) ServedCLI() ServedCLI { return e.layer }
 
+// netProvider is the fake origin's acme/net, which most tests cache.
+var netProvider = addrs.Provider{Hostname: enginetest.OriginHost, Namespace: "acme", Type: "net"}
+
+// cacheArchive caches the archive of version of p for platform (os_arch)
+// through engine, read whole, and waits for the engine's work to end.
+func cacheArchive(t *testing.T, engine *mirror.Engine, p addrs.Provider, version, platform string) {
+	t.Helper()
+	v, err := addrs.ParseSemver(version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, err := addrs.ParsePlatform(platform)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	a, err := engine.OpenArchive(ctx, p, v, pl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = io.Copy(io.Discard, a)
+	a.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mirror.WaitIdle(ctx, engine) //nolint:errcheck // a test's wait
+}
+
 // cachedNetAndTarball is an engine before a fake origin that has cached
 // provider p (acme/net 1.0.0, linux_amd64) and the tarball module 0.1.0.
 func cachedNetAndTarball(t *testing.T) (engine *mirror.Engine, p addrs.Provider) {
@@ -76,20 +104,9 @@ func cachedNetAndTarball(t *testing.T) (engine *mirror.Engine, p addrs.Provider)
 	o.AddTarball("tarball-0.1.0.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# tarball\n")}))
 	o.AddModule("acme", "tarball", "aws", "0.1.0", o.TarballURL("tarball-0.1.0.tar.gz"))
 	engine = newEngine(t, o)
-	ctx := context.Background()
-	p = addrs.Provider{Hostname: enginetest.OriginHost, Namespace: "acme", Type: "net"}
-	v, _ := addrs.ParseSemver("1.0.0")
-	a, err := engine.OpenArchive(ctx, p, v, addrs.Platform{OS: "linux", Arch: "amd64"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(io.Discard, a); err != nil {
-		t.Fatal(err)
-	}
-	a.Close()
-	mirror.WaitIdle(ctx, engine) //nolint:errcheck // a test's wait
+	cacheArchive(t, engine, netProvider, "1.0.0", "linux_amd64")
 	moduleBytes(t, engine, tarballModule, "0.1.0")
-	return engine, p
+	return engine, netProvider
 }
 
 // TestExportAsksTheServedLayer: the bundle export leaves out what the
