@@ -240,6 +240,27 @@ func TestHelmChartRefuses(t *testing.T) {
 		{"the metrics address in extraArgs", "extraArgs: [--metrics-listen, \":9091\"]", "extraArgs: --metrics-listen: the chart sets --metrics-listen"},
 		{"the data directory in extraArgs", "extraArgs: [-data-dir=/data]", "the chart sets --data-dir"},
 		{"plain HTTP in extraArgs", "extraArgs: [--insecure-http]", "the chart sets --insecure-http"},
+		// The same in config: the file's insecure_http, which the chart
+		// sets only with insecureHTTP, would serve plain HTTP on the port
+		// the Service names https and the probes reach over HTTPS (never
+		// ready; on a claim, Recreate has taken the old pod first).
+		{"plain HTTP in config", "config: {insecure-http: true}", "config.insecure-http: set insecureHTTP instead"},
+		// The files the chart mounts from Secrets and ConfigMaps, and the
+		// shared store, named in config instead: the chart's checks of
+		// them are passed by (client tokens from an extra volume on three
+		// replicas, each signing archive URLs with a key of its own, the
+		// others refusing them), and the NOTES describe another set-up.
+		{"client tokens in config", "replicaCount: 3\nsharedStore: {enabled: true, url: s3://b/p, key: {existingSecret: k}}\nconfig: {cache-max-bytes: 6GiB, auth-tokens-file: /etc/extra/tokens}", "config.auth-tokens-file: set auth.existingSecret instead"},
+		{"URL signing key in config", "config: {url-signing-key-file: /k}", "config.url-signing-key-file: set urlSigningKey.existingSecret instead"},
+		{"certificate in config", "config: {tls-cert: /c.pem}", "config.tls-cert: set tls.existingSecret instead"},
+		{"certificate key in config", "config: {tls-key: /k.pem}", "config.tls-key: set tls.existingSecret instead"},
+		{"export key in config", "config: {export-key: /e.asc}", "config.export-key: set exportKey.existingSecret instead"},
+		{"trusted export keys in config", "config: {trusted-export-keys: /t.asc}", "config.trusted-export-keys: set trustedExportKeys instead"},
+		{"trusted publisher keys in config", "config: {trusted-publisher-keys: a=/t.asc}", "config.trusted-publisher-keys: set trustedPublisherKeys instead"},
+		{"shared store in config", "config: {shared-store: s3://b/p}", "config.shared-store: set sharedStore instead"},
+		{"shared store key in config", "config: {shared-store-key-file: /k}", "config.shared-store-key-file: set sharedStore.key instead"},
+		{"previous shared store key in config", "config: {shared-store-previous-key-file: /k}", "config.shared-store-previous-key-file: set sharedStore.key.previousKey instead"},
+		{"shared store ID in config", "config: {shared-store-id: s3://b/p}", "config.shared-store-id: set sharedStore.id instead"},
 		{"the address in extraEnv", "extraEnv: [{name: TFMIRROR_LISTEN, value: \":9443\"}]", "extraEnv: TFMIRROR_LISTEN: the chart sets --listen"},
 		{"the configuration file in extraEnv", "extraEnv: [{name: TFMIRROR_CONFIG, value: /x.json}]", "the chart sets --config"},
 	} {
@@ -409,6 +430,38 @@ func TestHelmChartConfigNumbers(t *testing.T) {
 		t.Errorf("TFMIRROR_CACHE_MAX_BYTES=%q, want 6442450944", got)
 	}
 	configCheck(t, "config numbers", "tfmirror.json", w.config)
+}
+
+// TestHelmChartSizeNumbers: the sizes the schema takes as integers,
+// written as YAML numbers (a float64 to Helm), are their digits: the
+// archive limit reaches tfmirror as one it takes (toString wrote
+// 4.294967296e+09, which stopped the pods at start), and a claim's or an
+// emptyDir's size is checked against the cache's limit as the same size
+// written as 20Gi is (toString's form passed unchecked).
+func TestHelmChartSizeNumbers(t *testing.T) {
+	t.Parallel()
+	read := func(s string) map[string]any {
+		var values map[string]any
+		if err := yaml.Unmarshal([]byte(s), &values); err != nil {
+			t.Fatal(err)
+		}
+		return values
+	}
+	m, _ := helmTemplate(t, "archive limit", read("archiveLimits: {maxUnpackedBytes: 4294967296}"))
+	w := checkWorkload(t, m)
+	if got := w.env["TFMIRROR_ARCHIVE_MAX_UNPACKED_BYTES"]; got != "4294967296" {
+		t.Errorf("TFMIRROR_ARCHIVE_MAX_UNPACKED_BYTES=%q, want 4294967296", got)
+	}
+	for _, tc := range []struct{ name, values string }{
+		{"a claim of 20Gi in bytes", "persistence: {size: 21474836480}"},
+		{"an emptyDir of 10Gi in bytes", "persistence: {enabled: false}\nemptyDir: {sizeLimit: 10737418240}"},
+		{"a cache limit of 60GB in bytes", "config: {cache-max-bytes: 60000000000}"},
+	} {
+		_, err := helmRender(read(tc.values))
+		if want := "does not fit the data volume"; err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v, want one saying %q", tc.name, err, want)
+		}
+	}
 }
 
 // TestHelmChartTrustedProxies: trustedProxies becomes trusted_proxies,

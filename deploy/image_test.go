@@ -223,3 +223,33 @@ func TestInstallDocsSBOMAttestation(t *testing.T) {
 		t.Error("docs/install.md does not show how to verify the image's SBOM attestations")
 	}
 }
+
+// TestHelmChartImageTagNumber: values.schema.json takes image.tag as a
+// number too, which is what a tag of digits is in a values file
+// (`tag: 20261130`, a float64 to Helm) and with `--set image.tag=20261130`
+// (an int64): the image is then that tag, not Go's rendering of a
+// number ("%!s(int64=20261130)"), which no runtime can pull; on a claim,
+// Recreate has stopped the old pod before the new one fails.
+func TestHelmChartImageTagNumber(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		tag  any
+		want string
+	}{
+		{"values file", nil, "20261130"},
+		{"--set", int64(20261130), "20261130"},
+		{"a fraction", nil, "2.5"},
+	} {
+		var values map[string]any
+		if tc.tag == nil {
+			if err := yaml.Unmarshal([]byte("image: {tag: "+tc.want+"}"), &values); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			values = map[string]any{"image": map[string]any{"tag": tc.tag}}
+		}
+		m, _ := helmTemplate(t, tc.name, values)
+		checkImages(t, m, "ghcr.io/tfmirror/tfmirror:"+tc.want)
+	}
+}

@@ -38,11 +38,19 @@ app.kubernetes.io/part-of: tfmirror
 {{- end }}
 {{- end }}
 
+{{/* A value as the string it stands for: a whole number, which a value
+     of digits is to Helm (a float64 from a values file, an int64 from
+     --set), as its digits, where printf and toString write a float64
+     as 4.294967296e+09. */}}
+{{- define "tfmirror.string" -}}
+{{- if and (kindIs "float64" .) (eq . (float64 (int64 .))) }}{{ int64 . }}{{ else }}{{ toString . }}{{ end }}
+{{- end }}
+
 {{- define "tfmirror.image" -}}
 {{- if .Values.image.digest }}
 {{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
 {{- else }}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- printf "%s:%s" .Values.image.repository (include "tfmirror.string" (default .Chart.AppVersion .Values.image.tag)) }}
 {{- end }}
 {{- end }}
 
@@ -74,10 +82,11 @@ app.kubernetes.io/part-of: tfmirror
 {{- end }}
 
 {{/* The bytes of a size, as a number: a Kubernetes quantity (10Gi, 500M)
-     or one of tfmirror's sizes (40GiB, 2GB, 1048576); "" for a size in
+     or one of tfmirror's sizes (40GiB, 2GB, 1048576, also as a YAML
+     number); "" for a size in
      another form, which is not checked here. */}}
 {{- define "tfmirror.bytes" -}}
-{{- $s := toString . | trim }}
+{{- $s := include "tfmirror.string" . | trim }}
 {{- if regexMatch "^[0-9]+(\\.[0-9]+)?\\s*([kKmMgGtTpPeE]i?)?[bB]?$" $s }}
 {{- $unit := regexReplaceAll "^[0-9.]+\\s*" $s "" | lower | trimSuffix "b" }}
 {{- $units := dict "" 1 "k" 1e3 "ki" 1024 "m" 1e6 "mi" 1048576 "g" 1e9 "gi" 1073741824 "t" 1e12 "ti" 1099511627776 "p" 1e15 "pi" 1125899906842624 "e" 1e18 "ei" 1152921504606846976 }}
@@ -134,19 +143,19 @@ app.kubernetes.io/part-of: tfmirror
 {{- /* The cache's limit and the data volume: the kubelet evicts a pod
      whose emptyDir outgrows its sizeLimit, and on a full claim the cache
      takes no more archives and /readyz fails. 0 (or none) is no limit. */}}
-{{- $cacheMax := toString (index .Values.config "cache-max-bytes" | default "0") }}
+{{- $cacheMax := include "tfmirror.string" (index .Values.config "cache-max-bytes" | default "0") }}
 {{- with include "tfmirror.bytes" $cacheMax }}
 {{- $cache := float64 . }}
 {{- if not (include "tfmirror.pvc" $) }}
 {{- with include "tfmirror.bytes" $.Values.emptyDir.sizeLimit }}
 {{- if or (eq $cache 0.0) (gt $cache (mulf . 0.75)) }}
-{{- fail (printf "config.cache-max-bytes %s does not fit the data volume, an emptyDir of emptyDir.sizeLimit %v, which the kubelet evicts the pod for outgrowing: set it to at most 3/4 of the sizeLimit (0 is no limit), leaving room for Badger's own files" $cacheMax $.Values.emptyDir.sizeLimit) }}
+{{- fail (printf "config.cache-max-bytes %s does not fit the data volume, an emptyDir of emptyDir.sizeLimit %v, which the kubelet evicts the pod for outgrowing: set it to at most 3/4 of the sizeLimit (0 is no limit), leaving room for Badger's own files" $cacheMax (include "tfmirror.string" $.Values.emptyDir.sizeLimit)) }}
 {{- end }}
 {{- end }}
 {{- else if not $.Values.persistence.existingClaim }}
 {{- with include "tfmirror.bytes" $.Values.persistence.size }}
 {{- if and (gt $cache 0.0) (ge $cache (float64 .)) }}
-{{- fail (printf "config.cache-max-bytes %s does not fit the data volume, a claim of persistence.size %v, on which the cache would stop taking archives (and /readyz fail) when full: set it below the size, leaving room for Badger's own files" $cacheMax $.Values.persistence.size) }}
+{{- fail (printf "config.cache-max-bytes %s does not fit the data volume, a claim of persistence.size %v, on which the cache would stop taking archives (and /readyz fail) when full: set it below the size, leaving room for Badger's own files" $cacheMax (include "tfmirror.string" $.Values.persistence.size)) }}
 {{- end }}
 {{- end }}
 {{- end }}
@@ -185,7 +194,7 @@ app.kubernetes.io/part-of: tfmirror
 {{- if hasKey .Values.config "upstream-proxy" }}
 {{- fail "config.upstream-proxy may carry a password and config is a ConfigMap: put the URL in a Secret and set upstreamProxy.existingSecret instead" }}
 {{- end }}
-{{- $owned := dict "origin-ca-file" "originCA" "tls-san" "tls.extraSANs" "keep-versions" "retention.keepVersions" "keep-versions-per-major" "retention.keepVersionsPerMajor" "evict-unused-after" "retention.evictUnusedAfter" "retention-interval" "retention.interval" "pins-dir" "pins.existingConfigMap" "module-source-credentials" "modules.sourceCredentials" "allow-unsigned-hosts" "unsignedHosts" "archive-max-unpacked-bytes" "archiveLimits.maxUnpackedBytes" "archive-max-entries" "archiveLimits.maxEntries" "trusted-proxies" "trustedProxies" "credentials-file" "originCredentials" }}
+{{- $owned := dict "origin-ca-file" "originCA" "tls-san" "tls.extraSANs" "keep-versions" "retention.keepVersions" "keep-versions-per-major" "retention.keepVersionsPerMajor" "evict-unused-after" "retention.evictUnusedAfter" "retention-interval" "retention.interval" "pins-dir" "pins.existingConfigMap" "module-source-credentials" "modules.sourceCredentials" "allow-unsigned-hosts" "unsignedHosts" "archive-max-unpacked-bytes" "archiveLimits.maxUnpackedBytes" "archive-max-entries" "archiveLimits.maxEntries" "trusted-proxies" "trustedProxies" "credentials-file" "originCredentials" "insecure-http" "insecureHTTP" "tls-cert" "tls.existingSecret" "tls-key" "tls.existingSecret" "auth-tokens-file" "auth.existingSecret" "url-signing-key-file" "urlSigningKey.existingSecret" "export-key" "exportKey.existingSecret" "trusted-export-keys" "trustedExportKeys" "trusted-publisher-keys" "trustedPublisherKeys" "shared-store" "sharedStore" "shared-store-key-file" "sharedStore.key" "shared-store-previous-key-file" "sharedStore.key.previousKey" "shared-store-id" "sharedStore.id" }}
 {{- range $flag, $value := $owned }}
 {{- if hasKey $.Values.config $flag }}
 {{- fail (printf "config.%s: set %s instead" $flag $value) }}
@@ -221,7 +230,7 @@ app.kubernetes.io/part-of: tfmirror
 {{- end }}
 {{- with .Values.unsignedHosts }}{{ $_ := set $s "allow_unsigned_hosts" . }}{{ end }}
 {{- with .Values.trustedProxies }}{{ $_ := set $s "trusted_proxies" . }}{{ end }}
-{{- with .Values.archiveLimits.maxUnpackedBytes }}{{ $_ := set $s "archive_max_unpacked_bytes" (toString .) }}{{ end }}
+{{- with .Values.archiveLimits.maxUnpackedBytes }}{{ $_ := set $s "archive_max_unpacked_bytes" (include "tfmirror.string" .) }}{{ end }}
 {{- with .Values.archiveLimits.maxEntries }}{{ $_ := set $s "archive_max_entries" (. | int64) }}{{ end }}
 {{- if .Values.sharedStore.enabled }}
 {{- $_ := set $s "shared_store" .Values.sharedStore.url }}
