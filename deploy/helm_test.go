@@ -205,6 +205,9 @@ func TestHelmChartRefuses(t *testing.T) {
 		{"URL signing key without auth", "urlSigningKey: {existingSecret: k}", "needs auth.existingSecret"},
 		{"shared store without its key", "sharedStore: {enabled: true, url: s3://b/p}", "needs sharedStore.key.existingSecret"},
 		{"replicas with auth and no shared key", "replicaCount: 3\nsharedStore: {enabled: true, url: s3://b/p, key: {existingSecret: k}}\nauth: {existingSecret: a}", "urlSigningKey.existingSecret"},
+		// One replica on an emptyDir rolls: the new pod, with a key of its
+		// own, answers URLs the old one signed with 403.
+		{"a rolling replica with auth and no shared key", "sharedStore: {enabled: true, url: s3://b/p, key: {existingSecret: k}}\nauth: {existingSecret: a}\nconfig: {cache-max-bytes: 5GiB}", "urlSigningKey.existingSecret"},
 		{"trusted keys without their ConfigMap", "trustedExportKeys: {files: [a.asc]}", "needs trustedExportKeys.existingConfigMap"},
 		{"HTTPRoute without a Gateway", "httpRoute: {enabled: true}", "httpRoute.parentRefs"},
 		{"Ingress without a host", "ingress: {enabled: true}", "ingress.hosts"},

@@ -111,8 +111,8 @@ app.kubernetes.io/part-of: tfmirror
 {{- if and .Values.urlSigningKey.existingSecret (not .Values.auth.existingSecret) }}
 {{- fail "urlSigningKey.existingSecret needs auth.existingSecret: archive URLs are signed only with client authentication" }}
 {{- end }}
-{{- if and (gt (int .Values.replicaCount) 1) .Values.auth.existingSecret (not .Values.urlSigningKey.existingSecret) }}
-{{- fail "with auth and more than one replica, set urlSigningKey.existingSecret: every replica must sign archive URLs with the same key" }}
+{{- if and (or (gt (int .Values.replicaCount) 1) (not (include "tfmirror.pvc" .))) .Values.auth.existingSecret (not .Values.urlSigningKey.existingSecret) }}
+{{- fail "with auth and more than one replica, or pods on an emptyDir (which roll: the new pod beside the old one), set urlSigningKey.existingSecret: every pod must sign archive URLs with the same key" }}
 {{- end }}
 {{- if and .Values.trustedExportKeys.files (not .Values.trustedExportKeys.existingConfigMap) }}
 {{- fail "trustedExportKeys.files needs trustedExportKeys.existingConfigMap" }}
