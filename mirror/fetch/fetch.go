@@ -420,6 +420,9 @@ func (fr *Fetcher) fetchAndCommit(ctx context.Context, f *Download, p addrs.Prov
 			}
 			s.log.Info("archive fetch stopped by shutdown; nothing was cached", "provider", subject(p, src),
 				"file", a.Filename, "stage", stage, "error", err)
+		case errors.Is(err, ErrImportInterrupted):
+			s.log.Info("archive import interrupted; nothing was cached", "provider", subject(p, src),
+				"file", a.Filename, "error", err)
 		default:
 			s.log.Error("archive fetch failed", "provider", subject(p, src), "file", a.Filename, "error", err)
 		}

@@ -159,6 +159,7 @@ func (fr *Fetcher) countMiss(leader bool) records.Source {
 // imported file cannot be fetched again. A file that fails is not kept.
 func (fr *Fetcher) Import(ctx context.Context, imp *lifetime.Import, p addrs.Provider, a records.ArchiveRecord, src Source) (info cache.BlobInfo, present bool, err error) {
 	imp.Importing(a.SHA256)
+	src.Open = interruptible(ctx, src.Open)
 	f, _, err := fr.joinFrom(p, a, &src)
 	if err != nil {
 		return info, false, err
@@ -187,6 +188,52 @@ func (fr *Fetcher) Import(ctx context.Context, imp *lifetime.Import, p addrs.Pro
 		return info, false, fmt.Errorf("%s was verified but could not be stored in the cache: %w", what, err)
 	}
 	return info, present, nil
+}
+
+// ErrImportInterrupted is the error of a fetch reading an import's file
+// once the import was interrupted: its caller closes the file's bundle
+// under the read, which then fails, through no fault of the file or of
+// the mirror.
+var ErrImportInterrupted = errors.New("the import was interrupted")
+
+// interruptible is open, an import's file handed in, whose opening and
+// reads fail with ErrImportInterrupted (and ctx's error) once ctx, the
+// import's, is done, whatever the failure: the import's caller may close
+// the bundle the moment the import returns.
+func interruptible(ctx context.Context, open func(context.Context) (io.ReadCloser, int64, error)) func(context.Context) (io.ReadCloser, int64, error) {
+	if open == nil {
+		return nil
+	}
+	return func(fctx context.Context) (io.ReadCloser, int64, error) {
+		rc, n, err := open(fctx)
+		if err != nil {
+			return nil, n, importErr(ctx, err)
+		}
+		return &importReader{ctx: ctx, ReadCloser: rc}, n, nil
+	}
+}
+
+// importErr is err, or ErrImportInterrupted once ctx is done.
+func importErr(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil {
+		return fmt.Errorf("%w: %w", ErrImportInterrupted, cerr)
+	}
+	return err
+}
+
+// importReader is an import's file: a read that fails once the import
+// was interrupted fails with ErrImportInterrupted.
+type importReader struct {
+	ctx context.Context
+	io.ReadCloser
+}
+
+func (r *importReader) Read(p []byte) (int, error) {
+	n, err := r.ReadCloser.Read(p)
+	if err != nil && err != io.EOF {
+		err = importErr(r.ctx, err)
+	}
+	return n, err
 }
 
 // Blob is an immutable file other than a provider archive (a CLI release
