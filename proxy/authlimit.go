@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"net/netip"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -271,6 +270,15 @@ func (a *Auth) logLimited(r *http.Request, client string, now time.Time) {
 	a.limit.logLimited(a.log, now, LimitedMessage, args...)
 }
 
+// hasSignature reports whether r presents an archive URL's signature as
+// Auth.verify reads it: a sig parameter that is not empty in the query
+// as url.ParseQuery decodes it, so that one whose name is spelt with
+// escapes ("%73ig") is a credential too. A request without a query, as
+// most are, parses none.
+func hasSignature(r *http.Request) bool {
+	return r.URL.RawQuery != "" && r.URL.Query().Get(signatureParam) != ""
+}
+
 // LimitedMessage is the message of the log line saying that a client
 // address went over the limit of failed authentication attempts: its
 // requests with credentials are answered 429 until it has waited.
@@ -296,7 +304,7 @@ func clientString(key netip.Prefix) string {
 // lets it through. A request without credentials passes: it cannot
 // guess, and it is answered as it would be anyway.
 func (a *Auth) limited(r *http.Request) error {
-	if len(r.Header["Authorization"]) == 0 && !strings.Contains(r.URL.RawQuery, signatureParam+"=") {
+	if len(r.Header["Authorization"]) == 0 && !hasSignature(r) {
 		return nil
 	}
 	wait, over := a.limit.wait(clientKey(r), a.now())

@@ -212,6 +212,40 @@ func TestBadArchiveSignaturesLimited(t *testing.T) {
 	}
 }
 
+// A signature is a credential however its parameter is spelt: the door
+// reads the query as url.ParseQuery decodes it, so "%73ig" is "sig", and
+// an address over the limit is answered 429 for it before any door
+// checks it, as for "sig", not 403 after its check.
+func TestEncodedSignatureParameterLimited(t *testing.T) {
+	t.Parallel()
+	counts := &authCounts{}
+	a, err := NewAuth(AuthConfig{
+		TokenHashes: [][32]byte{sha256.Sum256([]byte(testToken))},
+		SigningKey:  bytes.Repeat([]byte{7}, 32),
+		Metrics:     counts,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, harnessOptions{cfg: Config{Auth: a}})
+	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
+	guesser := clientAt(t, h, "127.0.0.6")
+	archive := archivePath("1.0.0", "linux_amd64")
+	for i := range AuthFailureBurst {
+		if r := guesser(archive + "?exp=99999999999&sig=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"); r.status != http.StatusForbidden {
+			t.Fatalf("forged signature %d: status %d, want 403", i+1, r.status)
+		}
+	}
+	for _, query := range []string{"?exp=99999999999&%73ig=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "?exp=99999999999&s%69g=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"} {
+		if r := guesser(archive + query); r.status != http.StatusTooManyRequests || r.header.Get("Retry-After") == "" {
+			t.Errorf("forged signature %s over the limit: status %d, Retry-After %q; want 429 with Retry-After, before the door checks it", query, r.status, r.header.Get("Retry-After"))
+		}
+	}
+	if failures, limited := counts.get(); failures[FailureSignature] != AuthFailureBurst || limited != 2 {
+		t.Errorf("counted %v, %d limited; want %d signature failures and 2 limited", failures, limited, AuthFailureBurst)
+	}
+}
+
 // The addresses remembered are bounded: the one whose last failure is
 // oldest is forgotten first.
 func TestFailureLimiterBounded(t *testing.T) {

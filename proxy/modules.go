@@ -172,7 +172,7 @@ func (mr *moduleRegistry) handleVersions(w http.ResponseWriter, r *http.Request)
 		mr.fail(w, r, err)
 		return
 	}
-	markStale(w, st.Stale)
+	MarkStale(w, st.Stale)
 	body := moduleVersionsBody{Modules: []moduleVersionsEntry{{
 		Source:   m.Namespace + "/" + m.Name + "/" + m.System,
 		Versions: make([]moduleVersion, 0, len(list.Versions)),

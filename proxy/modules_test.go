@@ -9,6 +9,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
@@ -477,6 +478,38 @@ func TestModuleDownloadSubdirClientsReadBack(t *testing.T) {
 	h.server.SetPublicURL("https://tfmirror.example.test/")
 	if l, _ := loc("acme/space/aws"); l != "https://tfmirror.example.test"+modBase+"acme/space/aws/1.0.0/package.zip//modules/my app" {
 		t.Errorf("with a public URL: X-Terraform-Get %q", l)
+	}
+}
+
+// A public URL is the mirror's base URL however it ends: one set without
+// its trailing slash (--public-url https://mirror.example.com, as it is
+// often written) names the mirror in an absolute download location as one
+// with it does, never as the host "mirror.example.comregistry".
+func TestModuleDownloadLocationPublicURLWithoutSlash(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{cfg: Config{PublicURL: "https://tfmirror.example.test"}})
+	h.origin.AddModule("acme", "space", "aws", "1.0.0", "git::https://git.example.test/mono.git//modules/my app?ref=v1")
+	want := "https://tfmirror.example.test" + modBase + "acme/space/aws/1.0.0/package.zip//modules/my app"
+	for _, public := range []string{"", "https://tfmirror.example.test"} {
+		if public != "" {
+			h.server.SetPublicURL(public) // a reload's
+		}
+		r := h.get(modBase + "acme/space/aws/1.0.0/download")
+		if l := r.header.Get("X-Terraform-Get"); r.status != http.StatusOK || l != want {
+			t.Errorf("public URL without its slash: %d, X-Terraform-Get %q, want %q", r.status, l, want)
+		}
+	}
+	if u := h.server.MirrorURL(httptest.NewRequest("GET", "/", nil)); u != "https://tfmirror.example.test/" {
+		t.Errorf("MirrorURL %q, want the public URL ending in /", u)
+	}
+	// The status page's network_mirror url, below a path prefix: the
+	// clients resolve index.json against it, and drop a last segment
+	// without its slash.
+	h.server.SetPublicURL("https://tfmirror.example.test/tf")
+	var st Status
+	h.get("/?format=json").json(t, &st)
+	if st.MirrorURL != "https://tfmirror.example.test/tf/" {
+		t.Errorf("status page mirror_url %q, want https://tfmirror.example.test/tf/", st.MirrorURL)
 	}
 }
 

@@ -227,7 +227,7 @@ func (n *networkMirror) serveVersion(w http.ResponseWriter, r *http.Request, p a
 		n.fail(w, r, err)
 		return
 	}
-	markStale(w, pkg.Stale)
+	MarkStale(w, pkg.Stale)
 	var doc document
 	if n.auth == nil {
 		doc = n.docs.version(p, v, pkg)
@@ -280,6 +280,6 @@ func (pr *providerRoutes) versions(w http.ResponseWriter, r *http.Request) (p ad
 		pr.fail(w, r, err)
 		return p, nil, st, false
 	}
-	markStale(w, st.Stale)
+	MarkStale(w, st.Stale)
 	return p, list, st, true
 }

@@ -182,7 +182,7 @@ func (g *providerRegistry) handleDownload(w http.ResponseWriter, r *http.Request
 		pkg.SHASumsURL += "?" + a.sign(p, registryFileName(v, pl, sumsFile))
 		pkg.SHASumsSignatureURL += "?" + a.sign(p, registryFileName(v, pl, signatureFile))
 	}
-	markStale(w, ev.Stale)
+	MarkStale(w, ev.Stale)
 	writeDocument(w, r, newDocument(renderJSON(pkg)), g.cacheControl(ev.Stale))
 }
 
@@ -215,7 +215,7 @@ func (g *providerRegistry) handleFile(w http.ResponseWriter, r *http.Request) {
 	if file == signatureFile {
 		body, contentType = doc.Signature, signatureContentType
 	}
-	markStale(w, ev.Stale)
+	MarkStale(w, ev.Stale)
 	writeFile(w, r, newDocument(body), contentType, g.cacheControl(ev.Stale))
 }
 

@@ -37,7 +37,12 @@ func (rs *responder) fail(w http.ResponseWriter, r *http.Request, err error) {
 	rs.log.Log(r.Context(), level, "request failed", "path", r.URL.EscapedPath(), "status", status, "error", err)
 }
 
-func markStale(w http.ResponseWriter, stale bool) {
+// MarkStale marks an answer made from a version list the origin could not
+// refresh (stale), for every front door that answers one: the
+// X-Tfmirror-Stale header and a Warning (110). The door sets its
+// Cache-Control for it: no-cache, so that a cache in front revalidates
+// it.
+func MarkStale(w http.ResponseWriter, stale bool) {
 	if stale {
 		w.Header().Set("X-Tfmirror-Stale", "1")
 		w.Header().Add("Warning", `110 tfmirror "Response is stale: the origin could not be reached"`)

@@ -56,7 +56,9 @@ type ProviderEngine interface {
 // Config configures a Server. Zero values take the documented defaults.
 type Config struct {
 	// PublicURL is the mirror's base URL as clients reach it, shown on the
-	// status page. Default: the scheme and host of each status request.
+	// status page and in the answers that name the mirror by an absolute
+	// URL; a trailing slash is added when it lacks one. Default: the
+	// scheme and host of each request.
 	PublicURL string
 	// PlainHTTP says the mirror is served without TLS (behind a proxy).
 	PlainHTTP bool
@@ -281,8 +283,17 @@ func oneRange(r *http.Request) *http.Request {
 }
 
 // SetPublicURL replaces Config.PublicURL from the next request on (a
-// configuration reloaded).
-func (s *Server) SetPublicURL(u string) { s.status.publicURL.Store(&u) }
+// configuration reloaded). A public URL is the mirror's base URL however
+// it ends: one given without its trailing slash
+// ("https://mirror.example.com") is kept with it, which MirrorURL promises
+// and every URL made from it (an absolute module download location)
+// needs.
+func (s *Server) SetPublicURL(u string) {
+	if u != "" && !strings.HasSuffix(u, "/") {
+		u += "/"
+	}
+	s.status.publicURL.Store(&u)
+}
 
 // MirrorURL is the mirror's base URL for r, ending in "/", as the status
 // page shows it: the public URL in force (Config.PublicURL, or the one

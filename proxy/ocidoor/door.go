@@ -239,7 +239,7 @@ func (d *Door) tags(w http.ResponseWriter, r *http.Request, name string) {
 	if !ok {
 		return
 	}
-	list, _, err := d.providers.Versions(r.Context(), p)
+	list, st, err := d.providers.Versions(r.Context(), p)
 	if err != nil {
 		d.failEngine(w, r, codeNameUnknown, err)
 		return
@@ -250,7 +250,7 @@ func (d *Door) tags(w http.ResponseWriter, r *http.Request, name string) {
 			all = append(all, tag)
 		}
 	}
-	writeTagPage(w, r, name, all, n, last)
+	writeTagPage(w, r, name, all, n, last, st.Stale)
 }
 
 // tagPage reads a tag list request's n (-1 when not given) and last; on
@@ -271,7 +271,10 @@ func (d *Door) tagPage(w http.ResponseWriter, r *http.Request) (n int, last stri
 
 // writeTagPage answers the page of the tags all that n and last ask for,
 // in lexical order, with a Link to the next page when there is one.
-func writeTagPage(w http.ResponseWriter, r *http.Request, name string, all []string, n int, last string) {
+// stale says the version list was served because the origin could not
+// refresh it: the answer is marked so (proxy.MarkStale) and a cache in
+// front must revalidate it, as every door's stale version list.
+func writeTagPage(w http.ResponseWriter, r *http.Request, name string, all []string, n int, last string, stale bool) {
 	slices.Sort(all)
 	all = slices.Compact(all)
 	start, _ := slices.BinarySearch(all, last)
@@ -294,6 +297,10 @@ func writeTagPage(w http.ResponseWriter, r *http.Request, name string, all []str
 	// no longer than the answers naming them by digest (byDigest): a deny
 	// on a reload takes a version out of a CDN's copy too.
 	w.Header()["Cache-Control"] = byDigest
+	if stale {
+		proxy.MarkStale(w, true)
+		w.Header()["Cache-Control"] = noCache
+	}
 	writeJSON(w, r, http.StatusOK, "application/json", body)
 }
 

@@ -82,7 +82,7 @@ func (d *Door) moduleTags(w http.ResponseWriter, r *http.Request, name string, m
 	if !ok {
 		return
 	}
-	list, _, err := d.cfg.Modules.ModuleVersions(r.Context(), m)
+	list, st, err := d.cfg.Modules.ModuleVersions(r.Context(), m)
 	if err != nil {
 		d.failEngine(w, r, codeNameUnknown, err)
 		return
@@ -95,7 +95,7 @@ func (d *Door) moduleTags(w http.ResponseWriter, r *http.Request, name string, m
 			}
 		}
 	}
-	writeTagPage(w, r, name, all, n, last)
+	writeTagPage(w, r, name, all, n, last, st.Stale)
 }
 
 // moduleManifest serves NAME/manifests/REF: by tag (the version's, or
