@@ -13,14 +13,18 @@ package gate
 //     yet contain the version (the version list this mirror, or a
 //     replica sharing its store, had before the one that first listed
 //     it). A version in the first listing ever taken has none (the
-//     bootstrap): it is dated by its signature alone.
+//     bootstrap): it is dated by its signature alone. A version keeps
+//     its time once listed: one a listing lacks (a short answer of the
+//     origin) is not new to the listing that names it again; one of the
+//     first listing is recorded then with the zero time, as such.
 //
 // Modules have no signature, and the module registry protocol gives no
 // publication date: a module version is dated by the listing rule alone.
 // One in the first listing ever stored (the bootstrap: it carries no
 // absent record) is taken as released before the mirror first looked;
-// one that no stored listing names has no release time known, and is
-// held while a minimum release age applies. Module release times are
+// one that no stored listing names (nor an earlier one: it has no
+// record) has no release time known, and is held while a minimum
+// release age applies. Module release times are
 // keyed by the version parsed (addrs.ParseModuleVersion), stored under
 // its canonical form, so that "v1.1.0" and "1.1.0" are one version to the
 // gate whatever the client or the origin spells.
@@ -123,10 +127,20 @@ func absentBase(kind, address string) string { return absentPrefix + kind + "/" 
 // NoteListing records, for every version of next (a listing of address,
 // of kind "provider" or "module", stored under key) that prev (the
 // listing before it, taken at prevAt; nil when there was none) lacks,
-// that it was absent at prevAt. A version another replica recorded first
-// keeps that replica's record. With no previous listing at all, nothing
-// is written: the versions of the first listing are dated by their
-// signatures.
+// that it was absent at prevAt, or at the clock's time when prevAt is
+// ahead of it (a listing taken while the clock was set forward: the
+// version was published before now, not after that time). A version
+// another replica recorded first keeps that replica's record. With no
+// previous listing at all, nothing is written: the versions of the first
+// listing are dated by their signatures.
+//
+// A version prev (or this replica's own listing) names and next lacks
+// (an origin answering a short or empty list for a while, or a version
+// pulled and published again) keeps the time it has: one that has none
+// (of a first listing, the bootstrap) is recorded then, as such (the
+// zero time), so that a listing that names it again is not taken for the
+// one that first listed it. So too a version this replica's own listing
+// names that prev, another replica's newer listing, lacks.
 //
 // prev may be another replica's listing, taken from the shared tier
 // because it is newer than this replica's own (the cache's, under key).
@@ -144,6 +158,7 @@ func (r *releaseTimes) noteListing(ctx context.Context, kind, address, key strin
 	if prev == nil {
 		return
 	}
+	now := r.cfg.Now()
 	canon := versionKey(kind)
 	set := func(vs []string) map[string]bool {
 		out := make(map[string]bool, len(vs))
@@ -154,36 +169,58 @@ func (r *releaseTimes) noteListing(ctx context.Context, kind, address, key strin
 		}
 		return out
 	}
-	inPrev := set(prev)
+	// notAfterNow is a listing's time as a version's: a listing dated
+	// ahead of the clock was taken before now all the same.
+	notAfterNow := func(at time.Time) time.Time {
+		if at.After(now) {
+			return now
+		}
+		return at
+	}
+	inPrev, inNext := set(prev), set(next)
 	own, ownAt, haveOwn := r.ownListing(kind, key)
 	inOwn := set(own)
 	base := absentBase(kind, address)
 	known := r.absentOf(kind, address)
 	type dating struct {
-		v  string
-		at time.Time // zero: dated only by another replica's record
+		v        string
+		at       time.Time // zero: dated only by another replica's record
+		unlisted bool      // next lacks it: recorded even with no time (the bootstrap)
 	}
 	var todo []dating
 	seen := make(map[string]bool, len(next))
-	for _, raw := range next {
+	note := func(raw string) {
 		v, ok := canon(raw)
 		if !ok || seen[v] {
-			continue
+			return
 		}
 		seen[v] = true
 		if _, ok := known[v]; ok {
-			continue
+			return
 		}
 		switch {
-		case !inPrev[v]:
-			todo = append(todo, dating{v, prevAt})
 		case inOwn[v]:
-			// New to an earlier listing of this replica's, or of its first.
+			// New to an earlier listing of this replica's (which recorded
+			// it then), or of its first (the bootstrap).
+			if !inNext[v] {
+				todo = append(todo, dating{v: v, unlisted: true})
+			}
+		case !inPrev[v]:
+			todo = append(todo, dating{v: v, at: notAfterNow(prevAt)})
 		case haveOwn:
-			todo = append(todo, dating{v, ownAt}) // named first by another replica's listing
+			todo = append(todo, dating{v: v, at: notAfterNow(ownAt), unlisted: !inNext[v]}) // named first by another replica's listing
 		default:
-			todo = append(todo, dating{v: v})
+			todo = append(todo, dating{v: v, unlisted: !inNext[v]})
 		}
+	}
+	for _, raw := range next {
+		note(raw)
+	}
+	for _, raw := range prev {
+		note(raw)
+	}
+	for _, raw := range own {
+		note(raw)
 	}
 	// Another replica's record of each, looked for at once: a replica
 	// with an empty cache asks the tier for every version of its first
@@ -206,10 +243,17 @@ func (r *releaseTimes) noteListing(ctx context.Context, kind, address, key strin
 		if !theirs[i].IsZero() {
 			at = theirs[i] // another replica's listing saw it first
 		}
-		if at.IsZero() {
+		switch {
+		case !at.IsZero():
+			r.writeOnce(base+v, at)
+		case d.unlisted:
+			// Of a first listing, recorded as such in the cache alone: a
+			// tier that failed to answer may hold another replica's
+			// record of it, which this must not replace.
+			r.writeLocalOnce(base+v, at)
+		default:
 			continue
 		}
-		r.writeOnce(base+v, at)
 		// The maps handed out are never modified: a new one replaces it.
 		r.mu.Lock()
 		if m, ok := r.absent[kind+"/"+address]; ok {
@@ -298,6 +342,18 @@ func (r *releaseTimes) writeOnce(key string, at time.Time) {
 	}
 	rec := &releaseRecord{Schema: records.Schema, At: at.UTC()}
 	if err := r.parts.Source.Put(key, rec); err != nil {
+		r.metrics.CacheWriteFailed()
+		r.log.Log(context.Background(), cache.WriteFailureLevel(err), "storing a release time", "key", key, "error", err)
+	}
+}
+
+// writeLocalOnce is writeOnce into the cache alone.
+func (r *releaseTimes) writeLocalOnce(key string, at time.Time) {
+	var old releaseRecord
+	if _, err := r.store.GetMeta(key, &old); err == nil {
+		return
+	}
+	if err := r.parts.Records.Put(key, &releaseRecord{Schema: records.Schema, At: at.UTC()}); err != nil {
 		r.metrics.CacheWriteFailed()
 		r.log.Log(context.Background(), cache.WriteFailureLevel(err), "storing a release time", "key", key, "error", err)
 	}

@@ -95,6 +95,17 @@ func (o *Origin) AddModule(ns, name, system, version, location string) {
 	m.modules[k] = append(m.modules[k], moduleVersion{version, location})
 }
 
+// RemoveModule takes version of the registry module NS/NAME/SYSTEM out
+// of its version list, as an origin answering a short list would;
+// AddModule adds it again.
+func (o *Origin) RemoveModule(ns, name, system, version string) {
+	m := o.modState()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := o.moduleKey(ns, name, system)
+	m.modules[k] = slices.DeleteFunc(m.modules[k], func(v moduleVersion) bool { return v.version == version })
+}
+
 // AddTarball serves data at TarballURL(file).
 func (o *Origin) AddTarball(file string, data []byte) {
 	m := o.modState()
