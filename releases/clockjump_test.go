@@ -59,3 +59,27 @@ func TestMissingFileLearntInTheFutureIsAskedAgain(t *testing.T) {
 		t.Errorf("%s, published since, once the miss's time to live would have run out: %v", sig, err)
 	}
 }
+
+// TestListingAheadOfTheClockDatesNoLaterThanNow: a release first listed
+// by the list that follows one fetched while the clock was far ahead is
+// dated no later than now (it was published before now), not at that
+// list's time: under a minimum release age it would be held for the
+// window and the month the clock was ahead besides.
+func TestListingAheadOfTheClockDatesNoLaterThanNow(t *testing.T) {
+	o := startOrigin(t)
+	r := newRig(t, o, "", false)
+	ctx := context.Background()
+	r.clock.Add(30 * 24 * time.Hour)
+	if _, _, err := r.rel.Versions(ctx, releases.HashiCorp, "terraform"); err != nil {
+		t.Fatal(err)
+	}
+	r.clock.Add(-30 * 24 * time.Hour)
+	o.Add("hashicorp", "terraform", "1.7.0", "linux_amd64")
+	r.clock.Add(11 * time.Minute)
+	if _, _, err := r.rel.Versions(ctx, releases.HashiCorp, "terraform"); err != nil {
+		t.Fatal(err)
+	}
+	if at, now := r.rel.ListingTime(releases.HashiCorp, "terraform", "1.7.0"), r.clock.Now(); at.IsZero() || at.After(now) {
+		t.Errorf("1.7.0, first listed now, is dated %s; want a time no later than now, %s", at, now)
+	}
+}

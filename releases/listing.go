@@ -62,7 +62,8 @@ func absentKey(pub Publisher, product, version string) string {
 }
 
 // noteListing records, for each version next lists that prev did not,
-// prev's time: the version was not yet released then. A version prev
+// prev's time (now, when prev's is ahead of the clock): the version was
+// not yet released then. A version prev
 // lists and next does not (an origin's list that lacks it for a while)
 // keeps the time it has, zero for one of the first list: its record is
 // written then, so that a list that has it again is not taken for the
@@ -84,11 +85,18 @@ func (r *Releases) noteListing(pub Publisher, product string, prev, next *List) 
 	for _, l := range prev.Versions {
 		had[l.Version] = true
 	}
+	// A list fetched while the clock was ahead (set forward, then back)
+	// dates what the next lists no later than now: it was published
+	// before now.
+	at := prev.At
+	if now := r.cfg.Now(); at.After(now) {
+		at = now
+	}
 	has := make(map[string]bool, len(next.Versions))
 	for _, l := range next.Versions {
 		has[l.Version] = true
 		if !had[l.Version] {
-			once(l.Version, prev.At)
+			once(l.Version, at)
 		}
 	}
 	for _, l := range prev.Versions {
