@@ -335,6 +335,15 @@ func New(cfg Config) (*Client, error) {
 		MaxIdleConns:           100,
 		MaxIdleConnsPerHost:    8,
 		ForceAttemptHTTP2:      true,
+		// A refused CONNECT says so, naming the proxy's settings: on its
+		// own net/http returns the bare status text ("Forbidden"), which
+		// reads as the origin's answer.
+		OnProxyConnectResponse: func(_ context.Context, _ *url.URL, req *http.Request, resp *http.Response) error {
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			return &ProxyError{Target: req.URL.Opaque, StatusCode: resp.StatusCode}
+		},
 	}
 	trust := &trustTransport{next: base, log: cfg.Logger, hint: cfg.TrustHint, logged: make(map[string]bool)}
 	tr.rt = &policyTransport{next: trust, userAgent: cfg.UserAgent}

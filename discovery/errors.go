@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 )
 
@@ -34,6 +35,50 @@ var (
 	// kind. It is returned wrapped in an *OriginError.
 	ErrTooLarge = errors.New("response too large")
 )
+
+// upstreamProxy names the upstream proxy in errors: by the settings that
+// choose it, never by its address, which its URL may give with a password.
+const upstreamProxy = "the upstream proxy (upstream_proxy, --upstream-proxy, or HTTPS_PROXY)"
+
+// ErrProxyRefused matches a *ProxyError: the upstream proxy answered the
+// CONNECT for a host with a status other than 200.
+var ErrProxyRefused = errors.New("the upstream proxy refused the connection")
+
+// ProxyError is an upstream proxy's refusal of a CONNECT: no request
+// reached the host. It is returned wrapped in an *OriginError. It names
+// the settings that choose the proxy, never the proxy's address or
+// credentials. A 407 (the proxy refuses the mirror's credentials) or a
+// 403 (its policy refuses the host) is the operator's to fix, not an
+// outage: it is never retried and does not count toward the circuit
+// breaker; any other status (the proxy could not reach the host) is an
+// origin failure like any other.
+type ProxyError struct {
+	// Target is the host:port the CONNECT asked for.
+	Target string
+	// StatusCode is the proxy's answer.
+	StatusCode int
+}
+
+func (e *ProxyError) Error() string {
+	status := strings.TrimSpace(fmt.Sprintf("%d %s", e.StatusCode, http.StatusText(e.StatusCode)))
+	msg := fmt.Sprintf("%s answered %s to CONNECT %s", upstreamProxy, status, e.Target)
+	switch e.StatusCode {
+	case http.StatusProxyAuthRequired:
+		return msg + ": it refuses the mirror's credentials (the user and password of the proxy's URL)"
+	case http.StatusForbidden:
+		return msg + ": its policy does not let the mirror connect to this host"
+	}
+	return msg + ": it did not open a tunnel to the host"
+}
+
+// Is makes errors.Is(err, ErrProxyRefused) true.
+func (e *ProxyError) Is(target error) bool { return target == ErrProxyRefused }
+
+// operatorsToFix reports whether the refusal is the operator's to fix
+// (credentials, the proxy's policy) rather than a failure of the host.
+func (e *ProxyError) operatorsToFix() bool {
+	return e.StatusCode == http.StatusProxyAuthRequired || e.StatusCode == http.StatusForbidden
+}
 
 // Operations named in OriginError.Op.
 const (

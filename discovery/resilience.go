@@ -74,13 +74,17 @@ func (e *redirectRefused) Error() string { return e.msg }
 // classify judges the result of one request: whether it tells of a failing
 // origin, and whether it is worth retrying. Connection failures, timeouts,
 // 429 and 5xx other than 501 are failures and retried; refusals by the
-// network policy, certificates the client does not trust (the operator's
-// to fix: see CertificateError) and the caller's own cancellation are
-// neither.
+// network policy, certificates the client does not trust and an upstream
+// proxy's refusal of the mirror's credentials or of the host (the
+// operator's to fix: see CertificateError and ProxyError) and the
+// caller's own cancellation are neither.
 func classify(ctx context.Context, resp *http.Response, err error) (attemptResult, bool) {
 	if err != nil {
 		var rr *redirectRefused
+		var pe *ProxyError
 		switch {
+		case errors.As(err, &pe) && pe.operatorsToFix():
+			return attemptNeutral, false
 		case ctx.Err() != nil,
 			errors.Is(err, ErrPrivateAddress),
 			errors.Is(err, errNotHTTPS),

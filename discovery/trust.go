@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"sync"
 )
@@ -28,6 +29,10 @@ var ErrUntrustedCertificate = errors.New("TLS certificate not trusted")
 type CertificateError struct {
 	// Host is the host contacted, as in the request's URL.
 	Host string
+	// Proxy says the certificate refused is the upstream proxy's own (an
+	// https:// proxy URL): the request never reached Host. The proxy is
+	// named by its settings, never by its address.
+	Proxy bool
 	// Cause says why, in words: "signed by an unknown authority", "not
 	// valid for this host name", "expired or not yet valid", or "invalid".
 	Cause string
@@ -38,7 +43,11 @@ type CertificateError struct {
 }
 
 func (e *CertificateError) Error() string {
-	msg := fmt.Sprintf("the TLS certificate of %s is not trusted: %s (%v)", e.Host, e.Cause, e.Err)
+	whose := e.Host
+	if e.Proxy {
+		whose = upstreamProxy + " on the way to " + e.Host
+	}
+	msg := fmt.Sprintf("the TLS certificate of %s is not trusted: %s (%v)", whose, e.Cause, e.Err)
 	if e.Hint != "" {
 		msg += "; " + e.Hint
 	}
@@ -101,7 +110,9 @@ func (t *trustTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !ok {
 		return nil, err
 	}
-	ce := &CertificateError{Host: host, Cause: cause, Hint: t.hint, Err: err}
+	var op *net.OpError
+	proxied := errors.As(err, &op) && op.Op == "proxyconnect"
+	ce := &CertificateError{Host: host, Proxy: proxied, Cause: cause, Hint: t.hint, Err: err}
 	t.mu.Lock()
 	first := !t.logged[host]
 	if first {

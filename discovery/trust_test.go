@@ -10,11 +10,13 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
+	"io"
 	"log/slog"
 	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -211,4 +213,77 @@ func TestUntrustedSourceHost(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestUntrustedProxyCertificate: an upstream proxy reached over TLS
+// (an https:// proxy URL) whose own certificate is not trusted fails
+// every request with a *CertificateError that says the proxy's
+// certificate is the one refused, not the origin's (the origin was never
+// reached), and names neither the proxy's address nor its credentials.
+// Its CA among the trusted ones (origin_ca_file's), requests go through.
+func TestUntrustedProxyCertificate(t *testing.T) {
+	ca := newTestCA(t)
+	now := time.Now()
+	proxySrv := httptest.NewUnstartedServer(http.HandlerFunc(tunnel))
+	proxySrv.TLS = &tls.Config{Certificates: []tls.Certificate{ca.issue(t, []string{"127.0.0.1"}, now.Add(-time.Hour), now.Add(time.Hour))}}
+	proxySrv.StartTLS()
+	t.Cleanup(proxySrv.Close)
+	proxyURL, _ := url.Parse(proxySrv.URL)
+	proxyURL.User = url.UserPassword("mirror", "s3cret-proxy-pass")
+	s := newTestServer(t, http.NotFoundHandler())
+	c := newTestClient(t, s, func(cfg *Config) {
+		cfg.Proxy = http.ProxyURL(proxyURL) // the origin trusted, the proxy's CA not
+		cfg.TrustHint = "add the CA with origin_ca_file"
+	})
+	_, err := c.Discover(context.Background(), s.host)
+	var ce *CertificateError
+	if !errors.As(err, &ce) {
+		t.Fatalf("err = %v (%T), want a *CertificateError", err, err)
+	}
+	if !ce.Proxy {
+		t.Errorf("CertificateError.Proxy = false for the proxy's certificate")
+	}
+	for _, want := range []string{"TLS certificate of the upstream proxy", "upstream_proxy", "origin_ca_file"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	for _, wrong := range []string{"TLS certificate of " + string(s.host), "s3cret-proxy-pass", proxyURL.Host} {
+		if strings.Contains(err.Error(), wrong) {
+			t.Errorf("error %q says %q", err, wrong)
+		}
+	}
+
+	pool := rootCAs(t, s)
+	pool.AddCert(ca.cert)
+	c = newTestClient(t, s, func(cfg *Config) {
+		cfg.Proxy = http.ProxyURL(proxyURL)
+		cfg.RootCAs = pool
+	})
+	if _, err := c.Discover(context.Background(), s.host); err == nil || !errors.Is(err, ErrNoProviderService) {
+		t.Fatalf("with the proxy's CA trusted: %v, want the origin's own answer (no providers.v1)", err)
+	}
+}
+
+// tunnel is an HTTP proxy's CONNECT: it joins the client to the target.
+func tunnel(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodConnect {
+		http.Error(w, "CONNECT only", http.StatusMethodNotAllowed)
+		return
+	}
+	target, err := net.Dial("tcp", r.Host)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+	client, rw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		target.Close()
+		return
+	}
+	rw.Flush()
+	go func() { io.Copy(target, rw); target.Close() }()
+	io.Copy(client, target)
+	client.Close()
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -38,10 +39,19 @@ func originNetwork(dc *discovery.Config, cfg settings.Config, o overrides, logge
 			HTTPSProxy: getenv(environ, "HTTPS_PROXY"),
 			NoProxy:    getenv(environ, "NO_PROXY"),
 		}
+		proxyFor := pc.ProxyFunc()
 		if pc.HTTPSProxy != "" {
+			// The standard rules ignore a value they cannot read (a
+			// password's '%' not percent-encoded): every request would go
+			// direct, against what the log says. Refused as such an
+			// --upstream-proxy is, without its value (it may hold a
+			// password).
+			only := httpproxy.Config{HTTPSProxy: pc.HTTPSProxy} // whatever NO_PROXY exempts
+			if u, err := only.ProxyFunc()(&url.URL{Scheme: "https", Host: "registry.terraform.io"}); err != nil || u == nil {
+				return errors.New("the HTTPS_PROXY (or https_proxy) variable is not a URL: want one such as http://proxy.example.com:3128, the special characters of a user or password percent-encoded (its value is not shown: it may hold a password)")
+			}
 			logger.Info("origin traffic goes through HTTPS_PROXY, except hosts in NO_PROXY", "no_proxy", pc.NoProxy)
 		}
-		proxyFor := pc.ProxyFunc()
 		dc.Proxy = func(r *http.Request) (*url.URL, error) { return proxyFor(r.URL) }
 	}
 	creds, err := discovery.LoadCredentials(cfg.CredentialsFile, environ)

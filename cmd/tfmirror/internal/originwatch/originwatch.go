@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -248,8 +249,25 @@ func Cause(err error, now time.Time) string {
 		opErr      *net.OpError
 		open       *discovery.CircuitOpenError
 		oe         *discovery.OriginError
+		proxyErr   *discovery.ProxyError
+		certErr    *discovery.CertificateError
 	)
 	switch {
+	case errors.As(err, &certErr) && certErr.Proxy:
+		// The proxy's own certificate (an https:// proxy URL), not the
+		// origin's: the request never reached the origin.
+		return "the upstream proxy (upstream_proxy, HTTPS_PROXY) presents a TLS certificate the mirror does not trust: " + certErr.Cause + "; set origin_ca_file to its CA"
+	case errors.As(err, &proxyErr):
+		// Not the error's own words, which name the origin's host and port.
+		const proxy = "the upstream proxy (upstream_proxy, HTTPS_PROXY) "
+		code := "(HTTP " + strings.TrimSpace(fmt.Sprintf("%d %s", proxyErr.StatusCode, http.StatusText(proxyErr.StatusCode))) + ")"
+		switch proxyErr.StatusCode {
+		case http.StatusProxyAuthRequired:
+			return proxy + "refused the mirror's credentials " + code + ": check the user and password of its URL"
+		case http.StatusForbidden:
+			return proxy + "refused to connect to the origin " + code + ": its policy does not allow this host"
+		}
+		return proxy + "could not connect to the origin " + code
 	case errors.As(err, &opErr) && opErr.Op == "proxyconnect":
 		// Before the causes below, which would name the proxy's host as
 		// the origin's; and not in the error's own words, which name its
