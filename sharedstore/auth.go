@@ -272,7 +272,9 @@ var errEarlierFormat = errors.New("authenticated in the format of an earlier rel
 // call that wrote it. A record written later than that was put back: a
 // copy of an older record that someone kept, replayed (or one of a
 // replica whose clock is that far behind, which the store itself would
-// not have let write). So a writer of the bucket without the key can roll
+// not have let write). A record assembled by a multipart upload, which
+// AWS S3 dates at the upload's initiation, is refused before (getSmall,
+// errMultipart). So a writer of the bucket without the key can roll
 // a record back by minutes at most, never to one of months ago, on a bucket
 // that keeps no older versions of its objects: on one with versioning,
 // deleting the newest versions makes an older one current again with its
@@ -286,11 +288,12 @@ const maxPutBack = 15 * time.Minute
 // record when the store has none, or none that authenticates (which is
 // counted and logged as rejected, not returned as an error): among them,
 // one that the store wrote later than maxPutBack after its time of
-// storing, and one larger than any record a replica writes.
+// storing, one larger than any record a replica writes, and one assembled
+// by a multipart upload (errMultipart).
 func (s *Store) GetMeta(ctx context.Context, key string) (json.RawMessage, time.Time, error) {
 	name := s.key("meta/" + key)
 	raw, modified, err := s.getSmall(ctx, "get_meta", name)
-	if errors.Is(err, errTooLarge) {
+	if notWritten(err) {
 		s.rejected.reject(kindOf(key), name, err)
 		return nil, time.Time{}, nil
 	}
@@ -396,7 +399,7 @@ func (s *Store) OpenArchive(ctx context.Context, sha string) (io.ReadCloser, int
 		return nil, 0, err
 	}
 	raw, _, err := s.getSmall(ctx, "get_archive_header", s.key("archive-auth/"+sha))
-	if err != nil && !errors.Is(err, errTooLarge) {
+	if err != nil && !notWritten(err) {
 		body.Close()
 		return nil, 0, err
 	}

@@ -99,8 +99,13 @@ func (s *Store) probeConditional(ctx context.Context) (ignored, err error) {
 		return nil, fmt.Errorf("creating a probe object: %w", err)
 	}
 	defer func() {
-		// Unconditionally: whatever the probe found, the object goes.
-		_, derr := s.client.DeleteObject(context.WithoutCancel(ctx), &s3.DeleteObjectInput{Bucket: &s.loc.Bucket, Key: key})
+		// Unconditionally: whatever the probe found, the object goes; in
+		// a call's time of its own, past the caller's going away or the
+		// probe's timeout, but no longer: the probe holds condMu, which
+		// the next leases and Health wait for.
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.CallTimeout)
+		defer cancel()
+		_, derr := s.client.DeleteObject(dctx, &s3.DeleteObjectInput{Bucket: &s.loc.Bucket, Key: key})
 		if derr != nil && err == nil && statusOf(derr) != http.StatusNotFound {
 			s.log.Warn("shared store probe object not removed", "key", *key, "error", derr)
 		}

@@ -177,3 +177,73 @@ func TestProbeConditionalUnreachable(t *testing.T) {
 		t.Errorf("leases in the store: %q, want one", keys)
 	}
 }
+
+// hangingDeletes is an S3 endpoint that honours If-None-Match on its
+// writes but never answers a DELETE (until the test ends): a store that
+// stops answering in the middle of a probe.
+type hangingDeletes struct {
+	mu      sync.Mutex
+	objs    map[string]bool
+	release chan struct{}
+}
+
+func (h *hangingDeletes) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch r.Method {
+	case http.MethodPut:
+		io.Copy(io.Discard, r.Body)
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if h.objs[r.URL.Path] && r.Header.Get("If-None-Match") == "*" {
+			w.Header().Set("Content-Type", "application/xml")
+			w.WriteHeader(http.StatusPreconditionFailed)
+			io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>PreconditionFailed</Code><Message>exists</Message></Error>`)
+			return
+		}
+		h.objs[r.URL.Path] = true
+		w.Header().Set("ETag", `"0123456789abcdef0123456789abcdef"`)
+	case http.MethodDelete:
+		select {
+		case <-h.release:
+		case <-r.Context().Done():
+		}
+	}
+}
+
+// The probe of conditional writes is bounded by the call's timeout, the
+// removal of its probe object included: a store that stops answering
+// during the probe holds up neither the probe's caller nor what waits for
+// the probe (the next leases, Health and so /readyz).
+func TestProbeConditionalBoundedWhenTheStoreHangs(t *testing.T) {
+	fake := &hangingDeletes{objs: map[string]bool{}, release: make(chan struct{})}
+	hs := httptest.NewServer(fake)
+	t.Cleanup(hs.Close)
+	t.Cleanup(func() { close(fake.release) })
+	for k, v := range map[string]string{"AWS_ACCESS_KEY_ID": s3test.AccessKey, "AWS_SECRET_ACCESS_KEY": s3test.SecretKey,
+		"AWS_REGION": s3test.Region, "AWS_CONFIG_FILE": os.DevNull, "AWS_SHARED_CREDENTIALS_FILE": os.DevNull,
+		"AWS_EC2_METADATA_DISABLED": "true"} {
+		t.Setenv(k, v)
+	}
+	s, err := sharedstore.Open(context.Background(), sharedstore.Config{
+		URL:  "s3://tfm/replicas/a?endpoint=" + hs.URL + "&region=" + s3test.Region + "&path_style=true",
+		Keys: testKeys(t), CallTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.ProbeConditional(context.Background()) }()
+	select {
+	case err := <-done:
+		if err == nil || errors.Is(err, sharedstore.ErrConditionalIgnored) {
+			t.Errorf("probe of a store that hangs: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the probe still waits for the store 5s on, its calls' timeout being 200ms")
+	}
+	health := make(chan error, 1)
+	go func() { health <- s.Health() }()
+	select {
+	case <-health:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Health still waits 5s on")
+	}
+}

@@ -3,7 +3,6 @@ package sharedstore
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"strings"
 	"time"
@@ -61,7 +60,7 @@ func (s *Store) ListMeta(ctx context.Context, prefix string, fn func(key string,
 	err = s.list(ctx, "meta/"+prefix, func(rest string, _ int64, _ time.Time) error {
 		key := prefix + rest
 		raw, modified, err := s.getSmall(ctx, "get_meta", s.key("meta/"+key))
-		if errors.Is(err, errTooLarge) {
+		if notWritten(err) {
 			unauthenticated++
 			return nil
 		}

@@ -489,16 +489,43 @@ const maxSmallBytes = 16 << 20
 // did so without the key, and it is rejected as any object that fails.
 var errTooLarge = errors.New("larger than any record or header a replica writes")
 
+// errMultipart is an object assembled by a multipart upload where a
+// record or an archive's header belongs, rejected as errTooLarge: a
+// replica writes them with one PUT (putSmall). AWS S3 dates such an
+// object (its Last-Modified) at the upload's initiation, not at its
+// completion: whoever initiated an upload to a record's name before the
+// record was written, and kept the record as a part of it, could complete
+// it months later and have the record read as one just written, past the
+// put-back check (maxPutBack).
+var errMultipart = errors.New("assembled by a multipart upload (which a replica never writes), dated by the store at the upload's initiation")
+
+// notWritten reports whether err, of getSmall, is an object that no
+// replica writes (errTooLarge, errMultipart), which the caller rejects.
+func notWritten(err error) bool { return errors.Is(err, errTooLarge) || errors.Is(err, errMultipart) }
+
+// multipartETag reports whether etag is that of an object assembled by a
+// multipart upload: S3's (and the compatible stores') hex digest of its
+// parts' digests, a dash and the number of parts.
+func multipartETag(etag string) bool {
+	sum, parts, ok := strings.Cut(strings.Trim(etag, `"`), "-")
+	if !ok || len(sum) != 32 || parts == "" || strings.Trim(parts, "0123456789") != "" {
+		return false
+	}
+	_, err := hex.DecodeString(sum)
+	return err == nil
+}
+
 // getSmall returns the object under the full key, at most maxSmallBytes,
 // and when the store last wrote it (its Last-Modified; zero when it did
-// not say); nil when the store has none. An object larger than that
-// returns an error wrapping errTooLarge, which the caller rejects: the
-// store answered, so the call counts as one that did (for the metrics
-// and the breaker), and the body is read no further than the bound.
+// not say); nil when the store has none. An object that no replica
+// writes (larger than that, or assembled by a multipart upload) returns an
+// error for which notWritten is true, which the caller rejects: the store
+// answered, so the call counts as one that did (for the metrics and the
+// breaker), and the body is read no further than the bound.
 func (s *Store) getSmall(ctx context.Context, op, key string) ([]byte, time.Time, error) {
 	var raw []byte
 	var modified time.Time
-	var tooLarge error
+	var refused error
 	err := s.call(ctx, op, func(ctx context.Context) (string, error) {
 		o, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.loc.Bucket, Key: aws.String(key)})
 		if statusOf(err) == http.StatusNotFound {
@@ -508,8 +535,12 @@ func (s *Store) getSmall(ctx context.Context, op, key string) ([]byte, time.Time
 			return "", err
 		}
 		defer o.Body.Close()
+		if multipartETag(aws.ToString(o.ETag)) {
+			refused = errMultipart
+			return "ok", nil
+		}
 		if n := aws.ToInt64(o.ContentLength); n > maxSmallBytes {
-			tooLarge = fmt.Errorf("%w: %d bytes, more than %d", errTooLarge, n, maxSmallBytes)
+			refused = fmt.Errorf("%w: %d bytes, more than %d", errTooLarge, n, maxSmallBytes)
 			return "ok", nil
 		}
 		b, err := io.ReadAll(io.LimitReader(o.Body, maxSmallBytes+1))
@@ -517,14 +548,14 @@ func (s *Store) getSmall(ctx context.Context, op, key string) ([]byte, time.Time
 			return "", err
 		}
 		if len(b) > maxSmallBytes {
-			tooLarge = fmt.Errorf("%w: more than %d bytes", errTooLarge, maxSmallBytes)
+			refused = fmt.Errorf("%w: more than %d bytes", errTooLarge, maxSmallBytes)
 			return "ok", nil
 		}
 		raw, modified = b, aws.ToTime(o.LastModified)
 		return "ok", nil
 	})
-	if err == nil && tooLarge != nil {
-		return nil, time.Time{}, tooLarge
+	if err == nil && refused != nil {
+		return nil, time.Time{}, refused
 	}
 	return raw, modified, err
 }
