@@ -234,7 +234,10 @@ func importDir(ctx context.Context, engine Engine, b *bundle, report func(string
 			}
 		}
 	}
-	if !found && !hasModules(dir) && !hasReleases(dir) {
+	// An empty bundle, the export of an empty cache, signed by a trusted
+	// key and listing nothing, is no mistake: there is nothing to import.
+	emptyExport := b.manifest != nil && len(b.manifest) == 0
+	if !found && !hasModules(dir) && !hasReleases(dir) && !emptyExport {
 		return fmt.Errorf("%s holds no provider packages (HOST/NAMESPACE/TYPE/terraform-provider-TYPE_VERSION_OS_ARCH.zip)", shown)
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -151,6 +152,25 @@ func writeNew(path string, write func(io.Writer) error) error {
 		return err
 	}
 	return os.Link(tmp.Name(), path)
+}
+
+// existingDataDir says why dir is no data directory for command, which
+// reads a cache and never makes one (policy explain, cache verify,
+// export): a data directory that is not there is a mistake (a wrong
+// --data-dir, the default of another working directory), not an empty
+// cache. nil when dir is a directory.
+func existingDataDir(dir, command string) error {
+	fi, err := os.Stat(dir)
+	if err == nil && fi.IsDir() {
+		return nil
+	}
+	why := "is not a directory"
+	if errors.Is(err, fs.ErrNotExist) {
+		why = "does not exist"
+	} else if err != nil {
+		why = "cannot be read: " + err.Error()
+	}
+	return fmt.Errorf("data directory %s %s: %s reads the cache of an existing one (--data-dir, TFMIRROR_DATA_DIR, data_dir)", dir, why, command)
 }
 
 // openDataDir is the one place subcommands get at a data directory: when

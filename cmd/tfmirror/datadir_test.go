@@ -152,3 +152,30 @@ func TestReloadOnADataDirTooDeepForASocket(t *testing.T) {
 		t.Errorf("tfmirror reload on %s: exit %d, want 1 saying the socket path is too long and to send SIGHUP:\n%s", dir, code, msg)
 	}
 }
+
+// The subcommands that read a cache, cache verify and export, refuse a
+// data directory that is not there (a wrong --data-dir, or the default
+// ./tfmirror-data of another working directory), as policy explain does,
+// rather than make an empty one and report on it: a check said "0
+// failed" and an export wrote an empty signed bundle, both with exit
+// status 0, of a cache that never was. Nothing is made under its name.
+func TestReadingCommandsRefuseAMissingDataDir(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "no-such-data-dir")
+	out := filepath.Join(t.TempDir(), "out")
+	for _, args := range [][]string{
+		{"cache", "verify", "--data-dir", missing},
+		{"export", "--data-dir", missing, out},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(args, &stdout, &stderr)
+		if code != 1 || !strings.Contains(stderr.String(), "does not exist") {
+			t.Errorf("tfmirror %s on a missing data directory: exit %d, want 1 saying it does not exist:\n%s%s", strings.Join(args[:2], " "), code, stdout.String(), stderr.String())
+		}
+		if _, err := os.Stat(missing); err == nil {
+			t.Fatalf("tfmirror %s made the missing data directory", strings.Join(args[:2], " "))
+		}
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Error("tfmirror export of a missing data directory wrote OUT")
+	}
+}

@@ -118,6 +118,10 @@ func runExport(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "tfmirror export: %v\nUsage: %s\n", err, exportUsage)
 		return 2
 	}
+	if err := existingDataDir(cfg.DataDir, "export"); err != nil {
+		fmt.Fprintf(stderr, "tfmirror export: %v\n", err)
+		return 1
+	}
 	viaServer := func() error {
 		if keyGiven {
 			return errors.New("--export-key given, but the tfmirror serving this data directory does the export and signs it with its own export key: give --export-key to tfmirror serve")

@@ -17,7 +17,7 @@ import (
 // cache exports an empty bundle, exit 0, as before.
 func TestExportOfWhatTheCacheLacksFails(t *testing.T) {
 	t.Parallel()
-	dataDir := filepath.Join(t.TempDir(), "data")
+	dataDir := t.TempDir() // an empty data directory: a cache with nothing in it
 	parent := t.TempDir()
 	out := filepath.Join(parent, "bundle.tar.gz")
 	var stdout, stderr bytes.Buffer

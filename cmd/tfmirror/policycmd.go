@@ -6,9 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
-	"os"
 	"strings"
 	"time"
 
@@ -243,16 +241,8 @@ func knownRelease(cfg settings.Config, kind policy.Kind, addr, version string, w
 	if err != nil {
 		return policy.Release{}, "", err
 	}
-	// A cache is read, never made: a data directory that is not there
-	// is a mistake (a wrong --data-dir), not an empty cache.
-	if fi, err := os.Stat(cfg.DataDir); err != nil || !fi.IsDir() {
-		why := "is not a directory"
-		if errors.Is(err, fs.ErrNotExist) {
-			why = "does not exist"
-		} else if err != nil {
-			why = "cannot be read: " + err.Error()
-		}
-		return policy.Release{}, "", fmt.Errorf("data directory %s %s: policy explain reads the cache of an existing one (--data-dir, TFMIRROR_DATA_DIR, data_dir)", cfg.DataDir, why)
+	if err := existingDataDir(cfg.DataDir, "policy explain"); err != nil {
+		return policy.Release{}, "", err
 	}
 	fmt.Fprintln(stderr, "tfmirror policy explain: answered from the cache; nothing is fetched")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -20,7 +20,8 @@ const verifyUsage = "tfmirror cache verify [--data-dir DIR]"
 // sha256, through the tfmirror serving the data directory or on the
 // directory itself (opened sealed: a check asks no origin). It lists what
 // failed on stderr, the counts on stdout, and exits 1 when anything
-// failed; it removes nothing.
+// failed or the data directory does not exist (it never makes one); it
+// removes nothing.
 func runVerify(args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) int {
 	cfg, rest, err := parseCacheCommandFlags("cache verify", args, lookupEnv, stderr, verifyUsage, func(*flag.FlagSet) {})
 	if errors.Is(err, settings.ErrHelp) {
@@ -32,6 +33,10 @@ func runVerify(args []string, lookupEnv func(string) (string, bool), stdout, std
 	if err != nil {
 		fmt.Fprintf(stderr, "tfmirror cache verify: %v\nUsage: %s\n", err, verifyUsage)
 		return 2
+	}
+	if err := existingDataDir(cfg.DataDir, "cache verify"); err != nil {
+		fmt.Fprintf(stderr, "tfmirror cache verify: %v\n", err)
+		return 1
 	}
 	return runSealed("cache verify", cfg, nil, stdout, stderr, nil, func(ctx context.Context, ops engineOps) (airGapResult, error) {
 		res, err := ops.Verify(ctx, admin.VerifyRequest{})
