@@ -97,13 +97,13 @@ func (f *advFilter) next() {
 }
 
 // isRefLine reports whether payload starts as a ref does: an object id
-// and a space.
+// (in either case, as go-git reads the first one) and a space.
 func isRefLine(payload []byte) bool {
 	if len(payload) < 41 || payload[40] != ' ' {
 		return false
 	}
 	for _, c := range payload[:40] {
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
 			return false
 		}
 	}
@@ -112,12 +112,12 @@ func isRefLine(payload []byte) bool {
 
 // pass reports whether the pkt-line of payload is passed on.
 func (f *advFilter) pass(payload []byte) bool {
-	if !isRefLine(payload) {
-		// The lines before the refs, and whatever go-git is to refuse;
-		// not the shallow lines after them (unused).
-		return !f.refs || !bytes.HasPrefix(payload, []byte("shallow "))
-	}
 	if !f.refs {
+		if !isRefLine(payload) {
+			// The lines before the refs, and whatever go-git is to
+			// refuse.
+			return true
+		}
 		f.refs = true
 		if i := bytes.IndexByte(payload, 0); i >= 0 {
 			for _, c := range bytes.Fields(payload[i+1:]) {
@@ -128,7 +128,18 @@ func (f *advFilter) pass(payload []byte) bool {
 		}
 		return true
 	}
-	name := bytes.TrimSuffix(bytes.TrimRight(payload[41:], "\n"), []byte("^{}"))
+	if bytes.HasPrefix(payload, []byte("shallow ")) {
+		return false // unused
+	}
+	// go-git reads every other line after the first ref as a ref: two
+	// words, the first taken for an object id whatever its spelling
+	// (it does not check it). A line it cannot read so is passed, for it
+	// to refuse.
+	words := bytes.Split(bytes.TrimSuffix(payload, []byte("\n")), []byte(" "))
+	if len(words) != 2 {
+		return true
+	}
+	name := bytes.TrimSuffix(words[1], []byte("^{}"))
 	if string(name) == "HEAD" || f.target != nil && bytes.Equal(name, f.target) {
 		return true
 	}

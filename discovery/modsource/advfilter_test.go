@@ -82,3 +82,47 @@ func TestAdvFilterPassesWhatItCannotRead(t *testing.T) {
 		})
 	}
 }
+
+// Every line go-git reads as a ref is a ref to the filter: go-git takes
+// the first ref's object id in either case, and of the refs after it
+// any line of two words, whatever the first (it does not check the id).
+// Before, a host that spelt its ids otherwise than in lowercase hex had
+// every ref of its advertisement passed to go-git, which keeps each one
+// (a map entry for a pkt-line of a dozen bytes).
+func TestAdvFilterDropsRefsSpeltOtherwise(t *testing.T) {
+	id := func(i int) string { return fmt.Sprintf("%040x", i) }
+	for name, spell := range map[string]func(i int) string{
+		"uppercase ids": func(i int) string { return strings.ToUpper(id(i)) },
+		"not ids":       func(i int) string { return "z" },
+	} {
+		for _, firstUpper := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s, first ref in uppercase %v", name, firstUpper), func(t *testing.T) {
+				first := id(1)
+				if firstUpper {
+					first = strings.ToUpper(first)
+				}
+				var b bytes.Buffer
+				pktLine(&b, "# service=git-upload-pack\n")
+				b.WriteString("0000")
+				pktLine(&b, first+" HEAD\x00multi_ack shallow no-progress symref=HEAD:refs/heads/main agent=git/2\n")
+				pktLine(&b, id(1)+" refs/heads/main\n")
+				pktLine(&b, id(3)+" refs/tags/v1\n")
+				for i := range 1000 {
+					pktLine(&b, fmt.Sprintf("%s refs/tags/other%d\n", spell(100+i), i))
+				}
+				b.WriteString("0000")
+				f := &advFilter{r: bytes.NewReader(b.Bytes()), Closer: io.NopCloser(nil), wanted: []string{"v1", "refs/tags/v1", "refs/heads/v1"}}
+				kept := packp.NewAdvRefs()
+				if err := kept.Decode(f); err != nil {
+					t.Fatal(err)
+				}
+				if n := len(kept.References) + len(kept.Peeled); n > 5 {
+					t.Errorf("%d refs passed to go-git", n)
+				}
+				if got, err := resolveRef(kept, "v1"); err != nil || got.String() != id(3) {
+					t.Errorf("v1 resolved to %v, %v; want %s", got, err, id(3))
+				}
+			})
+		}
+	}
+}

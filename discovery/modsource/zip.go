@@ -40,10 +40,11 @@ var ErrLinkLoop = errors.New("a link to a directory that contains it")
 // a file holding its target), so links are resolved: a link to a file
 // is written as a copy of that file, a link to a directory as a copy of
 // that directory's entries, under the link's name. A link whose target
-// does not exist is left out. A link to a directory that contains it, or
-// to a directory being copied, is refused with ErrLinkLoop. What the
-// copies add counts against limits (MaxEntries, MaxTreeBytes) as the
-// package's own entries do, and a copy may nest no name deeper or longer
+// does not exist is left out, and still counts against MaxEntries, as it
+// did in the package, wherever a copy holds it. A link to a directory
+// that contains it, or to a directory being copied, is refused with
+// ErrLinkLoop. What the copies add counts against limits (MaxEntries,
+// MaxTreeBytes) as the package's own entries do, and a copy may nest no name deeper or longer
 // than a package's (safetree.MaxDepth, safetree.MaxNameBytes), with a
 // *LimitError past them.
 //
@@ -142,13 +143,16 @@ func (z *zipTree) walk(dir, prefix string, copying []string) error {
 func (z *zipTree) link(name, zipName string, copying []string) error {
 	info, err := z.root.Stat(name) // follows the link, inside the root only
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+		// Left out, and still an entry walked: a directory of such links
+		// copied under many links would cost their product, for nothing
+		// the budget sees.
+		return z.b.entry()
 	}
 	if err != nil {
 		return fmt.Errorf("module package refused: the link %s: %w", zipName, err)
 	}
 	if !info.IsDir() && !info.Mode().IsRegular() {
-		return nil
+		return z.b.entry()
 	}
 	// Its target's real name in the tree: Unpack made every link resolve
 	// inside it.
