@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/apparentlymart/go-versions/versions"
+	"github.com/apparentlymart/go-versions/versions/constraints"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
@@ -98,7 +101,9 @@ func hint(diags hcl.Diagnostics) {
 // HOST/NAMESPACE/NAME/SYSTEM (a module), each part a name or "*" for any
 // one part. versions is a Terraform version constraint (its commas mean
 // "and") or a list of them (any one holds); ages are Go
-// durations ("72h", "90m") or whole days ("3d"). Every mistake is
+// durations ("72h", "90m") or whole days ("3d"); a reason is one line of
+// at most 1024 bytes without control or format characters, and a
+// constraint that holds no version is a mistake. Every mistake is
 // reported with its file:line; a body with errors yields no policy. A
 // nil body yields a nil Policy, which allows everything.
 func Decode(body hcl.Body) (*Policy, hcl.Diagnostics) {
@@ -166,6 +171,9 @@ func Decode(body hcl.Body) (*Policy, hcl.Diagnostics) {
 			if attr, ok := c.Attributes["reason"]; ok {
 				var d hcl.Diagnostics
 				r.reason, d = decodeString(attr)
+				if !d.HasErrors() {
+					d = reasonDiags(r.reason, attr.Expr.Range())
+				}
 				diags = append(diags, d...)
 			}
 			if attr, ok := c.Attributes["versions"]; ok {
@@ -249,7 +257,33 @@ func patternWithReason(v cty.Value, name string, rng hcl.Range) (cty.Value, stri
 	if reason == cty.NilVal || reason.IsNull() || !reason.Type().Equals(cty.String) || strings.TrimSpace(reason.AsString()) == "" {
 		return bad("a deny entry's reason is shown to the people it refuses: say why, and what to use instead")
 	}
+	if d := reasonDiags(reason.AsString(), rng); d != nil {
+		return cty.NilVal, "", d[0]
+	}
 	return pat, reason.AsString(), nil
+}
+
+// maxReasonBytes bounds a reason: a sentence or two, which every refusal
+// carries and the provider registry protocol's warnings repeat for each
+// version held.
+const maxReasonBytes = 1024
+
+// reasonDiags checks a reason, which the clients print on their
+// terminals (a 451's body, the registry's warnings), the log records and
+// config check, reload and policy explain print a line each of: valid
+// UTF-8 of at most maxReasonBytes, on one line, without control or
+// format characters (a terminal's escapes, reordering marks).
+func reasonDiags(reason string, rng hcl.Range) hcl.Diagnostics {
+	detail := ""
+	switch {
+	case len(reason) > maxReasonBytes:
+		detail = fmt.Sprintf("a reason is at most %d bytes (this one has %d): say why, and what to use instead, in a sentence", maxReasonBytes, len(reason))
+	case !utf8.ValidString(reason) || strings.ContainsFunc(reason, func(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) }):
+		detail = "a reason is one line of text, without control or format characters: the clients print it on a terminal, which would obey them"
+	default:
+		return nil
+	}
+	return hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Invalid reason", Detail: detail, Subject: rng.Ptr()}}
 }
 
 func decodeString(attr *hcl.Attribute) (string, hcl.Diagnostics) {
@@ -349,6 +383,9 @@ func parseVersions(s string, exact, module bool) (versions.Set, error) {
 	if err != nil {
 		return versions.None, err
 	}
+	if holdsNone(spec) {
+		return versions.None, fmt.Errorf("version constraint %q holds no version: its parts, separated by commas, must all hold (commas mean and); for any one of several, write a list: versions = [\"...\", \"...\"]", s)
+	}
 	if exact {
 		for i := range spec {
 			spec[i].Boundary.Metadata = ""
@@ -356,4 +393,57 @@ func parseVersions(s string, exact, module bool) (versions.Set, error) {
 		return versions.MeetingConstraintsExact(spec), nil
 	}
 	return versions.MeetingConstraints(spec), nil
+}
+
+// holdsNone reports whether spec holds no version at all, prerelease or
+// not, as far as its bounds show: its greatest lower bound is above its
+// least upper bound (">= 5.81.1, < 5.80.0", "= 1.0.0, = 1.0.1", what an
+// operator who took the commas for "or" writes). Bounds it cannot read
+// ("!=", a wildcard) count for nothing: a constraint it passes may still
+// hold nothing, one it refuses holds nothing.
+func holdsNone(spec constraints.IntersectionSpec) bool {
+	type bound struct {
+		v    versions.Version
+		incl bool
+		set  bool
+	}
+	var lo, hi bound
+	raise := func(v versions.Version, incl bool) {
+		if !lo.set || v.GreaterThan(lo.v) || v.Same(lo.v) && lo.incl && !incl {
+			lo = bound{v, incl, true}
+		}
+	}
+	lower := func(v versions.Version, incl bool) {
+		if !hi.set || v.LessThan(hi.v) || v.Same(hi.v) && hi.incl && !incl {
+			hi = bound{v, incl, true}
+		}
+	}
+	for _, sel := range spec {
+		b := sel.Boundary.ConstrainToZero()
+		v := versions.Version{Major: b.Major.Num, Minor: b.Minor.Num, Patch: b.Patch.Num, Prerelease: versions.VersionExtra(b.Prerelease)}
+		switch sel.Operator {
+		case constraints.OpEqual:
+			raise(v, true)
+			lower(v, true)
+		case constraints.OpGreaterThan:
+			raise(v, false)
+		case constraints.OpGreaterThanOrEqual:
+			raise(v, true)
+		case constraints.OpLessThan:
+			lower(v, false)
+		case constraints.OpLessThanOrEqual:
+			lower(v, true)
+		case constraints.OpGreaterThanOrEqualMinorOnly, constraints.OpGreaterThanOrEqualPatchOnly:
+			raise(v, true)
+			u := versions.Version{Major: v.Major + 1}
+			if sel.Operator == constraints.OpGreaterThanOrEqualPatchOnly {
+				u = versions.Version{Major: v.Major, Minor: v.Minor + 1}
+			}
+			lower(u, false)
+		}
+	}
+	if !lo.set || !hi.set {
+		return false
+	}
+	return lo.v.GreaterThan(hi.v) || lo.v.Same(hi.v) && !(lo.incl && hi.incl)
 }

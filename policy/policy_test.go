@@ -133,6 +133,9 @@ func TestDecodeErrors(t *testing.T) {
 		{"versions not strings", "p.hcl", "policy {\n  deny_version \"registry.test/a/b\" {\n    versions = [1]\n    reason = \"x\"\n  }\n}", "p.hcl:3"},
 		{"bad constraint", "p.hcl", "policy {\n  deny_version \"registry.test/a/b\" {\n    versions = \"~>> 1\"\n    reason = \"x\"\n  }\n}", "p.hcl:3"},
 		{"huge constraint", "p.hcl", "policy {\n  deny_version \"registry.test/a/b\" {\n    versions = \"= 99999999999999999999999.0.0\"\n    reason = \"x\"\n  }\n}", "p.hcl:3"},
+		{"constraint holding no version", "p.hcl", "policy {\n  deny_version \"registry.test/a/b\" {\n    versions = \">= 5.81.1, < 5.80.0\"\n    reason = \"x\"\n  }\n}", "p.hcl:3"},
+		{"constraint holding no version in a list", "p.hcl", "policy {\n  deny_version \"registry.test/a/b\" {\n    versions = [\"= 1.0.0\", \"~> 1.2.0, >= 1.3.0\"]\n    reason = \"x\"\n  }\n}", "p.hcl:3"},
+		{"exemption holding no version", "p.hcl", "policy {\n  release_age_exempt_version \"registry.test/a/b\" {\n    versions = \"= 1.0.0, = 1.0.1\"\n  }\n}", "p.hcl:3"},
 		{"deny without reason", "p.hcl", "policy {\n  deny_version \"registry.test/a/b\" {\n    versions = \"1.0.0\"\n  }\n}", "p.hcl:2"},
 		{"empty reason", "p.hcl", "policy {\n  deny_version \"registry.test/a/b\" {\n    versions = \"1.0.0\"\n    reason = \" \"\n  }\n}", "p.hcl:4"},
 		{"bad block pattern", "p.hcl", "policy {\n  release_age_exempt_version \"a/b\" {\n    versions = \"1.0.0\"\n  }\n}", "p.hcl:2"},
@@ -144,6 +147,12 @@ func TestDecodeErrors(t *testing.T) {
 		{"deny entry without pattern", "p.hcl", "policy {\n  deny = [{ reason = \"x\" }]\n}", "p.hcl:2"},
 		{"deny entry with an unknown key", "p.hcl", "policy {\n  deny = [{ pattern = \"registry.test/a/b\", reason = \"x\", why = \"y\" }]\n}", "p.hcl:2"},
 		{"deny entry with a bad pattern", "p.hcl", "policy {\n  deny = [{ pattern = \"a/b\", reason = \"x\" }]\n}", "p.hcl:2"},
+		{"reason with a terminal escape", "p.hcl", "policy {\n  deny_version \"registry.test/a/b\" {\n    versions = \"1.0.0\"\n    reason = \"use 1.0.1\\u001b]0;owned\\u0007\"\n  }\n}", "p.hcl:4"},
+		{"reason with a line break", "p.hcl", "policy {\n  deny_version \"registry.test/a/b\" {\n    versions = \"1.0.0\"\n    reason = \"use 1.0.1\\n  deny \\\"registry.test/x/y\\\"\"\n  }\n}", "p.hcl:4"},
+		{"reason with a format character", "p.hcl", "policy {\n  deny = [{ pattern = \"registry.test/a/b\", reason = \"use \\u202egood\" }]\n}", "p.hcl:2"},
+		{"reason too long", "p.hcl", "policy {\n  deny = [{ pattern = \"registry.test/a/b\", reason = \"" + strings.Repeat("x", 2000) + "\" }]\n}", "p.hcl:2"},
+		{"exemption reason with a terminal escape", "p.hcl", "policy {\n  release_age_exempt_version \"registry.test/a/b\" {\n    versions = \"1.0.0\"\n    reason = \"\\u001b[2J\"\n  }\n}", "p.hcl:4"},
+		{"JSON reason with a terminal escape", "p.json", "{\"policy\": {\"deny\": [\n  {\"pattern\": \"registry.test/a/b\", \"reason\": \"\\u001b[2J\"}\n]}}", "p.json:2"},
 		{"allow entry with a reason", "p.hcl", "policy {\n  allow = [{ pattern = \"registry.test/a/b\", reason = \"x\" }]\n}", "p.hcl:2"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -373,7 +382,7 @@ func TestConstraints(t *testing.T) {
 		{"deny exact", "deny_version", "1.4.2", "1.4.2", true},
 		{"deny exact, other", "deny_version", "1.4.2", "1.4.3", false},
 		{"deny exclusion", "deny_version", "!= 1.4.2", "1.4.3", true},
-		{"commas mean and", "deny_version", "1.4.2, 1.4.3", "1.4.3", false},
+		{"commas mean and", "deny_version", ">= 1.4.2, != 1.4.3", "1.4.3", false}, // "1.4.2, 1.4.3" holds none: TestDecodeErrors
 		{"exempt exact", "release_age_exempt_version", "= 1.4.2", "1.4.2", true},
 		{"exempt range's prerelease", "release_age_exempt_version", ">= 1.0.0", "1.5.0-rc1", false},
 		{"exempt named prerelease", "release_age_exempt_version", "= 1.5.0-rc1", "1.5.0-rc1", true},
@@ -605,6 +614,22 @@ func TestDocExamples(t *testing.T) {
 	if n < 5 || first == nil {
 		t.Fatalf("%d policy examples found in docs/policy.md, want the overview's, its JSON form and the recipes'", n)
 	}
+	// The examples exempt "our own releases" from the age gate: the
+	// namespace's modules as well as its providers, which they allow.
+	for i, b := range blocks {
+		if !strings.Contains(b[2], "release_age_exemptions") || b[1] != "hcl" {
+			continue
+		}
+		p, _ := decode(t, "mirror.hcl", b[2])
+		for _, c := range []struct {
+			kind Kind
+			addr string
+		}{{Provider, "registry.example.com/platform/x"}, {Module, "registry.example.com/platform/vpc/aws"}} {
+			if w := p.Window(c.kind, c.addr); w != 0 {
+				t.Errorf("example %d: our own %s %s is held back %s", i, c.kind, c.addr, w)
+			}
+		}
+	}
 	// The explain examples: "    $ tfmirror policy explain --config
 	// mirror.hcl ADDRESS VERSION" and the indented lines that follow.
 	runs := regexp.MustCompile(`(?m)^    \$ tfmirror policy explain --config mirror\.hcl (\S+) (\S+)\n((?:    .+\n)+)`).FindAllStringSubmatch(string(doc), -1)
@@ -655,5 +680,24 @@ func TestDecodeHints(t *testing.T) {
 	p, diags := decode(t, "p.hcl", "policy {\n  minimum_release_age = \"1d\"\n}")
 	if diags.HasErrors() || p.Window(Provider, "registry.test/a/b") != 24*time.Hour {
 		t.Errorf("1d: %v", diags)
+	}
+}
+
+// An address of an IDN origin with a port, in its normal form (punycode,
+// as every front door and addrs print it), is judged by the rules, not
+// refused as invalid: a policy of a minimum release age alone refuses no
+// address.
+func TestIDNHostWithPort(t *testing.T) {
+	p := mustDecode(t, `policy { minimum_release_age = "1h" }`)
+	for _, c := range []struct {
+		kind Kind
+		addr string
+	}{
+		{Provider, "xn--bcher-kva.example:8443/a/b"},
+		{Module, "xn--bcher-kva.example:8443/a/b/aws"},
+	} {
+		if v := p.Address(c.kind, c.addr); !v.Allowed {
+			t.Errorf("%s %s: %+v, want allowed", c.kind, c.addr, v)
+		}
 	}
 }
