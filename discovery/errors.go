@@ -60,8 +60,7 @@ type ProxyError struct {
 }
 
 func (e *ProxyError) Error() string {
-	status := strings.TrimSpace(fmt.Sprintf("%d %s", e.StatusCode, http.StatusText(e.StatusCode)))
-	msg := fmt.Sprintf("%s answered %s to CONNECT %s", upstreamProxy, status, e.Target)
+	msg := fmt.Sprintf("%s answered %s to CONNECT %s", upstreamProxy, e.Status(), e.Target)
 	switch e.StatusCode {
 	case http.StatusProxyAuthRequired:
 		return msg + ": it refuses the mirror's credentials (the user and password of the proxy's URL)"
@@ -69,6 +68,13 @@ func (e *ProxyError) Error() string {
 		return msg + ": its policy does not let the mirror connect to this host"
 	}
 	return msg + ": it did not open a tunnel to the host"
+}
+
+// Status is the proxy's answer as a status line says it ("407 Proxy
+// Authentication Required"; the code alone when net/http has no text
+// for it).
+func (e *ProxyError) Status() string {
+	return strings.TrimSpace(fmt.Sprintf("%d %s", e.StatusCode, http.StatusText(e.StatusCode)))
 }
 
 // Is makes errors.Is(err, ErrProxyRefused) true.

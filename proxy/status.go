@@ -141,7 +141,7 @@ type Status struct {
 // use. It holds no credential: those come from the standard AWS sources,
 // and the endpoint is shown without its userinfo and query.
 type StatusSharedStore struct {
-	// Location is s3://BUCKET/PREFIX; Endpoint the S3 endpoint, "" for
+	// Location is s3://BUCKET/PREFIX/; Endpoint the S3 endpoint, "" for
 	// AWS's.
 	Location string `json:"location"`
 	Endpoint string `json:"endpoint,omitempty"`

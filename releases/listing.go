@@ -63,11 +63,10 @@ func absentKey(pub Publisher, product, version string) string {
 
 // noteListing records, for each version next lists that prev did not,
 // prev's time (now, when prev's is ahead of the clock): the version was
-// not yet released then. A version prev
-// lists and next does not (an origin's list that lacks it for a while)
-// keeps the time it has, zero for one of the first list: its record is
-// written then, so that a list that has it again is not taken for the
-// one that first listed it.
+// not yet released then. A version prev lists and next does not (an
+// origin's list that lacks it for a while) keeps the time it has, zero
+// for one of the first list: its record is written then, so that a list
+// that has it again is not taken for the one that first listed it.
 func (r *Releases) noteListing(pub Publisher, product string, prev, next *List) {
 	// once stores at as version's listing time unless it has one:
 	// written once.

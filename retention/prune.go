@@ -341,17 +341,14 @@ func (r *Retainer) remove(ctx context.Context, plan []Removal) ([]Removal, error
 // returns what was removed, and false when nothing was.
 func (r *Retainer) removeWhole(rm Removal) (Removal, bool) {
 	attrs := []any{"kind", rm.Kind, "address", rm.Address, "version", rm.Version}
-	var ran bool
-	var recordErr error
+	var ran bool // the record's removal was tried: err is its error
 	removeRecord := func() error {
 		ran = true
 		if rm.Unlisted {
 			// The record goes, with the import set aside in it.
-			recordErr = r.removeVersion(rm.Kind, rm.Address, rm.Version)
-		} else {
-			recordErr = r.eng.DropSetAside(rm.Address, rm.Version)
+			return r.removeVersion(rm.Kind, rm.Address, rm.Version)
 		}
-		return recordErr
+		return r.eng.DropSetAside(rm.Address, rm.Version)
 	}
 	r.prot.watch()
 	defer r.prot.unwatch()
@@ -360,14 +357,14 @@ func (r *Retainer) removeWhole(rm Removal) (Removal, bool) {
 	case errors.Is(err, cache.ErrInUse):
 		r.log.Info("a package of a version that cannot be fetched again is being read; nothing of the version was removed: name it in a prune again once the download ended", attrs...)
 		return Removal{}, false
-	case recordErr != nil:
+	case ran && err != nil:
 		msg := "removing a version from the version list; nothing of it was removed"
 		if !rm.Unlisted {
 			msg = "removing the withheld import from a version's record; nothing of it was removed"
 		}
-		r.log.Warn(msg, append(attrs, "error", recordErr)...)
+		r.log.Warn(msg, append(attrs, "error", err)...)
 		return Removal{}, false
-	case !ran:
+	case err != nil:
 		r.log.Warn("removing the packages of a version that cannot be fetched again; nothing of it was removed", append(attrs, "error", err)...)
 		return Removal{}, false
 	}

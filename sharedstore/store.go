@@ -114,8 +114,9 @@ type Location struct {
 	PathStyle bool
 }
 
-// Name is the store's place within its endpoint, s3://BUCKET/PREFIX:
-// what the status page shows, and the default store ID.
+// Name is the store's place within its endpoint, s3://BUCKET/PREFIX/
+// (s3://BUCKET/ without a prefix): what the status page shows, and the
+// default store ID.
 func (l Location) Name() string { return "s3://" + l.Bucket + "/" + l.Prefix }
 
 // ParseURL parses s3://BUCKET/PREFIX?endpoint=URL&region=REGION&path_style=true.

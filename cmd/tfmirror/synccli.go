@@ -39,7 +39,8 @@ type cliSync struct {
 
 // syncCLIs fetches, verified, the archives of the CLI versions the
 // manifests' cli blocks select, for their platforms, through the releases
-// side of the data directory's engine (admin.API.EnsureCLI).
+// side of the data directory's engine (admin.API.EnsureCLI); a dry run
+// looks them up instead (admin.API.LookCLI).
 func (r *syncRun) syncCLIs(ctx context.Context, spec *manifest.Spec) cliSync {
 	res := cliSync{dryRun: r.cfg.DryRun}
 	for _, c := range spec.CLIs {

@@ -44,9 +44,9 @@ var ErrLinkLoop = errors.New("a link to a directory that contains it")
 // did in the package, wherever a copy holds it. A link to a directory
 // that contains it, or to a directory being copied, is refused with
 // ErrLinkLoop. What the copies add counts against limits (MaxEntries,
-// MaxTreeBytes) as the package's own entries do, and a copy may nest no name deeper or longer
-// than a package's (safetree.MaxDepth, safetree.MaxNameBytes), with a
-// *LimitError past them.
+// MaxTreeBytes) as the package's own entries do, and a copy may nest no
+// name deeper or longer than a package's (safetree.MaxDepth,
+// safetree.MaxNameBytes), with a *LimitError past them.
 //
 // The package is unpacked in a directory made (and removed) in tempDir.
 func WriteZip(ctx context.Context, r io.Reader, dst io.Writer, tempDir string, limits Limits) (Result, error) {

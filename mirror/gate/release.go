@@ -336,24 +336,22 @@ func (r *releaseTimes) absentOf(kind, address string) map[string]time.Time {
 // writeOnce stores at under key unless the cache has a record there
 // (through the stored records, into the shared tier too).
 func (r *releaseTimes) writeOnce(key string, at time.Time) {
-	var old releaseRecord
-	if _, err := r.store.GetMeta(key, &old); err == nil {
-		return
-	}
-	rec := &releaseRecord{Schema: records.Schema, At: at.UTC()}
-	if err := r.parts.Source.Put(key, rec); err != nil {
-		r.metrics.CacheWriteFailed()
-		r.log.Log(context.Background(), cache.WriteFailureLevel(err), "storing a release time", "key", key, "error", err)
-	}
+	r.putOnce(r.parts.Source.Put, key, at)
 }
 
 // writeLocalOnce is writeOnce into the cache alone.
 func (r *releaseTimes) writeLocalOnce(key string, at time.Time) {
+	r.putOnce(r.parts.Records.Put, key, at)
+}
+
+// putOnce stores at under key through put unless the cache has a record
+// there; a failure to store it is counted and logged.
+func (r *releaseTimes) putOnce(put func(key string, v any) error, key string, at time.Time) {
 	var old releaseRecord
 	if _, err := r.store.GetMeta(key, &old); err == nil {
 		return
 	}
-	if err := r.parts.Records.Put(key, &releaseRecord{Schema: records.Schema, At: at.UTC()}); err != nil {
+	if err := put(key, &releaseRecord{Schema: records.Schema, At: at.UTC()}); err != nil {
 		r.metrics.CacheWriteFailed()
 		r.log.Log(context.Background(), cache.WriteFailureLevel(err), "storing a release time", "key", key, "error", err)
 	}

@@ -47,8 +47,9 @@ type Notifier interface {
 	Importing(sha string)
 	// ImportEnded says an import that began ended (Import.End): the
 	// records of versions that cannot be fetched again it wrote are
-	// written, and an archive it said it was Importing that none of them
-	// names (it failed) is named by no import of it.
+	// written, and it writes no more: an archive it said it was
+	// Importing that none of them names (it failed) is not kept on its
+	// account.
 	ImportEnded()
 }
 

@@ -85,6 +85,21 @@ func readArchive(rel *served.Releases, pub releases.Publisher, product, version,
 	return err
 }
 
+// listedVersions lists product's versions through rel, newest first; a
+// list that fails ends the test.
+func listedVersions(t *testing.T, rel *served.Releases, pub releases.Publisher, product string) []string {
+	t.Helper()
+	list, _, err := rel.Versions(context.Background(), pub, product)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, l := range list.Versions {
+		got = append(got, l.Version)
+	}
+	return got
+}
+
 // TestReleasesPolicy: a version younger than minimum_release_age (dated
 // by its signature) is held in the list and refused with its date;
 // deny_version refuses with the operator's reason, and its archive is not
@@ -490,14 +505,7 @@ func TestReleasesAgeNotDatedByAnotherRelease(t *testing.T) {
 	o.Add("hashicorp", "terraform", "9.0.0", "linux_amd64")
 	o.ReplaySums("hashicorp", "terraform", "9.0.0", "terraform", "1.5.7")
 	side.Engine.SetPolicy(enginetest.DecodePolicy(t, `minimum_release_age = "72h"`))
-	list, _, err := rel.Versions(ctx, releases.HashiCorp, "terraform")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, l := range list.Versions {
-		got = append(got, l.Version)
-	}
+	got := listedVersions(t, rel, releases.HashiCorp, "terraform")
 	if !slices.Equal(got, []string{"1.5.7"}) {
 		t.Fatalf("listed %v under the age gate, want [1.5.7]", got)
 	}
@@ -515,7 +523,6 @@ func TestReleasesAgeNotDatedByAnotherRelease(t *testing.T) {
 func TestReleasesListDatesWhatItHolds(t *testing.T) {
 	o, side, clock, _ := releasesRig(t)
 	rel := side.Served
-	ctx := context.Background()
 	now := clock.Now()
 	o.SetSignedAt(now.Add(-90 * 24 * time.Hour))
 	o.Add("hashicorp", "terraform", "1.5.8", "linux_amd64")
@@ -525,14 +532,7 @@ func TestReleasesListDatesWhatItHolds(t *testing.T) {
 	if err := readArchive(rel, releases.HashiCorp, "terraform", "1.5.8", "terraform_1.5.8_linux_amd64.zip"); !errors.As(err, &pe) || pe.Verdict.Rule != policy.RuleMinReleaseAge {
 		t.Fatalf("1.5.8, signed yesterday: %v, want held", err)
 	}
-	list, _, err := rel.Versions(ctx, releases.HashiCorp, "terraform")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, l := range list.Versions {
-		got = append(got, l.Version)
-	}
+	got := listedVersions(t, rel, releases.HashiCorp, "terraform")
 	if !slices.Equal(got, []string{"1.6.0", "1.5.7"}) {
 		t.Fatalf("listed %v, want [1.6.0 1.5.7]: 1.5.8 was refused", got)
 	}
@@ -634,14 +634,7 @@ func TestReleasesPreReleaseDatesNoRelease(t *testing.T) {
 	o.Add("hashicorp", "terraform", "1.6.1", "linux_amd64")
 	o.SetVersionSignedAt("terraform", "1.6.1", now.Add(-24*time.Hour))
 	side.Engine.SetPolicy(enginetest.DecodePolicy(t, `minimum_release_age = "72h"`))
-	list, _, err := rel.Versions(ctx, releases.HashiCorp, "terraform")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, l := range list.Versions {
-		got = append(got, l.Version)
-	}
+	got := listedVersions(t, rel, releases.HashiCorp, "terraform")
 	if !slices.Equal(got, []string{"1.7.0-alpha1", "1.6.0", "1.5.7"}) {
 		t.Errorf("listed %v, want [1.7.0-alpha1 1.6.0 1.5.7]: 1.6.1 was signed yesterday", got)
 	}
@@ -676,14 +669,7 @@ func TestReleasesRelistedVersionKeepsItsDating(t *testing.T) {
 	}
 	o.Unlist("hashicorp", "terraform", "1.5.7", false)
 	clock.Add(11 * time.Minute)
-	list, _, err := rel.Versions(ctx, releases.HashiCorp, "terraform")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, l := range list.Versions {
-		got = append(got, l.Version)
-	}
+	got := listedVersions(t, rel, releases.HashiCorp, "terraform")
 	if !slices.Equal(got, []string{"1.6.0", "1.5.7"}) {
 		t.Errorf("listed %v once 1.5.7 is listed again, want [1.6.0 1.5.7]", got)
 	}

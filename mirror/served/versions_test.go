@@ -1,7 +1,6 @@
 package served_test
 
 import (
-	"context"
 	"errors"
 	"slices"
 	"testing"
@@ -26,19 +25,11 @@ func TestReleasesAgeBuildsOfOneRelease(t *testing.T) {
 	}
 	o.SetSignedAt(now.Add(-400 * 24 * time.Hour))
 	side.Engine.SetPolicy(enginetest.DecodePolicy(t, `minimum_release_age = "72h"`))
-	ctx := context.Background()
-	list, _, err := side.Served.Versions(ctx, releases.OpenTofu, "tofu")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, l := range list.Versions {
-		got = append(got, l.Version)
-	}
+	got := listedVersions(t, side.Served, releases.OpenTofu, "tofu")
 	if !slices.Equal(got, []string{"1.9.0+a", "1.8.0"}) {
 		t.Errorf("listed %v, want 1.9.0+a and 1.8.0", got)
 	}
-	err = readArchive(side.Served, releases.OpenTofu, "tofu", "1.9.0+b", "tofu_1.9.0+b_linux_amd64.zip")
+	err := readArchive(side.Served, releases.OpenTofu, "tofu", "1.9.0+b", "tofu_1.9.0+b_linux_amd64.zip")
 	var pe *gate.PolicyError
 	if !errors.As(err, &pe) || pe.Verdict.Rule != policy.RuleMinReleaseAge {
 		t.Errorf("archive of 1.9.0+b: %v, want held by its minimum release age", err)

@@ -19,7 +19,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -232,6 +231,11 @@ func (w *Watch) Rows() []proxy.OriginHealth {
 	return out
 }
 
+// upstreamProxy begins a cause that is the upstream proxy's: named by the
+// settings that choose it, never by its address, which the status page
+// would show to everyone.
+const upstreamProxy = "the upstream proxy (upstream_proxy, HTTPS_PROXY) "
+
 // Cause says why a request to an origin failed, in words an
 // operator acts on, naming the setting that helps where one does. It
 // never repeats what the error says of the request (a provider, a module,
@@ -256,23 +260,22 @@ func Cause(err error, now time.Time) string {
 	case errors.As(err, &certErr) && certErr.Proxy:
 		// The proxy's own certificate (an https:// proxy URL), not the
 		// origin's: the request never reached the origin.
-		return "the upstream proxy (upstream_proxy, HTTPS_PROXY) presents a TLS certificate the mirror does not trust: " + certErr.Cause + "; set origin_ca_file to its CA"
+		return upstreamProxy + "presents a TLS certificate the mirror does not trust: " + certErr.Cause + "; set origin_ca_file to its CA"
 	case errors.As(err, &proxyErr):
 		// Not the error's own words, which name the origin's host and port.
-		const proxy = "the upstream proxy (upstream_proxy, HTTPS_PROXY) "
-		code := "(HTTP " + strings.TrimSpace(fmt.Sprintf("%d %s", proxyErr.StatusCode, http.StatusText(proxyErr.StatusCode))) + ")"
+		code := "(HTTP " + proxyErr.Status() + ")"
 		switch proxyErr.StatusCode {
 		case http.StatusProxyAuthRequired:
-			return proxy + "refused the mirror's credentials " + code + ": check the user and password of its URL"
+			return upstreamProxy + "refused the mirror's credentials " + code + ": check the user and password of its URL"
 		case http.StatusForbidden:
-			return proxy + "refused to connect to the origin " + code + ": its policy does not allow this host"
+			return upstreamProxy + "refused to connect to the origin " + code + ": its policy does not allow this host"
 		}
-		return proxy + "could not connect to the origin " + code
+		return upstreamProxy + "could not connect to the origin " + code
 	case errors.As(err, &opErr) && opErr.Op == "proxyconnect":
 		// Before the causes below, which would name the proxy's host as
 		// the origin's; and not in the error's own words, which name its
 		// address: the configuration that does is not shown to everyone.
-		return "the upstream proxy (upstream_proxy, HTTPS_PROXY) " + proxyFailure(opErr.Err)
+		return upstreamProxy + proxyFailure(opErr.Err)
 	case errors.As(err, &open):
 		if open.RetryAfter > 0 {
 			return fmt.Sprintf("circuit breaker open after %d failures in a row: requests fail fast until %s", open.Failures, now.Add(open.RetryAfter).UTC().Format("15:04:05 UTC"))
