@@ -64,7 +64,8 @@ const DefaultModuleHost = "registry.terraform.io"
 
 // ParseModule parses a registry module address as Terraform does:
 // [HOST/]NAMESPACE/NAME/SYSTEM (no //SUBDIR), the host defaulting to
-// registry.terraform.io and normalised as svchost does, the other parts
+// registry.terraform.io, read and normalised as ParseHost says (so that
+// what String writes parses back), the other parts
 // as NewModule says.
 func ParseModule(s string) (Module, error) {
 	parts := strings.Split(s, "/")
@@ -76,7 +77,7 @@ func ParseModule(s string) (Module, error) {
 	default:
 		return Module{}, fmt.Errorf("module address %q: want [HOST/]NAMESPACE/NAME/SYSTEM", s)
 	}
-	h, err := svchost.ForComparison(host)
+	h, err := ParseHost(host)
 	if err != nil {
 		return Module{}, fmt.Errorf("module address %q: invalid host: %v", s, err)
 	}

@@ -34,8 +34,9 @@ const (
 
 // ParseProvider parses a provider source address, [HOST/]NAMESPACE/TYPE,
 // as Terraform and OpenTofu do. The host, registry.terraform.io when left
-// out, is given as a user writes it and normalised by svchost (lowercase,
-// punycode for IDN labels, no :443; punycode given directly is refused);
+// out, is given as a user writes it or in its normal form, as String
+// writes it, and normalised as ParseHost says (lowercase, punycode for
+// IDN labels, no :443);
 // namespace and type as NewProvider says. Unlike the clients, it refuses a
 // bare TYPE and the legacy namespace "-", which name no provider a mirror
 // could fetch.
@@ -52,7 +53,7 @@ func ParseProvider(s string) (Provider, error) {
 	default:
 		return Provider{}, fmt.Errorf("provider address %q: want [HOST/]NAMESPACE/TYPE", s)
 	}
-	h, err := svchost.ForComparison(host)
+	h, err := ParseHost(host)
 	if err != nil {
 		return Provider{}, fmt.Errorf("provider address %q: invalid host %q: %v", s, host, err)
 	}

@@ -19,6 +19,8 @@ func TestParseProvider(t *testing.T) {
 		{name: "default port dropped", in: "example.com:443/acme/foo", want: "example.com/acme/foo"},
 		{name: "other port kept", in: "example.com:8443/acme/foo", want: "example.com:8443/acme/foo"},
 		{name: "unicode host to punycode", in: "café.example/acme/foo", want: "xn--caf-dma.example/acme/foo"},
+		{name: "punycode host read back", in: "xn--caf-dma.example/acme/foo", want: "xn--caf-dma.example/acme/foo"},
+		{name: "punycode host with port read back", in: "XN--CAF-DMA.example:8443/acme/foo", want: "xn--caf-dma.example:8443/acme/foo"},
 		{name: "namespace and type case-folded", in: "example.com/HashiCorp/Random", want: "example.com/hashicorp/random"},
 		{name: "unicode namespace case-folded", in: "example.com/CAFÉ/foo", want: "example.com/café/foo"},
 		{name: "fullwidth letters mapped", in: "example.com/ａｃｍｅ/foo", want: "example.com/acme/foo"},
@@ -32,7 +34,7 @@ func TestParseProvider(t *testing.T) {
 		{name: "empty namespace", in: "example.com//foo", wantErrContains: "namespace is empty"},
 		{name: "empty type", in: "hashicorp/", wantErrContains: "type is empty"},
 		{name: "empty host", in: "/hashicorp/random", wantErrContains: "invalid host"},
-		{name: "punycode host given", in: "xn--caf-dma.example/acme/foo", wantErrContains: "invalid host"},
+		{name: "bad punycode host", in: "xn--zz.example/acme/foo", wantErrContains: "invalid host"},
 		{name: "url for host", in: "https://example.com/acme/foo", wantErrContains: "want [HOST/]NAMESPACE/TYPE"},
 		{name: "legacy namespace", in: "-/random", wantErrContains: "invalid namespace"},
 		{name: "underscore", in: "example.com/a_b/foo", wantErrContains: "invalid namespace"},
@@ -79,5 +81,29 @@ func TestProviderAndPlatformString(t *testing.T) {
 	}
 	if got := (Platform{OS: "linux", Arch: "amd64"}).String(); got != "linux_amd64" {
 		t.Errorf("Platform.String() = %q", got)
+	}
+}
+
+// What String writes of an address parses back to the same address,
+// an IDN host (punycode) and a port included.
+func TestAddressesReadBack(t *testing.T) {
+	for _, s := range []string{"bücher.example", "bücher.example:8443", "straße.example", "a.bücher.example:5000", "example.com:8443"} {
+		p, err := ParseProvider(s + "/acme/foo")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again, err := ParseProvider(p.String()); err != nil || again != p {
+			t.Errorf("ParseProvider(%q) = %v, %v; want %v", p.String(), again, err, p)
+		}
+		m, err := ParseModule(s + "/acme/net/aws")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again, err := ParseModule(m.String()); err != nil || again != m {
+			t.Errorf("ParseModule(%q) = %v, %v; want %v", m.String(), again, err, m)
+		}
+		if h, err := ParseHost(string(p.Hostname)); err != nil || h != p.Hostname {
+			t.Errorf("ParseHost(%q) = %q, %v", p.Hostname, h, err)
+		}
 	}
 }

@@ -194,36 +194,23 @@ func addressKey(k Kind, s string) (key, error) {
 	if simple {
 		return a, nil
 	}
-	// The parsers take a host as a person writes it and refuse punycode,
-	// which is how the normal form spells an IDN host (with a port, it
-	// is not simple): read the host in its display form.
-	ds := displayHost(s)
+	// The parsers read a host in the normal form too (punycode for an
+	// IDN host, which with a port is not simple): addrs.ParseHost.
 	switch k {
 	case Provider:
-		p, err := addrs.ParseProvider(ds)
+		p, err := addrs.ParseProvider(s)
 		if err != nil || strings.Count(s, "/") != 2 {
 			return key{}, fmt.Errorf("not a provider address HOST/NAMESPACE/TYPE: %q", s)
 		}
 		a.seg[0], a.seg[1], a.seg[2] = string(p.Hostname), p.Namespace, p.Type
 	default:
-		m, err := addrs.ParseModule(ds)
+		m, err := addrs.ParseModule(s)
 		if err != nil || strings.Count(s, "/") != 3 {
 			return key{}, fmt.Errorf("not a module address HOST/NAMESPACE/NAME/SYSTEM: %q", s)
 		}
 		a.seg[0], a.seg[1], a.seg[2], a.seg[3] = string(m.Hostname), strings.ToLower(m.Namespace), strings.ToLower(m.Name), m.System
 	}
 	return a, nil
-}
-
-// displayHost is address s with its first part, the host, in svchost's
-// display form (Unicode for punycode labels), as the address parsers
-// take it; an address of one part is s.
-func displayHost(s string) string {
-	host, rest, ok := strings.Cut(s, "/")
-	if !ok {
-		return s
-	}
-	return svchost.ForDisplay(host) + "/" + rest
 }
 
 // plainPart reports whether s is already in its compared form: lowercase

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
-	svchost "github.com/hashicorp/terraform-svchost"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/discovery"
@@ -368,7 +367,7 @@ func originOf(raw string) (addrs.Provider, error) {
 		// URL is: an origin's token goes in the credentials file.
 		return addrs.Provider{}, fmt.Errorf("releases: %q carries a user name or password: give the origin's token in --credentials-file instead (docs/operations.md, Origin credentials)", redact.URL(u))
 	}
-	h, err := svchost.ForComparison(u.Host)
+	h, err := addrs.ParseHost(u.Host)
 	if err != nil {
 		return addrs.Provider{}, fmt.Errorf("releases: %q: %w", redact.URL(u), err)
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/apparentlymart/go-versions/versions"
+	svchost "github.com/hashicorp/terraform-svchost"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
@@ -188,6 +189,47 @@ func TestVersionOfRecordDecidesPerArchive(t *testing.T) {
 		}
 		if r.Refetchable(fetched) != tc.refetch {
 			t.Errorf("%q: Refetchable of the origin's archive is %v, want %v", tc.provenance, r.Refetchable(fetched), tc.refetch)
+		}
+	}
+}
+
+// A provider of an IDN host (with a port, too) is keyed in the normal
+// form, punycode: its versions are scanned and removed as any other's.
+func TestScanAndRemoveVersionsOfIDNHost(t *testing.T) {
+	t.Parallel()
+	h := harness.New(t, harness.Options{})
+	for _, host := range []string{"xn--bcher-kva.example", "xn--bcher-kva.example:8443"} {
+		p := addrs.Provider{Hostname: svchost.Hostname(host), Namespace: "platform", Type: "thing"}
+		for _, v := range []string{"1.0.0", "2.0.0"} {
+			in, _ := harness.UnsignedImport(t, p, v)
+			if _, err := h.Engine.AirGap().Import(t.Context(), in); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var got []string
+		if err := h.Engine.Inventory().ScanVersions(func(r inventory.Record) {
+			if r.Address == p.String() {
+				got = append(got, r.Raw)
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, []string{"1.0.0", "2.0.0"}) {
+			t.Errorf("%s: scanned versions %q, want 1.0.0 and 2.0.0", p, got)
+		}
+		if err := h.Engine.Inventory().RemoveVersion("provider", p.String(), "1.0.0"); err != nil {
+			t.Fatalf("%s: RemoveVersion: %v", p, err)
+		}
+		if err := h.Engine.Inventory().DropSetAside(p.String(), "2.0.0"); err != nil {
+			t.Fatalf("%s: DropSetAside: %v", p, err)
+		}
+		list, _, err := h.Engine.Versions(t.Context(), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list.Versions) != 1 || list.Versions[0].Version != "2.0.0" {
+			t.Errorf("%s: after RemoveVersion, versions %+v, want 2.0.0", p, list.Versions)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	svchost "github.com/hashicorp/terraform-svchost"
 
+	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/discovery"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 )
@@ -41,7 +42,7 @@ func NewHosts(allowed []svchost.Hostname, store HostStore) (*Hosts, error) {
 		h.allowed[host] = true
 	}
 	err := store.ScanMeta(records.ImportedHostPrefix, func(key string, _ time.Time, _ json.RawMessage) error {
-		if host, err := svchost.ForComparison(strings.TrimPrefix(key, records.ImportedHostPrefix)); err == nil {
+		if host, err := addrs.ParseHost(strings.TrimPrefix(key, records.ImportedHostPrefix)); err == nil {
 			h.imported[host] = true
 		}
 		return nil

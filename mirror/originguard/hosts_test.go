@@ -60,3 +60,29 @@ func TestHosts(t *testing.T) {
 		t.Errorf("Check of another host: %v, want ErrHostNotAllowed", err)
 	}
 }
+
+// An imported IDN host (with a port, too), recorded in its normal form,
+// punycode, is remembered across a restart: its imported packages stay
+// served.
+func TestHostsRemembersIDNHosts(t *testing.T) {
+	store := memHostStore{}
+	h, err := NewHosts(nil, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hosts := []svchost.Hostname{"xn--bcher-kva.example", "xn--bcher-kva.example:8443"}
+	for _, host := range hosts {
+		if err := h.Record(host); err != nil {
+			t.Fatal(err)
+		}
+	}
+	again, err := NewHosts(nil, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, host := range hosts {
+		if err := again.Check(host); err != nil {
+			t.Errorf("the imported host %s was forgotten across a restart: %v", host, err)
+		}
+	}
+}

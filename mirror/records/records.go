@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
-	svchost "github.com/hashicorp/terraform-svchost"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/discovery/registryjson"
@@ -422,13 +421,14 @@ func PackageSummary(key string, raw json.RawMessage) (addrs.Provider, Summary, b
 }
 
 // ParseProviderKey parses HOST/NAMESPACE/TYPE as the engine writes it in
-// its keys.
+// its keys: the host in its normal form (punycode for an IDN host), read
+// by addrs.ParseHost.
 func ParseProviderKey(s string) (addrs.Provider, bool) {
 	parts := strings.Split(s, "/")
 	if len(parts) != 3 || parts[1] == "" || parts[2] == "" {
 		return addrs.Provider{}, false
 	}
-	h, err := svchost.ForComparison(parts[0])
+	h, err := addrs.ParseHost(parts[0])
 	if err != nil {
 		return addrs.Provider{}, false
 	}

@@ -1,0 +1,36 @@
+package addrs
+
+import (
+	"strings"
+
+	svchost "github.com/hashicorp/terraform-svchost"
+)
+
+// ParseHost parses a host as svchost.ForComparison does (a person's
+// spelling: Unicode, any case, :443 or not) and also in the normal form
+// that form returns and Provider.String, Module.String and the records'
+// keys write (punycode for IDN labels), which svchost refuses: whatever
+// the mirror writes of a host reads back, to the same Hostname. Every
+// address parser of this package reads its host with it; other readers
+// of a stored or listed host use it too.
+func ParseHost(s string) (svchost.Hostname, error) {
+	h, err := svchost.ForComparison(s)
+	if err == nil || !hasACELabel(s) {
+		return h, err
+	}
+	// svchost refuses punycode given directly (Terraform's rule, for a
+	// readable configuration): read it in its display form, Unicode.
+	return svchost.ForComparison(svchost.ForDisplay(s))
+}
+
+// hasACELabel reports whether a label of host s (before any port) is in
+// punycode ("xn--" in any case).
+func hasACELabel(s string) bool {
+	name, _, _ := strings.Cut(s, ":")
+	for label := range strings.SplitSeq(name, ".") {
+		if len(label) >= 4 && strings.EqualFold(label[:4], "xn--") {
+			return true
+		}
+	}
+	return false
+}

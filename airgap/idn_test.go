@@ -1,0 +1,55 @@
+package airgap
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
+)
+
+// A provider of an IDN origin (with a port, too) goes through an export
+// and an import as any other: the bundle names its host in Unicode, as
+// a filesystem mirror does, and the sealed mirror serves it under its
+// normal form.
+func TestExportImportIDNProvider(t *testing.T) {
+	for _, host := range []string{"bücher.example", "bücher.example:8443"} {
+		t.Run(host, func(t *testing.T) {
+			in := t.TempDir()
+			pdir := filepath.Join(in, host, "acme", "thing")
+			if err := os.MkdirAll(pdir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(pdir, "terraform-provider-thing_1.0.0_linux_amd64.zip"), enginetest.ZipOfSize(t, "thing", 1<<10, 1), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			src := newEngine(t, nil)
+			if sum, reports := importInto(t, src, in, ImportOptions{AllowUnsigned: true}); sum.Failed != 0 || len(reports) != 0 {
+				t.Fatalf("unsigned import: %+v, %q", sum, reports)
+			}
+			p, err := addrs.ParseProvider(host + "/acme/thing")
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, key := filepath.Join(t.TempDir(), "out"), newKey(t, "exporter")
+			var reports []string
+			sum, err := Export(context.Background(), src, servedBy(t, src, nil), Selection{}, out, key, func(s string) { reports = append(reports, s) })
+			if err != nil || sum.Failed != 0 || sum.Written != 1 || len(reports) != 0 {
+				t.Fatalf("export: %+v, %v, %q", sum, err, reports)
+			}
+			if _, err := os.Stat(filepath.Join(out, host, "acme", "thing")); err != nil {
+				t.Errorf("the export does not name the host in Unicode: %v", err)
+			}
+			sealed := newEngine(t, nil)
+			if sum, reports := importInto(t, sealed, out, ImportOptions{Trust: Trust{ExportKeys: publicOf(t, key)}}); sum.Failed != 0 || len(reports) != 0 {
+				t.Fatalf("import of the export: %+v, %q", sum, reports)
+			}
+			list, _, err := sealed.Versions(context.Background(), p)
+			if err != nil || len(list.Versions) != 1 || list.Versions[0].Version != "1.0.0" {
+				t.Fatalf("the sealed mirror lists %+v, %v", list, err)
+			}
+		})
+	}
+}
