@@ -16,6 +16,7 @@ import (
 
 	svchost "github.com/hashicorp/terraform-svchost"
 
+	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/internal/flights"
 )
 
@@ -218,7 +219,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	allowed := make(map[svchost.Hostname]bool, len(cfg.AllowedOrigins))
 	for _, h := range cfg.AllowedOrigins {
-		host, err := svchost.ForComparison(strings.TrimSpace(h))
+		host, err := addrs.ParseHost(strings.TrimSpace(h))
 		if err != nil {
 			return nil, fmt.Errorf("discovery: allowed origin %q: %w", h, err)
 		}

@@ -302,7 +302,7 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 	s.cfg.AllowedOrigins = nil
 	var allowed []svchost.Hostname
 	for _, h := range cfg.AllowedOrigins {
-		host, err := svchost.ForComparison(strings.TrimSpace(h))
+		host, err := addrs.ParseHost(strings.TrimSpace(h))
 		if err != nil {
 			return nil, fmt.Errorf("mirror: allowed origin %q: %w", h, err)
 		}

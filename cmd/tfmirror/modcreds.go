@@ -11,6 +11,7 @@ import (
 	svchost "github.com/hashicorp/terraform-svchost"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/discovery"
 	"github.com/tfmirror/tfmirror/v2/internal/hclfile"
 	"github.com/tfmirror/tfmirror/v2/internal/inputfile"
@@ -112,7 +113,7 @@ func loadModuleSourceCredentials(file string, allowed []string, lookupEnv func(s
 	}
 	allowedHosts := map[svchost.Hostname]bool{}
 	for _, a := range allowed {
-		if h, err := svchost.ForComparison(a); err == nil {
+		if h, err := addrs.ParseHost(a); err == nil {
 			allowedHosts[h] = true
 		}
 	}
@@ -131,7 +132,7 @@ func loadModuleSourceCredentials(file string, allowed []string, lookupEnv func(s
 		}
 		hc := sourceHostCredential{cred: discovery.SourceCredential{Host: host}}
 		for _, o := range b.Origins {
-			h, err := svchost.ForComparison(o)
+			h, err := addrs.ParseHost(o)
 			if err != nil {
 				return nil, fmt.Errorf("%s: origin %q: %w", where, o, err)
 			}

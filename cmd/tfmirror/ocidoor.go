@@ -5,8 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 
-	svchost "github.com/hashicorp/terraform-svchost"
-
+	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/admin"
 	"github.com/tfmirror/tfmirror/v2/discovery"
 	"github.com/tfmirror/tfmirror/v2/mirror"
@@ -103,7 +102,7 @@ func exampleOrigin(allowed []string) string {
 	}
 	var hosts []string
 	for _, o := range allowed {
-		h, err := svchost.ForComparison(o)
+		h, err := addrs.ParseHost(o)
 		if err != nil {
 			continue // refused at start
 		}

@@ -26,6 +26,7 @@ import (
 	svchost "github.com/hashicorp/terraform-svchost"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/admin"
 	"github.com/tfmirror/tfmirror/v2/airgap"
 	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/originwatch"
@@ -130,7 +131,7 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 	m = &server{cfg: cfg, log: logger}
 	var origins []string
 	for _, o := range cfg.AllowedOrigins {
-		h, err := svchost.ForComparison(o)
+		h, err := addrs.ParseHost(o)
 		if err != nil {
 			return nil, fmt.Errorf("--allowed-origins: %q: %w", o, err)
 		}

@@ -125,7 +125,7 @@ func New(cfg Config, recs *stored.Records, store Store) (*Withholding, error) {
 		s.allowed[svchost.Hostname(h)] = true
 	}
 	for _, h := range cfg.UnsignedHosts {
-		host, err := svchost.ForComparison(strings.TrimSpace(h))
+		host, err := addrs.ParseHost(strings.TrimSpace(h))
 		if err != nil {
 			return nil, fmt.Errorf("mirror: unsigned host %q: %w", h, err)
 		}

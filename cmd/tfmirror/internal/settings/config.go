@@ -268,12 +268,12 @@ func (c Config) Validate() error {
 func (c Config) checkUnsignedHosts() error {
 	var origins []svchost.Hostname
 	for _, h := range c.AllowedOrigins {
-		if host, err := svchost.ForComparison(h); err == nil {
+		if host, err := addrs.ParseHost(h); err == nil {
 			origins = append(origins, host)
 		}
 	}
 	for _, h := range c.AllowUnsignedHosts {
-		host, err := svchost.ForComparison(h)
+		host, err := addrs.ParseHost(h)
 		if err != nil {
 			return fmt.Errorf("--allow-unsigned-hosts: %q: %v", h, err)
 		}
@@ -295,7 +295,7 @@ func (c Config) ValidateEngine() error {
 	// As the origin client and the engine read them (discovery.New,
 	// mirror.New).
 	for _, h := range c.AllowedOrigins {
-		if _, err := svchost.ForComparison(strings.TrimSpace(h)); err != nil {
+		if _, err := addrs.ParseHost(strings.TrimSpace(h)); err != nil {
 			errs = append(errs, fmt.Errorf("--allowed-origins: %q: %w", h, err))
 		}
 	}

@@ -48,3 +48,23 @@ func TestValidateNamesEveryProblem(t *testing.T) {
 		t.Errorf("Validate: %v, want both --tls-san and --log-format named", err)
 	}
 }
+
+// An allowed origin may be given as the status page, the metrics and the
+// records spell it (an IDN host in punycode), as well as a person writes
+// it: both are the one host, and --allow-unsigned-hosts may name it
+// either way.
+func TestAllowedOriginInPunycode(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ origin, unsigned string }{
+		{"xn--bcher-kva.example", "bücher.example"},
+		{"bücher.example:8443", "xn--bcher-kva.example:8443"},
+	} {
+		var c Config
+		allSettings(&c)
+		c.AllowedOrigins = []string{tc.origin}
+		c.AllowUnsignedHosts = []string{tc.unsigned}
+		if err := c.ValidateEngine(); err != nil {
+			t.Errorf("--allowed-origins %s, --allow-unsigned-hosts %s: %v", tc.origin, tc.unsigned, err)
+		}
+	}
+}
