@@ -35,6 +35,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/internal/sha256hex"
 	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/mirror/modules"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
@@ -336,13 +337,14 @@ func (x *ociLayoutExport) provider(sel Selection, cv mirror.CachedVersion, repor
 	for _, cp := range cv.Platforms {
 		cached[cp.Platform] = cp.Cached && (len(sel.Platforms) == 0 || slices.Contains(sel.Platforms, cp.Platform))
 	}
-	targets, left, index, err := x.doorTargets(p, v, cached)
+	repo := x.names.Provider(p)
+	targets, left, index, err := x.doorTargets(repo, p, v, cached)
 	if errors.Is(err, records.ErrOffline) {
 		// A sealed cache (tfmirror export run alone) cannot learn the
 		// sizes of the archives it does not hold, which the front door's
 		// index states: the version is written with the platforms it
 		// holds, their manifests as the front door makes them.
-		targets, left, err = cachedTargets(p, v, cv, cached)
+		targets, left, err = cachedTargets(p, v, cv, cached, func(sha string) (int64, bool) { return x.heldBlob(repo, sha) })
 		index = nil
 	}
 	if err != nil {
@@ -361,10 +363,9 @@ func (x *ociLayoutExport) provider(sel Selection, cv mirror.CachedVersion, repor
 	if len(left) > 0 {
 		x.sum.Partial++
 		slices.Sort(left)
-		report(fmt.Sprintf("%s %s: exported without %s (not cached or not selected): its index there is not the front door's (digest %s)",
+		report(fmt.Sprintf("%s %s: exported without %s (not cached or not selected, nor in the layout already): its index there is not the front door's (digest %s)",
 			p, v, strings.Join(left, ", "), index.Digest))
 	}
-	repo := x.names.Provider(p)
 	for _, t := range targets {
 		if err := x.manifestWithLayer(repo, t.Manifest); err != nil {
 			return fmt.Errorf("%s: %w", t.Platform, err)
@@ -378,9 +379,11 @@ func (x *ociLayoutExport) provider(sel Selection, cv mirror.CachedVersion, repor
 }
 
 // doorTargets returns the front door's index of version v of p, with the
-// manifests it names of the platforms cached (and selected), and the
-// platforms it names that are not.
-func (x *ociLayoutExport) doorTargets(p addrs.Provider, v versions.Version, cached map[string]bool) (targets []oci.Target, left []string, _ *oci.Document, _ error) {
+// manifests it names of the platforms cached (and selected) or whose
+// manifest and archive repo's layout holds already (an earlier export
+// wrote them: the tag keeps them), and the platforms it names that are
+// neither.
+func (x *ociLayoutExport) doorTargets(repo string, p addrs.Provider, v versions.Version, cached map[string]bool) (targets []oci.Target, left []string, _ *oci.Document, _ error) {
 	index, err := x.arts.Index(x.ctx, p, v)
 	if err != nil {
 		return nil, nil, nil, err
@@ -395,7 +398,11 @@ func (x *ociLayoutExport) doorTargets(p addrs.Provider, v versions.Version, cach
 		}
 		pl := addrs.Platform{OS: d.Platform.OS, Arch: d.Platform.Architecture}
 		if !cached[pl.String()] {
-			left = append(left, pl.String())
+			if m, ok := x.heldManifest(repo, d.Digest); ok {
+				targets = append(targets, oci.Target{Platform: pl, Manifest: m})
+			} else {
+				left = append(left, pl.String())
+			}
 			continue
 		}
 		m, err := x.arts.Manifest(x.ctx, p, d.Digest)
@@ -408,14 +415,19 @@ func (x *ociLayoutExport) doorTargets(p addrs.Provider, v versions.Version, cach
 }
 
 // cachedTargets returns the manifests of the platforms of version v of p
-// that are cached (and selected), made as the front door makes them, over
-// each verified archive and its size, and the platforms that are not:
-// for a sealed cache, which cannot make the front door's index.
-func cachedTargets(p addrs.Provider, v versions.Version, cv mirror.CachedVersion, cached map[string]bool) (targets []oci.Target, left []string, _ error) {
+// that are cached (and selected), or whose archive the layout holds
+// already (held: its size), made as the front door makes them, over each
+// verified archive and its size, and the platforms that are neither: for
+// a sealed cache, which cannot make the front door's index.
+func cachedTargets(p addrs.Provider, v versions.Version, cv mirror.CachedVersion, cached map[string]bool, held func(sha string) (int64, bool)) (targets []oci.Target, left []string, _ error) {
 	for _, cp := range cv.Platforms {
 		if !cached[cp.Platform] || cp.Size <= 0 {
-			left = append(left, cp.Platform)
-			continue
+			size, ok := held(cp.Archive.SHA256)
+			if !ok {
+				left = append(left, cp.Platform)
+				continue
+			}
+			cp.Size = size
 		}
 		pl, err := addrs.ParsePlatform(cp.Platform)
 		if err != nil {
@@ -428,6 +440,39 @@ func cachedTargets(p addrs.Provider, v versions.Version, cv mirror.CachedVersion
 		targets = append(targets, oci.Target{Platform: pl, Manifest: m})
 	}
 	return targets, left, nil
+}
+
+// heldManifest returns the provider platform's image manifest of digest d
+// that repo's layout holds, with its archive: what an earlier export
+// wrote, each blob of its digest.
+func (x *ociLayoutExport) heldManifest(repo string, d digest.Digest) (oci.Document, bool) {
+	if d.Validate() != nil || d.Algorithm() != digest.SHA256 {
+		return oci.Document{}, false
+	}
+	b, err := readCapped(filepath.Join(x.out, filepath.FromSlash(repo), "blobs", "sha256", d.Encoded()), oci.MaxManifestSize)
+	if err != nil {
+		return oci.Document{}, false
+	}
+	m, err := oci.NewDocument(oci.MediaTypeManifest, b)
+	if err != nil || m.Digest != d {
+		return oci.Document{}, false
+	}
+	var man ocispec.Manifest
+	if json.Unmarshal(b, &man) != nil || len(man.Layers) != 1 || man.Layers[0].Digest.Algorithm() != digest.SHA256 {
+		return oci.Document{}, false
+	}
+	size, ok := x.heldBlob(repo, man.Layers[0].Digest.Encoded())
+	return m, ok && size == man.Layers[0].Size
+}
+
+// heldBlob returns the size of the blob of sha256 sha that repo's layout
+// holds, its bytes of that digest.
+func (x *ociLayoutExport) heldBlob(repo, sha string) (int64, bool) {
+	if !sha256hex.Valid(sha) {
+		return 0, false
+	}
+	got, n, err := fileSHA256Size(filepath.Join(x.out, filepath.FromSlash(repo), "blobs", "sha256", sha))
+	return n, err == nil && got == sha
 }
 
 // module writes one module version.
@@ -616,7 +661,8 @@ func (x *ociLayoutExport) writeIndex(repo string) error {
 }
 
 // writeScript writes push.sh: an oras cp line per tag of every layout
-// in out (those of earlier exports included), in order.
+// in out (those of earlier exports included), in order; a layout
+// without an index.json has none.
 func (x *ociLayoutExport) writeScript() (string, error) {
 	repos, err := layoutRepositories(x.out)
 	if err != nil {
@@ -640,6 +686,12 @@ cd "$(dirname "$0")"
 			continue
 		}
 		idx, err := readCapped(filepath.Join(x.out, filepath.FromSlash(repo), ocispec.ImageIndexFile), oci.MaxManifestSize)
+		if errors.Is(err, os.ErrNotExist) {
+			// An export killed, or out of space, between the layout's
+			// oci-layout and its index.json: no tags to push, and no
+			// reason to stop the other layouts' lines.
+			continue
+		}
 		if err != nil {
 			return "", err
 		}

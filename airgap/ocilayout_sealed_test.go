@@ -110,3 +110,62 @@ func exportSealed(t *testing.T, everyPlatform bool) {
 	}
 	checkManifestBlobs(t, out, repo, idx.Manifests[0].Digest)
 }
+
+// A sealed export keeps, in a version's tag, a platform an earlier
+// export wrote into the layout, as an online one does
+// (TestExportOCILayoutKeepsEarlierPlatforms): here darwin_arm64, exported
+// online, stays in the tag when the sealed export selects linux_amd64.
+func TestExportOCILayoutSealedKeepsEarlierPlatforms(t *testing.T) {
+	o := enginetest.StartOrigin(t, fakeorigin.Options{})
+	o.AddProvider("acme", "net", []string{"1.0.0"}, []string{"linux_amd64", "darwin_arm64"})
+	dir := filepath.Join(t.TempDir(), "cache")
+	ctx := context.Background()
+	p := addrs.Provider{Hostname: enginetest.OriginHost, Namespace: "acme", Type: "net"}
+	names, err := oci.NewNames("providers", "modules")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "layout")
+	var door oci.Document
+	for _, offline := range []bool{false, true} {
+		store := enginetest.OpenStore(t, dir, cache.Options{})
+		cfg := mirror.Config{AllowedOrigins: []string{enginetest.OriginHost}, Logger: enginetest.Logger(t), ScratchDir: t.TempDir(), Offline: offline}
+		engine, err := mirror.New(cfg, enginetest.OriginClient(t, o), store)
+		if err != nil {
+			t.Fatal(err)
+		}
+		side, err := engine.NewOCI()
+		if err != nil {
+			t.Fatal(err)
+		}
+		pl := "linux_amd64"
+		if !offline {
+			pl = "darwin_arm64"
+			cacheArchive(t, engine, p, "1.0.0", "linux_amd64")
+			cacheArchive(t, engine, p, "1.0.0", "darwin_arm64")
+			v, _ := addrs.ParseSemver("1.0.0")
+			if door, err = side.Index(ctx, p, v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var reports []string
+		sum, err := ExportOCILayout(ctx, engine, servedBy(t, engine, side), names, Selection{Platforms: []string{pl}}, out, func(s string) { reports = append(reports, s) })
+		if err != nil || sum.Failed != 0 {
+			t.Fatalf("export of %s (offline %v): %+v, %v, %q", pl, offline, sum, err, reports)
+		}
+		mirror.WaitIdle(ctx, engine)
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		engine.Shutdown(sctx)
+		cancel()
+		store.Close()
+	}
+	repo := names.Provider(p)
+	tag := layoutIndex(t, out, repo)["1.0.0"]
+	var idx ocispec.Index
+	if err := json.Unmarshal(layoutBlob(t, out, repo, tag.Digest), &idx); err != nil || len(idx.Manifests) != 2 || tag.Digest != door.Digest {
+		t.Fatalf("tag 1.0.0 after the sealed export: %s, %+v, %v; want the front door's index %s, of both platforms", tag.Digest, idx.Manifests, err, door.Digest)
+	}
+	for _, d := range idx.Manifests {
+		checkManifestBlobs(t, out, repo, d.Digest)
+	}
+}

@@ -298,3 +298,99 @@ func TestPushScriptTakesOnlyRepositoryNames(t *testing.T) {
 		t.Error("push.sh does not list the layout good/repo alone")
 	}
 }
+
+// An export killed (or out of disk space) between a new layout's
+// oci-layout and its index.json leaves a directory that is a layout
+// without tags. A later export that does not tag that repository again
+// (another --provider, or the version refused since) still writes
+// push.sh, with the other layouts' lines: the directory stays usable, and
+// is not refused by every export until the operator finds the layout and
+// removes it.
+func TestExportOCILayoutAfterLayoutWithoutIndex(t *testing.T) {
+	engine := newEngine(t, nil)
+	side, err := engine.NewOCI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := oci.NewNames("providers", "modules")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "layout")
+	write(t, filepath.Join(out, "providers", "example.com", "acme", "half", ocispec.ImageLayoutFile), `{"imageLayoutVersion":"1.0.0"}`)
+	good := filepath.Join(out, "providers", "example.com", "acme", "good")
+	write(t, filepath.Join(good, ocispec.ImageLayoutFile), `{"imageLayoutVersion":"1.0.0"}`)
+	idx := ocispec.Index{Manifests: []ocispec.Descriptor{{MediaType: ocispec.MediaTypeImageIndex,
+		Digest: digest.FromString("m"), Size: 1, Annotations: map[string]string{ocispec.AnnotationRefName: "1.0.0"}}}}
+	idx.SchemaVersion = 2
+	data, _ := json.Marshal(idx)
+	write(t, filepath.Join(good, ocispec.ImageIndexFile), string(data))
+
+	sum, err := ExportOCILayout(context.Background(), engine, servedBy(t, engine, side), names, Selection{}, out, func(s string) { t.Log(s) })
+	if err != nil {
+		t.Fatalf("export into a directory holding a layout without index.json: %+v, %v", sum, err)
+	}
+	script, err := os.ReadFile(filepath.Join(out, PushScriptName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(script), "'providers/example.com/acme/good:1.0.0'") || strings.Contains(string(script), "half") {
+		t.Errorf("push.sh:\n%s\nwant the line of the layout with its tag alone", script)
+	}
+}
+
+// An OCI layout export adds to a directory written before, as the bundle
+// export does: a platform an earlier export wrote into a version's tag,
+// whose manifest and archive the layout still holds, stays in the tag
+// when a later export does not select it (another --platforms) or the
+// cache no longer holds it (evicted since). Otherwise push.sh would
+// replace the registry's tag with an index without it, and the clients of
+// that platform inside the gap would lose the version.
+func TestExportOCILayoutKeepsEarlierPlatforms(t *testing.T) {
+	o := enginetest.StartOrigin(t, fakeorigin.Options{})
+	o.AddProvider("acme", "net", []string{"1.0.0"}, []string{"linux_amd64", "darwin_arm64"})
+	engine := newEngine(t, o)
+	ctx := context.Background()
+	p := addrs.Provider{Hostname: enginetest.OriginHost, Namespace: "acme", Type: "net"}
+	v, err := addrs.ParseSemver("1.0.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cacheArchive(t, engine, p, "1.0.0", "linux_amd64")
+	cacheArchive(t, engine, p, "1.0.0", "darwin_arm64")
+	side, err := engine.NewOCI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := oci.NewNames("providers", "modules")
+	if err != nil {
+		t.Fatal(err)
+	}
+	door, err := side.Index(ctx, p, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo := names.Provider(p)
+	out := filepath.Join(t.TempDir(), "layout")
+	for _, pl := range []string{"linux_amd64", "darwin_arm64"} {
+		var reports []string
+		sum, err := ExportOCILayout(ctx, engine, servedBy(t, engine, side), names, Selection{Platforms: []string{pl}}, out, func(s string) { reports = append(reports, s) })
+		if err != nil || sum.Failed != 0 {
+			t.Fatalf("export of %s: %+v, %v, %q", pl, sum, err, reports)
+		}
+		t.Logf("export of %s: %q", pl, reports)
+	}
+	tag := layoutIndex(t, out, repo)["1.0.0"]
+	var idx ocispec.Index
+	if err := json.Unmarshal(layoutBlob(t, out, repo, tag.Digest), &idx); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, d := range idx.Manifests {
+		got = append(got, d.Platform.OS+"_"+d.Platform.Architecture)
+		checkManifestBlobs(t, out, repo, d.Digest)
+	}
+	if len(got) != 2 || tag.Digest != door.Digest {
+		t.Errorf("tag 1.0.0 after exports of linux_amd64, then darwin_arm64: %s with %q; want the front door's index %s with both", tag.Digest, got, door.Digest)
+	}
+}
