@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -136,17 +137,37 @@ func (m *server) reloadsFiles() (config, trust bool) {
 	return conf != nil && conf.Current().File != nil, len(m.cfg.TrustedExportKeys) > 0 || len(m.cfg.TrustedPublisherKeys) > 0
 }
 
-// reloadOnHangup, on each SIGHUP until ctx is done or the returned
-// function is called, reloads what m reads from files (m.reload). Without
-// a configuration file, a client tokens file or trusted keys, SIGHUP keeps
-// its default meaning.
-func (m *server) reloadOnHangup(ctx context.Context) (stop func()) {
-	withFile, withTrust := m.reloadsFiles()
-	if m.auth == nil && !withFile && !withTrust {
-		return func() {}
-	}
-	hup := make(chan os.Signal, 1)
+// hangupIgnored is what a SIGHUP to a serve with nothing to reload logs.
+const hangupIgnored = "SIGHUP ignored: nothing to reload"
+
+// catchHangups catches SIGHUP from now on, for reloadOn: serve calls it
+// before it starts, so that a SIGHUP that arrives while the mirror starts
+// (opening a large cache) waits for the reload it asks for instead of
+// ending the process, as the signal's default does. stop gives SIGHUP
+// its default back.
+func catchHangups() (hup chan os.Signal, stop func()) {
+	hup = make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
+	return hup, func() { signal.Stop(hup) }
+}
+
+// reloadOnHangup, on each SIGHUP until ctx is done or the returned
+// function is called, reloads what m reads from files (m.reload).
+func (m *server) reloadOnHangup(ctx context.Context) (stop func()) {
+	hup, stopCatching := catchHangups()
+	stopReloading := m.reloadOn(ctx, hup)
+	return func() {
+		stopReloading()
+		stopCatching()
+	}
+}
+
+// reloadOn reloads what m reads from files (m.reload) on each SIGHUP hup
+// receives (catchHangups), until ctx is done or the returned function is
+// called; one caught before is reloaded at once. Without a configuration
+// file, a client tokens file or trusted keys, the SIGHUP is logged and
+// ignored, as tfmirror reload is refused: it never ends the mirror.
+func (m *server) reloadOn(ctx context.Context, hup <-chan os.Signal) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -156,12 +177,15 @@ func (m *server) reloadOnHangup(ctx context.Context) (stop func()) {
 			case <-ctx.Done():
 				return
 			case <-hup:
-				m.reload() // logged and counted
+				// Each file refused is logged and counted where it
+				// was read; only "nothing to reload" is not.
+				if _, err := m.reload(); err != nil && !errors.As(err, new(*admin.LoggedError)) {
+					m.log.Warn(hangupIgnored, "error", err.Error())
+				}
 			}
 		}
 	}()
 	return func() {
-		signal.Stop(hup)
 		cancel()
 		<-done
 	}
@@ -181,6 +205,7 @@ func (m *server) reload() (admin.Reloaded, error) {
 	defer m.reloadMu.Unlock()
 	var out admin.Reloaded
 	var errs []error
+	inForce := "" // the configuration file's outcome, when put in force
 	conf := m.conf.Load()
 	withFile, withTrust := m.reloadsFiles()
 	if !withFile && m.auth == nil && !withTrust {
@@ -207,6 +232,9 @@ func (m *server) reload() (admin.Reloaded, error) {
 		for _, p := range res.Parts {
 			out.Parts = append(out.Parts, admin.PartChange{Name: p.Name, Added: p.Added, Removed: p.Removed})
 		}
+		if err == nil {
+			inForce = configInForce(res)
+		}
 	}
 	if m.auth != nil {
 		if n, err := m.reloadTokens(); err != nil {
@@ -223,6 +251,11 @@ func (m *server) reload() (admin.Reloaded, error) {
 		}
 	}
 	err := errors.Join(errs...)
+	if err != nil && inForce != "" {
+		// The error is all tfmirror reload prints: it says too what
+		// was put in force, which a refused file does not undo.
+		err = fmt.Errorf("%s\n%w", inForce, err)
+	}
 	last := &proxy.Reload{At: time.Now().UTC(), Applied: err == nil}
 	if err != nil {
 		last.Error = err.Error()
@@ -233,6 +266,23 @@ func (m *server) reload() (admin.Reloaded, error) {
 		return out, &admin.LoggedError{Err: &httperr.RequestError{Status: http.StatusUnprocessableEntity, Msg: err.Error()}}
 	}
 	return out, nil
+}
+
+// configInForce says that the configuration file res read was put in
+// force, and what of it changed, for a reload error that names another
+// file refused.
+func configInForce(res settings.Reloaded) string {
+	var changed []string
+	for _, c := range res.Applied {
+		changed = append(changed, c.Setting.Attribute())
+	}
+	for _, p := range res.Parts {
+		changed = append(changed, p.Name)
+	}
+	if len(changed) == 0 {
+		return fmt.Sprintf("configuration file %s put in force (nothing in it changed)", res.File)
+	}
+	return fmt.Sprintf("configuration file %s put in force, changed: %s", res.File, strings.Join(changed, ", "))
 }
 
 const configUsage = "tfmirror config check [--skip-files] FILE"

@@ -22,8 +22,9 @@ const reloadUsage = "tfmirror reload [--data-dir DIR] [--config FILE]"
 // and the policy's rules added and removed. It needs no shell tools in the serving process's
 // image (kubectl exec … -- tfmirror reload) and is the systemd unit's
 // ExecReload. Exit status 0 when the files were read and put in force, 1
-// when one was refused (the configuration in force stays; the reason is
-// printed) or no tfmirror serves the directory, 2 on a usage error.
+// when one was refused (what it configures stays as it was; the reason is
+// printed, and whether the configuration file was put in force) or no
+// tfmirror serves the directory, 2 on a usage error.
 func runReload(args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) int {
 	dataDir, err := reloadDataDir(args, lookupEnv, stdout, stderr)
 	if errors.Is(err, settings.ErrHelp) {
@@ -86,7 +87,7 @@ func reloadDataDir(args []string, lookupEnv func(string) (string, bool), stdout,
 		if help {
 			out = stdout
 		}
-		fmt.Fprintf(out, "Usage: %s\n\nAsks the tfmirror serving the data directory, through its admin socket, to read\nits configuration file (client tokens file, trusted keys files) again, as SIGHUP\ndoes, and prints what changed. Exit status 1 when a file is refused: the configuration in force\nstays.\n\nFlags:\n", reloadUsage)
+		fmt.Fprintf(out, "Usage: %s\n\nAsks the tfmirror serving the data directory, through its admin socket, to read\nits configuration file (client tokens file, trusted keys files) again, as SIGHUP\ndoes, and prints what changed. Exit status 1 when a file is refused: what it configures stays\nas it was, and the error says what the other files put in force.\n\nFlags:\n", reloadUsage)
 		fs.SetOutput(out)
 		fs.PrintDefaults()
 	}

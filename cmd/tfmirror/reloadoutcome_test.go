@@ -1,6 +1,7 @@
 package main
 
 import (
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -113,5 +114,43 @@ func TestReloadOutcomeShown(t *testing.T) {
 	}
 	if got := metric("tfmirror_auth_tokens_reloads_total", "outcome", "applied"); got != 1 {
 		t.Errorf("tfmirror_auth_tokens_reloads_total{outcome=applied} %v, want 1", got)
+	}
+}
+
+// TestReloadRefusalSaysWhatWasPutInForce: a reload that puts the
+// configuration file in force but refuses the client tokens file fails
+// (tfmirror reload exits 1 with its error alone), and the error says the
+// configuration file was put in force, and what of it changed, besides
+// the tokens file refused. It named the refused file alone, and the
+// command's help says a refused file leaves the configuration in force:
+// an operator read the new log level and policy as not in force.
+func TestReloadRefusalSaysWhatWasPutInForce(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "tfmirror.hcl")
+	tokens := filepath.Join(dir, "tokens")
+	write := func(path, content string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(conf, "log_level = \"info\"\n")
+	write(tokens, "0123456789abcdef0123456789abcdef\n")
+	args := []string{"--config", conf, "--data-dir", filepath.Join(dir, "data"), "--insecure-http", "--auth-tokens-file", tokens}
+	m, level := reloadingServer(t, args)
+	write(conf, "log_level = \"debug\"\npolicy {\n  deny = [\"registry.terraform.io/acme/*\"]\n}\n")
+	write(tokens, "short\n")
+	_, err := m.reload()
+	if err == nil {
+		t.Fatal("a tokens file with a short token was put in force")
+	}
+	if level.Level() != slog.LevelDebug {
+		t.Fatalf("log level %v: the configuration file was not put in force", level.Level())
+	}
+	msg := err.Error()
+	for _, want := range []string{tokens + ":1:", "configuration file " + conf + " put in force", "log_level", "policy"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the reload's error lacks %q:\n%s", want, msg)
+		}
 	}
 }

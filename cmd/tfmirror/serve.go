@@ -757,6 +757,10 @@ func serve(ctx context.Context, hurry <-chan struct{}, e *settings.Effective, re
 	log.SetFlags(0)
 	log.SetOutput(lineLogger{logger})
 	keepHeapWithinCgroup(logger, memlimit.FromCgroup)
+	// SIGHUP is caught before the mirror is made: one while it starts is
+	// reloaded once it serves, not the end of it.
+	hup, stopHangups := catchHangups()
+	defer stopHangups()
 
 	m, err := newServer(cfg, logger, overrides{})
 	if err != nil {
@@ -772,7 +776,7 @@ func serve(ctx context.Context, hurry <-chan struct{}, e *settings.Effective, re
 		return err
 	}
 	m.hurry = hurry
-	defer m.reloadOnHangup(ctx)()
+	defer m.reloadOn(ctx, hup)()
 	return m.serve(ctx, ln)
 }
 
