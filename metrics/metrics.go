@@ -64,6 +64,7 @@ type Metrics struct {
 	originDur    *prometheus.HistogramVec
 	originBytes  *prometheus.CounterVec
 	inflight     prometheus.Gauge
+	waiting      prometheus.Gauge
 	fetching     atomic.Int64 // inflight's value, for ArchiveFetches
 	coalesced    *prometheus.CounterVec
 	verifyFails  *prometheus.CounterVec
@@ -221,6 +222,9 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "tfmirror_origin_inflight_archive_fetches", Help: "Archive downloads from origins under way.",
 		}),
+		waiting: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "tfmirror_origin_waiting_archive_fetches", Help: "Archive downloads from origins waiting for one of the --max-archive-downloads slots, each while a client waits for it.",
+		}),
 		coalesced: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tfmirror_coalesced_requests_total", Help: "Requests that joined an origin fetch already under way instead of starting one, by kind.",
 		}, []string{"kind"}),
@@ -296,7 +300,7 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		build, maxBytes,
 		m.httpRequests, m.httpAborted, m.httpDuration, m.httpBytes, m.cacheHits, m.cacheMisses, m.evictions,
-		m.writeErrors, m.damagedReads, m.ociWrongSize, m.originReqs, m.originDur, m.originBytes, m.inflight, m.coalesced,
+		m.writeErrors, m.damagedReads, m.ociWrongSize, m.originReqs, m.originDur, m.originBytes, m.inflight, m.waiting, m.coalesced,
 		m.verifyFails, m.stale, m.circuitOpen, m.lastSuccess, m.notFoundCached, m.notFoundEntries, m.sharedReqs, m.sharedDur, m.sharedDown, m.sharedConditional, m.sharedRejected, m.syncPackages, m.syncBytes,
 		m.airGapPkgs["import"], m.airGapBytes["import"], m.airGapPkgs["export"], m.airGapBytes["export"],
 	}
@@ -466,6 +470,13 @@ func (m *Metrics) ArchiveFetchStarted() (done func()) {
 		m.fetching.Add(-1)
 		m.inflight.Dec()
 	}
+}
+
+// ArchiveFetchWaiting records an archive download waiting for a download
+// slot; done ends the wait.
+func (m *Metrics) ArchiveFetchWaiting() (done func()) {
+	m.waiting.Inc()
+	return m.waiting.Dec
 }
 
 // ArchiveFetches returns how many archive downloads from origins are

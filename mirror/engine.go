@@ -92,6 +92,9 @@ type Metrics interface {
 	VerificationFailed(reason string)
 	// ArchiveFetchStarted records an origin archive fetch; done is called when it ends.
 	ArchiveFetchStarted() (done func())
+	// ArchiveFetchWaiting records an origin archive fetch waiting for one
+	// of the download slots (Config.MaxArchiveDownloads); done ends the wait.
+	ArchiveFetchWaiting() (done func())
 	// CacheWriteFailed records data that could not be stored.
 	CacheWriteFailed()
 	// OCIWrongSizeDropped records a provider version whose OCI
@@ -175,6 +178,10 @@ type Config struct {
 	OCIArchiveWait time.Duration
 	// MaxArchiveBytes refuses larger archives. Default 2 GiB.
 	MaxArchiveBytes int64
+	// MaxArchiveDownloads is how many archive downloads from origins run
+	// at once; the others wait while a client waits for them (see
+	// mirror/fetch.Fetcher). Default fetch.DefaultMaxDownloads (64).
+	MaxArchiveDownloads int
 	// ArchiveLimits bound the check that an archive is an installable
 	// package (the bytes it unpacks to, its entries), which runs under the
 	// download's context (ArchiveTimeout, Shutdown). Zero fields take
@@ -434,7 +441,7 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 		return nil, err
 	}
 	if s.archives, err = fetch.New(fetch.Config{ArchiveTimeout: s.cfg.ArchiveTimeout, MaxArchiveBytes: s.cfg.MaxArchiveBytes, ArchiveLimits: s.cfg.ArchiveLimits,
-		HoldBack: s.cfg.HoldBack, Offline: s.cfg.Offline, Logger: s.log}, fetch.Parts{Life: s.life, Copies: s.source}, s.origin, store, s.metrics); err != nil {
+		MaxDownloads: s.cfg.MaxArchiveDownloads, HoldBack: s.cfg.HoldBack, Offline: s.cfg.Offline, Logger: s.log}, fetch.Parts{Life: s.life, Copies: s.source}, s.origin, store, s.metrics); err != nil {
 		return nil, err
 	}
 	mcfg := modules.Config{Offline: s.cfg.Offline, Now: s.cfg.Now, VersionsTTL: s.cfg.VersionsTTL, StaleAfter: s.cfg.StaleAfter, Timeout: s.cfg.ModuleTimeout,
@@ -571,6 +578,7 @@ func (noMetrics) StaleServed(string)                               {}
 func (noMetrics) Coalesced(string)                                 {}
 func (noMetrics) VerificationFailed(string)                        {}
 func (noMetrics) ArchiveFetchStarted() func()                      { return func() {} }
+func (noMetrics) ArchiveFetchWaiting() func()                      { return func() {} }
 func (noMetrics) CacheWriteFailed()                                {}
 func (noMetrics) OCIWrongSizeDropped()                             {}
 func (noMetrics) ModuleFetch(string, string, int64, time.Duration) {}

@@ -142,15 +142,16 @@ func openEngine(cfg settings.Config, logger *slog.Logger, o overrides, met *metr
 	}
 	parts := &engineParts{store: store, origin: client, metadataTimeout: metadataStages * client.MaxRequestTime()}
 	ecfg := mirror.Config{
-		AllowedOrigins:  cfg.AllowedOrigins,
-		UnsignedHosts:   cfg.AllowUnsignedHosts,
-		Platforms:       cfg.Platforms,
-		VersionsTTL:     cfg.VersionsTTL,
-		OriginTimeout:   parts.metadataTimeout,
-		MaxArchiveBytes: cfg.MaxArchiveBytes,
-		ArchiveLimits:   verify.Limits{MaxUnpackedBytes: cfg.ArchiveMaxUnpacked, MaxEntries: cfg.ArchiveMaxEntries},
-		Logger:          logger,
-		Offline:         cfg.Offline,
+		AllowedOrigins:      cfg.AllowedOrigins,
+		UnsignedHosts:       cfg.AllowUnsignedHosts,
+		Platforms:           cfg.Platforms,
+		VersionsTTL:         cfg.VersionsTTL,
+		OriginTimeout:       parts.metadataTimeout,
+		MaxArchiveBytes:     cfg.MaxArchiveBytes,
+		MaxArchiveDownloads: cfg.MaxArchiveDownloads,
+		ArchiveLimits:       verify.Limits{MaxUnpackedBytes: cfg.ArchiveMaxUnpacked, MaxEntries: cfg.ArchiveMaxEntries},
+		Logger:              logger,
+		Offline:             cfg.Offline,
 	}
 	ecfg.ModuleTimeout, ecfg.ModuleLimits = cfg.ModuleTimeout, moduleLimits(cfg.ModuleConfig)
 	ecfg.CheckEvery = cfg.CacheVerifyInterval

@@ -133,8 +133,13 @@ func (a *Archive) Close() error {
 }
 
 // Fetcher runs at most one origin download per archive (by sha256) of a
-// provider and lets any number of clients stream from it. Its methods are
-// safe for concurrent use.
+// provider and lets any number of clients stream from it. At most
+// Config.MaxDownloads downloads from origins run at once: one started
+// beyond them waits for a slot while a client waits for it, and is
+// dropped, having asked the origin nothing, once its last client left
+// (a download once started runs on without its clients, for the next
+// one). Imports and copies from the shared tier take no slot. Its
+// methods are safe for concurrent use.
 type Fetcher struct {
 	cfg     Config
 	life    *lifetime.Lifetime
@@ -147,6 +152,8 @@ type Fetcher struct {
 	mu       sync.Mutex
 	inflight map[string]*Download // by sha256 and provider (start)
 	hooks    Hooks
+	// slots holds a token for every download from an origin under way.
+	slots chan struct{}
 }
 
 // Hooks let a test watch the fetcher at work; a nil field is not called.
@@ -182,6 +189,10 @@ type Config struct {
 	// ArchiveLimits bound the check that an archive is an installable
 	// provider package.
 	ArchiveLimits verify.Limits
+	// MaxDownloads is how many downloads from origins run at once; the
+	// others wait for one of them to end, as long as a client waits for
+	// them (see Fetcher). 0: DefaultMaxDownloads.
+	MaxDownloads int
 	// HoldBack is how many final bytes of an archive being downloaded a
 	// reader gets only once the whole archive verified.
 	HoldBack int64
@@ -191,6 +202,9 @@ type Config struct {
 	// Logger is required.
 	Logger *slog.Logger
 }
+
+// DefaultMaxDownloads is Config.MaxDownloads when it is 0.
+const DefaultMaxDownloads = 64
 
 // Parts are the engine's components a Fetcher takes; both are required.
 type Parts struct {
@@ -239,6 +253,9 @@ type Metrics interface {
 	Coalesced(kind string)
 	VerificationFailed(reason string)
 	ArchiveFetchStarted() (done func())
+	// ArchiveFetchWaiting records a download waiting for one of the
+	// origin download slots; done ends the wait.
+	ArchiveFetchWaiting() (done func())
 	CacheWriteFailed()
 }
 
@@ -247,8 +264,11 @@ func New(cfg Config, parts Parts, origin Origin, store Store, metrics Metrics) (
 	if parts.Life == nil || parts.Copies == nil || origin == nil || store == nil || metrics == nil || cfg.Logger == nil || cfg.ArchiveTimeout <= 0 || cfg.MaxArchiveBytes <= 0 {
 		return nil, errors.New("fetch: the engine's parts, an origin, a store, metrics, a logger, a timeout and the archive size limit are required")
 	}
+	if cfg.MaxDownloads <= 0 {
+		cfg.MaxDownloads = DefaultMaxDownloads
+	}
 	return &Fetcher{cfg: cfg, life: parts.Life, store: store, origin: origin, copies: parts.Copies, log: cfg.Logger, metrics: metrics,
-		inflight: make(map[string]*Download)}, nil
+		inflight: make(map[string]*Download), slots: make(chan struct{}, cfg.MaxDownloads)}, nil
 }
 
 // join returns the fetch of a's archive under way, starting one if there is
@@ -340,7 +360,7 @@ func (fr *Fetcher) start(p addrs.Provider, a records.ArchiveRecord, src *Source,
 	if err != nil {
 		return nil, nil, false, err
 	}
-	f = &Download{sha: a.SHA256, key: key, owner: owner, ready: make(chan struct{}), done: make(chan struct{}), changed: make(chan struct{}), refs: 2, size: -1}
+	f = &Download{sha: a.SHA256, key: key, owner: owner, ready: make(chan struct{}), done: make(chan struct{}), changed: make(chan struct{}), unwanted: make(chan struct{}), refs: 2, size: -1}
 	fr.inflight[key] = f
 	go fr.run(ctx, done, f, p, a, src)
 	return nil, f, true, nil
@@ -388,6 +408,9 @@ func (fr *Fetcher) fetchAndCommit(ctx context.Context, f *Download, p addrs.Prov
 		if f.originDone != nil {
 			f.originDone()
 		}
+		if f.slotDone != nil {
+			f.slotDone()
+		}
 	}()
 
 	h1, err := fr.download(ctx, f, p, a, src)
@@ -420,6 +443,8 @@ func (fr *Fetcher) fetchAndCommit(ctx context.Context, f *Download, p addrs.Prov
 			}
 			s.log.Info("archive fetch stopped by shutdown; nothing was cached", "provider", subject(p, src),
 				"file", a.Filename, "stage", stage, "error", err)
+		case errors.Is(err, errUnwanted):
+			s.log.Debug("archive download dropped before it began: its clients left while it waited for a download slot", "provider", subject(p, src), "file", a.Filename)
 		case errors.Is(err, ErrImportInterrupted):
 			s.log.Info("archive import interrupted; nothing was cached", "provider", subject(p, src),
 				"file", a.Filename, "error", err)
@@ -470,6 +495,9 @@ func (fr *Fetcher) download(ctx context.Context, f *Download, p addrs.Provider, 
 	)
 	if src != nil {
 		if src.FromOrigin {
+			if err := fr.takeSlot(ctx, f); err != nil {
+				return "", err
+			}
 			f.originDone = s.metrics.ArchiveFetchStarted()
 		}
 		body, size, err = src.Open(ctx) // an import is not an origin fetch: originDone stays nil
@@ -611,11 +639,16 @@ type Download struct {
 	verified bool
 	err      error
 	refs     int
+	// waiting says the download waits for a slot; unwanted is closed
+	// (and replaced) when its last client lets go of it meanwhile.
+	waiting  bool
+	unwanted chan struct{}
 
 	// Set and read by the fetch's goroutine only:
 	fromShared bool                  // the bytes come from the shared tier; set before ready is closed
 	lease      func(context.Context) // releases the shared tier's lease on the origin download
 	originDone func()                // ends the metrics' origin fetch, once one started
+	slotDone   func()                // gives back the download slot, once one was taken
 	checking   bool                  // every byte arrived and matched; the archive check began
 }
 
@@ -699,16 +732,79 @@ func (f *Download) acquire() {
 	f.mu.Unlock()
 }
 
-// release drops a reference; the last one frees the staged data's memory.
+// release drops a reference; the last one frees the staged data's memory,
+// and the last client's, while the download waits for a slot, says so
+// (unwanted).
 func (f *Download) release() {
 	f.mu.Lock()
 	f.refs--
 	last := f.refs == 0
+	if f.refs == 1 && f.waiting {
+		close(f.unwanted)
+		f.unwanted = make(chan struct{})
+	}
 	w := f.w
 	f.mu.Unlock()
 	if last && w != nil {
 		w.Close()
 	}
+}
+
+// errUnwanted ends a download whose last client let go of it before it
+// had a slot: nothing was asked of the origin.
+var errUnwanted = errors.New("every client left before a download slot was free")
+
+// takeSlot waits for one of the origin download slots for f, as long as
+// a client waits for f: once its last client let go of it (and none
+// joined since), f leaves the downloads under way and takeSlot returns
+// errUnwanted. ctx (the download's) ends the wait too.
+func (fr *Fetcher) takeSlot(ctx context.Context, f *Download) error {
+	select {
+	case fr.slots <- struct{}{}:
+		f.slotDone = func() { <-fr.slots }
+		return nil
+	default:
+	}
+	waited := fr.metrics.ArchiveFetchWaiting()
+	defer waited()
+	for {
+		f.mu.Lock()
+		f.waiting = true
+		unwanted := f.unwanted
+		if f.refs == 1 {
+			close(unwanted) // the clients left before it waited
+			f.unwanted = make(chan struct{})
+		}
+		f.mu.Unlock()
+		select {
+		case fr.slots <- struct{}{}:
+			f.mu.Lock()
+			f.waiting = false
+			f.mu.Unlock()
+			f.slotDone = func() { <-fr.slots }
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for one of the %d origin download slots: %w", cap(fr.slots), ctx.Err())
+		case <-unwanted:
+			if fr.dropUnwanted(f) {
+				return errUnwanted
+			}
+		}
+	}
+}
+
+// dropUnwanted takes f out of the downloads under way when no client
+// holds it, under the lock joins take it under: none can join it after.
+func (fr *Fetcher) dropUnwanted(f *Download) bool {
+	fr.mu.Lock()
+	defer fr.mu.Unlock()
+	f.mu.Lock()
+	unwanted := f.refs == 1
+	f.mu.Unlock()
+	if unwanted && fr.inflight[f.key] == f {
+		delete(fr.inflight, f.key)
+	}
+	return unwanted
 }
 
 // openSource opens the archive's bytes for the fetch f: from the store
@@ -727,6 +823,9 @@ func (fr *Fetcher) openSource(ctx context.Context, f *Download, p addrs.Provider
 		return body, size, nil
 	}
 	f.lease = release
+	if err := fr.takeSlot(ctx, f); err != nil {
+		return nil, 0, err
+	}
 	f.originDone = s.metrics.ArchiveFetchStarted()
 	return s.origin.OpenArchive(ctx, p, a.URL)
 }

@@ -37,6 +37,7 @@ func (noMetrics) CacheLookup(string, bool)    {}
 func (noMetrics) Coalesced(string)            {}
 func (noMetrics) VerificationFailed(string)   {}
 func (noMetrics) ArchiveFetchStarted() func() { return func() {} }
+func (noMetrics) ArchiveFetchWaiting() func() { return func() {} }
 func (noMetrics) CacheWriteFailed()           {}
 
 // blobOf is a Blob whose origin serves data, once release (when not nil)

@@ -55,6 +55,7 @@ func (NoMetrics) StaleServed(string)                               {}
 func (NoMetrics) Coalesced(string)                                 {}
 func (NoMetrics) VerificationFailed(string)                        {}
 func (NoMetrics) ArchiveFetchStarted() func()                      { return func() {} }
+func (NoMetrics) ArchiveFetchWaiting() func()                      { return func() {} }
 func (NoMetrics) CacheWriteFailed()                                {}
 func (NoMetrics) OCIWrongSizeDropped()                             {}
 func (NoMetrics) ModuleFetch(string, string, int64, time.Duration) {}

@@ -45,8 +45,11 @@ type Config struct {
 	// provider archive (see verify.Limits).
 	ArchiveMaxUnpacked int64
 	ArchiveMaxEntries  int
-	MetricsListen      string
-	PublicURL          string
+	// MaxArchiveDownloads bounds the origin archive downloads at once
+	// (mirror.Config.MaxArchiveDownloads).
+	MaxArchiveDownloads int
+	MetricsListen       string
+	PublicURL           string
 	// OCIProviderPrefix and OCIModulePrefix are the repository prefixes
 	// of the OCI distribution front door (see oci.NewNames).
 	OCIProviderPrefix   string
@@ -319,6 +322,9 @@ func (c Config) ValidateEngine() error {
 	}
 	if c.ArchiveMaxUnpacked <= 0 || c.ArchiveMaxEntries <= 0 {
 		errs = append(errs, errors.New("--archive-max-unpacked-bytes and --archive-max-entries must be positive"))
+	}
+	if c.MaxArchiveDownloads <= 0 {
+		errs = append(errs, fmt.Errorf("--max-archive-downloads must be positive, not %d", c.MaxArchiveDownloads))
 	}
 	if err := c.ModuleConfig.validate(); err != nil {
 		errs = append(errs, err)
