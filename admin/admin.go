@@ -410,7 +410,7 @@ func (a *API) Ensure(ctx context.Context, p addrs.Provider, version, platform st
 // countSynced counts one archive sync asked for: failed (err), found
 // cached, or fetched with its bytes. One whose caller went away (ctx
 // done: the sync interrupted) before it ended is not counted: it did not
-// fail (the fetch goes on, and is cached for the next sync), and a
+// fail (the fetch goes on, once begun, and is cached for the next sync), and a
 // failure counted would be one an operator's alert pages for.
 func (a *API) countSynced(ctx context.Context, err error, cached bool, fetched int64) {
 	if a.metrics == nil {

@@ -138,8 +138,9 @@ func (a *Archive) Close() error {
 // beyond them waits for a slot while a client waits for it, and is
 // dropped, having asked the origin nothing, once its last client left
 // (a download once started runs on without its clients, for the next
-// one). Imports and copies from the shared tier take no slot. Its
-// methods are safe for concurrent use.
+// one). Imports and copies from the shared tier take no slot (one the
+// tier broke off takes one for the rest, from the origin). Its methods
+// are safe for concurrent use.
 type Fetcher struct {
 	cfg     Config
 	life    *lifetime.Lifetime
@@ -495,7 +496,7 @@ func (fr *Fetcher) download(ctx context.Context, f *Download, p addrs.Provider, 
 	)
 	if src != nil {
 		if src.FromOrigin {
-			if err := fr.takeSlot(ctx, f); err != nil {
+			if err := fr.takeSlot(ctx, f, false); err != nil {
 				return "", err
 			}
 			f.originDone = s.metrics.ArchiveFetchStarted()
@@ -601,7 +602,8 @@ func (fr *Fetcher) download(ctx context.Context, f *Download, p addrs.Provider, 
 
 // resumeFromOrigin opens the origin's archive a for a download whose
 // stream from the shared tier broke off (with cause) after from bytes,
-// and skips those bytes. Offline, there is no origin: it returns cause.
+// and skips those bytes, having waited for one of the origin download
+// slots (see Fetcher). Offline, there is no origin: it returns cause.
 func (fr *Fetcher) resumeFromOrigin(ctx context.Context, f *Download, p addrs.Provider, a records.ArchiveRecord, from int64, cause error) (io.ReadCloser, error) {
 	s := fr
 	if s.cfg.Offline {
@@ -609,6 +611,11 @@ func (fr *Fetcher) resumeFromOrigin(ctx context.Context, f *Download, p addrs.Pr
 	}
 	s.log.Warn("the shared store broke off an archive; the origin gives the rest",
 		"provider", p.String(), "file", a.Filename, "offset", from, "error", cause)
+	if f.slotDone == nil {
+		if err := fr.takeSlot(ctx, f, true); err != nil {
+			return nil, err
+		}
+	}
 	if f.originDone == nil {
 		f.originDone = s.metrics.ArchiveFetchStarted()
 	}
@@ -757,8 +764,10 @@ var errUnwanted = errors.New("every client left before a download slot was free"
 // takeSlot waits for one of the origin download slots for f, as long as
 // a client waits for f: once its last client let go of it (and none
 // joined since), f leaves the downloads under way and takeSlot returns
-// errUnwanted. ctx (the download's) ends the wait too.
-func (fr *Fetcher) takeSlot(ctx context.Context, f *Download) error {
+// errUnwanted. A download begun (its clients were handed bytes: one the
+// shared tier broke off) waits whether a client waits or not. ctx (the
+// download's) ends the wait too.
+func (fr *Fetcher) takeSlot(ctx context.Context, f *Download, begun bool) error {
 	select {
 	case fr.slots <- struct{}{}:
 		f.slotDone = func() { <-fr.slots }
@@ -767,6 +776,15 @@ func (fr *Fetcher) takeSlot(ctx context.Context, f *Download) error {
 	}
 	waited := fr.metrics.ArchiveFetchWaiting()
 	defer waited()
+	if begun {
+		select {
+		case fr.slots <- struct{}{}:
+			f.slotDone = func() { <-fr.slots }
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for one of the %d origin download slots: %w", cap(fr.slots), ctx.Err())
+		}
+	}
 	for {
 		f.mu.Lock()
 		f.waiting = true
@@ -823,7 +841,7 @@ func (fr *Fetcher) openSource(ctx context.Context, f *Download, p addrs.Provider
 		return body, size, nil
 	}
 	f.lease = release
-	if err := fr.takeSlot(ctx, f); err != nil {
+	if err := fr.takeSlot(ctx, f, false); err != nil {
 		return nil, 0, err
 	}
 	f.originDone = s.metrics.ArchiveFetchStarted()
