@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -11,31 +10,17 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/tfmirror/tfmirror/v2/airgap"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/logbuf"
 )
 
-// lockedBuffer is a bytes.Buffer for a logger used from several goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// lines returns the JSON log lines whose msg is msg.
-func (b *lockedBuffer) lines(t *testing.T, msg string) []map[string]any {
+// logLines returns the JSON log lines of b whose msg is msg.
+func logLines(t *testing.T, b *logbuf.Buffer, msg string) []map[string]any {
 	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	var out []map[string]any
-	for line := range strings.SplitSeq(strings.TrimSpace(b.buf.String()), "\n") {
+	for line := range strings.SplitSeq(strings.TrimSpace(b.String()), "\n") {
 		var m map[string]any
 		if err := json.Unmarshal([]byte(line), &m); err != nil {
 			t.Fatalf("log line %q: %v", line, err)
@@ -47,7 +32,7 @@ func (b *lockedBuffer) lines(t *testing.T, msg string) []map[string]any {
 	return out
 }
 
-func jsonLogger(b *lockedBuffer) *slog.Logger {
+func jsonLogger(b *logbuf.Buffer) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(b, &slog.HandlerOptions{Level: slog.LevelInfo}))
 }
 
@@ -86,7 +71,7 @@ func TestAuthorize(t *testing.T) {
 // over TCP, not through NewServer on a unix socket) is refused.
 func TestAdminRefusesUnknownCaller(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
-	var logs lockedBuffer
+	var logs logbuf.Buffer
 	srv := httptest.NewServer(h.newAPI(t, jsonLogger(&logs), nil, Options{}).Handler())
 	defer srv.Close()
 	resp, err := http.Post(srv.URL+"/v1/versions", "application/json", strings.NewReader(`{"provider":"registry.terraform.io/hashicorp/random"}`))
@@ -102,7 +87,7 @@ func TestAdminRefusesUnknownCaller(t *testing.T) {
 	if n := h.origin.TotalHits(); n != 0 {
 		t.Errorf("the refused request reached the origin %d times", n)
 	}
-	if len(logs.lines(t, "admin request refused")) != 1 {
+	if len(logLines(t, &logs, "admin request refused")) != 1 {
 		t.Errorf("the refusal was not logged")
 	}
 }
@@ -115,7 +100,7 @@ func TestAdminAudit(t *testing.T) {
 	from.origin.AddProvider("hashicorp", "random", []string{"3.6.0"}, []string{"linux_amd64"})
 	to := newHarness(t, harnessOptions{})
 	key, trusted := exportKeyPair(t)
-	var logs lockedBuffer
+	var logs logbuf.Buffer
 	_, postFrom := socket(t, from.newAPI(t, jsonLogger(&logs), nil, Options{ExportKey: func() (*airgap.ExportKey, error) { return key, nil }}))
 	size := float64(len(from.origin.Archive("hashicorp", "random", "3.6.0", "linux_amd64")))
 	caller := func(t *testing.T, line map[string]any) {
@@ -128,7 +113,7 @@ func TestAdminAudit(t *testing.T) {
 	if status, body := postFrom("/v1/ensure", `{"provider":"registry.terraform.io/hashicorp/random","version":"3.6.0","platform":"linux_amd64"}`); status != 200 {
 		t.Fatalf("ensure: %d %s", status, body)
 	}
-	ensured := logs.lines(t, "admin sync: package ensured")
+	ensured := logLines(t, &logs, "admin sync: package ensured")
 	if len(ensured) != 1 {
 		t.Fatalf("%d lines for one ensure", len(ensured))
 	}
@@ -142,7 +127,7 @@ func TestAdminAudit(t *testing.T) {
 	if status, body := postFrom("/v1/export", `{"out":`+jsonString(out)+`}`); status != 200 {
 		t.Fatalf("export: %d %s", status, body)
 	}
-	exported := logs.lines(t, "admin export")
+	exported := logLines(t, &logs, "admin export")
 	if len(exported) != 1 {
 		t.Fatalf("%d lines for one export", len(exported))
 	}
@@ -161,7 +146,7 @@ func TestAdminAudit(t *testing.T) {
 			t.Fatalf("import: %d %s", status, body)
 		}
 	}
-	imported := logs.lines(t, "admin import")
+	imported := logLines(t, &logs, "admin import")
 	if len(imported) != 2 {
 		t.Fatalf("%d lines for two imports", len(imported))
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	relside "github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest/harness"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/logbuf"
 	"github.com/tfmirror/tfmirror/v2/releases"
 )
 
@@ -26,7 +27,7 @@ type cliRig struct {
 	side   *relside.ReleasesSide
 	api    *API
 	met    *countingSync
-	log    *lockedBuffer
+	log    *logbuf.Buffer
 	dir    string // the socket's data directory
 	post   func(path, body string) (int, []byte)
 }
@@ -42,7 +43,7 @@ func newCLIRig(t *testing.T) *cliRig {
 	o.Add("hashicorp", "terraform", "1.6.0", "linux_amd64")
 	o.Add("opentofu", "tofu", "1.8.0", "linux_amd64")
 	r := &cliRig{origin: o, side: relside.StartReleasesSide(t, o, releases.Config{}),
-		met: &countingSync{outcomes: map[string]int{}}, log: &lockedBuffer{}}
+		met: &countingSync{outcomes: map[string]int{}}, log: &logbuf.Buffer{}}
 	h := newHarness(t, harnessOptions{})
 	logger := slog.New(slog.NewJSONHandler(r.log, nil))
 	r.api = h.newAPI(t, logger, r.met, Options{Releases: r.side.Served})
@@ -118,7 +119,7 @@ func TestCLIEnsureThroughTheSocket(t *testing.T) {
 	if r.met.outcomes["fetched"] != 1 || r.met.outcomes["cached"] != 1 || r.met.outcomes["failed"] != 0 {
 		t.Errorf("sync metrics: %v", r.met.outcomes)
 	}
-	lines := r.log.lines(t, "admin sync: CLI archive ensured")
+	lines := logLines(t, r.log, "admin sync: CLI archive ensured")
 	var fetched []any
 	for _, l := range lines {
 		if l["product"] != "terraform" || l["caller_uid"] == nil {

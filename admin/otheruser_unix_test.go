@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/logbuf"
 )
 
 // TestAdminRefusesOtherUser: a process of another user that reaches the
@@ -26,7 +28,7 @@ func TestAdminRefusesOtherUser(t *testing.T) {
 		t.Skip("needs " + python + " for the client run as another user")
 	}
 	h := newHarness(t, harnessOptions{})
-	var logs lockedBuffer
+	var logs logbuf.Buffer
 	dataDir, _ := socket(t, h.newAPI(t, jsonLogger(&logs), nil, Options{}))
 	// Let nobody reach the socket: what a mistaken file mode allows.
 	for dir := dataDir; dir != "/" && dir != os.TempDir(); dir = filepath.Dir(dir) {
@@ -64,7 +66,7 @@ sys.stdout.write(data.decode())
 	if n := h.origin.TotalHits(); n != 0 {
 		t.Errorf("the refused request reached the origin %d times", n)
 	}
-	refusals := logs.lines(t, "admin request refused")
+	refusals := logLines(t, &logs, "admin request refused")
 	if len(refusals) != 1 || refusals[0]["caller_uid"] != float64(65534) || refusals[0]["path"] != "/v1/versions" {
 		t.Errorf("refusals logged: %v", refusals)
 	}

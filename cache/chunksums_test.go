@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/dgraph-io/badger/v4"
+
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/logbuf"
 )
 
 // copyChecked copies any part of a chunk and says whether the whole
@@ -131,7 +133,7 @@ func TestArchiveOfAnEarlierReleaseDamaged(t *testing.T) {
 		}, "the chunk is missing"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var logs lockedBuffer
+			var logs logbuf.Buffer
 			s, err := Open(Options{Dir: t.TempDir(), ChunkSize: 64 << 10, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 			if err != nil {
 				t.Fatal(err)

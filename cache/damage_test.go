@@ -8,31 +8,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
+
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/logbuf"
 )
-
-// lockedBuffer is a log destination safe for concurrent writers.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // A byte the disk changed under a committed archive is never read as
 // the archive's: reading it fails (ErrDamaged), as a failing disk's
@@ -60,7 +43,7 @@ func TestDamagedChunkOnDiskIsNotServedAndReplaced(t *testing.T) {
 	// Flip one byte of the second chunk where the value log holds it.
 	damageOnDisk(t, dir, data[chunk+1000:chunk+1064])
 
-	var logged lockedBuffer
+	var logged logbuf.Buffer
 	var counted atomic.Int32
 	s, err := Open(Options{Dir: dir, ChunkSize: chunk, MaxBytes: 64 << 20,
 		Logger: slog.New(slog.NewTextHandler(&logged, nil)), OnDamaged: func() { counted.Add(1) }})
@@ -163,7 +146,7 @@ func TestDamagedMarkSurvivesRestart(t *testing.T) {
 	const chunk = 128 << 10
 	data := randomBytes(48*chunk-5000, 11)
 	sha := shaOf(data)
-	var logged lockedBuffer
+	var logged logbuf.Buffer
 	var counted atomic.Int32
 	open := func(dir string) *Store {
 		t.Helper()
@@ -300,7 +283,7 @@ func TestDamagedMarkOnFullDisk(t *testing.T) {
 	data := randomBytes(48*chunk-5000, 13)
 	sha := shaOf(data)
 	disk := newFakeDisk(1 << 40)
-	var logged lockedBuffer
+	var logged logbuf.Buffer
 	open := func(dir string) *Store {
 		t.Helper()
 		s, err := Open(Options{Dir: dir, ChunkSize: chunk, MaxBytes: 64 << 20, DiskReserve: testReserve,

@@ -1,34 +1,16 @@
 package discovery
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/logbuf"
 )
-
-// syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestFailedRequestLogHidesSignedQuery: a download URL's query string (a
 // pre-signed URL's signature) never reaches the log, at any level, when
@@ -52,7 +34,7 @@ func TestFailedRequestLogHidesSignedQuery(t *testing.T) {
 		http.Redirect(w, r, closed+"/bucket/a.zip?"+redirected, http.StatusFound)
 	})
 	s := newTestServer(t, mux)
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	c := newTestClient(t, s, func(cfg *Config) {
 		cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		cfg.Retries = 1

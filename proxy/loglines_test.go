@@ -2,34 +2,15 @@ package proxy
 
 import (
 	"bufio"
-	"bytes"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/tfmirror/tfmirror/v2/internal/jsonlog"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/logbuf"
 )
-
-// syncBuffer is a bytes.Buffer safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestLogLinesBounded: what a client sends is bounded in the log too.
 // The access log's line and a door's "request failed" line for one
@@ -42,7 +23,7 @@ func (s *syncBuffer) String() string {
 // longer than any door serves is answered 414 before any door sees it.
 func TestLogLinesBounded(t *testing.T) {
 	t.Parallel()
-	var out syncBuffer
+	var out logbuf.Buffer
 	logger := slog.New(jsonlog.New(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	oci := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		logger.Info("request failed", "path", r.URL.EscapedPath())

@@ -8,31 +8,13 @@ import (
 	"io"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/logbuf"
 	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/mirror/imports"
 )
-
-// lockedBuffer is a bytes.Buffer for a logger used from several goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // importInHouse imports an unsigned in-house package of version of p for
 // linux_amd64 into h's engine.
@@ -85,7 +67,7 @@ func TestWithheldVersions(t *testing.T) {
 	importInHouse(t, h, other, "1.0.0")
 	h.stop()
 
-	var logs lockedBuffer
+	var logs logbuf.Buffer
 	h.start(harnessOptions{cacheDir: dir, engine: mirror.Config{Offline: true, Logger: slog.New(slog.NewTextHandler(&logs, nil))}})
 	for _, v := range []string{"1.0.0", "9.0.0"} {
 		want := `msg="withholding a version imported without signature under an allowed origin host`

@@ -24,6 +24,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	enginerig "github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest/harness"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/logbuf"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/s3test"
 	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/mirror/imports"
@@ -180,7 +181,7 @@ func TestRetentionPinnedOverSizeLimit(t *testing.T) {
 	const size = 64 << 10
 	p := addrs.Provider{Hostname: originHost, Namespace: ns, Type: typ}
 	met := &retentionMetrics{}
-	var logs enginetest.LockedBuffer
+	var logs logbuf.Buffer
 	h := newHarness(t, harnessOptions{
 		origin: fakeorigin.Options{ArchiveSize: size},
 		store:  cache.Options{MaxBytes: size + size/2},
@@ -535,7 +536,7 @@ func TestRetentionImportsOverLimitReported(t *testing.T) {
 	t.Parallel()
 	const size = 32 << 10
 	met := &retentionMetrics{}
-	var logs enginetest.LockedBuffer
+	var logs logbuf.Buffer
 	h := newHarness(t, harnessOptions{
 		store: cache.Options{MaxBytes: 2 * size},
 		cfg:   mirror.Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))},

@@ -9,36 +9,23 @@ import (
 	"os"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/logbuf"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/s3test"
 	"github.com/tfmirror/tfmirror/v2/sharedstore"
 )
-
-// syncBuffer is a log destination safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-func (b *syncBuffer) String() string { b.mu.Lock(); defer b.mu.Unlock(); return b.b.String() }
 
 // keyed is a replica of the test bucket with its own keys, observer and
 // log.
 type keyed struct {
 	*sharedstore.Store
 	obs *observer
-	log *syncBuffer
+	log *logbuf.Buffer
 }
 
 func openKeyed(t *testing.T, srv *s3test.Server, current, previous []byte) keyed {
@@ -47,7 +34,7 @@ func openKeyed(t *testing.T, srv *s3test.Server, current, previous []byte) keyed
 	if err != nil {
 		t.Fatal(err)
 	}
-	k := keyed{obs: &observer{}, log: &syncBuffer{}}
+	k := keyed{obs: &observer{}, log: &logbuf.Buffer{}}
 	k.Store = openWith(t, srv, sharedstore.Config{Holder: "h", Keys: keys, Observer: k.obs,
 		Logger: slog.New(slog.NewTextHandler(k.log, nil))})
 	return k

@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/logbuf"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/s3test"
 	"github.com/tfmirror/tfmirror/v2/sharedstore"
 )
@@ -86,7 +87,7 @@ func TestMultipartReplayRejected(t *testing.T) {
 	c := &clock{now: time.Now()}
 	front := startAWSDated(t, srv, c)
 	ctx := context.Background()
-	r := keyed{obs: &observer{}, log: &syncBuffer{}}
+	r := keyed{obs: &observer{}, log: &logbuf.Buffer{}}
 	s, err := sharedstore.Open(ctx, sharedstore.Config{
 		URL:  "s3://tfm/replicas/a?endpoint=" + front.srv.URL + "&region=" + s3test.Region + "&path_style=true",
 		Keys: mustKeys(t, key('a')), Now: c.Now, Observer: r.obs, Logger: slog.New(slog.NewTextHandler(r.log, nil))})

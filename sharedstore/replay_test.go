@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/logbuf"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/s3test"
 	"github.com/tfmirror/tfmirror/v2/sharedstore"
 )
@@ -25,7 +26,7 @@ import (
 // openStore opens bucket/prefix of srv under key k, with storeID unless "".
 func openStore(t *testing.T, srv *s3test.Server, bucket, prefix, storeID string, k []byte) keyed {
 	t.Helper()
-	r := keyed{obs: &observer{}, log: &syncBuffer{}}
+	r := keyed{obs: &observer{}, log: &logbuf.Buffer{}}
 	s, err := sharedstore.Open(context.Background(), sharedstore.Config{URL: srv.URL(bucket, prefix), StoreID: storeID,
 		Keys: mustKeys(t, k), Observer: r.obs, Logger: slog.New(slog.NewTextHandler(r.log, nil))})
 	if err != nil {

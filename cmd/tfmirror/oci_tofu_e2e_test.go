@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/logbuf"
 )
 
 // ociConf writes a CLI configuration whose installation methods are an
@@ -104,7 +105,7 @@ func TestTofuOCIMirrorWithClientAuth(t *testing.T) {
 	if err := os.WriteFile(tokens, []byte(token+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	logs := &lockedBuffer{}
+	logs := &logbuf.Buffer{}
 	e := &e2e{t: t, tf: tofuBinary(t), logTo: logs}
 	origin, err := fakeorigin.Start(fakeorigin.Options{Hostnames: e2eOrigins, SeparateDownloadHost: true, PackageHashes: true})
 	if err != nil {

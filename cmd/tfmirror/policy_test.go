@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/logbuf"
 	"github.com/tfmirror/tfmirror/v2/policy"
 )
 
@@ -456,7 +457,7 @@ func TestReloadRefusedSaidOnce(t *testing.T) {
 	t.Parallel()
 	origin := syncOrigin(t)
 	dataDir := filepath.Join(t.TempDir(), "data")
-	var log lockedBuffer
+	var log logbuf.Buffer
 	m := startMirror(t, origin, dataDir, &log)
 	conf := writePolicyConfig(t, "\n  deny = [\"registry.terraform.io/acme/*\"]\n")
 	serveConfig(t, m, conf)

@@ -4,7 +4,6 @@ package main
 // URL): they reach the source host and the record, and nothing else.
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -16,7 +15,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,25 +22,8 @@ import (
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/admin"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/logbuf"
 )
-
-// lockedBuffer is a bytes.Buffer for a log written from many goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestPresignedModuleLocationNotShown drives module fetches whose
 // locations carry a unique signature, credential and token (one
@@ -60,7 +41,7 @@ func TestPresignedModuleLocationNotShown(t *testing.T) {
 	presign := "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=" + cred + "%2F20240101%2Fus-east-1%2Fs3%2Faws4_request" +
 		"&X-Amz-Date=20240101T000000Z&X-Amz-Expires=3600&X-Amz-SignedHeaders=host&X-Amz-Signature=" + sig
 
-	logs := &lockedBuffer{}
+	logs := &logbuf.Buffer{}
 	e := &e2e{t: t, logTo: logs}
 	origin, err := fakeorigin.Start(fakeorigin.Options{Hostnames: e2eOrigins})
 	if err != nil {

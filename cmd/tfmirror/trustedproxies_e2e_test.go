@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/logbuf"
 	"github.com/tfmirror/tfmirror/v2/proxy"
 )
 
@@ -82,7 +83,7 @@ func TestTerraformInitBehindTrustedIngress(t *testing.T) {
 	if err := os.WriteFile(tokens, []byte(token+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	logs := &lockedBuffer{}
+	logs := &logbuf.Buffer{}
 	e := &e2e{t: t, tf: terraformBinary(t), logTo: logs}
 	origin, err := fakeorigin.Start(fakeorigin.Options{Hostnames: e2eOrigins})
 	if err != nil {

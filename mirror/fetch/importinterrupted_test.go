@@ -9,33 +9,15 @@ import (
 	"io"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/cache"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/logbuf"
 	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 )
-
-// syncBuffer is a log's output, written from the fetch's goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // An import interrupted (Ctrl-C, the admin socket's caller gone) while
 // its file is read closes the bundle under the fetch that reads it: the
@@ -48,7 +30,7 @@ func TestInterruptedImportIsNotAFailedFetch(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	life := lifetime.New(time.Minute, nil)
 	fr, err := New(Config{ArchiveTimeout: time.Minute, MaxArchiveBytes: 1 << 20, HoldBack: 8, Logger: slog.New(slog.NewTextHandler(&logs, nil))},
 		Parts{Life: life, Copies: noCopies{}}, noOrigin{}, store, noMetrics{})

@@ -19,6 +19,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/discovery"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest/harness"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/logbuf"
 	"github.com/tfmirror/tfmirror/v2/mirror/imports"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/verify"
@@ -285,7 +286,7 @@ func (m *refusals) VerificationFailed(reason string) {
 func TestImportRefusalLoggedAndCounted(t *testing.T) {
 	t.Parallel()
 	src, v, ev := sourceEvidence(t)
-	var logs enginetest.LockedBuffer
+	var logs logbuf.Buffer
 	m := &refusals{n: map[string]int{}}
 	dst := harness.New(t, harness.Options{Config: harness.Config{Offline: true, Metrics: m, Logger: slog.New(slog.NewTextHandler(&logs, nil))}})
 	in := enginetest.ImportedFrom(ev, func(pl string) []byte { return src.Origin.Archive(harness.NS, harness.Type, "1.0.0", pl) })

@@ -12,8 +12,8 @@ import (
 
 	"github.com/tfmirror/tfmirror/v2/discovery"
 	"github.com/tfmirror/tfmirror/v2/discovery/modsource"
-	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest/harness"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/logbuf"
 )
 
 // staticCredentials ties one credential to origins.
@@ -54,7 +54,7 @@ func TestModuleSourceCredentialsTiedToOrigins(t *testing.T) {
 		{name: "no configuration"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			logs := &enginetest.LockedBuffer{}
+			logs := &logbuf.Buffer{}
 			cfg := harness.Config{
 				Logger:         slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 				AllowedOrigins: []string{harness.OriginHost, string(other)},

@@ -12,6 +12,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest/harness"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/logbuf"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/mirror/unsigned"
 )
@@ -146,7 +147,7 @@ func testWithheldAtStart(t *testing.T, offline bool) {
 	}
 	h.Stop()
 
-	var logs enginetest.LockedBuffer
+	var logs logbuf.Buffer
 	strict := harness.Options{CacheDir: allowed.CacheDir, Config: harness.Config{Offline: offline, Logger: slog.New(slog.NewTextHandler(&logs, nil))}}
 	h.Start(strict)
 	checkWithheld := func(what string, want ...string) {

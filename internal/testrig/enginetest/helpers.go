@@ -6,7 +6,6 @@ import (
 	"context"
 	"io"
 	"math/rand/v2"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -63,24 +62,6 @@ func (NoMetrics) CacheChecked(time.Time, int, int)                 {}
 func (NoMetrics) PolicyRefused(string)                             {}
 func (NoMetrics) NotFoundRemembered(string)                        {}
 func (NoMetrics) NotFoundEntries(string, int)                      {}
-
-// LockedBuffer is a bytes.Buffer for a logger used from several goroutines.
-type LockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *LockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *LockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // InHouseZip is a provider package of type typ built by the test.
 func InHouseZip(t testing.TB, typ string) []byte {
