@@ -776,24 +776,18 @@ func (fr *Fetcher) takeSlot(ctx context.Context, f *Download, begun bool) error 
 	}
 	waited := fr.metrics.ArchiveFetchWaiting()
 	defer waited()
-	if begun {
-		select {
-		case fr.slots <- struct{}{}:
-			f.slotDone = func() { <-fr.slots }
-			return nil
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for one of the %d origin download slots: %w", cap(fr.slots), ctx.Err())
-		}
-	}
 	for {
-		f.mu.Lock()
-		f.waiting = true
-		unwanted := f.unwanted
-		if f.refs == 1 {
-			close(unwanted) // the clients left before it waited
-			f.unwanted = make(chan struct{})
+		var unwanted chan struct{} // nil, never ready, for a download begun
+		if !begun {
+			f.mu.Lock()
+			f.waiting = true
+			unwanted = f.unwanted
+			gone := f.refs == 1 // the clients left before it waited
+			f.mu.Unlock()
+			if gone && fr.dropUnwanted(f) {
+				return errUnwanted
+			}
 		}
-		f.mu.Unlock()
 		select {
 		case fr.slots <- struct{}{}:
 			f.mu.Lock()
