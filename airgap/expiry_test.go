@@ -44,10 +44,7 @@ func TestImportOutlivesThePublishersKeyExpiry(t *testing.T) {
 	// it had the origin's SHA256SUMS been signed by key at the time at.
 	exported := func(at time.Time) string {
 		t.Helper()
-		out := filepath.Join(t.TempDir(), "out")
-		if _, err := Export(ctx, src, servedBy(t, src, nil), Selection{}, out, exporter, func(string) {}); err != nil {
-			t.Fatal(err)
-		}
+		out := exportAll(t, src, exporter)
 		dir := filepath.Join(out, p.Hostname.ForDisplay(), p.Namespace, p.Type)
 		evPath := filepath.Join(dir, evidenceName(p.Type, "1.0.0"))
 		raw, err := os.ReadFile(evPath)

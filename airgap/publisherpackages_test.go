@@ -2,7 +2,6 @@ package airgap
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -29,10 +28,7 @@ func TestPublisherKeyImportTakesNoUncheckedH1(t *testing.T) {
 	cacheArchive(t, src, p, "1.0.0", "linux_amd64")
 	v, _ := addrs.ParseSemver("1.0.0")
 	linux := addrs.Platform{OS: "linux", Arch: "amd64"}
-	out := filepath.Join(t.TempDir(), "out")
-	if _, err := Export(ctx, src, servedBy(t, src, nil), Selection{}, out, newKey(t, "exporter"), func(string) {}); err != nil {
-		t.Fatal(err)
-	}
+	out := exportAll(t, src, newKey(t, "exporter"))
 	// A stranger drops the manifest and puts an h1: of their own for
 	// darwin_arm64 (whose archive is not in the bundle) into the
 	// "packages" of linux_amd64's evidence.

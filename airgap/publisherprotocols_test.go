@@ -35,13 +35,7 @@ func TestPublisherKeyImportTakesNoProtocols(t *testing.T) {
 	v, _ := addrs.ParseSemver("1.0.0")
 	linux := addrs.Platform{OS: "linux", Arch: "amd64"}
 	exporter := newKey(t, "exporter")
-	export := func() string {
-		out := filepath.Join(t.TempDir(), "out")
-		if _, err := Export(ctx, src, servedBy(t, src, nil), Selection{}, out, exporter, func(string) {}); err != nil {
-			t.Fatal(err)
-		}
-		return out
-	}
+	export := func() string { return exportAll(t, src, exporter) }
 	// A stranger drops the manifest (vouching only by the publisher's
 	// key now) and rewrites the protocols the evidence gives.
 	out := export()

@@ -95,6 +95,17 @@ func cacheArchive(t *testing.T, engine *mirror.Engine, p addrs.Provider, version
 	mirror.WaitIdle(ctx, engine) //nolint:errcheck // a test's wait
 }
 
+// exportAll exports everything engine caches, signed by key, into a new
+// directory, which it returns.
+func exportAll(t *testing.T, engine *mirror.Engine, key *ExportKey) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "out")
+	if _, err := Export(context.Background(), engine, servedBy(t, engine, nil), Selection{}, out, key, func(string) {}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
 // cachedNetAndTarball is an engine before a fake origin that has cached
 // provider p (acme/net 1.0.0, linux_amd64) and the tarball module 0.1.0.
 func cachedNetAndTarball(t *testing.T) (engine *mirror.Engine, p addrs.Provider) {
