@@ -8,8 +8,7 @@ import (
 	"time"
 
 	"github.com/tfmirror/tfmirror/v2/cache"
-	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
-	"github.com/tfmirror/tfmirror/v2/mirror"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest/harness"
 	"github.com/tfmirror/tfmirror/v2/releases"
 	"github.com/tfmirror/tfmirror/v2/verify"
 	"github.com/tfmirror/tfmirror/v2/verify/verifytest"
@@ -39,28 +38,8 @@ func TestStoredSumsOutliveTheirKeysExpiry(t *testing.T) {
 
 	// A sealed mirror trusting key, on a cache of its own.
 	sealed := func(t *testing.T) (*releases.Releases, *cache.Store) {
-		store := enginetest.OpenStore(t, "", cache.Options{})
-		client, host := enginetest.ReleasesClient(t, o)
-		engine, err := mirror.New(mirror.Config{AllowedOrigins: []string{host}, Logger: enginetest.Logger(t), Offline: true}, client, store)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rel, err := releases.New(releases.Config{
-			HashiCorpURL: o.HashiCorpURL, HashiCorpKeys: []string{armored},
-			OpenTofuDownloadURL: o.OpenTofuDownloadURL, OpenTofuAPIURL: o.OpenTofuAPIURL, OpenTofuKeys: []string{o.OpenTofuKey},
-			Offline: true, Logger: enginetest.Logger(t),
-		}, client, engine, store)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			rel.Close()
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			engine.Shutdown(ctx) //nolint:errcheck
-			store.Close()
-		})
-		return rel, store
+		side := harness.StartReleasesSide(t, o, releases.Config{HashiCorpKeys: []string{armored}, Offline: true})
+		return side.Releases, side.Store
 	}
 	in := func(sig []byte) releases.Imported {
 		return releases.Imported{Publisher: releases.HashiCorp, Product: "terraform", Version: "1.6.0",

@@ -25,7 +25,8 @@ type ReleasesSide struct {
 }
 
 // StartReleasesSide builds a ReleasesSide before o, cfg completed with
-// o's URLs and keys; with cfg.Offline, the engine is sealed too.
+// o's URLs and keys (HashiCorp's unless cfg names its own); with
+// cfg.Offline, the engine is sealed too.
 func StartReleasesSide(t testing.TB, o *fakeorigin.Releases, cfg releases.Config) *ReleasesSide {
 	t.Helper()
 	store := enginetest.OpenStore(t, "", cache.Options{})
@@ -34,7 +35,10 @@ func StartReleasesSide(t testing.TB, o *fakeorigin.Releases, cfg releases.Config
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.HashiCorpURL, cfg.HashiCorpKeys = o.HashiCorpURL, []string{o.HashiCorpKey}
+	cfg.HashiCorpURL = o.HashiCorpURL
+	if cfg.HashiCorpKeys == nil {
+		cfg.HashiCorpKeys = []string{o.HashiCorpKey}
+	}
 	cfg.OpenTofuDownloadURL, cfg.OpenTofuAPIURL, cfg.OpenTofuKeys = o.OpenTofuDownloadURL, o.OpenTofuAPIURL, []string{o.OpenTofuKey}
 	if cfg.Logger == nil {
 		cfg.Logger = enginetest.Logger(t)
