@@ -88,14 +88,7 @@ func TestIncrementalExportDropsDenied(t *testing.T) {
 func TestIncrementalOCILayoutDropsDenied(t *testing.T) {
 	engine, p := cachedNetAndTarball(t)
 	ctx := context.Background()
-	side, err := engine.NewOCI()
-	if err != nil {
-		t.Fatal(err)
-	}
-	names, err := oci.NewNames("providers", "modules")
-	if err != nil {
-		t.Fatal(err)
-	}
+	side, names := ociLayoutParts(t, engine)
 	out := filepath.Join(t.TempDir(), "layout")
 	if sum, err := ExportOCILayout(ctx, engine, servedBy(t, engine, side), names, Selection{}, out, func(string) {}); err != nil || sum.Tags != 2 {
 		t.Fatalf("first export: %+v %v", sum, err)
@@ -193,14 +186,7 @@ func TestIncrementalExportDropsDeniedCLI(t *testing.T) {
 func TestIncrementalOCILayoutDropsDeniedNotCached(t *testing.T) {
 	engine, p := cachedNetAndTarball(t)
 	ctx := context.Background()
-	side, err := engine.NewOCI()
-	if err != nil {
-		t.Fatal(err)
-	}
-	names, err := oci.NewNames("providers", "modules")
-	if err != nil {
-		t.Fatal(err)
-	}
+	side, names := ociLayoutParts(t, engine)
 	out := filepath.Join(t.TempDir(), "layout")
 	if sum, err := ExportOCILayout(ctx, engine, servedBy(t, engine, side), names, Selection{}, out, func(string) {}); err != nil || sum.Tags != 2 {
 		t.Fatalf("first export: %+v %v", sum, err)

@@ -85,14 +85,7 @@ func exportSealed(t *testing.T, everyPlatform bool) {
 		engine.Shutdown(sctx)
 		store.Close()
 	})
-	side, err := engine.NewOCI()
-	if err != nil {
-		t.Fatal(err)
-	}
-	names, err := oci.NewNames("providers", "modules")
-	if err != nil {
-		t.Fatal(err)
-	}
+	side, names := ociLayoutParts(t, engine)
 	out := filepath.Join(t.TempDir(), "layout")
 	var reports []string
 	sum, err := ExportOCILayout(ctx, engine, servedBy(t, engine, side), names, Selection{}, out, func(s string) { reports = append(reports, s) })

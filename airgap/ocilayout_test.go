@@ -76,14 +76,7 @@ func TestExportOCILayout(t *testing.T) {
 	}
 	cacheArchive(t, engine, p, "1.0.0", "linux_amd64")
 	moduleBytes(t, engine, tarballModule, "0.1.0")
-	side, err := engine.NewOCI()
-	if err != nil {
-		t.Fatal(err)
-	}
-	names, err := oci.NewNames("providers", "modules")
-	if err != nil {
-		t.Fatal(err)
-	}
+	side, names := ociLayoutParts(t, engine)
 	served, err := side.Index(ctx, p, v)
 	if err != nil {
 		t.Fatal(err)
@@ -184,14 +177,7 @@ func TestExportOCILayoutLeavesOutDenied(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	side, err := engine.NewOCI()
-	if err != nil {
-		t.Fatal(err)
-	}
-	names, err := oci.NewNames("providers", "modules")
-	if err != nil {
-		t.Fatal(err)
-	}
+	side, names := ociLayoutParts(t, engine)
 	engine.SetPolicy(enginetest.DecodePolicy(t, `
 deny_version "`+tarballModule.String()+`" {
   versions = "= 0.1.0"
@@ -227,6 +213,21 @@ deny_version "`+p.String()+`" {
 	}
 }
 
+// ociLayoutParts returns engine's OCI side and the repository names the
+// tests export layouts under (providers/, modules/).
+func ociLayoutParts(t *testing.T, engine *mirror.Engine) (*mirror.OCI, oci.Names) {
+	t.Helper()
+	side, err := engine.NewOCI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := oci.NewNames("providers", "modules")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return side, names
+}
+
 // servedBy is engine and its OCI side (nil: none) behind the package
 // policy, as exports take them.
 func servedBy(t *testing.T, engine *mirror.Engine, side *mirror.OCI) *served.Packages {
@@ -253,14 +254,7 @@ func TestPushScriptTakesOnlyRepositoryNames(t *testing.T) {
 		t.Skip(err)
 	}
 	engine := newEngine(t, nil)
-	side, err := engine.NewOCI()
-	if err != nil {
-		t.Fatal(err)
-	}
-	names, err := oci.NewNames("providers", "modules")
-	if err != nil {
-		t.Fatal(err)
-	}
+	side, names := ociLayoutParts(t, engine)
 	out := filepath.Join(t.TempDir(), "layout")
 	pwned := filepath.Join(t.TempDir(), "pwned")
 	for _, repo := range []string{"good/repo", "x$(touch " + pwned + ")", "q'$(touch " + pwned + ")'"} {
@@ -308,14 +302,7 @@ func TestPushScriptTakesOnlyRepositoryNames(t *testing.T) {
 // removes it.
 func TestExportOCILayoutAfterLayoutWithoutIndex(t *testing.T) {
 	engine := newEngine(t, nil)
-	side, err := engine.NewOCI()
-	if err != nil {
-		t.Fatal(err)
-	}
-	names, err := oci.NewNames("providers", "modules")
-	if err != nil {
-		t.Fatal(err)
-	}
+	side, names := ociLayoutParts(t, engine)
 	out := filepath.Join(t.TempDir(), "layout")
 	write(t, filepath.Join(out, "providers", "example.com", "acme", "half", ocispec.ImageLayoutFile), `{"imageLayoutVersion":"1.0.0"}`)
 	good := filepath.Join(out, "providers", "example.com", "acme", "good")
@@ -358,14 +345,7 @@ func TestExportOCILayoutKeepsEarlierPlatforms(t *testing.T) {
 	}
 	cacheArchive(t, engine, p, "1.0.0", "linux_amd64")
 	cacheArchive(t, engine, p, "1.0.0", "darwin_arm64")
-	side, err := engine.NewOCI()
-	if err != nil {
-		t.Fatal(err)
-	}
-	names, err := oci.NewNames("providers", "modules")
-	if err != nil {
-		t.Fatal(err)
-	}
+	side, names := ociLayoutParts(t, engine)
 	door, err := side.Index(ctx, p, v)
 	if err != nil {
 		t.Fatal(err)

@@ -11,7 +11,6 @@ import (
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
-	"github.com/tfmirror/tfmirror/v2/oci"
 	"github.com/tfmirror/tfmirror/v2/releases"
 )
 
@@ -29,14 +28,7 @@ func TestExportSelectionMatchingNothingFails(t *testing.T) {
 	ctx := context.Background()
 	nope := addrs.Provider{Hostname: p.Hostname, Namespace: "acme", Type: "nope"}
 	pol := servedBy(t, engine, nil)
-	side, err := engine.NewOCI()
-	if err != nil {
-		t.Fatal(err)
-	}
-	names, err := oci.NewNames("providers", "modules")
-	if err != nil {
-		t.Fatal(err)
-	}
+	side, names := ociLayoutParts(t, engine)
 	arts := servedBy(t, engine, side)
 	for _, tc := range []struct {
 		name      string
@@ -58,6 +50,7 @@ func TestExportSelectionMatchingNothingFails(t *testing.T) {
 				}
 				var reports []string
 				report := func(s string) { reports = append(reports, s) }
+				var err error
 				if kind == "oci-layout" {
 					_, err = ExportOCILayout(ctx, engine, arts, names, tc.sel, out, report)
 				} else {

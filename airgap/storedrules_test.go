@@ -15,7 +15,6 @@ import (
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
-	"github.com/tfmirror/tfmirror/v2/oci"
 )
 
 // TestExportsLeaveOutModulesRefusedToday: a sealed mirror's cache holds
@@ -80,14 +79,7 @@ func TestExportsLeaveOutModulesRefusedToday(t *testing.T) {
 		t.Errorf("reports %q do not say why", reports)
 	}
 
-	names, err := oci.NewNames("providers", "modules")
-	if err != nil {
-		t.Fatal(err)
-	}
-	side, err := engine.NewOCI()
-	if err != nil {
-		t.Fatal(err)
-	}
+	side, names := ociLayoutParts(t, engine)
 	reports = nil
 	lsum, err := ExportOCILayout(ctx, engine, servedBy(t, engine, side), names, Selection{}, filepath.Join(t.TempDir(), "layout"), func(s string) { reports = append(reports, s) })
 	if err != nil {
