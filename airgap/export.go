@@ -120,14 +120,14 @@ func Export(ctx context.Context, engine Engine, pkgs Served, sel Selection, out 
 		return sum, errors.New("no export key to sign the export's manifest with")
 	}
 	sum.Signer = key.Fingerprint()
-	if err := checkSelection(ctx, engine, sel, true, out); err != nil {
+	selected, err := selectChecked(ctx, engine, sel, true, out)
+	if err != nil {
 		return sum, err
 	}
-	var err error
 	if IsTarName(out) {
-		err = exportTar(ctx, engine, pkgs, sel, out, key, report, &sum)
+		err = exportTar(ctx, engine, pkgs, sel, selected, out, key, report, &sum)
 	} else {
-		err = exportDir(ctx, engine, pkgs, sel, out, key, report, &sum)
+		err = exportDir(ctx, engine, pkgs, sel, selected, out, key, report, &sum)
 	}
 	return sum, err
 }
@@ -135,13 +135,13 @@ func Export(ctx context.Context, engine Engine, pkgs Served, sel Selection, out 
 // exportTar exports into a temporary directory beside out, then writes
 // it as one tar file (gzip-compressed for .tar.gz and .tgz), synced, and
 // renames it to out.
-func exportTar(ctx context.Context, engine Engine, pkgs Served, sel Selection, out string, key *ExportKey, report func(string), sum *ExportSummary) error {
+func exportTar(ctx context.Context, engine Engine, pkgs Served, sel Selection, selected []mirror.CachedVersion, out string, key *ExportKey, report func(string), sum *ExportSummary) error {
 	tmp, err := os.MkdirTemp(filepath.Dir(out), ".tfmirror-export-*")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	if err := exportDir(ctx, engine, pkgs, sel, tmp, key, report, sum); err != nil {
+	if err := exportDir(ctx, engine, pkgs, sel, selected, tmp, key, report, sum); err != nil {
 		return err
 	}
 	f, err := os.CreateTemp(filepath.Dir(out), ".tfmirror-export-*.tar")
@@ -231,21 +231,19 @@ func (c ctxReader) Read(p []byte) (int, error) {
 	return c.r.Read(p)
 }
 
-// selectCached lists the cached provider versions sel wants. Named
-// providers are listed each on its own, so that exporting one costs what
-// it holds, not what the whole cache does.
-func selectCached(engine Engine, sel Selection) ([]mirror.CachedVersion, error) {
-	var selected []mirror.CachedVersion
+// listCached lists the cached versions of providers (of every provider,
+// when it names none). Named providers are listed each on its own, so
+// that exporting one costs what it holds, not what the whole cache does.
+func listCached(engine Engine, providers []addrs.Provider) ([]mirror.CachedVersion, error) {
+	var listed []mirror.CachedVersion
 	collect := func(cv mirror.CachedVersion) error {
-		if sel.wants(cv) {
-			selected = append(selected, cv)
-		}
+		listed = append(listed, cv)
 		return nil
 	}
 	prefixes := []string{""}
-	if len(sel.Providers) > 0 {
+	if len(providers) > 0 {
 		prefixes = nil
-		for _, p := range sel.Providers {
+		for _, p := range providers {
 			if pre := p.String() + "/"; !slices.Contains(prefixes, pre) {
 				prefixes = append(prefixes, pre)
 			}
@@ -256,7 +254,7 @@ func selectCached(engine Engine, sel Selection) ([]mirror.CachedVersion, error) 
 			return nil, fmt.Errorf("listing the cache: %w", err)
 		}
 	}
-	return selected, nil
+	return listed, nil
 }
 
 // cachedModules lists the module versions whose package is cached, and
@@ -281,15 +279,11 @@ func cachedModules(engine Engine) ([]modules.Cached, error) {
 // wrote that it has not (judgeCarried), then writes index.json and
 // VERSION.json of every provider in out, as `terraform providers mirror`
 // does, and last the manifest signed by key.
-func exportDir(ctx context.Context, engine Engine, pkgs Served, sel Selection, out string, key *ExportKey, report func(string), sum *ExportSummary) error {
+func exportDir(ctx context.Context, engine Engine, pkgs Served, sel Selection, selected []mirror.CachedVersion, out string, key *ExportKey, report func(string), sum *ExportSummary) error {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
 	files := newExportFiles(out, key)
-	selected, err := selectCached(engine, sel)
-	if err != nil {
-		return err
-	}
 	for _, cv := range selected {
 		if err := ctx.Err(); err != nil {
 			return err

@@ -124,17 +124,14 @@ type ociLayoutExport struct {
 // the export goes on. It writes push.sh last: one oras cp line per tag.
 func ExportOCILayout(ctx context.Context, engine Engine, arts Artifacts, names oci.Names, sel Selection, out string, report func(string)) (LayoutSummary, error) {
 	var sum LayoutSummary
-	if err := checkSelection(ctx, engine, sel, false, out); err != nil {
+	selected, err := selectChecked(ctx, engine, sel, false, out)
+	if err != nil {
 		return sum, err
 	}
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return sum, err
 	}
 	x := &ociLayoutExport{ctx: ctx, engine: engine, arts: arts, names: names, out: out, files: &exportFiles{out: out, files: map[string]manifestFile{}, prior: map[string]manifestFile{}}, sum: &sum, tags: map[string][]layoutTag{}, dropped: map[string][]string{}}
-	selected, err := selectCached(engine, sel)
-	if err != nil {
-		return sum, err
-	}
 	for _, cv := range selected {
 		if err := ctx.Err(); err != nil {
 			return sum, err

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/releases"
 )
 
@@ -24,6 +25,20 @@ func (e *UnmatchedSelectionError) Error() string {
 		e.Out, strings.Join(e.Unmatched, "; "))
 }
 
+// selectChecked returns the cached provider versions sel wants, listed
+// once for the check of the selection and the export, once checkSelection
+// found the selection sound.
+func selectChecked(ctx context.Context, engine Engine, sel Selection, cli bool, out string) ([]mirror.CachedVersion, error) {
+	listed, err := listCached(engine, sel.Providers)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkSelection(ctx, engine, sel, listed, cli, out); err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(listed, func(cv mirror.CachedVersion) bool { return !sel.wants(cv) }), nil
+}
+
 // checkSelection is nil when sel names nothing (an export of everything,
 // of an empty cache too, is an empty export, as before), or when each
 // selector it names selects a package the cache holds (a cached archive
@@ -32,13 +47,14 @@ func (e *UnmatchedSelectionError) Error() string {
 // reports): a provider, one of its versions; a version, a version of that
 // number of the providers sel names (of any, when it names none); a
 // platform, an archive for it of the versions the rest of sel selects.
+// cached are the cached versions of the providers sel names (listCached).
 // Otherwise it is an *UnmatchedSelectionError naming each one that
 // selects nothing, so that an export naming what it wants fails where the
 // operator sees it (a typo, a sync that did not run), before it writes
 // anything to out; when it is nil, sel selects at least one package. The
 // package policy is not asked: a cached version it holds back is the
 // export's to report.
-func checkSelection(ctx context.Context, engine Engine, sel Selection, cli bool, out string) error {
+func checkSelection(ctx context.Context, engine Engine, sel Selection, cached []mirror.CachedVersion, cli bool, out string) error {
 	if len(sel.Providers) == 0 && len(sel.Versions) == 0 && len(sel.Platforms) == 0 {
 		return nil
 	}
@@ -59,10 +75,6 @@ func checkSelection(ctx context.Context, engine Engine, sel Selection, cli bool,
 	}
 	// Listed by the providers named alone: the versions and platforms
 	// are judged here.
-	cached, err := selectCached(engine, Selection{Providers: sel.Providers})
-	if err != nil {
-		return err
-	}
 	for _, cv := range cached {
 		var pls []string
 		for _, cp := range cv.Platforms {
