@@ -768,11 +768,8 @@ var errUnwanted = errors.New("every client left before a download slot was free"
 // shared tier broke off) waits whether a client waits or not. ctx (the
 // download's) ends the wait too.
 func (fr *Fetcher) takeSlot(ctx context.Context, f *Download, begun bool) error {
-	select {
-	case fr.slots <- struct{}{}:
-		f.slotDone = func() { <-fr.slots }
+	if fr.trySlot(f) {
 		return nil
-	default:
 	}
 	waited := fr.metrics.ArchiveFetchWaiting()
 	defer waited()
@@ -805,6 +802,17 @@ func (fr *Fetcher) takeSlot(ctx context.Context, f *Download, begun bool) error 
 	}
 }
 
+// trySlot takes one of the origin download slots for f if one is free.
+func (fr *Fetcher) trySlot(f *Download) bool {
+	select {
+	case fr.slots <- struct{}{}:
+		f.slotDone = func() { <-fr.slots }
+		return true
+	default:
+		return false
+	}
+}
+
 // dropUnwanted takes f out of the downloads under way when no client
 // holds it, under the lock joins take it under: none can join it after.
 func (fr *Fetcher) dropUnwanted(f *Download) bool {
@@ -823,7 +831,8 @@ func (fr *Fetcher) dropUnwanted(f *Download) bool {
 // beyond the cache when it has the archive, else from the origin (under
 // its lease when there is a shared tier, so that of all replicas one
 // downloads it while the others wait for it to appear in the tier; see
-// Copies).
+// Copies), once one of the origin download slots is f's. The lease is
+// not held while f waits for a slot.
 func (fr *Fetcher) openSource(ctx context.Context, f *Download, p addrs.Provider, a records.ArchiveRecord) (io.ReadCloser, int64, error) {
 	s := fr
 	body, size, release, err := s.copies.Archive(ctx, a.SHA256, f.owner, a.Filename, fr.hooksNow().Wait)
@@ -834,9 +843,30 @@ func (fr *Fetcher) openSource(ctx context.Context, f *Download, p addrs.Provider
 		f.fromShared = true
 		return body, size, nil
 	}
+	if release != nil && !fr.trySlot(f) {
+		// Every slot is taken: the lease goes back while f waits for
+		// one, so that the other replicas asking for the archive do not
+		// wait behind this replica's queue; with a slot, f asks the tier
+		// again (one of them may have stored the archive meanwhile).
+		release(context.WithoutCancel(ctx))
+		if err := fr.takeSlot(ctx, f, false); err != nil {
+			return nil, 0, err
+		}
+		if body, size, release, err = s.copies.Archive(ctx, a.SHA256, f.owner, a.Filename, fr.hooksNow().Wait); err != nil {
+			return nil, 0, err
+		}
+		if body != nil {
+			f.slotDone()
+			f.slotDone = nil
+			f.fromShared = true
+			return body, size, nil
+		}
+	}
 	f.lease = release
-	if err := fr.takeSlot(ctx, f, false); err != nil {
-		return nil, 0, err
+	if f.slotDone == nil {
+		if err := fr.takeSlot(ctx, f, false); err != nil {
+			return nil, 0, err
+		}
 	}
 	f.originDone = s.metrics.ArchiveFetchStarted()
 	return s.origin.OpenArchive(ctx, p, a.URL)

@@ -106,3 +106,118 @@ func TestResumeFromOriginTakesASlot(t *testing.T) {
 		}
 	}
 }
+
+// leasingCopies grants the shared tier's lease on every archive but
+// held's (which the tier neither has nor leases), counting the leases
+// it holds and the times it was asked for leased.
+type leasingCopies struct {
+	noCopies
+	held, leased string
+	asked        atomic.Int64 // Archive calls for leased
+	holding      atomic.Int64 // leases granted and not released
+}
+
+func (c *leasingCopies) Archive(_ context.Context, sha, _, _ string, _ func()) (io.ReadCloser, int64, func(context.Context), error) {
+	if sha != c.leased {
+		return nil, 0, nil, nil
+	}
+	c.asked.Add(1)
+	c.holding.Add(1)
+	var once atomic.Bool
+	return nil, 0, func(context.Context) {
+		if once.CompareAndSwap(false, true) {
+			c.holding.Add(-1)
+		}
+	}, nil
+}
+
+// releasedOrigin holds the archive at URL held until released is
+// closed, then fails it; it fails any other at once, counting the opens
+// made while copies held a lease.
+type releasedOrigin struct {
+	held       string
+	released   chan struct{}
+	copies     *leasingCopies
+	opens      atomic.Int64
+	openLeased atomic.Int64
+}
+
+func (o *releasedOrigin) OpenArchive(ctx context.Context, _ addrs.Provider, url string) (io.ReadCloser, int64, error) {
+	if url == o.held {
+		select {
+		case <-o.released:
+		case <-ctx.Done():
+		}
+		return nil, 0, errors.New("not served")
+	}
+	o.opens.Add(1)
+	if o.copies.holding.Load() > 0 {
+		o.openLeased.Add(1)
+	}
+	return nil, 0, errors.New("not served")
+}
+
+// A download waiting for one of this replica's download slots holds no
+// lease of the shared tier's: another replica asking for the same
+// archive would otherwise wait (up to the tier's holder wait) behind
+// this replica's queue. It asks the tier again once it has a slot, and
+// downloads from the origin under the lease then.
+func TestQueuedDownloadHoldsNoSharedLease(t *testing.T) {
+	store, err := cache.Open(cache.Options{InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	life := lifetime.New(time.Minute, nil)
+	t.Cleanup(func() { life.Stop(); life.Cancel(); idle(life, time.Minute) })
+	held := records.ArchiveRecord{Filename: "held.zip", SHA256: string(bytes.Repeat([]byte("a"), 64)), URL: "held"}
+	queued := records.ArchiveRecord{Filename: "queued.zip", SHA256: string(bytes.Repeat([]byte("b"), 64)), URL: "queued"}
+	copies := &leasingCopies{held: held.SHA256, leased: queued.SHA256}
+	origin := &releasedOrigin{held: held.URL, released: make(chan struct{}), copies: copies}
+	met := &waitingMetrics{}
+	fr, err := New(Config{ArchiveTimeout: time.Minute, MaxArchiveBytes: 1 << 20, MaxDownloads: 1, Logger: slog.New(slog.DiscardHandler)},
+		Parts{Life: life, Copies: copies}, origin, store, met)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := addrs.Provider{Hostname: "example.com", Namespace: "ns", Type: "t"}
+	f1, _, err := fr.join(p, held) // takes the one slot, held by its origin
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f1.release()
+	for deadline := time.Now().Add(time.Minute); len(fr.slots) != 1; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first download took no slot")
+		}
+	}
+	f2, _, err := fr.join(p, queued)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f2.release()
+	for deadline := time.Now().Add(time.Minute); met.waiting.Load() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the second download did not wait for a slot")
+		}
+	}
+	if n := copies.holding.Load(); n != 0 {
+		t.Fatalf("a download waiting for a slot holds %d shared leases, want none", n)
+	}
+	close(origin.released) // the first download ends, its slot free
+	<-f2.done
+	if n := origin.opens.Load(); n != 1 {
+		t.Fatalf("the origin was asked for the queued archive %d times, want 1", n)
+	}
+	if origin.openLeased.Load() != 1 {
+		t.Fatal("the queued archive was downloaded from the origin without the shared lease")
+	}
+	if n := copies.asked.Load(); n != 2 {
+		t.Fatalf("the shared tier was asked for the queued archive %d times, want 2 (before the wait and with the slot)", n)
+	}
+	for deadline := time.Now().Add(time.Minute); copies.holding.Load() != 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d shared leases left held after the download ended", copies.holding.Load())
+		}
+	}
+}
