@@ -51,7 +51,7 @@ func (c *Client) ArchiveSize(ctx context.Context, p addrs.Provider, rawURL strin
 		return 0, originError(r, resp.StatusCode, statusError(resp.Status))
 	}
 	if err == nil && n > c.downloads.maxArchiveBytes {
-		err = fmt.Errorf("%w: %d bytes exceeds %d", ErrTooLarge, n, c.downloads.maxArchiveBytes)
+		err = fmt.Errorf("%w: %d bytes exceeds %d (%s)", ErrTooLarge, n, c.downloads.maxArchiveBytes, maxArchiveSetting)
 	}
 	if err != nil {
 		return 0, originError(r, 0, err)

@@ -28,7 +28,7 @@ type downloads struct {
 	idle            time.Duration // Config.IdleTimeout
 	minSpeed        int64         // Config.MinSpeed, bytes per second; 0: no low-speed limit
 	minSpeedWindow  time.Duration // Config.MinSpeedWindow
-	maxArchiveBytes int64         // Config.MaxArchiveBytes
+	maxArchiveBytes int64         // Config.MaxArchiveBytes (maxArchiveSetting)
 }
 
 // FetchDocument downloads a small document of p's package, such as its
@@ -170,8 +170,8 @@ func (dl *downloads) open(ctx context.Context, p addrs.Provider, op, rawURL stri
 		return fail(resp.StatusCode, statusError(resp.Status))
 	}
 	if resp.ContentLength > dl.maxArchiveBytes {
-		return fail(0, fmt.Errorf("%w: Content-Length %d exceeds %d bytes",
-			ErrTooLarge, resp.ContentLength, dl.maxArchiveBytes))
+		return fail(0, fmt.Errorf("%w: Content-Length %d exceeds %d bytes (%s)",
+			ErrTooLarge, resp.ContentLength, dl.maxArchiveBytes, maxArchiveSetting))
 	}
 	b := &archiveBody{
 		speed:     dl.startSpeedCheck(cancel),
@@ -244,7 +244,7 @@ func (b *archiveBody) Read(p []byte) (int, error) {
 	if b.n+int64(n) > b.max {
 		n = int(b.max - b.n)
 		b.n = b.max
-		b.err = b.wrap(fmt.Errorf("%w: body exceeds %d bytes", ErrTooLarge, b.max))
+		b.err = b.wrap(fmt.Errorf("%w: body exceeds %d bytes (%s)", ErrTooLarge, b.max, maxArchiveSetting))
 		return n, b.err
 	}
 	b.n += int64(n)

@@ -231,6 +231,10 @@ func TestOpenArchive(t *testing.T) {
 				if tt.tooLarge != errors.Is(err, ErrTooLarge) {
 					t.Fatalf("errors.Is(%v, ErrTooLarge) = %v", err, !tt.tooLarge)
 				}
+				// The operator reads which setting to raise.
+				if tt.tooLarge && !strings.Contains(err.Error(), "(--max-archive-bytes)") {
+					t.Errorf("%v does not name --max-archive-bytes", err)
+				}
 				return
 			}
 			if err != nil {
@@ -256,6 +260,9 @@ func TestOpenArchive(t *testing.T) {
 			}
 			if tt.tooLarge && int64(len(got)) != tt.max {
 				t.Errorf("read %d bytes before the size error, want %d", len(got), tt.max)
+			}
+			if tt.tooLarge && !strings.Contains(err.Error(), "(--max-archive-bytes)") {
+				t.Errorf("%v does not name --max-archive-bytes", err)
 			}
 			if oe.Timeout() != tt.timeout {
 				t.Fatalf("Timeout() = %v for %v", oe.Timeout(), err)
@@ -431,5 +438,46 @@ func TestOpenArchiveLowSpeed(t *testing.T) {
 				t.Fatalf("outcomes %v, want [timeout]", o)
 			}
 		})
+	}
+}
+
+// A module source host's answer over the archive limit, to an archive
+// download (OpenSource) or to Git's smart HTTP (SourceHTTPClient), with
+// its Content-Length or without, is refused naming the setting that sets
+// the limit: --module-max-bytes is not the only bound on a module.
+func TestSourceOverArchiveLimitNamesSetting(t *testing.T) {
+	body := bytes.Repeat([]byte("x"), 2000)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/sized/", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		w.Write(body)
+	})
+	mux.HandleFunc("/streamed/", func(w http.ResponseWriter, r *http.Request) {
+		w.Write(body[:1000])
+		w.(http.Flusher).Flush()
+		w.Write(body[1000:])
+	})
+	s := newTestServer(t, mux)
+	c := newTestClient(t, s, func(cfg *Config) { cfg.MaxArchiveBytes = 1500 })
+	for _, kind := range []string{"sized", "streamed"} {
+		u := s.url("/" + kind + "/m.tar.gz")
+		errs := map[string]error{}
+		if rc, _, err := c.OpenSource(context.Background(), s.host, u); err != nil {
+			errs["OpenSource"] = err
+		} else {
+			_, errs["OpenSource"] = io.ReadAll(rc)
+			rc.Close()
+		}
+		if resp, err := c.SourceHTTPClient(s.host).Do(mustRequest(t, context.Background(), u)); err != nil {
+			errs["SourceHTTPClient"] = err
+		} else {
+			_, errs["SourceHTTPClient"] = io.ReadAll(resp.Body)
+			resp.Body.Close()
+		}
+		for what, err := range errs {
+			if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "(--max-archive-bytes)") {
+				t.Errorf("%s %s: %v, want ErrTooLarge naming --max-archive-bytes", kind, what, err)
+			}
+		}
 	}
 }

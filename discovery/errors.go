@@ -36,6 +36,11 @@ var (
 	ErrTooLarge = errors.New("response too large")
 )
 
+// maxArchiveSetting sets Config.MaxArchiveBytes, the bound on an
+// archive's download and on each response of a module source host: an
+// error over it names it, for the operator to know what to raise.
+const maxArchiveSetting = "--max-archive-bytes"
+
 // upstreamProxy names the upstream proxy in errors: by the settings that
 // choose it, never by its address, which its URL may give with a password.
 const upstreamProxy = "the upstream proxy (upstream_proxy, --upstream-proxy, or HTTPS_PROXY)"

@@ -250,7 +250,7 @@ func (t *sourceTransport) RoundTrip(req *http.Request) (_ *http.Response, err er
 	if resp.ContentLength > dl.maxArchiveBytes {
 		drain(resp.Body)
 		cancel(nil)
-		err = originError(r, 0, fmt.Errorf("%w: Content-Length %d exceeds %d bytes", ErrTooLarge, resp.ContentLength, dl.maxArchiveBytes))
+		err = originError(r, 0, fmt.Errorf("%w: Content-Length %d exceeds %d bytes (%s)", ErrTooLarge, resp.ContentLength, dl.maxArchiveBytes, maxArchiveSetting))
 		dl.tr.observe(t.origin, OpModuleSource, start, &err)
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -103,7 +104,10 @@ func hint(diags hcl.Diagnostics) {
 // "and") or a list of them (any one holds); ages are Go
 // durations ("72h", "90m") or whole days ("3d"); a reason is one line of
 // at most 1024 bytes without control or format characters, and a
-// constraint that holds no version is a mistake. Every mistake is
+// constraint that holds no version is a mistake, as are an empty allow
+// list and a rule that names what one written before it names (a
+// pattern twice in a list, two blocks of one type, pattern and versions,
+// two release_age blocks of one pattern). Every mistake is
 // reported with its file:line; a body with errors yields no policy. A
 // nil body yields a nil Policy, which allows everything.
 func Decode(body hcl.Body) (*Policy, hcl.Diagnostics) {
@@ -129,11 +133,22 @@ func Decode(body hcl.Body) (*Policy, hcl.Diagnostics) {
 		l.list.rng = attr.NameRange
 		pats, ds := decodePatterns(attr, l.name == "deny")
 		diags = append(diags, ds...)
+		if l.name == "allow" && len(pats) == 0 && !ds.HasErrors() {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Empty allow list",
+				Detail:  "allow = [] names no pattern, which may be read as \"nothing comes in\" as well as \"no allow list\": to let everything in, leave allow out; to let nothing in, write deny = [\"*/*/*\", \"*/*/*/*\"]",
+				Subject: attr.Expr.Range().Ptr()})
+		}
+		seen := map[key]pattern{}
 		for _, pt := range pats {
+			if first, ok := seen[pt.key]; ok {
+				diags = append(diags, duplicate(l.name+" pattern", fmt.Sprintf("%q", pt.text), first.text, first.rng, first.reason != pt.reason, pt.rng))
+				continue
+			}
+			seen[pt.key] = pt
 			pt.detail = fmt.Sprintf("%s %q (%s)", l.name, pt.text, place(pt.rng))
 			l.list.add(pt)
+			p.rules++
 		}
-		p.rules += len(pats)
 	}
 	if attr, ok := content.Attributes["minimum_release_age"]; ok {
 		d, text, ds := decodeAge(attr)
@@ -142,6 +157,18 @@ func Decode(body hcl.Body) (*Policy, hcl.Diagnostics) {
 		p.minAgeDetail = fmt.Sprintf("minimum_release_age = %q (%s)", text, place(attr.NameRange))
 		p.rules++
 	}
+	// The blocks written so far, by type, pattern and (for the version
+	// rules) the versions they hold: one naming the same again is refused.
+	type blockKey struct {
+		typ      string
+		pattern  key
+		versions string
+	}
+	type written struct {
+		text, versions, reason, minimum string
+		rng                             hcl.Range
+	}
+	blocks := map[blockKey]written{}
 	for _, b := range content.Blocks {
 		pt, err := compilePattern(b.Labels[0])
 		if err != nil {
@@ -156,6 +183,12 @@ func Decode(body hcl.Body) (*Policy, hcl.Diagnostics) {
 			if attr, ok := c.Attributes["minimum"]; ok {
 				d, text, ds := decodeAge(attr)
 				diags = append(diags, ds...)
+				k := blockKey{typ: b.Type, pattern: pt.key}
+				if first, ok := blocks[k]; ok {
+					diags = append(diags, duplicate("release_age block", fmt.Sprintf("%q", pt.text), first.text, first.rng, first.minimum != text, b.DefRange))
+					continue
+				}
+				blocks[k] = written{text: pt.text, minimum: text, rng: b.DefRange}
 				pt.detail = fmt.Sprintf("release_age %q { minimum = %q } (%s)", pt.text, text, place(b.DefRange))
 				p.windows = append(p.windows, window{pattern: pt, minimum: d, text: text, rng: b.DefRange})
 				p.windowIdx[kindSlot(pt.n)].add(&pt, len(p.windows)-1)
@@ -176,13 +209,23 @@ func Decode(body hcl.Body) (*Policy, hcl.Diagnostics) {
 				}
 				diags = append(diags, d...)
 			}
+			vkey := ""
 			if attr, ok := c.Attributes["versions"]; ok {
 				var d hcl.Diagnostics
-				r.versions, r.set, d = decodeVersions(attr, exact, pt.n == 4)
+				r.versions, r.set, vkey, d = decodeVersions(attr, exact, pt.n == 4)
 				diags = append(diags, d...)
 			}
 			if b.Type == "deny_version" && strings.TrimSpace(r.reason) == "" && c.Attributes["reason"] != nil {
 				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Empty reason", Detail: "a deny_version block's reason is shown to the people it refuses: say why, and what to use instead", Subject: c.Attributes["reason"].Expr.Range().Ptr()})
+			}
+			if vkey != "" {
+				k := blockKey{typ: b.Type, pattern: pt.key, versions: vkey}
+				if first, ok := blocks[k]; ok {
+					what := fmt.Sprintf("%q { versions = %q }", pt.text, r.versions)
+					diags = append(diags, duplicate(b.Type+" block", what, fmt.Sprintf("%q { versions = %q }", first.text, first.versions), first.rng, first.reason != r.reason, b.DefRange))
+					continue
+				}
+				blocks[k] = written{text: pt.text, versions: r.versions, reason: r.reason, rng: b.DefRange}
 			}
 			r.pattern.detail = fmt.Sprintf("%s %q { versions = %q } (%s)", r.block, r.pattern.text, r.versions, place(r.rng))
 			rules.add(r)
@@ -192,6 +235,22 @@ func Decode(body hcl.Body) (*Policy, hcl.Diagnostics) {
 		return nil, diags
 	}
 	return p, diags
+}
+
+// duplicate is the error of a rule (what, a pattern list's entry or a
+// block) at rng that names what one written before it names (first, at
+// firstRng): it would change nothing, or, when it says another thing
+// (differs: another reason, another minimum), never be used, since the
+// first written decides. Either way the operator meant something else.
+func duplicate(rule, what, first string, firstRng hcl.Range, differs bool, rng hcl.Range) *hcl.Diagnostic {
+	summary, why := "Duplicate "+rule, "this one changes nothing: remove it"
+	if differs {
+		summary = "Contradictory " + rule
+		why = "it says another thing, which would never be used, as the first written decides: keep the one you mean"
+	}
+	return &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary,
+		Detail:  fmt.Sprintf("%s names what %s (%s) names already; %s", what, first, place(firstRng), why),
+		Subject: rng.Ptr()}
 }
 
 // decodePatterns reads a list of patterns, each error at its element.
@@ -303,14 +362,14 @@ func decodeString(attr *hcl.Attribute) (string, hcl.Diagnostics) {
 //
 // A module's (module is set for a module pattern) may spell its versions
 // with the leading "v" of its registry (addrs.ParseModuleConstraint).
-func decodeVersions(attr *hcl.Attribute, exact, module bool) (string, versions.Set, hcl.Diagnostics) {
+func decodeVersions(attr *hcl.Attribute, exact, module bool) (string, versions.Set, string, hcl.Diagnostics) {
 	v, diags := hclfile.Value(attr.Expr)
 	if diags.HasErrors() {
-		return "", versions.None, diags
+		return "", versions.None, "", diags
 	}
 	bad := hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Invalid versions", Detail: "versions is a version constraint such as \">= 5.80.0, < 5.81.1\", or a list of them", Subject: attr.Expr.Range().Ptr()}}
 	if v.IsNull() || !v.IsWhollyKnown() {
-		return "", versions.None, bad
+		return "", versions.None, "", bad
 	}
 	var texts []string
 	switch {
@@ -319,29 +378,32 @@ func decodeVersions(attr *hcl.Attribute, exact, module bool) (string, versions.S
 	case v.Type().IsTupleType() || v.Type().IsListType():
 		for _, e := range v.AsValueSlice() {
 			if e.IsNull() || !e.Type().Equals(cty.String) {
-				return "", versions.None, bad
+				return "", versions.None, "", bad
 			}
 			texts = append(texts, e.AsString())
 		}
 		if len(texts) == 0 {
-			return "", versions.None, bad
+			return "", versions.None, "", bad
 		}
 	default:
-		return "", versions.None, bad
+		return "", versions.None, "", bad
 	}
 	var sets []versions.Set
+	var keys []string
 	for _, text := range texts {
-		set, err := parseVersions(text, exact, module)
+		set, k, err := parseVersions(text, exact, module)
 		if err != nil {
-			return "", versions.None, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Invalid version constraint", Detail: err.Error(), Subject: attr.Expr.Range().Ptr()}}
+			return "", versions.None, "", hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Invalid version constraint", Detail: err.Error(), Subject: attr.Expr.Range().Ptr()}}
 		}
 		sets = append(sets, set)
+		keys = append(keys, k)
 	}
 	shown := texts[0]
 	if len(texts) > 1 {
 		shown = strings.Join(texts, " or ")
 	}
-	return shown, versions.Union(sets...), nil
+	slices.Sort(keys)
+	return shown, versions.Union(sets...), strings.Join(slices.Compact(keys), " or "), nil
 }
 
 // decodeAge reads a minimum release age: a Go duration or whole days.
@@ -373,26 +435,36 @@ func parseAge(s string) (time.Duration, error) {
 // deny means: "= 1.1.0" and "= 1.1.0+build" both name release 1.1.0,
 // every build of it, and Subject.Version asks about a version without
 // its metadata); otherwise a prerelease is held only when named exactly,
-// as Terraform selects, and metadata counts.
-func parseVersions(s string, exact, module bool) (versions.Set, error) {
+// as Terraform selects, and metadata counts. The key is the constraint
+// as parsed, the same for two spellings of it ("= v1.1.0" and "1.1.0" of
+// a module, ">= 1, < 2" and "< 2, >= 1").
+func parseVersions(s string, exact, module bool) (versions.Set, string, error) {
 	parse := addrs.ParseConstraint
 	if module {
 		parse = addrs.ParseModuleConstraint
 	}
 	spec, err := parse(s)
 	if err != nil {
-		return versions.None, err
+		return versions.None, "", err
 	}
 	if holdsNone(spec) {
-		return versions.None, fmt.Errorf("version constraint %q holds no version: its parts, separated by commas, must all hold (commas mean and); for any one of several, write a list: versions = [\"...\", \"...\"]", s)
+		return versions.None, "", fmt.Errorf("version constraint %q holds no version: its parts, separated by commas, must all hold (commas mean and); for any one of several, write a list: versions = [\"...\", \"...\"]", s)
 	}
 	if exact {
 		for i := range spec {
 			spec[i].Boundary.Metadata = ""
 		}
-		return versions.MeetingConstraintsExact(spec), nil
 	}
-	return versions.MeetingConstraints(spec), nil
+	parts := make([]string, len(spec))
+	for i, sel := range spec {
+		parts[i] = fmt.Sprintf("%c %#v", sel.Operator, sel.Boundary)
+	}
+	slices.Sort(parts)
+	key := strings.Join(slices.Compact(parts), ", ")
+	if exact {
+		return versions.MeetingConstraintsExact(spec), key, nil
+	}
+	return versions.MeetingConstraints(spec), key, nil
 }
 
 // holdsNone reports whether spec holds no version at all, prerelease or

@@ -176,6 +176,77 @@ func TestDecodeErrors(t *testing.T) {
 	}
 }
 
+// A rule that names what one written before it names is refused, with
+// its file:line and the first one's: a duplicate changes nothing, and
+// one that says another thing (another reason, another minimum) would
+// never be used, the first written deciding; so is an allow list that
+// names no pattern, which reads as letting nothing in and as no allow
+// list at all. Rules that only overlap are not duplicates.
+func TestDuplicateRulesRefused(t *testing.T) {
+	for _, c := range []struct {
+		name, file, src string
+		want            []string // in the diagnostic, besides its place
+		at              string
+	}{
+		{"deny twice", "p.hcl", "policy {\n  deny = [\n    \"registry.test/a/b\",\n    \"Registry.Test/a/b\",\n  ]\n}", []string{"Duplicate deny pattern", "p.hcl:3"}, "p.hcl:4"},
+		{"deny with two reasons", "p.hcl", "policy {\n  deny = [\n    { pattern = \"registry.test/a/b\", reason = \"use c\" },\n    { pattern = \"registry.test/a/b\", reason = \"use d\" },\n  ]\n}", []string{"Contradictory deny pattern", "p.hcl:3", "first written decides"}, "p.hcl:4"},
+		{"deny with and without a reason", "p.hcl", "policy {\n  deny = [\"registry.test/a/b\",\n    { pattern = \"registry.test/a/b\", reason = \"use d\" }]\n}", []string{"Contradictory deny pattern", "p.hcl:2"}, "p.hcl:3"},
+		{"allow twice", "p.hcl", "policy {\n  allow = [\"registry.test/a/*\", \"registry.test/a/*\"]\n}", []string{"Duplicate allow pattern"}, "p.hcl:2"},
+		{"exemption twice", "p.hcl", "policy {\n  release_age_exemptions = [\"registry.test/a/*/*\",\n \"registry.test/a/*/*\"]\n}", []string{"Duplicate release_age_exemptions pattern", "p.hcl:2"}, "p.hcl:3"},
+		{"deny_version twice", "p.hcl", "policy {\n  deny_version \"registry.test/a/b\" {\n    versions = \">= 1.0.0, < 1.0.2\"\n    reason = \"CVE\"\n  }\n  deny_version \"registry.test/a/b\" {\n    versions = \"< 1.0.2, >= 1.0.0\"\n    reason = \"CVE\"\n  }\n}", []string{"Duplicate deny_version block", "p.hcl:2"}, "p.hcl:6"},
+		{"deny_version with two reasons", "p.hcl", "policy {\n  deny_version \"registry.test/a/b\" {\n    versions = \"1.0.0\"\n    reason = \"CVE-1\"\n  }\n  deny_version \"registry.test/a/b\" {\n    versions = \"= 1.0.0\"\n    reason = \"CVE-2\"\n  }\n}", []string{"Contradictory deny_version block", "p.hcl:2"}, "p.hcl:6"},
+		{"module deny_version with and without v", "p.hcl", "policy {\n  deny_version \"registry.test/a/b/c\" {\n    versions = \"= v1.1.0\"\n    reason = \"x\"\n  }\n  deny_version \"registry.test/a/b/c\" {\n    versions = [\"1.1.0\"]\n    reason = \"x\"\n  }\n}", []string{"Duplicate deny_version block"}, "p.hcl:6"},
+		{"exempt version twice", "p.hcl", "policy {\n  minimum_release_age = \"3d\"\n  release_age_exempt_version \"registry.test/a/b\" {\n    versions = \"= 1.0.1\"\n  }\n  release_age_exempt_version \"registry.test/a/b\" {\n    versions = \"= 1.0.1\"\n    reason = \"the fix\"\n  }\n}", []string{"Contradictory release_age_exempt_version block", "p.hcl:3"}, "p.hcl:6"},
+		{"release_age twice", "p.hcl", "policy {\n  release_age \"registry.test/a/*\" {\n    minimum = \"1d\"\n  }\n  release_age \"registry.test/a/*\" {\n    minimum = \"0s\"\n  }\n}", []string{"Contradictory release_age block", "p.hcl:2"}, "p.hcl:5"},
+		{"JSON deny twice", "p.json", "{\"policy\": {\"deny\": [\n  \"registry.test/a/b\",\n  \"registry.test/a/b\"\n]}}", []string{"Duplicate deny pattern", "p.json:2"}, "p.json:3"},
+		{"empty allow", "p.hcl", "policy {\n  deny = []\n  allow = []\n}", []string{"Empty allow list", "leave allow out", `deny = ["*/*/*", "*/*/*/*"]`}, "p.hcl:3"},
+		{"JSON empty allow", "p.json", "{\"policy\": {\n  \"allow\": []\n}}", []string{"Empty allow list"}, "p.json:2"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p, diags := decode(t, c.file, c.src)
+			if !diags.HasErrors() || p != nil {
+				t.Fatalf("accepted: %v", diags)
+			}
+			d := diags[0]
+			if len(diags) != 1 || d.Subject == nil || fmt.Sprintf("%s:%d", d.Subject.Filename, d.Subject.Start.Line) != c.at {
+				t.Fatalf("diagnostics %v, want one at %s", diags, c.at)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(d.Summary+": "+d.Detail, w) {
+					t.Errorf("%q, want %q in it", d.Summary+": "+d.Detail, w)
+				}
+			}
+		})
+	}
+	// Rules that overlap, or name one pattern for different things, stand.
+	p := mustDecode(t, `policy {
+  allow = ["registry.test/a/*", "registry.test/a/b", "registry.test/a/*/*"]
+  deny  = ["registry.test/a/b", "registry.test/a/*/*"]
+  release_age_exemptions = ["registry.test/a/b"]
+  deny_version "registry.test/a/b" {
+    versions = "= 1.0.0"
+    reason   = "CVE-1"
+  }
+  deny_version "registry.test/a/b" {
+    versions = "= 1.0.1"
+    reason   = "CVE-2"
+  }
+  deny_version "registry.test/a/*" {
+    versions = "= 1.0.0"
+    reason   = "CVE-1"
+  }
+  release_age_exempt_version "registry.test/a/b" {
+    versions = "= 1.0.0"
+  }
+  release_age "registry.test/a/b" { minimum = "1d" }
+  release_age "registry.test/a/*" { minimum = "1d" }
+  minimum_release_age = "3d"
+}`)
+	if p.Len() != 13 {
+		t.Errorf("%d rules, want 13", p.Len())
+	}
+}
+
 // A deny entry may carry a reason, as deny_version does, in HCL and in
 // JSON, beside the plain patterns of the list form: the refusal of what
 // it matches gives that reason, the others the rule's sentence, and the

@@ -233,8 +233,10 @@ func TestModuleSourceFailures(t *testing.T) {
 
 	pkg, _ := download(t, h, "acme/bomb/aws", "1.0.0")
 	r := h.get(pkg)
-	if r.status != http.StatusBadGateway || !strings.Contains(string(r.body), "larger than") {
-		t.Errorf("tarball bomb: %d %s, want 502 saying it is too large", r.status, r.body)
+	// The client reads which limit, and the setting that sets it, as the
+	// log does.
+	if r.status != http.StatusBadGateway || !strings.Contains(string(r.body), "larger than") || !strings.Contains(string(r.body), "(--module-max-tree-bytes)") {
+		t.Errorf("tarball bomb: %d %s, want 502 saying it is too large, naming --module-max-tree-bytes", r.status, r.body)
 	}
 	// Zeros in an entry the package does not keep still inflate.
 	o.AddModule("acme", "hidden", "aws", "1.0.0", o.TarballURL("hidden.tar.gz"))

@@ -390,4 +390,14 @@ func TestConfigCheckPolicyBlock(t *testing.T) {
 	if code := runConfig([]string{"check", bad}, noEnv, io.Discard, &stderr); code != 1 || !strings.Contains(stderr.String(), bad+":3,") {
 		t.Errorf("a bad minimum_release_age: exit status %d, stderr:\n%s", code, stderr.String())
 	}
+	// A rule written twice with two reasons, and an empty allow list, are
+	// refused, each at its line, the duplicate naming the first's.
+	os.WriteFile(bad, []byte("policy {\n  allow = []\n  deny = [\n    { pattern = \"registry.example.test/acme/x\", reason = \"use y\" },\n    { pattern = \"registry.example.test/acme/x\", reason = \"use z\" },\n  ]\n}\n"), 0o600)
+	stderr.Reset()
+	code := runConfig([]string{"check", bad}, noEnv, io.Discard, &stderr)
+	for _, want := range []string{bad + ":2,", "Empty allow list", bad + ":5,", "Contradictory deny pattern", "(" + bad + ":4)"} {
+		if code != 1 || !strings.Contains(stderr.String(), want) {
+			t.Errorf("duplicate deny and empty allow: exit status %d, want %q in stderr:\n%s", code, want, stderr.String())
+		}
+	}
 }

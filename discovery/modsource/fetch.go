@@ -79,10 +79,39 @@ func MaxPackageBytes(limits Limits) int64 {
 	return limits.MaxDownloadBytes + limits.MaxTreeBytes
 }
 
-// LimitError is a package refused for going over a limit.
-type LimitError struct{ Detail string }
+// The settings that set Limits, as a *LimitError names them: the
+// operator who reads one, in the log or in a client's answer, learns what
+// to raise (docs/modules.md).
+const (
+	settingMaxBytes     = "--module-max-bytes"      // Limits.MaxDownloadBytes
+	settingMaxTreeBytes = "--module-max-tree-bytes" // Limits.MaxTreeBytes
+	settingMaxFiles     = "--module-max-files"      // Limits.MaxEntries
+	// settingMaxPackage sets MaxPackageBytes.
+	settingMaxPackage = settingMaxBytes + " plus " + settingMaxTreeBytes
+)
 
-func (e *LimitError) Error() string { return "module package refused: " + e.Detail }
+// LimitError is a package refused for going over a limit.
+type LimitError struct {
+	Detail string
+	// Setting is what sets the limit, as the operator sets it (the
+	// flag, "--module-max-files"); "" for a fixed bound, which no setting
+	// raises (Limits.MaxSubmoduleDepth is one too: no flag sets it).
+	Setting string
+}
+
+// PackageLimitError is the *LimitError of a package as Fetch wrote it,
+// read back from elsewhere (an import), that is larger than
+// MaxPackageBytes allows: detail says how large.
+func PackageLimitError(detail string) *LimitError {
+	return &LimitError{Detail: detail, Setting: settingMaxPackage}
+}
+
+func (e *LimitError) Error() string {
+	if e.Setting == "" {
+		return "module package refused: " + e.Detail + " (a fixed bound: no setting raises it)"
+	}
+	return "module package refused: " + e.Detail + " (" + e.Setting + ")"
+}
 
 // ErrSource matches a package its source host refused: a Git repository
 // that is not found, or that needs credentials this fetch may not use.
@@ -151,7 +180,7 @@ func (f *Fetcher) Fetch(ctx context.Context, a Address, dst io.Writer) (Result, 
 	// not decode open) end with it.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	m := &meter{max: f.Limits.MaxDownloadBytes}
+	m := &meter{max: f.Limits.MaxDownloadBytes, setting: settingMaxBytes}
 	mf := m.fetcher(f)
 	var res Result
 	switch a.Kind {
@@ -193,7 +222,7 @@ type budget struct {
 func (b *budget) entry() error {
 	b.entries++
 	if b.limits.MaxEntries > 0 && b.entries > b.limits.MaxEntries {
-		return &LimitError{Detail: fmt.Sprintf("more than %d files and directories", b.limits.MaxEntries)}
+		return &LimitError{Detail: fmt.Sprintf("more than %d files and directories", b.limits.MaxEntries), Setting: settingMaxFiles}
 	}
 	return nil
 }
@@ -201,7 +230,7 @@ func (b *budget) entry() error {
 func (b *budget) file(n int64) error {
 	b.tree += n
 	if b.limits.MaxTreeBytes > 0 && b.tree > b.limits.MaxTreeBytes {
-		return &LimitError{Detail: fmt.Sprintf("its files are larger than %d bytes in all", b.limits.MaxTreeBytes)}
+		return &LimitError{Detail: fmt.Sprintf("its files are larger than %d bytes in all", b.limits.MaxTreeBytes), Setting: settingMaxTreeBytes}
 	}
 	return nil
 }
@@ -232,7 +261,7 @@ func (l *inflateReader) Read(p []byte) (int, error) {
 	if lim.MaxTreeBytes > 0 {
 		limit := lim.MaxTreeBytes + int64(max(lim.MaxEntries, 0))*inflateOverheadPerEntry + 1<<20
 		if l.inflated > limit {
-			return n, &LimitError{Detail: fmt.Sprintf("the archive unpacks to more than %d bytes", limit)}
+			return n, &LimitError{Detail: fmt.Sprintf("the archive unpacks to more than %d bytes", limit), Setting: settingMaxTreeBytes}
 		}
 	}
 	return n, err
@@ -401,7 +430,7 @@ func (f *Fetcher) fetchArchive(ctx context.Context, a Address, tw *treeWriter, t
 	}
 	defer body.Close()
 	if max := f.Limits.MaxDownloadBytes; max > 0 && size > max {
-		return &LimitError{Detail: fmt.Sprintf("the archive is %d bytes, more than the %d allowed", size, max)}
+		return &LimitError{Detail: fmt.Sprintf("the archive is %d bytes, more than the %d allowed", size, max), Setting: settingMaxBytes}
 	}
 	r := io.Reader(body) // counted by the fetch's meter
 	switch a.Format {
@@ -422,9 +451,9 @@ func (f *Fetcher) fetchArchive(ctx context.Context, a Address, tw *treeWriter, t
 		var many *zipdir.TooManyEntriesError
 		switch {
 		case errors.As(err, &many):
-			return &LimitError{Detail: fmt.Sprintf("the zip has %d entries, more than the %d files and directories allowed", many.Entries, many.Max)}
+			return &LimitError{Detail: fmt.Sprintf("the zip has %d entries, more than the %d files and directories allowed", many.Entries, many.Max), Setting: settingMaxFiles}
 		case errors.Is(err, zipdir.ErrDirectoryTooLarge):
-			return &LimitError{Detail: fmt.Sprintf("the zip's directory is larger than %d entries need", f.Limits.MaxEntries)}
+			return &LimitError{Detail: fmt.Sprintf("the zip's directory is larger than %d entries need", f.Limits.MaxEntries), Setting: settingMaxFiles}
 		case err != nil:
 			return fmt.Errorf("the package is not a zip archive: %w", err)
 		}
@@ -606,7 +635,7 @@ func Unpack(ctx context.Context, r io.Reader, dir string, limits Limits) error {
 // executable (by name), whatever the disk kept of their modes.
 func unpack(ctx context.Context, r io.Reader, dir string, limits Limits) (map[string]bool, error) {
 	b := &budget{limits: limits}
-	gz, err := gzip.NewReader(&meteredReader{r: r, m: &meter{max: MaxPackageBytes(limits), what: "the package"}})
+	gz, err := gzip.NewReader(&meteredReader{r: r, m: &meter{max: MaxPackageBytes(limits), what: "the package", setting: settingMaxPackage}})
 	if err != nil {
 		return nil, fmt.Errorf("the package is not a gzip archive: %w", err)
 	}
@@ -631,7 +660,7 @@ func unpack(ctx context.Context, r io.Reader, dir string, limits Limits) (map[st
 // every package was checked so (a cache check), which Unpack refuses.
 func CheckPackageLinks(ctx context.Context, r io.Reader, limits Limits) error {
 	b := &budget{limits: limits}
-	gz, err := gzip.NewReader(&meteredReader{r: r, m: &meter{max: MaxPackageBytes(limits), what: "the package"}})
+	gz, err := gzip.NewReader(&meteredReader{r: r, m: &meter{max: MaxPackageBytes(limits), what: "the package", setting: settingMaxPackage}})
 	if err != nil {
 		return fmt.Errorf("the package is not a gzip archive: %w", err)
 	}

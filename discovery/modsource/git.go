@@ -260,7 +260,10 @@ func (f *Fetcher) fetchSubmodules(ctx context.Context, parentURL string, tree *o
 }
 
 // resolveSubmoduleURL resolves a .gitmodules URL (absolute https, or
-// relative to the parent repository's URL as Git resolves it).
+// relative to the parent repository's URL as Git resolves it). One that
+// carries a user name or password is refused, as a download location
+// that carries them is (Parse): the mirror sends a source host only the
+// credential the operator tied to it. Errors name the URL without them.
 func resolveSubmoduleURL(parent, raw string) (string, error) {
 	if strings.HasPrefix(raw, "./") || strings.HasPrefix(raw, "../") {
 		p, err := url.Parse(parent)
@@ -277,7 +280,10 @@ func resolveSubmoduleURL(parent, raw string) (string, error) {
 		if err == nil && u.Scheme != "" {
 			scheme = u.Scheme
 		}
-		return "", &UnsupportedError{Scheme: scheme, Detail: fmt.Sprintf("submodule URL %q", raw)}
+		return "", &UnsupportedError{Scheme: scheme, Detail: fmt.Sprintf("submodule URL %q", redact.Location(raw))}
+	}
+	if u.User != nil {
+		return "", &UnsupportedError{Detail: fmt.Sprintf("submodule URL %q carries a user name or password, which the mirror never uses: it fetches a submodule with the credential --module-source-credentials ties to its host, or anonymously", redact.URL(u))}
 	}
 	return u.String(), nil
 }
@@ -335,8 +341,8 @@ func (s boundedObjects) EncodedObject(t plumbing.ObjectType, h plumbing.Hash) (p
 	if err != nil {
 		return nil, err
 	}
-	if bound, over := s.bounds.of(o.Type(), o.Size()); bound > 0 && o.Size() > bound {
-		return nil, &LimitError{Detail: over}
+	if bound, over, setting := s.bounds.of(o.Type(), o.Size()); bound > 0 && o.Size() > bound {
+		return nil, &LimitError{Detail: over, Setting: setting}
 	}
 	return o, nil
 }

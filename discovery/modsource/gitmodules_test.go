@@ -76,3 +76,54 @@ func TestFetchGitBoundsGitmodules(t *testing.T) {
 		t.Errorf("package = %v", files)
 	}
 }
+
+// TestSubmoduleURLWithCredentialsRefused: a .gitmodules URL carrying a
+// user name or password (https://user:pass@host/...) is refused, as a
+// download location carrying them is, before any request for it, and
+// the error (logged, and in the client's 502) names the submodule's
+// location without them; so does the refusal of one that is not https.
+func TestSubmoduleURLWithCredentialsRefused(t *testing.T) {
+	needGit(t)
+	o, err := fakeorigin.Start(fakeorigin.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	leaf, err := o.AddGitTree("leaf", fakeorigin.GitTree{Files: map[string][]byte{"main.tf": []byte("# leaf\n")}}, "v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const secret = "s3cret-pass"
+	withCreds := strings.Replace(o.GitURL("leaf"), "https://", "https://bot:"+secret+"@", 1)
+	for name, url := range map[string]string{
+		"https": withCreds,
+		"http":  strings.Replace(withCreds, "https://", "http://", 1),
+		"user":  strings.Replace(o.GitURL("leaf"), "https://", "https://"+secret+"@", 1),
+	} {
+		t.Run(name, func(t *testing.T) {
+			repo := "creds-" + name
+			if _, err := o.AddGitTree(repo, fakeorigin.GitTree{
+				Files:      map[string][]byte{"main.tf": []byte("# module\n"), ".gitmodules": []byte("[submodule \"sub\"]\n\tpath = sub\n\turl = " + url + "\n")},
+				Submodules: map[string]string{"sub": leaf},
+			}, "v1"); err != nil {
+				t.Fatal(err)
+			}
+			a, _ := Parse("git::" + o.GitURL(repo) + "?ref=v1")
+			o.ResetHits()
+			_, err := newFetcher(t, o, defaultLimits).Fetch(context.Background(), a, io.Discard)
+			if !errors.Is(err, ErrUnsupported) || strings.Contains(err.Error(), secret) || strings.Contains(err.Error(), "bot") {
+				t.Fatalf("Fetch: %v, want a refusal that does not name the credentials", err)
+			}
+			if !strings.Contains(err.Error(), "/git/leaf.git") {
+				t.Errorf("Fetch: %v, want the submodule's location named", err)
+			}
+			if name != "http" && !strings.Contains(err.Error(), "user name or password") {
+				t.Errorf("Fetch: %v, want it to say the URL carries credentials", err)
+			}
+			// The parent's advertisement and pack; nothing of the submodule.
+			if n := o.Hits(fakeorigin.Git); n != 2 {
+				t.Errorf("%d Git requests, want the parent's 2 only", n)
+			}
+		})
+	}
+}

@@ -75,23 +75,24 @@ func treeObjectLimit(limits Limits) int64 {
 }
 
 // of is the bound on one object of type t, and what it is for a
-// *LimitError saying that an object of n bytes is over it. A delta whose
-// base's type is unknown (a reference delta: AnyObject) is bounded as the
-// largest object may be, a file.
-func (b packBounds) of(t plumbing.ObjectType, n int64) (int64, string) {
+// *LimitError saying that an object of n bytes is over it, with the
+// setting it follows ("" for a commit's or tag's, a fixed bound). A delta
+// whose base's type is unknown (a reference delta: AnyObject) is bounded
+// as the largest object may be, a file.
+func (b packBounds) of(t plumbing.ObjectType, n int64) (int64, string, string) {
 	size := "more than 2^62 bytes"
 	if n >= 0 {
 		size = fmt.Sprintf("%d bytes", n)
 	}
 	switch t {
 	case plumbing.CommitObject, plumbing.TagObject:
-		return b.commit, fmt.Sprintf("its Git pack holds a %s object of %s, more than the %d bytes allowed for one", t, size, b.commit)
+		return b.commit, fmt.Sprintf("its Git pack holds a %s object of %s, more than the %d bytes allowed for one", t, size, b.commit), ""
 	case plumbing.TreeObject:
-		return b.tree, fmt.Sprintf("its Git pack holds a tree object of %s, more than the %d bytes a directory of the %d files and directories allowed takes", size, b.tree, b.entries)
+		return b.tree, fmt.Sprintf("its Git pack holds a tree object of %s, more than the %d bytes a directory of the %d files and directories allowed takes", size, b.tree, b.entries), settingMaxFiles
 	case plumbing.BlobObject:
-		return b.blob, fmt.Sprintf("its Git pack holds a blob of %s, more than the %d bytes allowed for all the package's files", size, b.blob)
+		return b.blob, fmt.Sprintf("its Git pack holds a blob of %s, more than the %d bytes allowed for all the package's files", size, b.blob), settingMaxTreeBytes
 	}
-	return b.blob, fmt.Sprintf("its Git pack holds a delta making %s, more than the %d bytes allowed for all the package's files", size, b.blob)
+	return b.blob, fmt.Sprintf("its Git pack holds a delta making %s, more than the %d bytes allowed for all the package's files", size, b.blob), settingMaxTreeBytes
 }
 
 // checkPack reads the pack in r (a whole pack, received within the
@@ -120,18 +121,18 @@ func checkPack(ctx context.Context, r io.Reader, bounds packBounds) error {
 		return fmt.Errorf("reading the Git pack: %w", err)
 	}
 	if bounds.objects > 0 && count > bounds.objects {
-		return &LimitError{Detail: fmt.Sprintf("its Git pack holds %d objects, more than the %d a package of its files and directories allowed needs", count, bounds.objects)}
+		return &LimitError{Detail: fmt.Sprintf("its Git pack holds %d objects, more than the %d a package of its files and directories allowed needs", count, bounds.objects), Setting: settingMaxFiles}
 	}
 	if bounds.total <= 0 {
 		return nil
 	}
 	var total int64
 	add := func(n int64, t plumbing.ObjectType) error {
-		if bound, over := bounds.of(t, n); bound > 0 && (n < 0 || n > bound) {
-			return &LimitError{Detail: over}
+		if bound, over, setting := bounds.of(t, n); bound > 0 && (n < 0 || n > bound) {
+			return &LimitError{Detail: over, Setting: setting}
 		}
 		if n < 0 || n > bounds.total || total+n > bounds.total {
-			return &LimitError{Detail: fmt.Sprintf("its Git objects unpack to more than %d bytes", bounds.total)}
+			return &LimitError{Detail: fmt.Sprintf("its Git objects unpack to more than %d bytes", bounds.total), Setting: settingMaxTreeBytes}
 		}
 		total += n
 		return nil

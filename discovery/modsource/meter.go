@@ -24,6 +24,8 @@ type meter struct {
 	over atomic.Bool
 	// what is counted, for the error: "" for a fetch's download.
 	what string
+	// setting is what sets max, for the error (LimitError.Setting).
+	setting string
 }
 
 // err is the fetch's *LimitError once a byte past the limit arrived, nil
@@ -33,9 +35,9 @@ func (m *meter) err() error {
 		return nil
 	}
 	if m.what != "" {
-		return &LimitError{Detail: fmt.Sprintf("%s is larger than %d bytes", m.what, m.max)}
+		return &LimitError{Detail: fmt.Sprintf("%s is larger than %d bytes", m.what, m.max), Setting: m.setting}
 	}
-	return &LimitError{Detail: fmt.Sprintf("more than %d bytes to download", m.max)}
+	return &LimitError{Detail: fmt.Sprintf("more than %d bytes to download", m.max), Setting: m.setting}
 }
 
 // fetcher returns f with its two ways to the network (HTTP, Open)

@@ -111,7 +111,7 @@ func FuzzGitPack(f *testing.F) {
 		for h, o := range storage.Objects {
 			n++
 			total += o.Size()
-			if bound, over := bounds.of(o.Type(), o.Size()); o.Size() > bound {
+			if bound, over, _ := bounds.of(o.Type(), o.Size()); o.Size() > bound {
 				t.Fatalf("stored object %s: %s", h, over)
 			}
 		}

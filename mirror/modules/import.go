@@ -170,7 +170,7 @@ func (s *Modules) stageModule(ctx context.Context, imp *lifetime.Import, m addrs
 	limits := s.cfg.Limits
 	max := modsource.MaxPackageBytes(limits)
 	if size > max {
-		return "", 0, &modsource.LimitError{Detail: fmt.Sprintf("the package is %d bytes, more than the %d allowed", size, max)}
+		return "", 0, modsource.PackageLimitError(fmt.Sprintf("the package is %d bytes, more than the %d allowed", size, max))
 	}
 	spool, err := os.CreateTemp(s.cfg.ScratchDir, scratch.Pattern(scratch.Module, "import", ".tar.gz"))
 	if err != nil {
@@ -183,7 +183,7 @@ func (s *Modules) stageModule(ctx context.Context, imp *lifetime.Import, m addrs
 		return "", 0, fmt.Errorf("reading the package: %w", err)
 	}
 	if n > max {
-		return "", 0, &modsource.LimitError{Detail: fmt.Sprintf("the package is larger than the %d bytes allowed", max)}
+		return "", 0, modsource.PackageLimitError(fmt.Sprintf("the package is larger than the %d bytes allowed", max))
 	}
 	sum := hex.EncodeToString(h.Sum(nil))
 	if in.SHA256 != "" && sum != in.SHA256 {

@@ -623,6 +623,35 @@ func (s *Modules) openBlob(sha string) (cachedBlob, bool) {
 	return cachedBlob{blob: blob, life: s.life}, true
 }
 
+// TimeoutError is the work on a module package (its fetch, its zip's
+// making) that its time limit ended: Config.Timeout, which
+// --module-timeout sets, named so that the operator who reads it in the
+// log, or the client in its answer, learns which setting to raise. It is
+// a context.DeadlineExceeded; Err is what the work failed with.
+type TimeoutError struct {
+	Timeout time.Duration
+	Err     error
+}
+
+func (e *TimeoutError) Error() string {
+	return fmt.Sprintf("not done within %s (--module-timeout): %v", e.Timeout, e.Err)
+}
+
+func (e *TimeoutError) Unwrap() error { return e.Err }
+
+// Is makes a TimeoutError a context.DeadlineExceeded, whatever Err kept of
+// the deadline (a source's library may keep only its text).
+func (e *TimeoutError) Is(target error) bool { return target == context.DeadlineExceeded }
+
+// timedOut is err, a *TimeoutError when ctx, one of once's, ended at its
+// deadline (Config.Timeout): not a shutdown, which cancels it.
+func (s *Modules) timedOut(ctx context.Context, err error) error {
+	if err == nil || !errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.As(err, new(*TimeoutError)) {
+		return err
+	}
+	return &TimeoutError{Timeout: s.cfg.Timeout, Err: err}
+}
+
 // once runs fetch once per key, however many callers ask at once, on the
 // engine's context (a caller that gives up does not stop it, Config.Timeout
 // bounds it), and waits for it or for ctx, which bounds this caller's wait
@@ -639,7 +668,8 @@ func once[T any](ctx context.Context, s *Modules, key, kind, waiting string, fet
 			return nil, err
 		}
 		defer done()
-		return fetch(ctx)
+		res, err := fetch(ctx)
+		return res, s.timedOut(ctx, err)
 	})
 	var res T
 	select {
@@ -843,7 +873,7 @@ func (s *Modules) fetchModule(ctx context.Context, m addrs.Module, version versi
 	}
 	if err != nil {
 		// The source's libraries may name the URL they were given.
-		err = redact.Error(err, rec.Location)
+		err = s.timedOut(ctx, redact.Error(err, rec.Location))
 		if errors.Is(ctx.Err(), context.Canceled) {
 			// ctx is the engine's (once): only its shutdown (at the
 			// deadline) cancels it; its timeout is a deadline. Not a

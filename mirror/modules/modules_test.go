@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -197,5 +198,33 @@ func TestModuleRecordOfEarlierReleaseFound(t *testing.T) {
 	}
 	if n := o.TotalHits(); n != 0 {
 		t.Errorf("%d origin requests for a version whose record and package are stored", n)
+	}
+}
+
+// A module package fetch that its time limit ends fails naming the
+// setting that sets it (--module-timeout), in the log and in the error
+// the client's answer carries, and is a timeout still (a 504, counted as
+// one).
+func TestModuleTimeoutNamesItsSetting(t *testing.T) {
+	t.Parallel()
+	needGit(t)
+	rec := &moduleRecorder{}
+	h := harness.New(t, harness.Options{Config: harness.Config{Metrics: rec, ModuleTimeout: 300 * time.Millisecond}})
+	o := h.Origin
+	if _, err := o.AddGitRepo("vpc", map[string][]byte{"main.tf": []byte("#\n")}, "v1.0.0"); err != nil {
+		t.Fatal(err)
+	}
+	o.AddModule("acme", "vpc", "aws", "1.0.0", "git::"+o.GitURL("vpc")+"?ref=v1.0.0")
+	if _, err := h.Engine.Modules().ModuleLocation(context.Background(), harness.Module, enginetest.MustModuleVersion(t, "1.0.0")); err != nil {
+		t.Fatal(err)
+	}
+	o.SetLatency(time.Second) // the source host, from now on
+	_, _, err := h.ReadModule("1.0.0")
+	var te *modules.TimeoutError
+	if !errors.As(err, &te) || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "not done within 300ms (--module-timeout)") {
+		t.Fatalf("ReadModule: %v, want a TimeoutError naming --module-timeout", err)
+	}
+	if got := rec.got(); len(got) != 1 || got[0] != "git/timeout" {
+		t.Errorf("fetch outcomes %v, want one timeout", got)
 	}
 }
