@@ -45,41 +45,93 @@ const maxArchiveSetting = "--max-archive-bytes"
 // choose it, never by its address, which its URL may give with a password.
 const upstreamProxy = "the upstream proxy (upstream_proxy, --upstream-proxy, or HTTPS_PROXY)"
 
-// ErrProxyRefused matches a *ProxyError: the upstream proxy answered the
-// CONNECT for a host with a status other than 200.
+// ErrProxyRefused matches a *ProxyError: the upstream proxy refused to
+// open a connection to a host (an HTTP proxy's answer to CONNECT other
+// than 200, a SOCKS5 proxy's refusal).
 var ErrProxyRefused = errors.New("the upstream proxy refused the connection")
 
-// ProxyError is an upstream proxy's refusal of a CONNECT: no request
-// reached the host. It is returned wrapped in an *OriginError. It names
-// the settings that choose the proxy, never the proxy's address or
-// credentials. A 407 (the proxy refuses the mirror's credentials) or a
-// 403 (its policy refuses the host) is the operator's to fix, not an
-// outage: it is never retried and does not count toward the circuit
-// breaker; any other status (the proxy could not reach the host) is an
-// origin failure like any other.
+// The words of a SOCKS5 proxy's refusals that are the operator's to fix
+// (ProxyError.SOCKS): net/http's, which reports them as errors of no
+// type of their own.
+const (
+	// SOCKSAuthFailed: the proxy refused the user and password.
+	SOCKSAuthFailed = "username/password authentication failed"
+	// SOCKSNoAcceptableAuth: the proxy takes none of the authentication
+	// methods the mirror offers (it asks for a user and password the
+	// proxy's URL does not give, or for a method the mirror does not
+	// have).
+	SOCKSNoAcceptableAuth = "no acceptable authentication methods"
+	// SOCKSNotAllowed: the proxy's rules refuse the connection to the
+	// host (reply 0x02).
+	SOCKSNotAllowed = "connection not allowed by ruleset"
+
+	// socksBadCredentials: the proxy's URL gives a user and password
+	// the method cannot carry (no user, or one over 255 bytes).
+	socksBadCredentials = "invalid username/password"
+)
+
+// ProxyError is an upstream proxy's refusal to open a connection to a
+// host: no request reached the host. It is returned wrapped in an
+// *OriginError. It names the settings that choose the proxy, never the
+// proxy's address or credentials. A refusal of the mirror's credentials
+// (an HTTP proxy's 407, a SOCKS5 proxy's failed authentication) or of
+// the host by the proxy's policy (an HTTP proxy's 403, a SOCKS5
+// proxy's "connection not allowed by ruleset") is the operator's to
+// fix, not an outage: it is never retried and does not count toward the
+// circuit breaker; any other refusal (the proxy could not reach the
+// host) is an origin failure like any other.
 type ProxyError struct {
-	// Target is the host:port the CONNECT asked for.
+	// Target is the host:port the proxy was asked for.
 	Target string
-	// StatusCode is the proxy's answer.
+	// StatusCode is an HTTP proxy's answer to CONNECT; 0 for a SOCKS5
+	// proxy.
 	StatusCode int
+	// SOCKS is a SOCKS5 proxy's refusal in the protocol's words (one of
+	// the SOCKS* constants, or a reply to the connection request such
+	// as "host unreachable"); "" for an HTTP proxy.
+	SOCKS string
 }
 
 func (e *ProxyError) Error() string {
 	msg := fmt.Sprintf("%s answered %s to CONNECT %s", upstreamProxy, e.Status(), e.Target)
-	switch e.StatusCode {
-	case http.StatusProxyAuthRequired:
+	if e.SOCKS != "" {
+		msg = fmt.Sprintf("%s refused the SOCKS5 connection to %s (%s)", upstreamProxy, e.Target, e.SOCKS)
+	}
+	switch {
+	case e.Credentials():
 		return msg + ": it refuses the mirror's credentials (the user and password of the proxy's URL)"
-	case http.StatusForbidden:
+	case e.Policy():
 		return msg + ": its policy does not let the mirror connect to this host"
 	}
 	return msg + ": it did not open a tunnel to the host"
 }
 
-// Status is the proxy's answer as a status line says it ("407 Proxy
-// Authentication Required"; the code alone when net/http has no text
-// for it).
+// Status is the proxy's answer: an HTTP proxy's as a status line says it
+// ("407 Proxy Authentication Required"; the code alone when net/http has
+// no text for it), a SOCKS5 proxy's as "SOCKS5 " and its words.
 func (e *ProxyError) Status() string {
+	if e.SOCKS != "" {
+		return "SOCKS5 " + e.SOCKS
+	}
 	return strings.TrimSpace(fmt.Sprintf("%d %s", e.StatusCode, http.StatusText(e.StatusCode)))
+}
+
+// Credentials reports whether the proxy refused the mirror's credentials
+// (the user and password of the proxy's URL, or none given where the
+// proxy wants them).
+func (e *ProxyError) Credentials() bool {
+	if e.SOCKS != "" {
+		return e.SOCKS == SOCKSAuthFailed || e.SOCKS == SOCKSNoAcceptableAuth || e.SOCKS == socksBadCredentials
+	}
+	return e.StatusCode == http.StatusProxyAuthRequired
+}
+
+// Policy reports whether the proxy's policy refused the host.
+func (e *ProxyError) Policy() bool {
+	if e.SOCKS != "" {
+		return e.SOCKS == SOCKSNotAllowed
+	}
+	return e.StatusCode == http.StatusForbidden
 }
 
 // Is makes errors.Is(err, ErrProxyRefused) true.
@@ -87,9 +139,7 @@ func (e *ProxyError) Is(target error) bool { return target == ErrProxyRefused }
 
 // operatorsToFix reports whether the refusal is the operator's to fix
 // (credentials, the proxy's policy) rather than a failure of the host.
-func (e *ProxyError) operatorsToFix() bool {
-	return e.StatusCode == http.StatusProxyAuthRequired || e.StatusCode == http.StatusForbidden
-}
+func (e *ProxyError) operatorsToFix() bool { return e.Credentials() || e.Policy() }
 
 // Operations named in OriginError.Op.
 const (

@@ -21,8 +21,8 @@ import (
 // text ("Forbidden"), which reads as the origin's answer. It never names
 // the proxy's address or its credentials. A 407 or a 403 is the
 // operator's to fix, not an outage: it is not retried and does not open
-// the origin's circuit breaker; any other refusal is a failure like the
-// origin's own 502.
+// the origin's circuit breaker, and it is logged at error level; any
+// other refusal is a failure like the origin's own 502.
 func TestProxyRefusalNamesTheProxy(t *testing.T) {
 	for _, tc := range []struct {
 		status    int
@@ -76,6 +76,12 @@ func TestProxyRefusalNamesTheProxy(t *testing.T) {
 			}
 			if open := c.Circuit(string(s.host)).State == "open"; open != tc.wantOpen {
 				t.Errorf("circuit open = %v after the proxy's %d, want %v", open, tc.status, tc.wantOpen)
+			}
+			// A refusal that is the operator's to fix is logged at error
+			// level, by the proxy's settings.
+			logged := strings.Contains(logs.String(), "level=ERROR") && strings.Contains(logs.String(), "upstream proxy refused")
+			if want := !tc.wantOpen; logged != want {
+				t.Errorf("logged at error level that the upstream proxy refused: %v, want %v; log:\n%s", logged, want, logs.String())
 			}
 		})
 	}

@@ -151,7 +151,7 @@ func TestRetryConnectionFailure(t *testing.T) {
 			return inner(ctx, network, addr)
 		}
 	})
-	c.tr.httpClient.Transport.(*policyTransport).next.(*trustTransport).next.(*http.Transport).DisableKeepAlives = true
+	c.tr.httpClient.Transport.(*policyTransport).next.(*trustTransport).next.(*refusalTransport).next.(*http.Transport).DisableKeepAlives = true
 	if _, err := c.Versions(context.Background(), testProvider(s)); err != nil {
 		t.Fatalf("Versions: %v", err)
 	}

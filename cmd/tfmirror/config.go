@@ -18,6 +18,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/v2/admin"
 	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
+	"github.com/tfmirror/tfmirror/v2/discovery"
 	"github.com/tfmirror/tfmirror/v2/policy"
 	"github.com/tfmirror/tfmirror/v2/proxy"
 	"github.com/tfmirror/tfmirror/v2/proxy/httperr"
@@ -292,16 +293,55 @@ const configHelp = `Checks a configuration file as tfmirror serve --config FILE 
 TFMIRROR_ variables of this environment win over it, as they would), and prints
 its errors with their file and line, or the configuration in effect. The files it
 names (certificates, keys, tokens, credentials) are read and parsed as serve
-reads them; what only a running serve finds is listed as not checked.
+reads them, the proxy variables of this environment (HTTPS_PROXY, NO_PROXY)
+judged as serve judges them, and the proxy each allowed origin would be reached
+through is listed; what only a running serve finds is listed as not checked.
 `
+
+// printOriginRoute prints how origin requests would reach each allowed
+// origin with this environment's proxy variables, as serve chooses it
+// (originProxy, which checkServeConfig ran already), naming a proxy by
+// its scheme and host, never its user or password.
+func printOriginRoute(w io.Writer, cfg settings.Config, lookupEnv func(string) (string, bool)) {
+	route, err := originProxy(cfg.UpstreamProxy, lookupEnv)
+	if err != nil { // refused above
+		return
+	}
+	switch route.source {
+	case "upstream_proxy":
+		fmt.Fprintf(w, "\nORIGIN PROXY: %s (upstream_proxy), for every origin and download host; the proxy variables of the environment are not read\n", route.shown)
+	case "HTTPS_PROXY":
+		no := route.noProxy
+		if no == "" {
+			no = "not set"
+		}
+		fmt.Fprintf(w, "\nORIGIN PROXY: %s (HTTPS_PROXY of this environment), except the hosts of NO_PROXY (%s)\n", route.shown, no)
+	default:
+		fmt.Fprintln(w, "\nORIGIN PROXY: none: origin requests go direct (HTTPS_PROXY and upstream_proxy are not set)")
+	}
+	if note := route.unreadNote(); note != "" {
+		fmt.Fprintf(w, "  warning: %s\n", note)
+	}
+	origins := cfg.AllowedOrigins
+	if len(origins) == 0 {
+		origins = discovery.DefaultAllowedOrigins()
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, o := range origins {
+		fmt.Fprintf(tw, "  %s\t%s\n", o, route.describe(o))
+	}
+	tw.Flush()
+}
 
 // runConfig is `tfmirror config check FILE`: it reads FILE as serve
 // would (with this environment's TFMIRROR_ variables), and the files it
 // names as serve opens them (checkNamedFiles) unless --skip-files, and
 // prints every error with its file and line, or the configuration in
 // effect: each setting's value (secrets redacted) and where it came from,
-// then what it could not check without serving. Exit status 1 when the
-// file is refused, 2 on a usage error.
+// the proxy origin requests go through (printOriginRoute), then what it
+// could not check without serving. Exit status 1 when the file, or the
+// environment's proxy variables as serve judges them (originProxy), are
+// refused, 2 on a usage error.
 func runConfig(args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) int {
 	if len(args) == 1 && isHelp(args[0]) {
 		fmt.Fprintf(stdout, "Usage: %s\n\n%s", configUsage, configHelp)
@@ -326,9 +366,22 @@ func runConfig(args []string, lookupEnv func(string) (string, bool), stdout, std
 		return 2
 	}
 	file := fs.Arg(0)
-	e, err := checkServeConfig([]string{"--" + settings.ConfigFlag, file}, lookupEnv, configHooks(nil), !*skipFiles)
+	// The proxy variables of this environment, judged as serve judges
+	// them at start when upstream_proxy is not set (else it reads none).
+	var proxyErr error
+	judgeProxy := func(cfg settings.Config) {
+		if cfg.UpstreamProxy == "" {
+			_, proxyErr = originProxy("", lookupEnv)
+		}
+	}
+	e, err := checkServeConfig([]string{"--" + settings.ConfigFlag, file}, lookupEnv, configHooks(nil), !*skipFiles, judgeProxy)
 	if err != nil {
 		fmt.Fprintf(stderr, "tfmirror config check: %v\n", err)
+	}
+	if proxyErr != nil {
+		fmt.Fprintf(stderr, "tfmirror config check: %v\n", proxyErr)
+	}
+	if err != nil || proxyErr != nil {
 		return 1
 	}
 	for _, w := range e.File.Warnings {
@@ -356,7 +409,9 @@ func runConfig(args []string, lookupEnv func(string) (string, bool), stdout, std
 		fmt.Fprintln(stdout, "\nPOLICY: none (every provider and module is allowed)")
 	}
 	if *skipFiles {
-		fmt.Fprintf(stdout, "\nnot checked (--skip-files): the files it names\n")
+		fmt.Fprintf(stdout, "\nnot checked (--skip-files): the files it names, the proxy variables of this environment\n")
+	} else {
+		printOriginRoute(stdout, e.Config, lookupEnv)
 	}
 	fmt.Fprintf(stdout, "\n%s\n", notChecked)
 	return 0

@@ -195,13 +195,20 @@ the values together (` + "`--log-level`" + `, pairs of settings, a ` + "`listen`
 ` + "`HOST:PORT`" + ` or ` + "`:PORT`" + `), the policy block's, and those of the files the settings name, read and
 parsed as serve reads them at start (` + "`tls_cert`" + ` and ` + "`tls_key`" + `, ` + "`auth_tokens_file`" + `,
 ` + "`url_signing_key_file`" + `, ` + "`origin_ca_file`" + `, ` + "`credentials_file`" + `, ` + "`module_source_credentials`" + `, the
-keys files: one missing, one others may write, one that does not parse); or the configuration in
+keys files: one missing, one others may write, one that does not parse), and the proxy variables
+of its environment as serve judges them at start when ` + "`upstream_proxy`" + ` is not set (an ` + "`HTTPS_PROXY`" + `
+serve refuses, with serve's message: see [Outbound proxy and address
+policy](operations.md#outbound-proxy-and-address-policy)); or the configuration in
 effect: each setting, its value (secrets redacted) and its source, then the rules of the ` + "`policy`" + `
-block in the order of evaluation, each with its line (see [Package policy](policy.md)), then what
-only a running serve finds and it did not check (whether the addresses can be bound, the data
-directory and what serve makes in it, ` + "`pins_dir`" + `, the origins and the shared store).
-` + "`--skip-files`" + ` checks the file alone, for one written for another machine (a ConfigMap whose
-Secrets are mounted beside it there), and says so. It judges the file's
+block in the order of evaluation, each with its line (see [Package policy](policy.md)), then the
+proxy origin requests go through (` + "`ORIGIN PROXY`" + `: ` + "`upstream_proxy`" + `, else ` + "`HTTPS_PROXY`" + ` and ` + "`NO_PROXY`" + ` of
+its environment, by scheme and host, never user or password), with, for each allowed origin, the
+proxy or ` + "`direct`" + `, and a warning when ` + "`ALL_PROXY`" + ` or ` + "`HTTP_PROXY`" + ` is set without ` + "`HTTPS_PROXY`" + ` (origin
+requests read neither), then what only a running serve finds and it did not check (whether the
+addresses can be bound, the data directory and what serve makes in it, ` + "`pins_dir`" + `, the origins
+and the shared store). ` + "`--skip-files`" + ` checks the file alone, for one written for another machine (a
+ConfigMap whose Secrets are mounted beside it there), not this environment's proxy variables
+either, and says so. It judges the file's
 owner against the user it runs as: as root it refuses a file the mirror's user owns, which serve
 reads; run it as the mirror's user, or make the file root's.
 

@@ -65,14 +65,19 @@ func reloadServeConfig(args []string, lookupEnv func(string) (string, bool)) fun
 // checkServeConfig is parseServeConfig for config check: every error of
 // the file, its values' (Config.Validate, as serve and a reload check
 // them), those of the files it names (checkNamedFiles, when files) and
-// those of hooks (the policy block) at once (settings.Check).
-func checkServeConfig(args []string, lookupEnv func(string) (string, bool), hooks []settings.Hook, files bool) (*settings.Effective, error) {
+// those of hooks (the policy block) at once (settings.Check). values,
+// when not nil, is given the configuration read when files (and the
+// file was read far enough for its values to be judged).
+func checkServeConfig(args []string, lookupEnv func(string) (string, bool), hooks []settings.Hook, files bool, values func(settings.Config)) (*settings.Effective, error) {
 	var e settings.Effective
 	fs := serveFlags(&e, io.Discard)
 	validate := func() error {
 		err := e.Config.Validate()
 		if !files {
 			return err
+		}
+		if values != nil {
+			values(e.Config)
 		}
 		return errors.Join(err, checkNamedFiles(e.Config, lookupEnv))
 	}

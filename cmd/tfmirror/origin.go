@@ -3,15 +3,12 @@ package main
 import (
 	"crypto/x509"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
 	"strings"
-
-	"golang.org/x/net/http/httpproxy"
 
 	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
 	"github.com/tfmirror/tfmirror/v2/discovery"
@@ -25,35 +22,20 @@ func originNetwork(dc *discovery.Config, cfg settings.Config, o overrides, logge
 	if environ == nil {
 		environ = os.Environ()
 	}
-	if cfg.UpstreamProxy != "" {
-		u, err := url.Parse(cfg.UpstreamProxy)
-		if err != nil {
-			return err
-		}
-		dc.Proxy = http.ProxyURL(u)
-		logger.Info("origin traffic goes through the upstream proxy", "proxy", (&url.URL{Scheme: u.Scheme, Host: u.Host}).String())
-	} else {
-		// The same rules as http.ProxyFromEnvironment, read from environ.
-		pc := httpproxy.Config{
-			HTTPProxy:  getenv(environ, "HTTP_PROXY"),
-			HTTPSProxy: getenv(environ, "HTTPS_PROXY"),
-			NoProxy:    getenv(environ, "NO_PROXY"),
-		}
-		proxyFor := pc.ProxyFunc()
-		if pc.HTTPSProxy != "" {
-			// The standard rules ignore a value they cannot read (a
-			// password's '%' not percent-encoded): every request would go
-			// direct, against what the log says. Refused as such an
-			// --upstream-proxy is, without its value (it may hold a
-			// password).
-			only := httpproxy.Config{HTTPSProxy: pc.HTTPSProxy} // whatever NO_PROXY exempts
-			if u, err := only.ProxyFunc()(&url.URL{Scheme: "https", Host: "registry.terraform.io"}); err != nil || u == nil {
-				return errors.New("the HTTPS_PROXY (or https_proxy) variable is not a URL: want one such as http://proxy.example.com:3128, the special characters of a user or password percent-encoded (its value is not shown: it may hold a password)")
-			}
-			logger.Info("origin traffic goes through HTTPS_PROXY, except hosts in NO_PROXY", "no_proxy", pc.NoProxy)
-		}
-		dc.Proxy = func(r *http.Request) (*url.URL, error) { return proxyFor(r.URL) }
+	route, err := originProxy(cfg.UpstreamProxy, o.lookupEnv)
+	if err != nil {
+		return err
 	}
+	switch route.source {
+	case "upstream_proxy":
+		logger.Info("origin traffic goes through the upstream proxy", "proxy", route.shown)
+	case "HTTPS_PROXY":
+		logger.Info("origin traffic goes through HTTPS_PROXY, except hosts in NO_PROXY", "proxy", route.shown, "no_proxy", route.noProxy)
+	}
+	if note := route.unreadNote(); note != "" {
+		logger.Warn(note)
+	}
+	dc.Proxy = func(r *http.Request) (*url.URL, error) { return route.proxyFor(r.URL) }
 	creds, err := discovery.LoadCredentials(cfg.CredentialsFile, environ)
 	if err != nil {
 		return err
@@ -66,18 +48,6 @@ func originNetwork(dc *discovery.Config, cfg settings.Config, o overrides, logge
 		logger.Info("offline: origins are never contacted; only cached data is served")
 	}
 	return nil
-}
-
-// getenv looks name up in environ in upper, then lower case.
-func getenv(environ []string, name string) string {
-	for _, n := range []string{name, strings.ToLower(name)} {
-		for _, kv := range environ {
-			if k, v, ok := strings.Cut(kv, "="); ok && k == n && v != "" {
-				return v
-			}
-		}
-	}
-	return ""
 }
 
 // originRoots are the CAs trusted for origins, download hosts, module

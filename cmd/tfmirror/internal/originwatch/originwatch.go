@@ -264,10 +264,13 @@ func Cause(err error, now time.Time) string {
 	case errors.As(err, &proxyErr):
 		// Not the error's own words, which name the origin's host and port.
 		code := "(HTTP " + proxyErr.Status() + ")"
-		switch proxyErr.StatusCode {
-		case http.StatusProxyAuthRequired:
+		if proxyErr.SOCKS != "" {
+			code = "(" + proxyErr.Status() + ")"
+		}
+		switch {
+		case proxyErr.Credentials():
 			return upstreamProxy + "refused the mirror's credentials " + code + ": check the user and password of its URL"
-		case http.StatusForbidden:
+		case proxyErr.Policy():
 			return upstreamProxy + "refused to connect to the origin " + code + ": its policy does not allow this host"
 		}
 		return upstreamProxy + "could not connect to the origin " + code

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/logbuf"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/socks5test"
+	"github.com/tfmirror/tfmirror/v2/proxy"
+)
+
+// TestUpstreamProxyRefusesCredentials: an upstream proxy that refuses the
+// mirror's user and password gets the same answer whether it is an HTTP
+// proxy (407 to CONNECT) or a SOCKS5 one (its authentication failed):
+// every client request is a 502 whose body says the upstream proxy
+// refuses the mirror's credentials, naming its settings, never its
+// address or password; the origin's circuit breaker stays closed however
+// many requests fail so (an outage's would open, and answer 503); the
+// status page's row of the origin says the proxy refused the
+// credentials; and the log says so at error level, without the address
+// or the password. The same SOCKS5 proxy given the right password carries
+// the requests.
+func TestUpstreamProxyRefusesCredentials(t *testing.T) {
+	origin := newOrigin(t, fakeorigin.Options{})
+	origin.AddProvider("hashicorp", "random", []string{"3.6.0"}, []string{"linux_amd64"})
+	route := func(hostport string) string {
+		if host, _, _ := net.SplitHostPort(hostport); host == tfRegistry {
+			return origin.Addr
+		}
+		return hostport
+	}
+	const index = tfRegistry + "/hashicorp/random/index.json"
+
+	socks := socks5test.Start(t, socks5test.Options{User: "mirror", Pass: "s3cret-proxy-pass", Route: route})
+	t.Run("SOCKS5 with the right password", func(t *testing.T) {
+		u := url.URL{Scheme: "socks5", User: url.UserPassword("mirror", "s3cret-proxy-pass"), Host: socks.Addr}
+		tm := startMirrorWith(t, origin, t.TempDir(), nil, &overrides{origin: fastRetries},
+			"--allow-private-origins", "--upstream-proxy", u.String())
+		if resp, body, err := tm.get(index); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("index.json through the SOCKS5 proxy: %v %v %s", resp, err, body)
+		}
+	})
+
+	httpProxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Proxy-Authenticate", `Basic realm="proxy"`)
+		http.Error(w, "credentials refused", http.StatusProxyAuthRequired)
+	}))
+	t.Cleanup(httpProxy.Close)
+	httpAddr := strings.TrimPrefix(httpProxy.URL, "http://")
+	for _, tc := range []struct{ name, scheme, addr string }{
+		{"HTTP", "http", httpAddr},
+		{"SOCKS5", "socks5", socks.Addr},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs logbuf.Buffer
+			u := url.URL{Scheme: tc.scheme, User: url.UserPassword("mirror", "s3cret-wrong-pass"), Host: tc.addr}
+			tm := startMirrorWith(t, origin, t.TempDir(), &logs, &overrides{origin: fastRetries},
+				"--allow-private-origins", "--upstream-proxy", u.String())
+			// More requests than the breaker's threshold (5).
+			for i := range 7 {
+				resp, body, err := tm.get(index)
+				if err != nil {
+					t.Fatal(err)
+				}
+				wantJSONError(t, "request "+string(rune('1'+i)), resp, body, http.StatusBadGateway,
+					"the upstream proxy (upstream_proxy, --upstream-proxy, or HTTPS_PROXY)", "refuses the mirror's credentials")
+				for _, secret := range []string{tc.addr, "s3cret"} {
+					if strings.Contains(string(body), secret) {
+						t.Fatalf("the answer names %q: %s", secret, body)
+					}
+				}
+			}
+			rows := originRows(t, tm)
+			if len(rows) != 1 || rows[0].Breaker != "closed" || rows[0].LastError == nil ||
+				!strings.Contains(rows[0].LastError.Cause, "the upstream proxy (upstream_proxy, HTTPS_PROXY) refused the mirror's credentials") {
+				t.Errorf("the origin's row: %+v", rows)
+			}
+			logged := logs.String()
+			if !strings.Contains(logged, `"level":"ERROR","msg":"the upstream proxy refused the connection`) {
+				t.Errorf("no error-level log line that the upstream proxy refused:\n%s", logged)
+			}
+			// The start names the proxy by its scheme and address, the
+			// operator's choice; no line names the password, nor does
+			// any line of the requests name the address.
+			for line := range strings.Lines(logged) {
+				for _, secret := range []string{tc.addr, "s3cret"} {
+					if strings.Contains(line, secret) && (secret != tc.addr || !strings.Contains(line, "origin traffic goes through the upstream proxy")) {
+						t.Errorf("a log line names %q: %s", secret, line)
+					}
+				}
+			}
+		})
+	}
+}
+
+// originRows are the origins' rows of tm's status page.
+func originRows(t *testing.T, tm *testMirror) []proxy.OriginHealth {
+	t.Helper()
+	_, body, err := tm.get("/?format=json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st proxy.Status
+	if err := json.Unmarshal(body, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Origins
+}
