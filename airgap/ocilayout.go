@@ -27,6 +27,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/apparentlymart/go-versions/versions"
@@ -78,6 +79,11 @@ type LayoutSummary struct {
 	// Held counts the versions left out because the package policy in
 	// effect refuses them (each reported).
 	Held int `json:"held,omitempty"`
+	// LongNames counts the versions left out because their repository's
+	// name is longer than a registry takes (oci.MaxRegistryNameLen),
+	// each reported: push.sh could not push them under the name the
+	// front door serves them by.
+	LongNames int `json:"long_names,omitempty"`
 	// Failed counts the versions that failed, each reported.
 	Failed int `json:"failed"`
 	// Script is the path of push.sh.
@@ -103,6 +109,11 @@ type ociLayoutExport struct {
 	files  *exportFiles // records what exportArchive wrote (not signed)
 	sum    *LayoutSummary
 	tags   map[string][]layoutTag // repository -> tags written
+	// kept are the blobs of the layouts in out that this export read and
+	// found of their digest, by path: their sizes. A provider platform
+	// an earlier export wrote, kept in its tag, is read once, when it is
+	// found (heldBlob), not again when its layer is written.
+	kept map[string]int64
 	// dropped are the tags of the versions the package policy refuses,
 	// by repository: an earlier export into out may have tagged them,
 	// and this one must not keep them (an export carries what the mirror
@@ -131,7 +142,7 @@ func ExportOCILayout(ctx context.Context, engine Engine, arts Artifacts, names o
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return sum, err
 	}
-	x := &ociLayoutExport{ctx: ctx, engine: engine, arts: arts, names: names, out: out, files: &exportFiles{out: out, files: map[string]manifestFile{}, prior: map[string]manifestFile{}}, sum: &sum, tags: map[string][]layoutTag{}, dropped: map[string][]string{}}
+	x := &ociLayoutExport{ctx: ctx, engine: engine, arts: arts, names: names, out: out, files: &exportFiles{out: out, files: map[string]manifestFile{}, prior: map[string]manifestFile{}}, sum: &sum, tags: map[string][]layoutTag{}, kept: map[string]int64{}, dropped: map[string][]string{}}
 	for _, cv := range selected {
 		if err := ctx.Err(); err != nil {
 			return sum, err
@@ -143,7 +154,7 @@ func ExportOCILayout(ctx context.Context, engine Engine, arts Artifacts, names o
 			continue
 		}
 		if err := x.provider(sel, cv, report); err != nil {
-			sum.Failed++
+			x.failed(err)
 			report(fmt.Sprintf("%s %s: %v", cv.Provider, cv.Version, err))
 		}
 	}
@@ -165,7 +176,7 @@ func ExportOCILayout(ctx context.Context, engine Engine, arts Artifacts, names o
 				continue
 			}
 			if err := x.module(cm); err != nil {
-				sum.Failed++
+				x.failed(err)
 				report(fmt.Sprintf("module %s %s: %v", cm.Module, cm.Version, err))
 			}
 		}
@@ -194,6 +205,34 @@ func ExportOCILayout(ctx context.Context, engine Engine, arts Artifacts, names o
 	script, err := x.writeScript()
 	sum.Script = script
 	return sum, err
+}
+
+// longNameError is a version left out because its repository's name is
+// longer than a registry takes.
+type longNameError struct{ repo string }
+
+func (e *longNameError) Error() string {
+	return fmt.Sprintf("not exported: its repository name (%s) is %d bytes, longer than the %d a registry takes; the mirror's OCI door serves it under that name",
+		e.repo, len(e.repo), oci.MaxRegistryNameLen)
+}
+
+// pushable refuses a repository name longer than a registry takes: its
+// versions are left out of the layouts, whose push.sh would stop at them.
+func pushable(repo string) error {
+	if len(repo) > oci.MaxRegistryNameLen {
+		return &longNameError{repo: repo}
+	}
+	return nil
+}
+
+// failed counts a version that was not exported: left out for its long
+// name, or failed.
+func (x *ociLayoutExport) failed(err error) {
+	if long := (*longNameError)(nil); errors.As(err, &long) {
+		x.sum.LongNames++
+		return
+	}
+	x.sum.Failed++
 }
 
 // drop notes the tag of version of repo, which the package policy
@@ -335,6 +374,9 @@ func (x *ociLayoutExport) provider(sel Selection, cv mirror.CachedVersion, repor
 		cached[cp.Platform] = cp.Cached && (len(sel.Platforms) == 0 || slices.Contains(sel.Platforms, cp.Platform))
 	}
 	repo := x.names.Provider(p)
+	if err := pushable(repo); err != nil {
+		return err
+	}
 	targets, left, index, err := x.doorTargets(repo, p, v, cached)
 	if errors.Is(err, records.ErrOffline) {
 		// A sealed cache (tfmirror export run alone) cannot learn the
@@ -463,13 +505,21 @@ func (x *ociLayoutExport) heldManifest(repo string, d digest.Digest) (oci.Docume
 }
 
 // heldBlob returns the size of the blob of sha256 sha that repo's layout
-// holds, its bytes of that digest.
+// holds, its bytes of that digest, noted in x.kept.
 func (x *ociLayoutExport) heldBlob(repo, sha string) (int64, bool) {
 	if !sha256hex.Valid(sha) {
 		return 0, false
 	}
-	got, n, err := fileSHA256Size(filepath.Join(x.out, filepath.FromSlash(repo), "blobs", "sha256", sha))
-	return n, err == nil && got == sha
+	path := filepath.Join(x.out, filepath.FromSlash(repo), "blobs", "sha256", sha)
+	if n, ok := x.kept[path]; ok {
+		return n, true
+	}
+	got, n, err := fileSHA256Size(path)
+	if err != nil || got != sha {
+		return 0, false
+	}
+	x.kept[path] = n
+	return n, true
 }
 
 // module writes one module version.
@@ -486,11 +536,14 @@ func (x *ociLayoutExport) module(cm modules.Cached) error {
 	if !ok {
 		return fmt.Errorf("version %s makes no tag", pv)
 	}
+	repo := x.names.Module(m)
+	if err := pushable(repo); err != nil {
+		return err
+	}
 	doc, err := x.arts.ModuleManifest(x.ctx, m, pv)
 	if err != nil {
 		return err
 	}
-	repo := x.names.Module(m)
 	if err := x.manifestWithLayer(repo, doc); err != nil {
 		return err
 	}
@@ -519,6 +572,12 @@ func (x *ociLayoutExport) manifestWithLayer(repo string, doc oci.Document) error
 	case oci.ArtifactTypeModulePackage:
 		wrote, n, err = x.moduleZip(repo, path, layer)
 	default:
+		if size, ok := x.kept[path]; ok {
+			// Found of its digest by this export (heldBlob): not read
+			// again.
+			x.files.add(path, size, layer.Encoded())
+			break
+		}
 		wrote, n, err = exportArchive(x.engine, layer.Encoded(), path, x.files)
 	}
 	if err != nil {
@@ -657,25 +716,55 @@ func (x *ociLayoutExport) writeIndex(repo string) error {
 	return err
 }
 
-// writeScript writes push.sh: an oras cp line per tag of every layout
-// in out (those of earlier exports included), in order; a layout
-// without an index.json has none.
+// pushScriptHead is push.sh up to its lines: push REPOSITORY TAG copies
+// a tag with oras cp, unless PREFIX/REPOSITORY is longer than a registry
+// takes; a tag not pushed is reported and the next one pushed, and the
+// script then ends with status 1.
+var pushScriptHead = `#!/bin/sh
+# Pushes this OCI image layout export into an OCI registry, a repository
+# per layout, under the names the tfmirror OCI front door uses:
+#   sh push.sh REGISTRY[/PREFIX]
+# With oras (https://oras.land); give it credentials with oras login, or
+# with --to-username and --to-password-stdin added to the oras cp line.
+# A tag that is not pushed (oras fails, or PREFIX/REPOSITORY is longer
+# than the ` + strconv.Itoa(oci.MaxRegistryNameLen) + ` bytes a registry takes) is reported, the others are
+# pushed, and the script ends with status 1.
+set -eu
+LC_ALL=C
+export LC_ALL
+r="${1:?usage: sh push.sh REGISTRY[/PREFIX]}"
+case "$r" in */*) p="${r#*/}/" ;; *) p= ;; esac
+cd "$(dirname "$0")"
+command -v oras >/dev/null || { echo "push.sh: oras not found (https://oras.land)" >&2; exit 1; }
+failed=0
+push() {
+	if [ $((${#p} + ${#1})) -gt ` + strconv.Itoa(oci.MaxRegistryNameLen) + ` ]; then
+		echo "push.sh: $1:$2 not pushed: $p$1 is longer than the ` + strconv.Itoa(oci.MaxRegistryNameLen) + ` bytes a registry takes as a repository name" >&2
+		failed=$((failed + 1))
+	elif ! oras cp --from-oci-layout "$1:$2" "$r/$1:$2"; then
+		echo "push.sh: $1:$2 not pushed" >&2
+		failed=$((failed + 1))
+	fi
+}
+`
+
+// pushScriptTail ends push.sh.
+const pushScriptTail = `if [ "$failed" -gt 0 ]; then
+	echo "push.sh: $failed tags not pushed" >&2
+	exit 1
+fi
+`
+
+// writeScript writes push.sh: a push line per tag of every layout in out
+// (those of earlier exports included), in order; a layout without an
+// index.json has none.
 func (x *ociLayoutExport) writeScript() (string, error) {
 	repos, err := layoutRepositories(x.out)
 	if err != nil {
 		return "", err
 	}
 	var b strings.Builder
-	b.WriteString(`#!/bin/sh
-# Pushes this OCI image layout export into an OCI registry, a repository
-# per layout, under the names the tfmirror OCI front door uses:
-#   sh push.sh REGISTRY[/PREFIX]
-# With oras (https://oras.land); give it credentials with oras login, or
-# with --to-username and --to-password-stdin added to each line.
-set -eu
-r="${1:?usage: sh push.sh REGISTRY[/PREFIX]}"
-cd "$(dirname "$0")"
-`)
+	b.WriteString(pushScriptHead)
 	for _, repo := range repos {
 		if !oci.ValidRepository(repo) {
 			// Not a layout an export wrote (its name is put into a
@@ -701,9 +790,10 @@ cd "$(dirname "$0")"
 			if _, ok := oci.ParseTag(tag); !ok {
 				continue
 			}
-			fmt.Fprintf(&b, "oras cp --from-oci-layout '%s:%s' \"$r/%s:%s\"\n", repo, tag, repo, tag)
+			fmt.Fprintf(&b, "push '%s' '%s'\n", repo, tag)
 		}
 	}
+	b.WriteString(pushScriptTail)
 	path := filepath.Join(x.out, PushScriptName)
 	if _, err := writeFileIfChanged(path, []byte(b.String())); err != nil {
 		return "", err

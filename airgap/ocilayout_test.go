@@ -61,7 +61,7 @@ func layoutBlob(t *testing.T, out, repo string, d digest.Digest) []byte {
 // platform is cached, the front door's own index, digest for digest; a
 // module version, the front door's manifest over its zip. A second
 // export into the same directory writes only what changed, and push.sh
-// has one oras cp line per tag.
+// has one push line per tag.
 func TestExportOCILayout(t *testing.T) {
 	o := enginetest.StartOrigin(t, fakeorigin.Options{})
 	o.AddProvider("acme", "net", []string{"1.0.0"}, []string{"linux_amd64", "darwin_arm64"})
@@ -141,13 +141,13 @@ func TestExportOCILayout(t *testing.T) {
 	}
 	var lines []string
 	for line := range strings.SplitSeq(string(script), "\n") {
-		if strings.HasPrefix(line, "oras cp") {
+		if strings.HasPrefix(line, "push ") {
 			lines = append(lines, line)
 		}
 	}
 	want := []string{
-		`oras cp --from-oci-layout '` + moduleRepo + `:0.1.0' "$r/` + moduleRepo + `:0.1.0"`,
-		`oras cp --from-oci-layout '` + providerRepo + `:1.0.0' "$r/` + providerRepo + `:1.0.0"`,
+		`push '` + moduleRepo + `' '0.1.0'`,
+		`push '` + providerRepo + `' '1.0.0'`,
 	}
 	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
 		t.Errorf("push.sh lines:\n%s\nwant:\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
@@ -288,7 +288,7 @@ func TestPushScriptTakesOnlyRepositoryNames(t *testing.T) {
 	if _, err := os.Stat(pwned); err == nil {
 		t.Error("running push.sh ran a command a directory's name held")
 	}
-	if !strings.Contains(string(script), "'good/repo:1.0.0'") || strings.Contains(string(script), "touch") {
+	if !strings.Contains(string(script), "\npush 'good/repo' '1.0.0'\n") || strings.Contains(string(script), "touch") {
 		t.Error("push.sh does not list the layout good/repo alone")
 	}
 }
@@ -321,7 +321,7 @@ func TestExportOCILayoutAfterLayoutWithoutIndex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(script), "'providers/example.com/acme/good:1.0.0'") || strings.Contains(string(script), "half") {
+	if !strings.Contains(string(script), "\npush 'providers/example.com/acme/good' '1.0.0'\n") || strings.Contains(string(script), "half") {
 		t.Errorf("push.sh:\n%s\nwant the line of the layout with its tag alone", script)
 	}
 }

@@ -48,6 +48,14 @@ var componentPattern = regexp.MustCompile(`^[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)
 // host) with room for the longest address.
 const maxNameLen = 1024
 
+// MaxRegistryNameLen is the longest repository name the registries take
+// (distribution's, and the clients that check names as it does, refuse a
+// longer one): 255 bytes, the registry's host left out. The mirror's own
+// front door serves longer names (maxNameLen), as a long origin host or a
+// hex-encoded part (wordComponent) makes them; no registry can hold such
+// a repository under the same name.
+const MaxRegistryNameLen = 255
+
 // ErrNotMirrored is returned by Names.Parse for a repository name that no
 // address maps to: outside both prefixes, or malformed below them.
 var ErrNotMirrored = errors.New("not a repository of this mirror")

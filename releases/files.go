@@ -44,6 +44,29 @@ func (r *Releases) Document(ctx context.Context, pub Publisher, product, version
 	return nil, fmt.Errorf("%w: %s %s has no file %q", ErrNotFound, product, version, name)
 }
 
+// SignerKeyID is the short ID of the key under whose ID the mirror
+// serves the signature of version's SHA256SUMS
+// (PRODUCT_VERSION_SHA256SUMS.KEYID.sig, Document), as far as it is known
+// without asking an origin: the key that verified the SHA256SUMS held (in
+// memory or the cache); for a version none is held of, the one key in
+// force when there is one (whatever SHA256SUMS is served verifies with
+// it); "" when several are in force and none has verified the version
+// yet (which one signs it is learnt when its SHA256SUMS is fetched), and
+// for OpenTofu, whose signature is not named by a key. A listing names
+// the file only when this says which.
+func (r *Releases) SignerKeyID(pub Publisher, product, version string) string {
+	if pub != HashiCorp {
+		return ""
+	}
+	if s, err := r.HeldSums(pub, product, version); err == nil {
+		return s.KeyID
+	}
+	if ids := r.keys[pub].ids; len(ids) == 1 {
+		return ids[0]
+	}
+	return ""
+}
+
 // maxMissingFiles bounds the optional files remembered as missing at the
 // origin (Releases.missing): two a version at most, of versions with a
 // verified SHA256SUMS that the version list has.

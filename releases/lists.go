@@ -62,6 +62,10 @@ type ListState struct {
 	At time.Time
 }
 
+// listMemo is a product's version list as stored, decoded: every write
+// of a stored list goes through Releases (fetchList, AirGap.addListed),
+// which puts the list it stores here, so that what is kept here is what
+// the cache holds, and a list is decoded from the cache once (list).
 type listMemo struct {
 	list *List
 }
@@ -101,7 +105,15 @@ func (r *Releases) list(ctx context.Context, pub Publisher, product string, maxA
 	if m == nil {
 		var stored List
 		if _, err := r.store.GetMeta(key, &stored); err == nil && stored.Schema == listSchema {
-			m = &listMemo{list: plainFiles(&stored)}
+			// Kept, unless a list was put in memory since it was read
+			// (fetchList, AirGap.addListed, which stored it after or as
+			// this one was read): that one is served, and kept.
+			r.mu.Lock()
+			if m = r.lists[key]; m == nil {
+				m = &listMemo{list: plainFiles(&stored)}
+				r.lists[key] = m
+			}
+			r.mu.Unlock()
 		}
 	}
 	// A list dated more than a day ahead (a clock set forward and back)

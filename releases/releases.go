@@ -417,7 +417,3 @@ type noMetrics struct{}
 
 func (noMetrics) CLIServed(string, string, string, bool) {}
 func (noMetrics) CLIRefused(string, string, string)      {}
-
-// KeyIDs are the short IDs of the keys in force for pub (upper-case hex),
-// which name HashiCorp's key-specific signature files (.72D7468F.sig).
-func (r *Releases) KeyIDs(pub Publisher) []string { return append([]string(nil), r.keys[pub].ids...) }

@@ -20,7 +20,7 @@ import (
 // rig is the releases side on an engine and a cache, before the stand-in
 // origins, each publisher's key trusted.
 type rig struct {
-	t       *testing.T
+	t       testing.TB
 	origin  *fakeorigin.Releases
 	store   *cache.Store
 	engine  *mirror.Engine
@@ -78,13 +78,13 @@ func startOrigin(t *testing.T) *fakeorigin.Releases {
 }
 
 // newRig opens the releases side before o, on the cache in dir ("": in memory).
-func newRig(t *testing.T, o *fakeorigin.Releases, dir string, offline bool) *rig {
+func newRig(t testing.TB, o *fakeorigin.Releases, dir string, offline bool) *rig {
 	t.Helper()
 	return newRigStore(t, o, dir, offline, cache.Options{})
 }
 
 // newRigStore is newRig on a cache opened with opts.
-func newRigStore(t *testing.T, o *fakeorigin.Releases, dir string, offline bool, opts cache.Options) *rig {
+func newRigStore(t testing.TB, o *fakeorigin.Releases, dir string, offline bool, opts cache.Options) *rig {
 	t.Helper()
 	r := &rig{t: t, origin: o, clock: enginetest.NewFakeClock(),
 		metrics: &countingMetrics{served: map[string]int{}, refused: map[string]int{}}}

@@ -16,6 +16,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/admin"
 	"github.com/tfmirror/tfmirror/v2/airgap"
 	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
+	"github.com/tfmirror/tfmirror/v2/oci"
 	"github.com/tfmirror/tfmirror/v2/policy"
 )
 
@@ -155,6 +156,9 @@ func exportOp(req admin.ExportRequest) func(context.Context, engineOps) (airGapR
 		if l := res.Layout; l != nil {
 			summary := fmt.Sprintf("OCI layouts: %d repositories, %d tags; %d blobs written (%d bytes), %d already present; %d versions with fewer platforms than the front door's index, %d failed",
 				l.Repositories, l.Tags, l.Blobs, l.Bytes, l.BlobsPresent, l.Partial, l.Failed)
+			if l.LongNames > 0 {
+				summary += fmt.Sprintf("\nleft out %d versions whose repository names are longer than the %d bytes a registry takes (listed on stderr)", l.LongNames, oci.MaxRegistryNameLen)
+			}
 			if l.Script != "" {
 				summary += fmt.Sprintf("\npush every tag into an OCI registry with: sh %s REGISTRY[/PREFIX]", l.Script)
 			}

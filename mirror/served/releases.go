@@ -22,7 +22,7 @@ import (
 // already held).
 type CLIReleases interface {
 	Products() []string
-	KeyIDs(pub releases.Publisher) []string
+	SignerKeyID(pub releases.Publisher, product, version string) string
 	CheckProduct(pub releases.Publisher, product string) error
 	Versions(ctx context.Context, pub releases.Publisher, product string) (*releases.List, releases.ListState, error)
 	Sums(ctx context.Context, pub releases.Publisher, product, version string) (*releases.Sums, error)
@@ -190,9 +190,13 @@ func (r *Releases) Products() []string {
 	return out
 }
 
-// KeyIDs are the short IDs of the publisher's keys in force
-// (releases.Releases.KeyIDs).
-func (r *Releases) KeyIDs(pub releases.Publisher) []string { return r.rel.KeyIDs(pub) }
+// SignerKeyID is the ID of the key that names the signature file served
+// for a version of the product, as far as the cache knows it
+// (releases.Releases.SignerKeyID): for the listings of the versions this
+// layer lets through; it serves nothing and asks no origin.
+func (r *Releases) SignerKeyID(pub releases.Publisher, product, version string) string {
+	return r.rel.SignerKeyID(pub, product, version)
+}
 
 // Versions is releases.Releases.Versions behind the policy: a product it
 // refuses is refused before the list is asked for, and the versions it

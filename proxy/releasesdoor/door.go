@@ -37,7 +37,7 @@ const Prefix = "/releases/"
 // package policy (*mirror/served.Releases).
 type Releases interface {
 	Products() []string
-	KeyIDs(pub releases.Publisher) []string
+	SignerKeyID(pub releases.Publisher, product, version string) string
 	Versions(ctx context.Context, pub releases.Publisher, product string) (*releases.List, releases.ListState, error)
 	Sums(ctx context.Context, pub releases.Publisher, product, version string) (*releases.Sums, error)
 	Document(ctx context.Context, pub releases.Publisher, product, version, name string) ([]byte, error)

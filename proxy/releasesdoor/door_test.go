@@ -43,6 +43,13 @@ func newRig(t *testing.T, auth *proxy.Auth) *rig {
 
 func newRigWith(t *testing.T, auth *proxy.Auth, opts fakeorigin.ReleasesOptions) *rig {
 	t.Helper()
+	return newRigConfig(t, auth, opts, func(*fakeorigin.Releases) releases.Config { return releases.Config{} })
+}
+
+// newRigConfig is newRigWith with the releases side configured by cfg,
+// given the stand-in.
+func newRigConfig(t *testing.T, auth *proxy.Auth, opts fakeorigin.ReleasesOptions, cfg func(*fakeorigin.Releases) releases.Config) *rig {
+	t.Helper()
 	o, err := fakeorigin.StartReleasesWith(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +58,7 @@ func newRigWith(t *testing.T, auth *proxy.Auth, opts fakeorigin.ReleasesOptions)
 	o.Add("hashicorp", "terraform", "1.5.7", "linux_amd64")
 	o.Add("hashicorp", "terraform", "1.6.0", "linux_amd64", "darwin_arm64")
 	o.Add("opentofu", "tofu", "1.8.0", "linux_amd64")
-	side := harness.StartReleasesSide(t, o, releases.Config{})
+	side := harness.StartReleasesSide(t, o, cfg(o))
 	door, err := releasesdoor.New(releasesdoor.Config{Auth: auth, PlainHTTP: true, Logger: enginetest.Logger(t)}, side.Served)
 	if err != nil {
 		t.Fatal(err)
@@ -841,5 +848,67 @@ func TestOpenTofuLatestNotHeldUnderMinimumReleaseAge(t *testing.T) {
 	}
 	if status, _, _ := r.get(t, "/releases/opentofu/v1.8.1/tofu_1.8.1_linux_amd64.zip"); status != http.StatusUnavailableForLegalReasons {
 		t.Errorf("1.8.1's archive: %d, want 451", status)
+	}
+}
+
+// TestSignaturesListedAreServedDuringKeyRotation: with two HashiCorp keys
+// in force (a rotation: the file holds the old key and the new), a
+// version's signature is served under the ID of the key that made it
+// alone, so the product's index.json names no other: every signature it
+// lists is served (hc-install takes the first that its key's ID or the
+// plain .sig names, and a 404 fails the install). Before a version's
+// SHA256SUMS is fetched the mirror cannot tell which key signed it, and
+// lists the .sig alone; once held, the key's own file as well.
+func TestSignaturesListedAreServedDuringKeyRotation(t *testing.T) {
+	r := newRigConfig(t, nil, fakeorigin.ReleasesOptions{}, func(o *fakeorigin.Releases) releases.Config {
+		// The stand-in's OpenTofu key stands for the publisher's other
+		// key: in force, and the signer of none of its releases.
+		return releases.Config{HashiCorpKeys: []string{o.HashiCorpKey, o.OpenTofuKey}}
+	})
+	type index struct {
+		Versions map[string]struct {
+			ShasumsSignature  string   `json:"shasums_signature"`
+			ShasumsSignatures []string `json:"shasums_signatures"`
+		} `json:"versions"`
+	}
+	read := func() index {
+		t.Helper()
+		status, body, _ := r.get(t, "/releases/hashicorp/terraform/index.json")
+		var idx index
+		if err := json.Unmarshal(body, &idx); status != 200 || err != nil || len(idx.Versions) != 2 {
+			t.Fatalf("product index: %d %v %s", status, err, body)
+		}
+		return idx
+	}
+	keyed := "terraform_1.6.0_SHA256SUMS." + r.origin.HashiCorpKeyID + ".sig"
+	for round := range 2 {
+		// The first round lists what no fetch has told yet, and fetches
+		// every file it lists; the second lists 1.6.0's and 1.5.7's
+		// signatures as held.
+		idx := read()
+		for v, doc := range idx.Versions {
+			if !slices.Contains(doc.ShasumsSignatures, doc.ShasumsSignature) {
+				t.Errorf("round %d, %s: shasums_signature %q not in shasums_signatures %q", round, v, doc.ShasumsSignature, doc.ShasumsSignatures)
+			}
+			for _, name := range doc.ShasumsSignatures {
+				status, sig, _ := r.get(t, "/releases/hashicorp/terraform/"+v+"/"+name)
+				_, sums, _ := r.get(t, "/releases/hashicorp/terraform/"+v+"/terraform_"+v+"_SHA256SUMS")
+				if status != 200 {
+					t.Errorf("round %d, %s: %s, listed in index.json, answers %d", round, v, name, status)
+				} else if err := verify.CheckSignature(sums, sig, []string{r.origin.HashiCorpKey}); err != nil {
+					t.Errorf("round %d, %s: %s: %v", round, v, name, err)
+				}
+			}
+		}
+		if round == 1 && !slices.Contains(idx.Versions["1.6.0"].ShasumsSignatures, keyed) {
+			t.Errorf("once 1.6.0 is held, its index lists %q, want %s too", idx.Versions["1.6.0"].ShasumsSignatures, keyed)
+		}
+	}
+	status, body, _ := r.get(t, "/releases/hashicorp/terraform/1.6.0/index.json")
+	var version struct {
+		ShasumsSignatures []string `json:"shasums_signatures"`
+	}
+	if err := json.Unmarshal(body, &version); status != 200 || err != nil || !slices.Equal(version.ShasumsSignatures, []string{keyed, "terraform_1.6.0_SHA256SUMS.sig"}) {
+		t.Errorf("version index: %d %v %s, want %s and the .sig", status, err, body, keyed)
 	}
 }

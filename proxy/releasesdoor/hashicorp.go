@@ -34,11 +34,14 @@ type hcProduct struct {
 	Versions map[string]hcVersion `json:"versions"`
 }
 
-func (d *Door) hcVersionDoc(base, product, version string, builds []releases.Build, keyIDs []string) hcVersion {
+// hcVersionDoc is a version's document. Its signatures are those the door
+// serves: the .sig, and the one named by keyID, the key that made it
+// (releases.Releases.SignerKeyID), when known ("": not named).
+func (d *Door) hcVersionDoc(base, product, version string, builds []releases.Build, keyID string) hcVersion {
 	sums := releases.SumsName(releases.HashiCorp, product, version)
 	v := hcVersion{Name: product, Version: version, Shasums: sums, ShasumsSignature: sums + ".sig", Builds: []hcBuild{}}
-	for _, id := range keyIDs {
-		v.ShasumsSignatures = append(v.ShasumsSignatures, sums+"."+id+".sig")
+	if keyID != "" {
+		v.ShasumsSignatures = append(v.ShasumsSignatures, sums+"."+keyID+".sig")
 	}
 	v.ShasumsSignatures = append(v.ShasumsSignatures, sums+".sig")
 	for _, b := range builds {
@@ -78,9 +81,9 @@ func (d *Door) hashicorp(w http.ResponseWriter, r *http.Request, parts []string)
 			return
 		}
 		doc := hcProduct{Name: product, Versions: make(map[string]hcVersion, len(list.Versions))}
-		ids, base := d.rel.KeyIDs(pub), d.base(w, r, pub)
+		base := d.base(w, r, pub)
 		for _, v := range list.Versions {
-			doc.Versions[v.Version] = d.hcVersionDoc(base, product, v.Version, v.Builds, ids)
+			doc.Versions[v.Version] = d.hcVersionDoc(base, product, v.Version, v.Builds, d.rel.SignerKeyID(pub, product, v.Version))
 		}
 		d.writeJSON(w, r, doc, st.Stale)
 	case len(parts) == 3:
@@ -92,7 +95,7 @@ func (d *Door) hashicorp(w http.ResponseWriter, r *http.Request, parts []string)
 				d.fail(w, r, err)
 				return
 			}
-			doc := d.hcVersionDoc(d.base(w, r, pub), product, version, s.Builds(), []string{s.KeyID})
+			doc := d.hcVersionDoc(d.base(w, r, pub), product, version, s.Builds(), s.KeyID)
 			if file == "index.json" {
 				d.writeJSON(w, r, doc, false)
 				return
