@@ -141,8 +141,17 @@ func TestHangupWhileStartingIsNoEnd(t *testing.T) {
 			t.Fatalf("no reload after the SIGHUP sent while starting within a minute:\n%s", log())
 		}
 	}
-	if !strings.Contains(log(), `"msg":"tfmirror is serving"`) {
-		t.Errorf("reloaded, but not serving:\n%s", log())
+	// The reload may be logged before the listener is: the signal is
+	// taken up as soon as the configuration is in force.
+	for !strings.Contains(log(), `"msg":"tfmirror is serving"`) {
+		select {
+		case <-exited:
+			t.Fatalf("reloaded, then exited (%v) before serving:\n%s", waitErr, log())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("reloaded, but not serving within a minute:\n%s", log())
+		}
 	}
 }
 
