@@ -217,7 +217,8 @@ func (e *longNameError) Error() string {
 }
 
 // pushable refuses a repository name longer than a registry takes: its
-// versions are left out of the layouts, whose push.sh would stop at them.
+// versions are left out of the layouts, whose push.sh would stop at them,
+// and untagged (drop) where an earlier export tagged them.
 func pushable(repo string) error {
 	if len(repo) > oci.MaxRegistryNameLen {
 		return &longNameError{repo: repo}
@@ -236,8 +237,9 @@ func (x *ociLayoutExport) failed(err error) {
 }
 
 // drop notes the tag of version of repo, which the package policy
-// refuses or its layer cannot judge: writeIndex leaves it out of the
-// repository's index.json, where an earlier export may have put it.
+// refuses or its layer cannot judge, or whose name no registry takes
+// (pushable): writeIndex leaves it out of the repository's index.json,
+// where an earlier export may have put it.
 func (x *ociLayoutExport) drop(repo, version string) {
 	if tag, ok := oci.Tag(version); ok {
 		x.dropped[repo] = append(x.dropped[repo], tag)
@@ -375,6 +377,7 @@ func (x *ociLayoutExport) provider(sel Selection, cv mirror.CachedVersion, repor
 	}
 	repo := x.names.Provider(p)
 	if err := pushable(repo); err != nil {
+		x.drop(repo, v.String())
 		return err
 	}
 	targets, left, index, err := x.doorTargets(repo, p, v, cached)
@@ -538,6 +541,7 @@ func (x *ociLayoutExport) module(cm modules.Cached) error {
 	}
 	repo := x.names.Module(m)
 	if err := pushable(repo); err != nil {
+		x.drop(repo, pv.String())
 		return err
 	}
 	doc, err := x.arts.ModuleManifest(x.ctx, m, pv)

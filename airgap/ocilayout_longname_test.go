@@ -125,3 +125,51 @@ func TestLongRepositoryNamesLeaveTheRestPushed(t *testing.T) {
 		t.Errorf("push.sh under a long prefix: %v\n%s", err, output)
 	}
 }
+
+// A version whose repository's name is too long for a registry, which an
+// earlier export into the directory tagged (a release that wrote such
+// layouts), is untagged by the next export, as a version the package
+// policy refuses is: the layouts carry, and push.sh lists, only what a
+// registry can take, and push.sh ends with status 0.
+func TestLongRepositoryNameUntaggedFromEarlierExport(t *testing.T) {
+	reg := ocitest.StartRegistry(t)
+	engine, p := cachedNetAndTarball(t)
+	side, _ := ociLayoutParts(t, engine)
+	short, err := oci.NewNames("providers", "modules")
+	if err != nil {
+		t.Fatal(err)
+	}
+	long, err := oci.NewNames("providers", "modules/"+strings.Repeat("m", 240))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "layout")
+	if _, err := ExportOCILayout(context.Background(), engine, servedBy(t, engine, side), short, Selection{}, out, func(string) {}); err != nil {
+		t.Fatal(err)
+	}
+	// The module's layout as an earlier release wrote it under the long
+	// name.
+	longRepo := long.Module(tarballModule)
+	copyTree(t, filepath.Join(out, filepath.FromSlash(short.Module(tarballModule))), filepath.Join(out, filepath.FromSlash(longRepo)))
+	if tags, err := layoutTags(out, longRepo); err != nil || len(tags) != 1 {
+		t.Fatalf("the earlier layout's tags: %q, %v", tags, err)
+	}
+	sum, err := ExportOCILayout(context.Background(), engine, servedBy(t, engine, side), long, Selection{}, out, func(string) {})
+	if err != nil || sum.LongNames != 1 || sum.Failed != 0 {
+		t.Fatalf("export: %+v, %v; want the module left out for its name", sum, err)
+	}
+	if tags, err := layoutTags(out, longRepo); err != nil || len(tags) != 0 {
+		t.Errorf("the long name's layout still tags %q (%v), which no registry takes", tags, err)
+	}
+	script, err := os.ReadFile(filepath.Join(out, PushScriptName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(script), longRepo) {
+		t.Errorf("push.sh lists %s", longRepo)
+	}
+	output, err := runPush(t, out, reg.Host()+"/tofu", reg)
+	if err != nil || !tagged(t, reg, "tofu/"+long.Provider(p), "1.0.0") {
+		t.Errorf("push.sh: %v\n%s", err, output)
+	}
+}

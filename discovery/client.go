@@ -346,8 +346,8 @@ func New(cfg Config) (*Client, error) {
 			return &ProxyError{Target: req.URL.Opaque, StatusCode: resp.StatusCode}
 		},
 	}
-	refusals := &refusalTransport{next: base, log: cfg.Logger, logged: make(map[string]bool)}
-	trust := &trustTransport{next: refusals, log: cfg.Logger, hint: cfg.TrustHint, logged: make(map[string]bool)}
+	refusals := &refusalTransport{next: base, log: cfg.Logger}
+	trust := &trustTransport{next: refusals, log: cfg.Logger, hint: cfg.TrustHint}
 	tr.rt = &policyTransport{next: trust, userAgent: cfg.UserAgent}
 	tr.httpClient = &http.Client{Transport: tr.rt, CheckRedirect: checkRedirect}
 

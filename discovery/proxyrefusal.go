@@ -13,7 +13,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 )
 
 // socksRefusal returns the *ProxyError err tells of when it is net/http's
@@ -41,30 +40,22 @@ func socksRefusal(err error) (*ProxyError, bool) {
 	return pe, true
 }
 
-// maxRefusalsLogged bounds the hosts whose proxy refusal was logged: past
-// it the memory starts afresh (and a host may be logged again).
-const maxRefusalsLogged = 256
-
 // refusalTransport turns a SOCKS5 proxy's refusals into *ProxyError and
 // logs each host's refusal that is the operator's to fix (credentials,
 // the proxy's policy) once, again after a request to the host got
 // through. The log names the proxy by its settings, never its address
 // or credentials.
 type refusalTransport struct {
-	next http.RoundTripper
-	log  *slog.Logger
-
-	mu     sync.Mutex
-	logged map[string]bool
+	next   http.RoundTripper
+	log    *slog.Logger
+	logged loggedHosts
 }
 
 func (t *refusalTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	host := hostKey(req.URL)
 	resp, err := t.next.RoundTrip(req)
 	if err == nil {
-		t.mu.Lock()
-		delete(t.logged, host)
-		t.mu.Unlock()
+		t.logged.succeeded(host)
 		return resp, nil
 	}
 	pe, ok := socksRefusal(err)
@@ -76,16 +67,7 @@ func (t *refusalTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	if !pe.operatorsToFix() {
 		return nil, err
 	}
-	t.mu.Lock()
-	first := !t.logged[host]
-	if first {
-		if len(t.logged) >= maxRefusalsLogged {
-			clear(t.logged)
-		}
-		t.logged[host] = true
-	}
-	t.mu.Unlock()
-	if first {
+	if t.logged.first(host) {
 		t.log.Error("the upstream proxy refused the connection; not retried, the circuit breaker ignores it",
 			"host", host, "answer", pe.Status(), "error", pe.Error())
 	}

@@ -82,28 +82,54 @@ func certificateCause(err error) (cause string, ok bool) {
 	return "", false
 }
 
-// maxTrustLogged bounds the hosts whose certificate failure was logged:
-// past it the memory starts afresh (and a host may be logged again).
-const maxTrustLogged = 256
+// maxHostsLogged bounds the hosts a loggedHosts remembers: past it the
+// memory starts afresh (and a host may be logged again).
+const maxHostsLogged = 256
+
+// loggedHosts remembers the hosts whose failure was logged, so that each
+// host's is logged once, and again after a request to it got through.
+// The zero value is ready to use.
+type loggedHosts struct {
+	mu     sync.Mutex
+	logged map[string]bool
+}
+
+// succeeded forgets host: its next failure is logged.
+func (l *loggedHosts) succeeded(host string) {
+	l.mu.Lock()
+	delete(l.logged, host)
+	l.mu.Unlock()
+}
+
+// first reports whether host's failure is to be logged (the first since
+// it was remembered), and remembers it.
+func (l *loggedHosts) first(host string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.logged[host] {
+		return false
+	}
+	if l.logged == nil || len(l.logged) >= maxHostsLogged {
+		l.logged = make(map[string]bool)
+	}
+	l.logged[host] = true
+	return true
+}
 
 // trustTransport turns certificate failures into *CertificateError and
 // logs each host's once (again after a success of that host).
 type trustTransport struct {
-	next http.RoundTripper
-	log  *slog.Logger
-	hint string
-
-	mu     sync.Mutex
-	logged map[string]bool
+	next   http.RoundTripper
+	log    *slog.Logger
+	hint   string
+	logged loggedHosts
 }
 
 func (t *trustTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	host := hostKey(req.URL)
 	resp, err := t.next.RoundTrip(req)
 	if err == nil {
-		t.mu.Lock()
-		delete(t.logged, host)
-		t.mu.Unlock()
+		t.logged.succeeded(host)
 		return resp, nil
 	}
 	cause, ok := certificateCause(err)
@@ -113,16 +139,7 @@ func (t *trustTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	var op *net.OpError
 	proxied := errors.As(err, &op) && op.Op == "proxyconnect"
 	ce := &CertificateError{Host: host, Proxy: proxied, Cause: cause, Hint: t.hint, Err: err}
-	t.mu.Lock()
-	first := !t.logged[host]
-	if first {
-		if len(t.logged) >= maxTrustLogged {
-			clear(t.logged)
-		}
-		t.logged[host] = true
-	}
-	t.mu.Unlock()
-	if first {
+	if t.logged.first(host) {
 		t.log.Error("origin TLS certificate not trusted; not retried, the circuit breaker ignores it",
 			"host", host, "cause", cause, "error", ce.Error())
 	}

@@ -141,7 +141,7 @@ func Decode(body hcl.Body) (*Policy, hcl.Diagnostics) {
 		seen := map[key]pattern{}
 		for _, pt := range pats {
 			if first, ok := seen[pt.key]; ok {
-				diags = append(diags, duplicate(l.name+" pattern", fmt.Sprintf("%q", pt.text), first.text, first.rng, first.reason != pt.reason, pt.rng))
+				diags = append(diags, duplicate(l.name+" pattern", fmt.Sprintf("%q", pt.text), fmt.Sprintf("%q", first.text), first.rng, first.reason != pt.reason, pt.rng))
 				continue
 			}
 			seen[pt.key] = pt
@@ -165,8 +165,9 @@ func Decode(body hcl.Body) (*Policy, hcl.Diagnostics) {
 		versions string
 	}
 	type written struct {
-		text, versions, reason, minimum string
-		rng                             hcl.Range
+		text, versions, reason string
+		minimum                time.Duration // a release_age block's
+		rng                    hcl.Range
 	}
 	blocks := map[blockKey]written{}
 	for _, b := range content.Blocks {
@@ -185,10 +186,11 @@ func Decode(body hcl.Body) (*Policy, hcl.Diagnostics) {
 				diags = append(diags, ds...)
 				k := blockKey{typ: b.Type, pattern: pt.key}
 				if first, ok := blocks[k]; ok {
-					diags = append(diags, duplicate("release_age block", fmt.Sprintf("%q", pt.text), first.text, first.rng, first.minimum != text, b.DefRange))
+					// One minimum spelled two ways ("1d", "24h") is the same.
+					diags = append(diags, duplicate("release_age block", fmt.Sprintf("%q", pt.text), fmt.Sprintf("%q", first.text), first.rng, first.minimum != d, b.DefRange))
 					continue
 				}
-				blocks[k] = written{text: pt.text, minimum: text, rng: b.DefRange}
+				blocks[k] = written{text: pt.text, minimum: d, rng: b.DefRange}
 				pt.detail = fmt.Sprintf("release_age %q { minimum = %q } (%s)", pt.text, text, place(b.DefRange))
 				p.windows = append(p.windows, window{pattern: pt, minimum: d, text: text, rng: b.DefRange})
 				p.windowIdx[kindSlot(pt.n)].add(&pt, len(p.windows)-1)
