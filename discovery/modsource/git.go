@@ -260,10 +260,12 @@ func (f *Fetcher) fetchSubmodules(ctx context.Context, parentURL string, tree *o
 }
 
 // resolveSubmoduleURL resolves a .gitmodules URL (absolute https, or
-// relative to the parent repository's URL as Git resolves it). One that
-// carries a user name or password is refused, as a download location
-// that carries them is (Parse): the mirror sends a source host only the
-// credential the operator tied to it. Errors name the URL without them.
+// relative to the parent repository's URL as Git resolves it). The
+// mirror sends a source host only the credential the operator tied to
+// it: a URL that carries a password is refused; a user name alone (a
+// hosting service's clone URL, https://USER@HOST/..., which Git fetches
+// a public repository with as well) is dropped, never sent nor shown.
+// Errors name the URL without userinfo.
 func resolveSubmoduleURL(parent, raw string) (string, error) {
 	if strings.HasPrefix(raw, "./") || strings.HasPrefix(raw, "../") {
 		p, err := url.Parse(parent)
@@ -282,9 +284,10 @@ func resolveSubmoduleURL(parent, raw string) (string, error) {
 		}
 		return "", &UnsupportedError{Scheme: scheme, Detail: fmt.Sprintf("submodule URL %q", redact.Location(raw))}
 	}
-	if u.User != nil {
-		return "", &UnsupportedError{Detail: fmt.Sprintf("submodule URL %q carries a user name or password, which the mirror never uses: it fetches a submodule with the credential --module-source-credentials ties to its host, or anonymously", redact.URL(u))}
+	if _, ok := u.User.Password(); ok {
+		return "", &UnsupportedError{Detail: fmt.Sprintf("submodule URL %q carries a password, which the mirror never uses: it fetches a submodule with the credential --module-source-credentials ties to its host, or anonymously", redact.URL(u))}
 	}
+	u.User = nil
 	return u.String(), nil
 }
 

@@ -78,10 +78,11 @@ func TestFetchGitBoundsGitmodules(t *testing.T) {
 }
 
 // TestSubmoduleURLWithCredentialsRefused: a .gitmodules URL carrying a
-// user name or password (https://user:pass@host/...) is refused, as a
-// download location carrying them is, before any request for it, and
-// the error (logged, and in the client's 502) names the submodule's
-// location without them; so does the refusal of one that is not https.
+// password (https://user:pass@host/...) is refused before any request
+// for it, and the error (logged, and in the client's 502) names the
+// submodule's location without userinfo; so does the refusal of one
+// that is not https. A user name alone is dropped: the submodule is
+// fetched, the name never sent (TestSubmoduleURLUserNameDropped).
 func TestSubmoduleURLWithCredentialsRefused(t *testing.T) {
 	needGit(t)
 	o, err := fakeorigin.Start(fakeorigin.Options{})
@@ -98,7 +99,7 @@ func TestSubmoduleURLWithCredentialsRefused(t *testing.T) {
 	for name, url := range map[string]string{
 		"https": withCreds,
 		"http":  strings.Replace(withCreds, "https://", "http://", 1),
-		"user":  strings.Replace(o.GitURL("leaf"), "https://", "https://"+secret+"@", 1),
+		"token": strings.Replace(o.GitURL("leaf"), "https://", "https://x-token:"+secret+"@", 1),
 	} {
 		t.Run(name, func(t *testing.T) {
 			repo := "creds-" + name
@@ -111,13 +112,13 @@ func TestSubmoduleURLWithCredentialsRefused(t *testing.T) {
 			a, _ := Parse("git::" + o.GitURL(repo) + "?ref=v1")
 			o.ResetHits()
 			_, err := newFetcher(t, o, defaultLimits).Fetch(context.Background(), a, io.Discard)
-			if !errors.Is(err, ErrUnsupported) || strings.Contains(err.Error(), secret) || strings.Contains(err.Error(), "bot") {
+			if !errors.Is(err, ErrUnsupported) || strings.Contains(err.Error(), secret) || strings.Contains(err.Error(), "bot") || strings.Contains(err.Error(), "x-token") {
 				t.Fatalf("Fetch: %v, want a refusal that does not name the credentials", err)
 			}
 			if !strings.Contains(err.Error(), "/git/leaf.git") {
 				t.Errorf("Fetch: %v, want the submodule's location named", err)
 			}
-			if name != "http" && !strings.Contains(err.Error(), "user name or password") {
+			if name != "http" && !strings.Contains(err.Error(), "carries a password") {
 				t.Errorf("Fetch: %v, want it to say the URL carries credentials", err)
 			}
 			// The parent's advertisement and pack; nothing of the submodule.
@@ -125,5 +126,44 @@ func TestSubmoduleURLWithCredentialsRefused(t *testing.T) {
 				t.Errorf("%d Git requests, want the parent's 2 only", n)
 			}
 		})
+	}
+}
+
+// TestSubmoduleURLUserNameDropped: a .gitmodules URL with a user name
+// and no password (a hosting service's clone URL, which Git fetches a
+// public repository with) is fetched as it is without one: the
+// submodule is in the package, and no request carries the name.
+func TestSubmoduleURLUserNameDropped(t *testing.T) {
+	needGit(t)
+	o, err := fakeorigin.Start(fakeorigin.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	leaf, err := o.AddGitTree("leaf", fakeorigin.GitTree{Files: map[string][]byte{"main.tf": []byte("# leaf\n")}}, "v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := strings.Replace(o.GitURL("leaf"), "https://", "https://jdoe@", 1)
+	if _, err := o.AddGitTree("named", fakeorigin.GitTree{
+		Files:      map[string][]byte{"main.tf": []byte("# module\n"), ".gitmodules": []byte("[submodule \"sub\"]\n\tpath = sub\n\turl = " + url + "\n")},
+		Submodules: map[string]string{"sub": leaf},
+	}, "v1"); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := Parse("git::" + o.GitURL("named") + "?ref=v1")
+	o.ResetHits()
+	var buf bytes.Buffer
+	if _, err := newFetcher(t, o, defaultLimits).Fetch(context.Background(), a, &buf); err != nil {
+		t.Fatalf("Fetch: %v, want the submodule fetched without its user name", err)
+	}
+	if files := readTarGz(t, buf.Bytes()); files["sub/main.tf"] != "# leaf\n" {
+		t.Errorf("package = %v, want the submodule's main.tf", files)
+	}
+	if n := o.Hits(fakeorigin.Git); n != 4 {
+		t.Errorf("%d Git requests, want the parent's 2 and the submodule's 2", n)
+	}
+	if h := o.LastAuthHeaders(fakeorigin.Git); len(h) != 0 {
+		t.Errorf("the submodule's request carried Authorization %q, want none", h)
 	}
 }
