@@ -510,7 +510,7 @@ func (fr *Fetcher) download(ctx context.Context, f *Download, p addrs.Provider, 
 	}
 	defer func() { body.Close() }() // body may be replaced below
 	if size > s.cfg.MaxArchiveBytes {
-		return "", &records.BadArchiveError{Filename: a.Filename, Detail: fmt.Sprintf("it is %d bytes, more than the %d allowed", size, s.cfg.MaxArchiveBytes)}
+		return "", &records.BadArchiveError{Filename: a.Filename, Detail: fmt.Sprintf("it is %d bytes, more than the %d allowed (%s)", size, s.cfg.MaxArchiveBytes, maxArchiveSetting)}
 	}
 	w, err := s.store.NewBlobWriter(a.SHA256)
 	if err != nil {
@@ -529,7 +529,7 @@ func (fr *Fetcher) download(ctx context.Context, f *Download, p addrs.Provider, 
 			}
 			written := w.Written()
 			if written > s.cfg.MaxArchiveBytes {
-				return "", &records.BadArchiveError{Filename: a.Filename, Detail: fmt.Sprintf("it is larger than the %d bytes allowed", s.cfg.MaxArchiveBytes)}
+				return "", &records.BadArchiveError{Filename: a.Filename, Detail: fmt.Sprintf("it is larger than the %d bytes allowed (%s)", s.cfg.MaxArchiveBytes, maxArchiveSetting)}
 			}
 			// Bytes past the size stated are not the archive, and its
 			// readers were told that size: none of them is released, or a
@@ -756,6 +756,10 @@ func (f *Download) release() {
 		w.Close()
 	}
 }
+
+// maxArchiveSetting is the setting of Config.MaxArchiveBytes, named in
+// the refusal of an archive over it.
+const maxArchiveSetting = "--max-archive-bytes"
 
 // errUnwanted ends a download whose last client let go of it before it
 // had a slot: nothing was asked of the origin.
