@@ -289,12 +289,19 @@ const maxPutBack = 15 * time.Minute
 // counted and logged as rejected, not returned as an error): among them,
 // one that the store wrote later than maxPutBack after its time of
 // storing, one larger than any record a replica writes, and one assembled
-// by a multipart upload (errMultipart).
+// by a multipart upload (errMultipart). A record the store refuses to
+// serve as it is stored (errUnreadable: archived, or encrypted with a
+// customer's key) is none either, logged once: the next PutMeta replaces
+// it.
 func (s *Store) GetMeta(ctx context.Context, key string) (json.RawMessage, time.Time, error) {
 	name := s.key("meta/" + key)
 	raw, modified, err := s.getSmall(ctx, "get_meta", name)
-	if notWritten(err) {
+	switch {
+	case notWritten(err):
 		s.rejected.reject(kindOf(key), name, err)
+		return nil, time.Time{}, nil
+	case errors.Is(err, errUnreadable):
+		s.rejected.unreadable(kindOf(key), name, err)
 		return nil, time.Time{}, nil
 	}
 	if err != nil || raw == nil {
@@ -378,9 +385,12 @@ func (h *archiveHeader) fields(storeID string) []string {
 // OpenArchive opens the archive sha; it returns a nil body when the store
 // does not have it, or has it without a header that authenticates (which
 // is counted and logged as rejected, not returned as an error): among
-// them, one whose header is larger than any a replica writes. The body
-// returns a *verify.Error instead of its end unless the bytes are the
-// header's size and sha256. The call timeout bounds the wait for the
+// them, one whose header is larger than any a replica writes. So too
+// when the store refuses to serve the archive or its header as it is
+// stored (errUnreadable: archived, or encrypted with a customer's key),
+// logged once: the next PutArchive of this store replaces both, where it
+// would keep an archive the store has. The body returns a *verify.Error
+// instead of its end unless the bytes are the header's size and sha256. The call timeout bounds the wait for the
 // answer, ctx the reading of the body. The caller must close the body.
 //
 // A header in format 1, which does not bind the store's ID, is read: an
@@ -395,10 +405,20 @@ func (s *Store) OpenArchive(ctx context.Context, sha string) (io.ReadCloser, int
 	}
 	name := s.key("archives/" + sha)
 	body, size, err := s.openObject(ctx, "get_archive", name)
+	if errors.Is(err, errUnreadable) {
+		s.rejected.unreadableArchive(sha, name, err)
+		return nil, 0, nil
+	}
 	if err != nil || body == nil {
 		return nil, 0, err
 	}
-	raw, _, err := s.getSmall(ctx, "get_archive_header", s.key("archive-auth/"+sha))
+	header := s.key("archive-auth/" + sha)
+	raw, _, err := s.getSmall(ctx, "get_archive_header", header)
+	if errors.Is(err, errUnreadable) {
+		body.Close()
+		s.rejected.unreadableArchive(sha, header, err)
+		return nil, 0, nil
+	}
 	if err != nil && !notWritten(err) {
 		body.Close()
 		return nil, 0, err
@@ -619,4 +639,27 @@ func (r *rejections) reject(kind, name string, why error) {
 func (r *rejections) rejectArchive(sha, name string, why error) {
 	r.markBad(sha)
 	r.reject("archive", name, why)
+}
+
+// unreadable logs, the first time, that the store refused to serve the
+// object name of kind as it is stored (errUnreadable): taken as absent,
+// and written again. It is no failure to authenticate (not counted as
+// rejected): the store's answers count it
+// (Observer.SharedStoreRequest's outcome "unreadable").
+func (r *rejections) unreadable(kind, name string, why error) {
+	switch first, more := r.first("unreadable\x00"+kind, name); {
+	case first:
+		r.log.Warn("the shared store refuses to serve an object as it is stored (an archived storage class such as S3 Glacier, or encrypted with a customer-provided key); taken as absent, from the origin instead, and written again readable. Keep the bucket's objects in a storage class served at once (no lifecycle rule archiving them), encrypted with SSE-S3 or SSE-KMS",
+			"kind", kind, "object", name, "store_id", r.store, "reason", why.Error())
+	case more:
+		r.log.Warn("more shared store objects are refused as they are stored or fail authentication; no longer logged each",
+			"logged", maxLogged)
+	}
+}
+
+// unreadableArchive is unreadable for the archive sha (its bytes or its
+// header under name), which the next put replaces.
+func (r *rejections) unreadableArchive(sha, name string, why error) {
+	r.markBad(sha)
+	r.unreadable("archive", name, why)
 }

@@ -3,6 +3,7 @@ package sharedstore
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"time"
@@ -48,7 +49,9 @@ func (s *Store) list(ctx context.Context, prefix string, fn func(key string, siz
 // ListMeta calls fn with the key and the record of every record whose
 // key starts with prefix and that authenticates (as GetMeta reads it),
 // reading each as it is listed, and returns how many it left out for not
-// authenticating. Unlike GetMeta, it neither counts those
+// authenticating, or for the store refusing to serve it as it is stored
+// (errUnreadable: taken for a failure of the store, it would end every
+// pass there). Unlike GetMeta, it neither counts those
 // (Observer.SharedStoreRejected) nor logs them: a pass over the bucket
 // (retention's, every hour) finds them again at every pass, and nothing
 // takes them from the origin and writes them back for it, so a bucket
@@ -60,7 +63,7 @@ func (s *Store) ListMeta(ctx context.Context, prefix string, fn func(key string,
 	err = s.list(ctx, "meta/"+prefix, func(rest string, _ int64, _ time.Time) error {
 		key := prefix + rest
 		raw, modified, err := s.getSmall(ctx, "get_meta", s.key("meta/"+key))
-		if notWritten(err) {
+		if notWritten(err) || errors.Is(err, errUnreadable) {
 			unauthenticated++
 			return nil
 		}

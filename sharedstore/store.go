@@ -41,8 +41,9 @@ type Observer interface {
 	// "get_archive_header", "put_archive", "put_archive_header",
 	// "get_meta", "put_meta", "lease", "check", "probe", "list",
 	// "delete_archive")
-	// and outcome ("ok", "absent", "held", "ignored", "error",
-	// "unavailable").
+	// and outcome ("ok", "absent", "held", "ignored", "unreadable": the
+	// store holds the object but refuses to serve it as it is stored,
+	// "error", "unavailable").
 	SharedStoreRequest(op, outcome string, d time.Duration)
 	// SharedStoreDown records the breaker opening (true) or closing.
 	SharedStoreDown(down bool)
@@ -391,11 +392,39 @@ func statusOf(err error) int {
 	return 0
 }
 
+// errUnreadable is an object that the store holds but refuses to serve
+// as it is stored: in an archived storage class (S3 Glacier Flexible
+// Retrieval or Deep Archive, an Intelligent-Tiering archive tier, which a
+// lifecycle rule of the bucket may move objects to: InvalidObjectState),
+// or encrypted with a key of the customer's (SSE-C), which no GET without
+// that key reads (InvalidRequest). No replica writes such an object. It
+// is an answer of the store about that object, not a failure of the store
+// (the circuit breaker does not count it): the caller takes it as absent,
+// and the next write replaces it, an archive's too.
+var errUnreadable = errors.New("the store holds it but refuses to serve it as it is stored (an archived storage class, or encrypted with a customer-provided key)")
+
+// unreadable returns an errUnreadable when err, a GET's, is the store
+// refusing the object as it is stored; nil otherwise.
+func unreadable(err error) error {
+	var api interface{ ErrorCode() string }
+	if err == nil || !errors.As(err, &api) {
+		return nil
+	}
+	switch code := api.ErrorCode(); {
+	case code == "InvalidObjectState",
+		code == "InvalidRequest" && statusOf(err) == http.StatusBadRequest: // a GET of an SSE-C object without its key
+		return fmt.Errorf("%w: %s", errUnreadable, code)
+	}
+	return nil
+}
+
 // openObject opens the object under the full key; it returns a nil body
-// when the store does not have it. The call timeout bounds the wait for
-// the answer, ctx the reading of the body. The caller must close the body.
+// when the store does not have it, and an errUnreadable when it refuses
+// to serve it as it is stored. The call timeout bounds the wait for the
+// answer, ctx the reading of the body. The caller must close the body.
 func (s *Store) openObject(ctx context.Context, op, key string) (io.ReadCloser, int64, error) {
 	var out *s3.GetObjectOutput
+	var refused error
 	bodyCtx, cancelBody := context.WithCancel(ctx)
 	err := s.call(ctx, op, func(cctx context.Context) (string, error) {
 		// The body must outlive cctx: the request runs on bodyCtx, which
@@ -409,9 +438,15 @@ func (s *Store) openObject(ctx context.Context, op, key string) (io.ReadCloser, 
 		if statusOf(err) == http.StatusNotFound {
 			return "absent", nil
 		}
+		if refused = unreadable(err); refused != nil {
+			return "unreadable", nil
+		}
 		out = o
 		return "ok", err
 	})
+	if err == nil && refused != nil {
+		err = refused
+	}
 	if err != nil || out == nil {
 		cancelBody()
 		return nil, 0, err
@@ -520,9 +555,11 @@ func multipartETag(etag string) bool {
 // and when the store last wrote it (its Last-Modified; zero when it did
 // not say); nil when the store has none. An object that no replica
 // writes (larger than that, or assembled by a multipart upload) returns an
-// error for which notWritten is true, which the caller rejects: the store
-// answered, so the call counts as one that did (for the metrics and the
-// breaker), and the body is read no further than the bound.
+// error for which notWritten is true, which the caller rejects, and one
+// the store refuses to serve as it is stored an errUnreadable, which it
+// takes as absent: the store answered, so the call counts as one that
+// did (for the metrics and the breaker), and the body is read no further
+// than the bound.
 func (s *Store) getSmall(ctx context.Context, op, key string) ([]byte, time.Time, error) {
 	var raw []byte
 	var modified time.Time
@@ -531,6 +568,9 @@ func (s *Store) getSmall(ctx context.Context, op, key string) ([]byte, time.Time
 		o, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.loc.Bucket, Key: aws.String(key)})
 		if statusOf(err) == http.StatusNotFound {
 			return "absent", nil
+		}
+		if refused = unreadable(err); refused != nil {
+			return "unreadable", nil
 		}
 		if err != nil {
 			return "", err

@@ -16,7 +16,10 @@ package gate
 //     bootstrap): it is dated by its signature alone. A version keeps
 //     its time once listed: one a listing lacks (a short answer of the
 //     origin) is not new to the listing that names it again; one of the
-//     first listing is recorded then with the zero time, as such.
+//     first listing is recorded then with the zero time, as such. The
+//     listing keeps the versions it lacked (records.Lacking), so that a
+//     replica that takes it from the shared tier as the one before its
+//     own, with none of its own, does not take them for new either.
 //
 // Modules have no signature, and the module registry protocol gives no
 // publication date: a module version is dated by the listing rule alone.
@@ -142,6 +145,11 @@ func absentBase(kind, address string) string { return absentPrefix + kind + "/" 
 // one that first listed it. So too a version this replica's own listing
 // names that prev, another replica's newer listing, lacks.
 //
+// prev are the versions the listing before named, those it lacked of
+// the one before it too (records.VersionList.Named): a version that a
+// short listing lacked is not new to the one that names it again,
+// whichever replica took them.
+//
 // prev may be another replica's listing, taken from the shared tier
 // because it is newer than this replica's own (the cache's, under key).
 // The versions it names that the own listing lacks were never new to a
@@ -266,8 +274,8 @@ func (r *releaseTimes) noteListing(ctx context.Context, kind, address, key strin
 }
 
 // ownListing returns the versions of this replica's own listing of kind
-// stored under key (the cache's, never the shared tier's) and when it was
-// taken; false when the cache has none.
+// stored under key (the cache's, never the shared tier's; those it lacked
+// too) and when it was taken; false when the cache has none.
 func (r *releaseTimes) ownListing(kind, key string) ([]string, time.Time, bool) {
 	var names []string
 	var listedAt time.Time
@@ -277,11 +285,11 @@ func (r *releaseTimes) ownListing(kind, key string) ([]string, time.Time, bool) 
 	if kind == string(policy.Module) {
 		var l records.ModuleVersionList
 		storedAt, err = r.store.GetMeta(key, &l)
-		names, listedAt, schema = l.Versions, l.ListedAt, l.Schema
+		names, listedAt, schema = l.Named(), l.ListedAt, l.Schema
 	} else {
 		var l records.VersionList
 		storedAt, err = r.store.GetMeta(key, &l)
-		names, listedAt, schema = l.Names(), l.ListedAt, l.Schema
+		names, listedAt, schema = l.Named(), l.ListedAt, l.Schema
 	}
 	if err != nil || !records.KnownSchema(schema) {
 		return nil, time.Time{}, false

@@ -296,8 +296,8 @@ func (s *Modules) moduleVersions(ctx context.Context, m addrs.Module) (*records.
 		if len(skipped) > 0 { // one line per listing, however many
 			s.log.Warn("origin lists strings that are not module versions; left out of the list", "module", m.String(), "such as", skipped)
 		}
-		list := &records.ModuleVersionList{Schema: records.Schema, Versions: vs, ListedAt: s.cfg.Now().UTC()}
 		prev, prevAt := s.previousListing(ctx, m)
+		list := &records.ModuleVersionList{Schema: records.Schema, Versions: vs, ListedAt: s.cfg.Now().UTC(), Lacked: records.Lacking(prev, vs)}
 		s.gate.NoteListing(ctx, "module", m.String(), key, prev, prevAt, vs)
 		if err := s.recs.Put(key, list); err != nil {
 			s.metrics.CacheWriteFailed()

@@ -23,9 +23,19 @@ type ModuleVersionList struct {
 	// ListedAt is when the origin was asked for the list, by the
 	// engine's clock (zero in lists stored before it was kept).
 	ListedAt time.Time `json:"listed_at,omitzero"`
+	// Lacked are the versions the listing before this one named (its
+	// Versions and its Lacked) that this one lacks: see Lacking. Never
+	// served.
+	Lacked []string `json:"lacked,omitempty"`
 	// Held says why versions the package policy holds back are left out
 	// (never stored).
 	Held []string `json:"-"`
+}
+
+// Named are the versions the listing names for the release dating
+// (mirror/gate): its Versions, then its Lacked; never nil.
+func (l *ModuleVersionList) Named() []string {
+	return append(append(make([]string, 0, len(l.Versions)+len(l.Lacked)), l.Versions...), l.Lacked...)
 }
 
 // Listed is when the module's origin was listed, and whether the

@@ -89,6 +89,10 @@ type VersionList struct {
 	// engine's clock; zero in lists stored before it was kept (their
 	// time of storing tells).
 	ListedAt time.Time `json:"listed_at,omitzero"`
+	// Lacked are the versions the listing before this one named (its
+	// Versions and its Lacked) that this one lacks: see Lacking. Never
+	// served.
+	Lacked []string `json:"lacked,omitempty"`
 	// Warnings are the origin's with the list (a deprecation notice),
 	// which the provider registry door passes on, as Terraform prints
 	// them on a direct install (discovery.VersionList.Warnings).
@@ -155,6 +159,16 @@ func (l *VersionList) Names() []string {
 		out[i] = e.Version
 	}
 	return out
+}
+
+// Named are the versions the listing names for the release dating
+// (mirror/gate): its Names, then its Lacked; nil for a nil list, never
+// nil for another.
+func (l *VersionList) Named() []string {
+	if l == nil {
+		return nil
+	}
+	return append(l.Names(), l.Lacked...)
 }
 
 func VersionsKey(p addrs.Provider) string { return "versions/" + p.String() }
