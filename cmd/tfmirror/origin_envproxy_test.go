@@ -51,6 +51,8 @@ func TestEnvironmentProxyThatDoesNotParse(t *testing.T) {
 		{"HTTPS_PROXY=http://mirror:s3cret%25pass@proxy.corp.example:3128", "NO_PROXY=*"},
 		{"HTTPS_PROXY=socks5://mirror:s3cret@proxy.corp.example:1080"},
 		{"https_proxy=socks5h://proxy.corp.example"},
+		// An empty port: net/http takes the scheme's.
+		{"HTTPS_PROXY=http://proxy.corp.example:"},
 	} {
 		var dc discovery.Config
 		if err := originNetwork(&dc, settings.Config{}, overrides{environ: environ}, slog.New(slog.DiscardHandler)); err != nil {

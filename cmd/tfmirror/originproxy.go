@@ -86,11 +86,17 @@ func originProxy(upstream string, lookupEnv func(string) (string, bool)) (*origi
 	// The proxy the rules give a host NO_PROXY does not exempt.
 	only := httpproxy.Config{HTTPSProxy: pc.HTTPSProxy}
 	u, err := only.ProxyFunc()(&url.URL{Scheme: "https", Host: "registry.terraform.io"})
-	// A value they read only by putting http:// before it again
-	// ("http://", "http://[::1") comes out as the host "http:", with an
-	// empty port.
-	if err != nil || u == nil || u.Hostname() == "" || strings.HasSuffix(u.Host, ":") {
+	if err != nil || u == nil || u.Hostname() == "" {
 		return nil, errEnvProxy
+	}
+	// A value with a scheme that has no host ("http://", "http://[::1")
+	// the rules read only by putting http:// before it again: its host
+	// comes out as "http". (One with an empty port, http://proxy:, is
+	// read as it is: net/http dials the scheme's port.)
+	if scheme, _, ok := strings.Cut(pc.HTTPSProxy, "://"); ok && !strings.ContainsAny(scheme, "/:@") {
+		if raw, err := url.Parse(pc.HTTPSProxy); err != nil || raw.Hostname() == "" {
+			return nil, errEnvProxy
+		}
 	}
 	switch u.Scheme {
 	case "http", "https", "socks5", "socks5h":
