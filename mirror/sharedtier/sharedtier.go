@@ -135,6 +135,8 @@ type Shared struct {
 	// lists (see Installable).
 	seen answers
 
+	writes chan struct{} // one for each record write under way (Share), maxRecordWrites at most
+
 	mu         sync.Mutex
 	distrusted map[string]bool // archives whose copy in the tier failed verification
 }
@@ -147,7 +149,8 @@ func New(cfg Config, tier Tier, life *lifetime.Lifetime, recs *stored.Records, s
 	if cfg.HolderWait <= 0 {
 		cfg.HolderWait = DefaultHolderWait
 	}
-	return &Shared{tier: tier, cfg: cfg, life: life, recs: recs, store: store, log: log, metrics: metrics}, nil
+	return &Shared{tier: tier, cfg: cfg, life: life, recs: recs, store: store, log: log, metrics: metrics,
+		writes: make(chan struct{}, maxRecordWrites)}, nil
 }
 
 // On reports whether there is a shared tier.
@@ -244,11 +247,23 @@ func (s *Shared) Share(key string, record any) {
 	}
 	go func() {
 		defer done()
+		select {
+		case s.writes <- struct{}{}:
+			defer func() { <-s.writes }()
+		case <-ctx.Done():
+			s.log.Warn("record not stored in the shared store", "key", key, "error", fmt.Errorf("waiting for one of the %d record writes: %w", maxRecordWrites, ctx.Err()))
+			return
+		}
 		if err := s.tier.PutMeta(ctx, key, record); err != nil {
 			s.log.Warn("record not stored in the shared store", "key", key, "error", err)
 		}
 	}()
 }
+
+// maxRecordWrites bounds the records written to the tier at once (Share):
+// a replica's first listing of a provider records each of its versions,
+// hundreds at a time, which go to the store this many at a time.
+const maxRecordWrites = 16
 
 // TryLease takes the tier's lease id and keeps it renewed until release is
 // called: a nil release when another replica holds it (or there is no
