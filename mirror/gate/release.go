@@ -295,7 +295,6 @@ func (r *releaseTimes) noteListing(ctx context.Context, kind, address, key strin
 		})
 	}
 	g.Wait()
-	dated := make(map[string]time.Time, len(todo)) // into r.absent at once, below
 	for i, d := range todo {
 		v, at := d.v, d.at
 		switch {
@@ -334,24 +333,22 @@ func (r *releaseTimes) noteListing(ctx context.Context, kind, address, key strin
 			at = now
 			r.putOnce(r.parts.Records.Put, base+v, releaseRecord{At: at})
 		}
-		dated[v] = at
-	}
-	if len(dated) == 0 && len(known.unshared) == 0 {
-		return
-	}
-	// The maps handed out are never modified: a new one replaces it, once
-	// for the listing (a first listing dates every version it names).
-	r.mu.Lock()
-	if cur, ok := r.absent[kind+"/"+address]; ok {
-		m := maps.Clone(cur.at)
-		maps.Copy(m, dated)
-		unshared := cur.unshared
-		if len(known.unshared) > 0 {
-			unshared = nil
+		// The maps handed out are never modified: a new one replaces it.
+		r.mu.Lock()
+		if cur, ok := r.absent[kind+"/"+address]; ok {
+			m := maps.Clone(cur.at)
+			m[v] = at
+			r.absent[kind+"/"+address] = absentTimes{at: m, unshared: cur.unshared}
 		}
-		r.absent[kind+"/"+address] = absentTimes{at: m, unshared: unshared}
+		r.mu.Unlock()
 	}
-	r.mu.Unlock()
+	if len(known.unshared) > 0 {
+		r.mu.Lock()
+		if cur, ok := r.absent[kind+"/"+address]; ok {
+			r.absent[kind+"/"+address] = absentTimes{at: cur.at}
+		}
+		r.mu.Unlock()
+	}
 }
 
 // ownListing returns the versions of this replica's own listing of kind
