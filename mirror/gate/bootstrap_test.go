@@ -20,14 +20,6 @@ import (
 // that opens a store on it for a replica.
 func sharedBucket(t *testing.T) func(name string) bucketTier {
 	t.Helper()
-	open, _ := sharedBucketOn(t)
-	return open
-}
-
-// sharedBucketOn is sharedBucket, and the server, whose client writes to
-// the bucket as one without the replicas' key would.
-func sharedBucketOn(t *testing.T) (func(name string) bucketTier, *s3test.Server) {
-	t.Helper()
 	srv := s3test.Start(t)
 	srv.SetEnv(t)
 	srv.CreateBucket("tfm")
@@ -41,47 +33,6 @@ func sharedBucketOn(t *testing.T) (func(name string) bucketTier, *s3test.Server)
 			t.Fatal(err)
 		}
 		return bucketTier{s}
-	}, srv
-}
-
-// kindOps is what a test does with the versions of a provider or a
-// module on origin o: publish one (a provider's signed at signedAt), pull
-// one, list them on a replica, and ask a replica for one (the package
-// metadata of a provider's, the location of a module's).
-type kindOps struct {
-	publish, pull func(v string)
-	list          func(h *harness.Harness)
-	verdict       func(h *harness.Harness, v string) error
-}
-
-func opsOf(t *testing.T, kind string, o *fakeorigin.Origin, signedAt time.Time) kindOps {
-	ctx := context.Background()
-	m := harness.Module
-	switch kind {
-	case "provider":
-		return kindOps{
-			publish: func(v string) {
-				o.AddProvider(harness.NS, harness.Type, []string{v}, []string{"linux_amd64"})
-				o.SetSignedAt(harness.NS, harness.Type, v, signedAt)
-			},
-			pull:    func(v string) { o.RemoveVersion(harness.NS, harness.Type, v) },
-			list:    func(h *harness.Harness) { h.Listed() },
-			verdict: func(h *harness.Harness, v string) error { _, err := h.Packages(v); return err },
-		}
-	}
-	o.AddTarball("vpc.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# vpc\n")}))
-	return kindOps{
-		publish: func(v string) { o.AddModule(m.Namespace, m.Name, m.System, v, o.TarballURL("vpc.tar.gz")) },
-		pull:    func(v string) { o.RemoveModule(m.Namespace, m.Name, m.System, v) },
-		list: func(h *harness.Harness) {
-			if _, _, err := h.Engine.Modules().ModuleVersions(ctx, m); err != nil {
-				t.Fatal(err)
-			}
-		},
-		verdict: func(h *harness.Harness, v string) error {
-			_, err := h.Engine.Modules().ModuleLocation(ctx, m, enginetest.MustModuleVersion(t, v))
-			return err
-		},
 	}
 }
 
@@ -111,8 +62,34 @@ func TestBootstrapVersionAcrossReplicasThroughAShortListing(t *testing.T) {
 			}
 			a := harness.New(t, harness.Options{Config: cfg("a")})
 			o := a.Origin
-			ops := opsOf(t, kind, o, start.Add(-365*day))
-			publish, pull, list, verdict := ops.publish, ops.pull, ops.list, ops.verdict
+			ctx := context.Background()
+			m := harness.Module
+			var publish, pull func(v string)
+			var list func(h *harness.Harness)
+			var verdict func(h *harness.Harness, v string) error
+			switch kind {
+			case "provider":
+				publish = func(v string) {
+					o.AddProvider(harness.NS, harness.Type, []string{v}, []string{"linux_amd64"})
+					o.SetSignedAt(harness.NS, harness.Type, v, start.Add(-365*day))
+				}
+				pull = func(v string) { o.RemoveVersion(harness.NS, harness.Type, v) }
+				list = func(h *harness.Harness) { h.Listed() }
+				verdict = func(h *harness.Harness, v string) error { _, err := h.Packages(v); return err }
+			case "module":
+				o.AddTarball("vpc.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# vpc\n")}))
+				publish = func(v string) { o.AddModule(m.Namespace, m.Name, m.System, v, o.TarballURL("vpc.tar.gz")) }
+				pull = func(v string) { o.RemoveModule(m.Namespace, m.Name, m.System, v) }
+				list = func(h *harness.Harness) {
+					if _, _, err := h.Engine.Modules().ModuleVersions(ctx, m); err != nil {
+						t.Fatal(err)
+					}
+				}
+				verdict = func(h *harness.Harness, v string) error {
+					_, err := h.Engine.Modules().ModuleLocation(ctx, m, enginetest.MustModuleVersion(t, v))
+					return err
+				}
+			}
 			listAt := func(h *harness.Harness) time.Time {
 				t.Helper()
 				clock.Add(time.Hour)

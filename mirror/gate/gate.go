@@ -136,7 +136,7 @@ func New(cfg Config, parts Parts, origin Origin, store Store, metrics Metrics) (
 	g.warns = NewRefusalWarnings()
 	g.refusals = newRefusalsMemo()
 	g.rel = &releaseTimes{cfg: cfg, parts: parts, origin: origin, store: store, log: cfg.Logger, metrics: metrics,
-		signed: map[string]time.Time{}, absent: map[string]absentTimes{}}
+		signed: map[string]time.Time{}, absent: map[string]map[string]time.Time{}}
 	return g, nil
 }
 

@@ -13,23 +13,18 @@ package gate
 //     yet contain the version (the version list this mirror, or a
 //     replica sharing its store, had before the one that first listed
 //     it). A version in the first listing ever taken has none (the
-//     bootstrap): it is dated by its signature alone, and recorded as of
-//     the first listing (the zero time, releaseRecord.First), in the
-//     shared tier too, so that a replica that finds it in another's
-//     listing knows it so; one that finds no record at all dates it by
-//     its own first sight (held), never as of the first listing. A
-//     version keeps its time once listed: one a listing lacks (a short
-//     answer of the origin) is not new to the listing that names it
-//     again. The listing keeps the versions it lacked
-//     (records.Lacking), so that a replica that takes it from the
-//     shared tier as the one before its own, with none of its own, does
-//     not take them for new either.
+//     bootstrap): it is dated by its signature alone. A version keeps
+//     its time once listed: one a listing lacks (a short answer of the
+//     origin) is not new to the listing that names it again; one of the
+//     first listing is recorded then with the zero time, as such. The
+//     listing keeps the versions it lacked (records.Lacking), so that a
+//     replica that takes it from the shared tier as the one before its
+//     own, with none of its own, does not take them for new either.
 //
 // Modules have no signature, and the module registry protocol gives no
 // publication date: a module version is dated by the listing rule alone.
-// One in the first listing ever stored (the bootstrap: its absent
-// record is the zero time; a replica of an earlier release kept none) is
-// taken as released before the mirror first looked;
+// One in the first listing ever stored (the bootstrap: it carries no
+// absent record) is taken as released before the mirror first looked;
 // one that no stored listing names (nor an earlier one: it has no
 // record) has no release time known, and is held while a minimum
 // release age applies. Module release times are
@@ -97,14 +92,6 @@ const maxLookupsPerList = 32
 type releaseRecord struct {
 	Schema int       `json:"schema"`
 	At     time.Time `json:"at"`
-	// First says, with a zero At, that the version is of the first
-	// listing (the bootstrap), as a replica's listing found it: written
-	// to the shared tier so, so that a replica that finds the version in
-	// another's listing and no record of it at all dates it by its own
-	// first sight (held), never as of the first listing. A zero At
-	// without it is such a mark that an earlier release kept in the
-	// cache alone, shared on the next listing of the address.
-	First bool `json:"first,omitempty"`
 }
 
 // releaseTimes learns and keeps release times.
@@ -117,17 +104,8 @@ type releaseTimes struct {
 	metrics Metrics
 
 	mu     sync.Mutex
-	signed map[string]time.Time   // by signed key
-	absent map[string]absentTimes // by kind/address (loaded whole)
-}
-
-// absentTimes are the absent times of one address kept in the cache, by
-// version (a zero time: of the first listing), and the versions whose
-// mark of the first listing an earlier release kept in the cache alone
-// (releaseRecord.First), which the next listing shares.
-type absentTimes struct {
-	at       map[string]time.Time
-	unshared map[string]bool
+	signed map[string]time.Time            // by signed key
+	absent map[string]map[string]time.Time // by kind/address, then version (loaded whole)
 }
 
 func signedKey(p addrs.Provider, v string) string { return signedPrefix + p.String() + "/" + v }
@@ -155,23 +133,17 @@ func absentBase(kind, address string) string { return absentPrefix + kind + "/" 
 // that it was absent at prevAt, or at the clock's time when prevAt is
 // ahead of it (a listing taken while the clock was set forward: the
 // version was published before now, not after that time). A version
-// another replica recorded first keeps that replica's record.
-//
-// With no previous listing at all (none in the cache nor in the shared
-// tier), the versions of next are of the first listing (the bootstrap):
-// each is recorded as such (the zero time, releaseRecord.First), in the
-// shared tier too, unless another replica's record dates it, so that a
-// replica that takes this listing, or a later one, as the one before its
-// own reads that they are of the first listing. A record of it deleted
-// from the tier leaves the version dated by that replica's own first
-// sight (held), never taken for one of the first listing.
+// another replica recorded first keeps that replica's record. With no
+// previous listing at all, nothing is written: the versions of the first
+// listing are dated by their signatures.
 //
 // A version prev (or this replica's own listing) names and next lacks
 // (an origin answering a short or empty list for a while, or a version
-// pulled and published again) keeps the time it has, so that a listing
-// that names it again is not taken for the one that first listed it. So
-// too a version this replica's own listing names that prev, another
-// replica's newer listing, lacks.
+// pulled and published again) keeps the time it has: one that has none
+// (of a first listing, the bootstrap) is recorded then, as such (the
+// zero time), so that a listing that names it again is not taken for the
+// one that first listed it. So too a version this replica's own listing
+// names that prev, another replica's newer listing, lacks.
 //
 // prev are the versions the listing before named, those it lacked of
 // the one before it too (records.VersionList.Named): a version that a
@@ -183,22 +155,17 @@ func absentBase(kind, address string) string { return absentPrefix + kind + "/" 
 // The versions it names that the own listing lacks were never new to a
 // listing of this replica's: they are dated too, by the record of the
 // replica that saw them first, else as absent at the own listing; with no
-// own listing, by that record alone, and with none by the clock's time
-// (the tier lost it, or was not answering: held for the window). Left
-// undated, a version that came after the first listing would be taken
-// for one of it (the bootstrap) and pass any minimum release age.
-//
-// A version of this replica's own listing that its cache holds no record
-// of (of its first listing, by an earlier release, which kept that in
-// the cache alone), or holds as of the first listing in the cache alone,
-// is recorded as such in the shared tier too, unless another replica's
-// record of it is there: the replicas that took the first listing share
-// it with the ones started since.
+// own listing, by that record alone. Left undated, a version that came
+// after the first listing would be taken for one of it (the bootstrap)
+// and pass any minimum release age.
 func (g *Gate) NoteListing(ctx context.Context, kind, address, key string, prev []string, prevAt time.Time, next []string) {
 	g.rel.noteListing(ctx, kind, address, key, prev, prevAt, next)
 }
 
 func (r *releaseTimes) noteListing(ctx context.Context, kind, address, key string, prev []string, prevAt time.Time, next []string) {
+	if prev == nil {
+		return
+	}
 	now := r.cfg.Now()
 	canon := versionKey(kind)
 	set := func(vs []string) map[string]bool {
@@ -218,22 +185,15 @@ func (r *releaseTimes) noteListing(ctx context.Context, kind, address, key strin
 		}
 		return at
 	}
-	bootstrap := prev == nil
-	inPrev := set(prev)
-	var own []string
-	var ownAt time.Time
-	haveOwn := false
-	if !bootstrap { // else the cache holds none (the listing before would be it)
-		own, ownAt, haveOwn = r.ownListing(kind, key)
-	}
+	inPrev, inNext := set(prev), set(next)
+	own, ownAt, haveOwn := r.ownListing(kind, key)
 	inOwn := set(own)
 	base := absentBase(kind, address)
-	known := r.absentRecords(kind, address)
+	known := r.absentOf(kind, address)
 	type dating struct {
-		v     string
-		at    time.Time // when a listing of this replica's lacked it; zero: dated by another replica's record, else as below
-		first bool      // of the first listing: recorded as such, in the tier too, unless another replica's record dates it
-		share bool      // of the first listing in the cache alone: shared
+		v        string
+		at       time.Time // zero: dated only by another replica's record
+		unlisted bool      // next lacks it: recorded even with no time (the bootstrap)
 	}
 	var todo []dating
 	seen := make(map[string]bool, len(next))
@@ -243,23 +203,22 @@ func (r *releaseTimes) noteListing(ctx context.Context, kind, address, key strin
 			return
 		}
 		seen[v] = true
-		if _, ok := known.at[v]; ok {
-			if known.unshared[v] {
-				todo = append(todo, dating{v: v, share: true})
-			}
+		if _, ok := known[v]; ok {
 			return
 		}
 		switch {
-		case bootstrap, inOwn[v]:
-			// Of the first listing, this one, or an earlier one of this
-			// replica's that an earlier release did not record.
-			todo = append(todo, dating{v: v, first: true})
+		case inOwn[v]:
+			// New to an earlier listing of this replica's (which recorded
+			// it then), or of its first (the bootstrap).
+			if !inNext[v] {
+				todo = append(todo, dating{v: v, unlisted: true})
+			}
 		case !inPrev[v]:
 			todo = append(todo, dating{v: v, at: notAfterNow(prevAt)})
 		case haveOwn:
-			todo = append(todo, dating{v: v, at: notAfterNow(ownAt)}) // named first by another replica's listing
+			todo = append(todo, dating{v: v, at: notAfterNow(ownAt), unlisted: !inNext[v]}) // named first by another replica's listing
 		default:
-			todo = append(todo, dating{v: v}) // by another replica's record, else now
+			todo = append(todo, dating{v: v, unlisted: !inNext[v]})
 		}
 	}
 	for _, raw := range next {
@@ -273,23 +232,15 @@ func (r *releaseTimes) noteListing(ctx context.Context, kind, address, key strin
 	}
 	// Another replica's record of each, looked for at once: a replica
 	// with an empty cache asks the tier for every version of its first
-	// listing. A mark this cache holds is not looked for (the cache's
-	// record would be read).
-	type record struct {
-		found bool
-		at    time.Time // zero: of the first listing
-	}
-	theirs := make([]record, len(todo))
+	// listing.
+	theirs := make([]time.Time, len(todo))
 	var g errgroup.Group
 	g.SetLimit(maxRecordLookups)
 	for i, d := range todo {
-		if d.share {
-			continue
-		}
 		g.Go(func() error {
 			var rec releaseRecord
-			if _, _, err := r.parts.Source.Get(ctx, base+d.v, &rec); err == nil && (!rec.At.IsZero() || rec.First) {
-				theirs[i] = record{found: true, at: rec.At}
+			if _, _, err := r.parts.Source.Get(ctx, base+d.v, &rec); err == nil && !rec.At.IsZero() {
+				theirs[i] = rec.At
 			}
 			return nil
 		})
@@ -297,55 +248,26 @@ func (r *releaseTimes) noteListing(ctx context.Context, kind, address, key strin
 	g.Wait()
 	for i, d := range todo {
 		v, at := d.v, d.at
+		if !theirs[i].IsZero() {
+			at = theirs[i] // another replica's listing saw it first
+		}
 		switch {
-		case d.share:
-			// Written again in the cache, marked shared, so that it is
-			// shared once.
-			rec := &releaseRecord{Schema: records.Schema, First: true}
-			if err := r.parts.Records.Put(base+v, rec); err != nil {
-				r.metrics.CacheWriteFailed()
-				r.log.Log(context.Background(), cache.WriteFailureLevel(err), "storing a release time", "key", base+v, "error", err)
-			}
-			r.parts.Source.Share(base+v, rec)
-			continue
-		case theirs[i].found && theirs[i].at.IsZero() && !at.IsZero():
-			// A listing of this replica's lacked it: not of the first
-			// listing, whatever another replica took it for (one whose
-			// first listing found no list before it, deleted).
-			r.writeOnce(base+v, at)
-		case theirs[i].found && theirs[i].at.IsZero():
-			// Of the first listing, as another replica's record says
-			// (in the tier already).
-			at = time.Time{}
-			r.putOnce(r.parts.Records.Put, base+v, releaseRecord{First: true})
-		case theirs[i].found:
-			at = theirs[i].at // another replica's listing saw it first
-			r.writeOnce(base+v, at)
-		case d.first:
-			r.putOnce(r.parts.Source.Put, base+v, releaseRecord{First: true})
 		case !at.IsZero():
 			r.writeOnce(base+v, at)
+		case d.unlisted:
+			// Of a first listing, recorded as such in the cache alone: a
+			// tier that failed to answer may hold another replica's
+			// record of it, which this must not replace.
+			r.writeLocalOnce(base+v, at)
 		default:
-			// Named by another replica's listing, with no record of
-			// when it was first listed in the tier (lost, or the tier
-			// not answering): first seen now, in the cache alone, so
-			// that a record the tier holds is not replaced.
-			at = now
-			r.putOnce(r.parts.Records.Put, base+v, releaseRecord{At: at})
+			continue
 		}
 		// The maps handed out are never modified: a new one replaces it.
 		r.mu.Lock()
-		if cur, ok := r.absent[kind+"/"+address]; ok {
-			m := maps.Clone(cur.at)
+		if m, ok := r.absent[kind+"/"+address]; ok {
+			m = maps.Clone(m)
 			m[v] = at
-			r.absent[kind+"/"+address] = absentTimes{at: m, unshared: cur.unshared}
-		}
-		r.mu.Unlock()
-	}
-	if len(known.unshared) > 0 {
-		r.mu.Lock()
-		if cur, ok := r.absent[kind+"/"+address]; ok {
-			r.absent[kind+"/"+address] = absentTimes{at: cur.at}
+			r.absent[kind+"/"+address] = m
 		}
 		r.mu.Unlock()
 	}
@@ -381,23 +303,16 @@ func (r *releaseTimes) ownListing(kind, key string) ([]string, time.Time, bool) 
 // absentOf returns the absent times recorded for address, read from the
 // cache once. The map must not be modified.
 func (r *releaseTimes) absentOf(kind, address string) map[string]time.Time {
-	return r.absentRecords(kind, address).at
-}
-
-// absentRecords returns the absent times recorded for address, and the
-// marks of the first listing kept in the cache alone, read from the
-// cache once. The maps must not be modified.
-func (r *releaseTimes) absentRecords(kind, address string) absentTimes {
 	id := kind + "/" + address
 	r.mu.Lock()
-	cur, ok := r.absent[id]
+	m, ok := r.absent[id]
 	r.mu.Unlock()
 	if ok {
-		return cur
+		return m
 	}
 	base := absentBase(kind, address)
 	canon := versionKey(kind)
-	m := absentTimes{at: map[string]time.Time{}}
+	m = map[string]time.Time{}
 	err := r.store.ScanMeta(base, func(key string, _ time.Time, raw json.RawMessage) error {
 		var rec releaseRecord
 		if json.Unmarshal(raw, &rec) == nil && records.KnownSchema(rec.Schema) {
@@ -405,22 +320,11 @@ func (r *releaseTimes) absentRecords(kind, address string) absentTimes {
 			// spelling: read under the canonical one, the latest time
 			// when two spellings were recorded.
 			if v, ok := canon(key[len(base):]); ok {
-				m.at[v] = later(m.at[v], rec.At)
-				if rec.At.IsZero() && !rec.First {
-					if m.unshared == nil {
-						m.unshared = map[string]bool{}
-					}
-					m.unshared[v] = true
-				}
+				m[v] = later(m[v], rec.At)
 			}
 		}
 		return nil
 	})
-	for v := range m.unshared {
-		if !m.at[v].IsZero() { // another spelling's record dates it
-			delete(m.unshared, v)
-		}
-	}
 	if err != nil {
 		r.log.Warn("reading release times", "address", address, "error", err)
 		return m
@@ -440,18 +344,22 @@ func (r *releaseTimes) absentRecords(kind, address string) absentTimes {
 // writeOnce stores at under key unless the cache has a record there
 // (through the stored records, into the shared tier too).
 func (r *releaseTimes) writeOnce(key string, at time.Time) {
-	r.putOnce(r.parts.Source.Put, key, releaseRecord{At: at})
+	r.putOnce(r.parts.Source.Put, key, at)
 }
 
-// putOnce stores rec under key through put unless the cache has a record
+// writeLocalOnce is writeOnce into the cache alone.
+func (r *releaseTimes) writeLocalOnce(key string, at time.Time) {
+	r.putOnce(r.parts.Records.Put, key, at)
+}
+
+// putOnce stores at under key through put unless the cache has a record
 // there; a failure to store it is counted and logged.
-func (r *releaseTimes) putOnce(put func(key string, v any) error, key string, rec releaseRecord) {
+func (r *releaseTimes) putOnce(put func(key string, v any) error, key string, at time.Time) {
 	var old releaseRecord
 	if _, err := r.store.GetMeta(key, &old); err == nil {
 		return
 	}
-	rec.Schema, rec.At = records.Schema, rec.At.UTC()
-	if err := put(key, &rec); err != nil {
+	if err := put(key, &releaseRecord{Schema: records.Schema, At: at.UTC()}); err != nil {
 		r.metrics.CacheWriteFailed()
 		r.log.Log(context.Background(), cache.WriteFailureLevel(err), "storing a release time", "key", key, "error", err)
 	}
