@@ -261,8 +261,9 @@ func (s *Shared) Share(key string, record any) {
 }
 
 // maxRecordWrites bounds the records written to the tier at once (Share):
-// a replica's first listing of a provider records each of its versions,
-// hundreds at a time, which go to the store this many at a time.
+// a listing may date many versions, and the records of an earlier
+// release's bucket are written back as they are re-derived, hundreds at
+// a time, which go to the store this many at a time.
 const maxRecordWrites = 16
 
 // TryLease takes the tier's lease id and keeps it renewed until release is
