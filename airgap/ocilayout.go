@@ -723,7 +723,8 @@ func (x *ociLayoutExport) writeIndex(repo string) error {
 // pushScriptHead is push.sh up to its lines: push REPOSITORY TAG copies
 // a tag with oras cp, unless PREFIX/REPOSITORY is longer than a registry
 // takes; a tag not pushed is reported and the next one pushed, and the
-// script then ends with status 1.
+// script then ends with status 1. Without oras it stops at its first
+// tag (a layout with none pushes nothing, and needs no oras).
 var pushScriptHead = `#!/bin/sh
 # Pushes this OCI image layout export into an OCI registry, a repository
 # per layout, under the names the tfmirror OCI front door uses:
@@ -739,9 +740,12 @@ export LC_ALL
 r="${1:?usage: sh push.sh REGISTRY[/PREFIX]}"
 case "$r" in */*) p="${r#*/}/" ;; *) p= ;; esac
 cd "$(dirname "$0")"
-command -v oras >/dev/null || { echo "push.sh: oras not found (https://oras.land)" >&2; exit 1; }
 failed=0
 push() {
+	if [ -z "${oras_found:-}" ]; then
+		command -v oras >/dev/null || { echo "push.sh: oras not found (https://oras.land)" >&2; exit 1; }
+		oras_found=1
+	fi
 	if [ $((${#p} + ${#1})) -gt ` + strconv.Itoa(oci.MaxRegistryNameLen) + ` ]; then
 		echo "push.sh: $1:$2 not pushed: $p$1 is longer than the ` + strconv.Itoa(oci.MaxRegistryNameLen) + ` bytes a registry takes as a repository name" >&2
 		failed=$((failed + 1))
