@@ -65,38 +65,11 @@ func (m *waitingMetrics) ArchiveFetchWaiting() func() {
 // MaxDownloads slots like any other, and the origin is not asked for it
 // while they are all taken.
 func TestResumeFromOriginTakesASlot(t *testing.T) {
-	store, err := cache.Open(cache.Options{InMemory: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	life := lifetime.New(time.Minute, nil)
-	t.Cleanup(func() { life.Stop(); life.Cancel(); idle(life, time.Minute) })
 	held := records.ArchiveRecord{Filename: "held.zip", SHA256: string(bytes.Repeat([]byte("a"), 64)), URL: "held"}
 	resumed := records.ArchiveRecord{Filename: "resumed.zip", SHA256: string(bytes.Repeat([]byte("b"), 64)), URL: "resumed"}
 	origin := &gatedOrigin{held: held.URL}
 	met := &waitingMetrics{}
-	fr, err := New(Config{ArchiveTimeout: time.Minute, MaxArchiveBytes: 1 << 20, MaxDownloads: 1, Logger: slog.New(slog.DiscardHandler)},
-		Parts{Life: life, Copies: brokenCopies{held: held.SHA256}}, origin, store, met)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := addrs.Provider{Hostname: "example.com", Namespace: "ns", Type: "t"}
-	f1, _, err := fr.join(p, held) // takes the one slot, held by its origin
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f1.release()
-	for deadline := time.Now().Add(time.Minute); len(fr.slots) != 1; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the first download took no slot")
-		}
-	}
-	f2, _, err := fr.join(p, resumed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f2.release()
+	behindTheSlot(t, brokenCopies{held: held.SHA256}, origin, met, held, resumed)
 	for deadline := time.Now().Add(time.Minute); met.waiting.Load() == 0; time.Sleep(time.Millisecond) {
 		if n := origin.others.Load(); n != 0 {
 			t.Fatalf("the origin was asked for the rest of an archive %d times while the one slot was taken", n)
@@ -163,39 +136,12 @@ func (o *releasedOrigin) OpenArchive(ctx context.Context, _ addrs.Provider, url 
 // this replica's queue. It asks the tier again once it has a slot, and
 // downloads from the origin under the lease then.
 func TestQueuedDownloadHoldsNoSharedLease(t *testing.T) {
-	store, err := cache.Open(cache.Options{InMemory: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	life := lifetime.New(time.Minute, nil)
-	t.Cleanup(func() { life.Stop(); life.Cancel(); idle(life, time.Minute) })
 	held := records.ArchiveRecord{Filename: "held.zip", SHA256: string(bytes.Repeat([]byte("a"), 64)), URL: "held"}
 	queued := records.ArchiveRecord{Filename: "queued.zip", SHA256: string(bytes.Repeat([]byte("b"), 64)), URL: "queued"}
 	copies := &leasingCopies{held: held.SHA256, leased: queued.SHA256}
 	origin := &releasedOrigin{held: held.URL, released: make(chan struct{}), copies: copies}
 	met := &waitingMetrics{}
-	fr, err := New(Config{ArchiveTimeout: time.Minute, MaxArchiveBytes: 1 << 20, MaxDownloads: 1, Logger: slog.New(slog.DiscardHandler)},
-		Parts{Life: life, Copies: copies}, origin, store, met)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := addrs.Provider{Hostname: "example.com", Namespace: "ns", Type: "t"}
-	f1, _, err := fr.join(p, held) // takes the one slot, held by its origin
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f1.release()
-	for deadline := time.Now().Add(time.Minute); len(fr.slots) != 1; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the first download took no slot")
-		}
-	}
-	f2, _, err := fr.join(p, queued)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f2.release()
+	f2 := behindTheSlot(t, copies, origin, met, held, queued)
 	for deadline := time.Now().Add(time.Minute); met.waiting.Load() == 0; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the second download did not wait for a slot")
@@ -220,4 +166,41 @@ func TestQueuedDownloadHoldsNoSharedLease(t *testing.T) {
 			t.Fatalf("%d shared leases left held after the download ended", copies.holding.Load())
 		}
 	}
+}
+
+// behindTheSlot starts, on a fetcher of one download slot over copies
+// and origin, the download of held (which takes the slot and keeps it
+// while origin holds it), then that of next, which it returns (both let
+// go of when the test ends).
+func behindTheSlot(t *testing.T, copies Copies, origin Origin, met Metrics, held, next records.ArchiveRecord) *Download {
+	t.Helper()
+	store, err := cache.Open(cache.Options{InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	life := lifetime.New(time.Minute, nil)
+	t.Cleanup(func() { life.Stop(); life.Cancel(); idle(life, time.Minute) })
+	fr, err := New(Config{ArchiveTimeout: time.Minute, MaxArchiveBytes: 1 << 20, MaxDownloads: 1, Logger: slog.New(slog.DiscardHandler)},
+		Parts{Life: life, Copies: copies}, origin, store, met)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := addrs.Provider{Hostname: "example.com", Namespace: "ns", Type: "t"}
+	f1, _, err := fr.join(p, held) // takes the one slot, held by its origin
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f1.release)
+	for deadline := time.Now().Add(time.Minute); len(fr.slots) != 1; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first download took no slot")
+		}
+	}
+	f2, _, err := fr.join(p, next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f2.release)
+	return f2
 }
