@@ -20,16 +20,7 @@ import (
 // so such a file took it hours of CPU, which the fetch's deadline could
 // not stop: one client's request held a core for as long.
 func TestFetchGitBoundsGitmodules(t *testing.T) {
-	needGit(t)
-	o, err := fakeorigin.Start(fakeorigin.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer o.Close()
-	leaf, err := o.AddGitTree("leaf", fakeorigin.GitTree{Files: map[string][]byte{"main.tf": []byte("# leaf\n")}}, "v1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	o, leaf := originWithLeaf(t)
 	var gm bytes.Buffer
 	fmt.Fprintf(&gm, "[submodule \"sub\"]\n\tpath = sub\n\turl = ../leaf.git\n")
 	for i := 0; gm.Len() < 8<<20; i++ {
@@ -84,16 +75,7 @@ func TestFetchGitBoundsGitmodules(t *testing.T) {
 // that is not https. A user name alone is dropped: the submodule is
 // fetched, the name never sent (TestSubmoduleURLUserNameDropped).
 func TestSubmoduleURLWithCredentialsRefused(t *testing.T) {
-	needGit(t)
-	o, err := fakeorigin.Start(fakeorigin.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer o.Close()
-	leaf, err := o.AddGitTree("leaf", fakeorigin.GitTree{Files: map[string][]byte{"main.tf": []byte("# leaf\n")}}, "v1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	o, leaf := originWithLeaf(t)
 	const secret = "s3cret-pass"
 	withCreds := strings.Replace(o.GitURL("leaf"), "https://", "https://bot:"+secret+"@", 1)
 	for name, url := range map[string]string{
@@ -103,12 +85,7 @@ func TestSubmoduleURLWithCredentialsRefused(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			repo := "creds-" + name
-			if _, err := o.AddGitTree(repo, fakeorigin.GitTree{
-				Files:      map[string][]byte{"main.tf": []byte("# module\n"), ".gitmodules": []byte("[submodule \"sub\"]\n\tpath = sub\n\turl = " + url + "\n")},
-				Submodules: map[string]string{"sub": leaf},
-			}, "v1"); err != nil {
-				t.Fatal(err)
-			}
+			addParent(t, o, repo, url, leaf)
 			a, _ := Parse("git::" + o.GitURL(repo) + "?ref=v1")
 			o.ResetHits()
 			_, err := newFetcher(t, o, defaultLimits).Fetch(context.Background(), a, io.Discard)
@@ -134,23 +111,9 @@ func TestSubmoduleURLWithCredentialsRefused(t *testing.T) {
 // public repository with) is fetched as it is without one: the
 // submodule is in the package, and no request carries the name.
 func TestSubmoduleURLUserNameDropped(t *testing.T) {
-	needGit(t)
-	o, err := fakeorigin.Start(fakeorigin.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer o.Close()
-	leaf, err := o.AddGitTree("leaf", fakeorigin.GitTree{Files: map[string][]byte{"main.tf": []byte("# leaf\n")}}, "v1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	o, leaf := originWithLeaf(t)
 	url := strings.Replace(o.GitURL("leaf"), "https://", "https://jdoe@", 1)
-	if _, err := o.AddGitTree("named", fakeorigin.GitTree{
-		Files:      map[string][]byte{"main.tf": []byte("# module\n"), ".gitmodules": []byte("[submodule \"sub\"]\n\tpath = sub\n\turl = " + url + "\n")},
-		Submodules: map[string]string{"sub": leaf},
-	}, "v1"); err != nil {
-		t.Fatal(err)
-	}
+	addParent(t, o, "named", url, leaf)
 	a, _ := Parse("git::" + o.GitURL("named") + "?ref=v1")
 	o.ResetHits()
 	var buf bytes.Buffer
@@ -165,5 +128,36 @@ func TestSubmoduleURLUserNameDropped(t *testing.T) {
 	}
 	if h := o.LastAuthHeaders(fakeorigin.Git); len(h) != 0 {
 		t.Errorf("the submodule's request carried Authorization %q, want none", h)
+	}
+}
+
+// originWithLeaf is a fake origin (closed when the test ends) serving
+// the Git repository leaf, whose tag v1 has one main.tf, and the commit
+// of that tag.
+func originWithLeaf(t *testing.T) (*fakeorigin.Origin, string) {
+	t.Helper()
+	needGit(t)
+	o, err := fakeorigin.Start(fakeorigin.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(o.Close)
+	leaf, err := o.AddGitTree("leaf", fakeorigin.GitTree{Files: map[string][]byte{"main.tf": []byte("# leaf\n")}}, "v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o, leaf
+}
+
+// addParent adds to o the Git repository repo, whose tag v1 has a
+// main.tf and the submodule sub, at commit leaf, that its .gitmodules
+// names by url.
+func addParent(t *testing.T, o *fakeorigin.Origin, repo, url, leaf string) {
+	t.Helper()
+	if _, err := o.AddGitTree(repo, fakeorigin.GitTree{
+		Files:      map[string][]byte{"main.tf": []byte("# module\n"), ".gitmodules": []byte("[submodule \"sub\"]\n\tpath = sub\n\turl = " + url + "\n")},
+		Submodules: map[string]string{"sub": leaf},
+	}, "v1"); err != nil {
+		t.Fatal(err)
 	}
 }
