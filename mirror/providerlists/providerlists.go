@@ -140,9 +140,9 @@ func (s *Lists) refresh(ctx context.Context, k records.ProviderKeys) (*records.V
 	list.Warnings = answer.Warnings
 	list.ListedAt = s.cfg.Now().UTC()
 	prev, prevAt := s.previousListing(ctx, k.Versions)
-	named := prev.Named()
-	list.Lacked = records.Lacking(named, list.Names())
-	s.parts.Gate.NoteListing(ctx, "provider", k.Name, k.Versions, named, prevAt, list.Names())
+	named, names := prev.Named(), list.Names()
+	list.Lacked = records.Lacking(named, names)
+	s.parts.Gate.NoteListing(ctx, "provider", k.Name, k.Versions, named, prevAt, names)
 	if err := s.parts.Records.Put(k.Versions, list); err != nil {
 		s.metrics.CacheWriteFailed()
 		s.cfg.Logger.Log(context.Background(), cache.WriteFailureLevel(err), "storing version list", "provider", k.Name, "error", err)
