@@ -831,42 +831,58 @@ func (fr *Fetcher) dropUnwanted(f *Download) bool {
 	return unwanted
 }
 
+// leaseRounds bounds the times a queued download gives the shared tier's
+// lease back to wait for a download slot, and a slot back to wait for
+// another replica's lease (see openSource): past it, it keeps the lease
+// while it waits for a slot.
+const leaseRounds = 3
+
 // openSource opens the archive's bytes for the fetch f: from the store
 // beyond the cache when it has the archive, else from the origin (under
 // its lease when there is a shared tier, so that of all replicas one
 // downloads it while the others wait for it to appear in the tier; see
-// Copies), once one of the origin download slots is f's. The lease is
-// not held while f waits for a slot.
+// Copies), once one of the origin download slots is f's. f holds neither
+// while it waits for the other: the lease goes back while f waits for a
+// slot, so that the other replicas asking for the archive do not wait
+// behind this replica's queue, and the slot goes back while f waits for
+// another replica's download, so that this replica's other downloads do
+// not wait behind it (up to leaseRounds times each).
 func (fr *Fetcher) openSource(ctx context.Context, f *Download, p addrs.Provider, a records.ArchiveRecord) (io.ReadCloser, int64, error) {
 	s := fr
-	body, size, release, err := s.copies.Archive(ctx, a.SHA256, f.owner, a.Filename, fr.hooksNow().Wait)
-	if err != nil {
-		return nil, 0, err
+	onWait := func() { // on f's goroutine, as the tier waits for another replica's download
+		if f.slotDone != nil {
+			f.slotDone()
+			f.slotDone = nil
+		}
+		if hook := fr.hooksNow().Wait; hook != nil {
+			hook()
+		}
 	}
-	if body != nil {
-		f.fromShared = true
-		return body, size, nil
-	}
-	if release != nil && !fr.trySlot(f) {
+	for round := 1; ; round++ {
+		body, size, release, err := s.copies.Archive(ctx, a.SHA256, f.owner, a.Filename, onWait)
+		if err != nil {
+			return nil, 0, err
+		}
+		if body != nil {
+			if f.slotDone != nil { // a copy from the tier takes no slot
+				f.slotDone()
+				f.slotDone = nil
+			}
+			f.fromShared = true
+			return body, size, nil
+		}
+		if release == nil || f.slotDone != nil || fr.trySlot(f) || round == leaseRounds {
+			f.lease = release
+			break
+		}
 		// Every slot is taken: the lease goes back while f waits for
-		// one, so that the other replicas asking for the archive do not
-		// wait behind this replica's queue; with a slot, f asks the tier
-		// again (one of them may have stored the archive meanwhile).
+		// one; with a slot, f asks the tier again (another replica may
+		// have stored the archive meanwhile, or be downloading it).
 		release(context.WithoutCancel(ctx))
 		if err := fr.takeSlot(ctx, f, false); err != nil {
 			return nil, 0, err
 		}
-		if body, size, release, err = s.copies.Archive(ctx, a.SHA256, f.owner, a.Filename, fr.hooksNow().Wait); err != nil {
-			return nil, 0, err
-		}
-		if body != nil {
-			f.slotDone()
-			f.slotDone = nil
-			f.fromShared = true
-			return body, size, nil
-		}
 	}
-	f.lease = release
 	if f.slotDone == nil {
 		if err := fr.takeSlot(ctx, f, false); err != nil {
 			return nil, 0, err

@@ -174,6 +174,13 @@ func TestQueuedDownloadHoldsNoSharedLease(t *testing.T) {
 // go of when the test ends).
 func behindTheSlot(t *testing.T, copies Copies, origin Origin, met Metrics, held, next records.ArchiveRecord) *Download {
 	t.Helper()
+	_, f2 := behindTheSlotOf(t, copies, origin, met, held, next)
+	return f2
+}
+
+// behindTheSlotOf is behindTheSlot, returning the fetcher too.
+func behindTheSlotOf(t *testing.T, copies Copies, origin Origin, met Metrics, held, next records.ArchiveRecord) (*Fetcher, *Download) {
+	t.Helper()
 	store, err := cache.Open(cache.Options{InMemory: true})
 	if err != nil {
 		t.Fatal(err)
@@ -202,5 +209,100 @@ func behindTheSlot(t *testing.T, copies Copies, origin Origin, met Metrics, held
 		t.Fatal(err)
 	}
 	t.Cleanup(f2.release)
-	return f2
+	return fr, f2
+}
+
+// leasedElsewhereCopies grants the shared tier's lease on leased the
+// first time it is asked; asked again, it finds another replica holding
+// the lease and waits (calling onWait, as the tier does) until other is
+// closed, then finds nothing: the other replica gave up. It has no other
+// archive.
+type leasedElsewhereCopies struct {
+	noCopies
+	leased  string
+	other   chan struct{}
+	waiting chan struct{} // closed once it waits for the other replica
+	asked   atomic.Int64
+}
+
+func (c *leasedElsewhereCopies) Archive(ctx context.Context, sha, _, _ string, onWait func()) (io.ReadCloser, int64, func(context.Context), error) {
+	if sha != c.leased {
+		return nil, 0, nil, nil
+	}
+	if c.asked.Add(1) == 1 {
+		return nil, 0, func(context.Context) {}, nil
+	}
+	if onWait != nil {
+		onWait()
+	}
+	close(c.waiting)
+	select {
+	case <-c.other:
+	case <-ctx.Done():
+	}
+	return nil, 0, nil, nil
+}
+
+// openedOrigin holds the archive at URL held until released is closed;
+// it fails every other at once, saying which it was asked for on opened.
+type openedOrigin struct {
+	held     string
+	released chan struct{}
+	opened   chan string
+}
+
+func (o *openedOrigin) OpenArchive(ctx context.Context, _ addrs.Provider, url string) (io.ReadCloser, int64, error) {
+	if url == o.held {
+		select {
+		case <-o.released:
+		case <-ctx.Done():
+		}
+	} else {
+		o.opened <- url
+	}
+	return nil, 0, errors.New("not served")
+}
+
+// A queued download that, once it has a slot, finds another replica
+// downloading the archive waits for that replica without the slot: this
+// replica's other downloads go on meanwhile, where they would wait up to
+// the tier's holder wait behind it.
+func TestDownloadWaitingForAnotherReplicaHoldsNoSlot(t *testing.T) {
+	held := records.ArchiveRecord{Filename: "held.zip", SHA256: string(bytes.Repeat([]byte("a"), 64)), URL: "held"}
+	queued := records.ArchiveRecord{Filename: "queued.zip", SHA256: string(bytes.Repeat([]byte("b"), 64)), URL: "queued"}
+	other := records.ArchiveRecord{Filename: "other.zip", SHA256: string(bytes.Repeat([]byte("c"), 64)), URL: "other"}
+	copies := &leasedElsewhereCopies{leased: queued.SHA256, other: make(chan struct{}), waiting: make(chan struct{})}
+	origin := &openedOrigin{held: held.URL, released: make(chan struct{}), opened: make(chan string, 3)}
+	met := &waitingMetrics{}
+	fr, f2 := behindTheSlotOf(t, copies, origin, met, held, queued)
+	for deadline := time.Now().Add(time.Minute); met.waiting.Load() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the second download did not wait for a slot")
+		}
+	}
+	close(origin.released) // the first download ends: the queued one takes its slot and asks the tier again
+	select {
+	case <-copies.waiting:
+	case <-time.After(time.Minute):
+		t.Fatal("the queued download did not ask the shared tier again once it had a slot")
+	}
+	p := addrs.Provider{Hostname: "example.com", Namespace: "ns", Type: "t"}
+	f3, _, err := fr.join(p, other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f3.release)
+	select {
+	case url := <-origin.opened:
+		if url != other.URL {
+			t.Fatalf("the origin was asked for %q, want %q", url, other.URL)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("another archive's download waited for the slot of a download waiting for another replica")
+	}
+	close(copies.other) // the other replica gives up: the queued download takes a slot and asks the origin
+	<-f2.done
+	if url := <-origin.opened; url != queued.URL {
+		t.Fatalf("the origin was asked for %q, want %q", url, queued.URL)
+	}
 }
