@@ -371,7 +371,8 @@ func New(cfg Config) (*Client, error) {
 type Observer interface {
 	// OriginRequest records one operation (an Op* constant) and its outcome:
 	// success, not_found, refused (network policy), untrusted (a TLS
-	// certificate the client does not trust), timeout or error.
+	// certificate the client does not trust), proxy (the upstream proxy's
+	// failure, not the origin's: ProxyError.ProxyFault), timeout or error.
 	OriginRequest(origin, operation, outcome string, d time.Duration)
 	// OriginBytes records archive bytes received from origin.
 	OriginBytes(origin string, n int64)
@@ -392,6 +393,7 @@ func (noObserver) StaleServed(string)                                  {}
 // Outcome classifies an error of this package as a bounded label value.
 func Outcome(err error) string {
 	var oe *OriginError
+	var pe *ProxyError
 	switch {
 	case err == nil:
 		return "success"
@@ -401,6 +403,8 @@ func Outcome(err error) string {
 		return "refused"
 	case errors.Is(err, ErrUntrustedCertificate):
 		return "untrusted"
+	case errors.As(err, &pe) && pe.ProxyFault():
+		return "proxy"
 	case errors.As(err, &oe) && oe.Timeout(), errors.Is(err, context.DeadlineExceeded):
 		return "timeout"
 	default:

@@ -47,7 +47,7 @@ const upstreamProxy = "the upstream proxy (upstream_proxy, --upstream-proxy, or 
 
 // ErrProxyRefused matches a *ProxyError: the upstream proxy refused to
 // open a connection to a host (an HTTP proxy's answer to CONNECT other
-// than 200, a SOCKS5 proxy's refusal).
+// than 200, a SOCKS5 proxy's refusal), or broke the SOCKS5 protocol.
 var ErrProxyRefused = errors.New("the upstream proxy refused the connection")
 
 // The words of a SOCKS5 proxy's refusals that are the operator's to fix
@@ -71,15 +71,20 @@ const (
 )
 
 // ProxyError is an upstream proxy's refusal to open a connection to a
-// host: no request reached the host. It is returned wrapped in an
-// *OriginError. It names the settings that choose the proxy, never the
-// proxy's address or credentials. A refusal of the mirror's credentials
-// (an HTTP proxy's 407, a SOCKS5 proxy's failed authentication) or of
-// the host by the proxy's policy (an HTTP proxy's 403, a SOCKS5
-// proxy's "connection not allowed by ruleset") is the operator's to
-// fix, not an outage: it is never retried and does not count toward the
-// circuit breaker; any other refusal (the proxy could not reach the
-// host) is an origin failure like any other.
+// host, or its failure to keep to the SOCKS5 protocol: no request
+// reached the host. It is returned wrapped in an *OriginError. It names
+// the settings that choose the proxy, never the proxy's address or
+// credentials. A refusal of the mirror's credentials (an HTTP proxy's
+// 407, a SOCKS5 proxy's failed authentication) or of the host by the
+// proxy's policy (an HTTP proxy's 403, a SOCKS5 proxy's "connection not
+// allowed by ruleset") is the operator's to fix, not an outage: it is
+// never retried and does not count toward the circuit breaker. A broken
+// SOCKS5 protocol (an answer that is not SOCKS5, the connection closed
+// in the handshake) is the proxy's failure, not the host's: it is
+// retried, as a connection failure is, but does not count toward the
+// circuit breaker either. Any other refusal (the proxy could not reach
+// the host) is an origin failure like any other. ProxyFault tells the
+// proxy's own from the host's.
 type ProxyError struct {
 	// Target is the host:port the proxy was asked for.
 	Target string
@@ -88,11 +93,18 @@ type ProxyError struct {
 	StatusCode int
 	// SOCKS is a SOCKS5 proxy's refusal in the protocol's words (one of
 	// the SOCKS* constants, or a reply to the connection request such
-	// as "host unreachable"); "" for an HTTP proxy.
+	// as "host unreachable"); "" for an HTTP proxy and for a broken
+	// protocol.
 	SOCKS string
+	// Broken says how a SOCKS5 proxy broke the protocol, in net/http's
+	// words ("unexpected protocol version 72", "EOF"); "" for a refusal.
+	Broken string
 }
 
 func (e *ProxyError) Error() string {
+	if e.Broken != "" {
+		return fmt.Sprintf("%s broke the SOCKS5 protocol on the connection to %s (%s): it is not a SOCKS5 proxy, or it failed", upstreamProxy, e.Target, e.Broken)
+	}
 	msg := fmt.Sprintf("%s answered %s to CONNECT %s", upstreamProxy, e.Status(), e.Target)
 	if e.SOCKS != "" {
 		msg = fmt.Sprintf("%s refused the SOCKS5 connection to %s (%s)", upstreamProxy, e.Target, e.SOCKS)
@@ -108,9 +120,13 @@ func (e *ProxyError) Error() string {
 
 // Status is the proxy's answer: an HTTP proxy's as a status line says it
 // ("407 Proxy Authentication Required"; the code alone when net/http has
-// no text for it), a SOCKS5 proxy's as "SOCKS5 " and its words.
+// no text for it), a SOCKS5 proxy's as "SOCKS5 " and its words, a
+// broken protocol as "SOCKS5 protocol broken: " and how.
 func (e *ProxyError) Status() string {
-	if e.SOCKS != "" {
+	switch {
+	case e.Broken != "":
+		return "SOCKS5 protocol broken: " + e.Broken
+	case e.SOCKS != "":
 		return "SOCKS5 " + e.SOCKS
 	}
 	return strings.TrimSpace(fmt.Sprintf("%d %s", e.StatusCode, http.StatusText(e.StatusCode)))
@@ -120,7 +136,10 @@ func (e *ProxyError) Status() string {
 // (the user and password of the proxy's URL, or none given where the
 // proxy wants them).
 func (e *ProxyError) Credentials() bool {
-	if e.SOCKS != "" {
+	switch {
+	case e.Broken != "":
+		return false
+	case e.SOCKS != "":
 		return e.SOCKS == SOCKSAuthFailed || e.SOCKS == SOCKSNoAcceptableAuth || e.SOCKS == socksBadCredentials
 	}
 	return e.StatusCode == http.StatusProxyAuthRequired
@@ -128,11 +147,21 @@ func (e *ProxyError) Credentials() bool {
 
 // Policy reports whether the proxy's policy refused the host.
 func (e *ProxyError) Policy() bool {
-	if e.SOCKS != "" {
+	switch {
+	case e.Broken != "":
+		return false
+	case e.SOCKS != "":
 		return e.SOCKS == SOCKSNotAllowed
 	}
 	return e.StatusCode == http.StatusForbidden
 }
+
+// ProxyFault reports whether the failure is the proxy's, not the host's:
+// its refusal of the mirror's credentials or of the host by its policy,
+// or a broken protocol. It does not count toward the host's circuit
+// breaker, and Outcome calls it "proxy"; a refusal that is not the
+// proxy's (it could not reach the host) is an origin failure.
+func (e *ProxyError) ProxyFault() bool { return e.operatorsToFix() || e.Broken != "" }
 
 // Is makes errors.Is(err, ErrProxyRefused) true.
 func (e *ProxyError) Is(target error) bool { return target == ErrProxyRefused }

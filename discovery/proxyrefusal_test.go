@@ -21,18 +21,20 @@ import (
 // text ("Forbidden"), which reads as the origin's answer. It never names
 // the proxy's address or its credentials. A 407 or a 403 is the
 // operator's to fix, not an outage: it is not retried and does not open
-// the origin's circuit breaker, and it is logged at error level; any
+// the origin's circuit breaker, it is logged at error level, and the
+// origin request is observed with the outcome "proxy", not "error"; any
 // other refusal is a failure like the origin's own 502.
 func TestProxyRefusalNamesTheProxy(t *testing.T) {
 	for _, tc := range []struct {
-		status    int
-		wantWords string
-		wantTries int32
-		wantOpen  bool
+		status      int
+		wantWords   string
+		wantTries   int32
+		wantOpen    bool
+		wantOutcome string
 	}{
-		{http.StatusProxyAuthRequired, "credentials", 1, false},
-		{http.StatusForbidden, "policy", 1, false},
-		{http.StatusBadGateway, "502", 3, true},
+		{http.StatusProxyAuthRequired, "credentials", 1, false, "proxy"},
+		{http.StatusForbidden, "policy", 1, false, "proxy"},
+		{http.StatusBadGateway, "502", 3, true, "error"},
 	} {
 		t.Run(http.StatusText(tc.status), func(t *testing.T) {
 			var connects atomic.Int32
@@ -45,7 +47,9 @@ func TestProxyRefusalNamesTheProxy(t *testing.T) {
 			proxyURL.User = url.UserPassword("mirror", "s3cret-proxy-pass")
 			s := newTestServer(t, http.NotFoundHandler())
 			var logs bytes.Buffer
+			obs := &discoveryCounter{}
 			c := newTestClient(t, s, func(cfg *Config) {
+				cfg.Observer = obs
 				cfg.Proxy = http.ProxyURL(proxyURL)
 				cfg.Retries = 2
 				cfg.BreakerThreshold = 3
@@ -76,6 +80,9 @@ func TestProxyRefusalNamesTheProxy(t *testing.T) {
 			}
 			if open := c.Circuit(string(s.host)).State == "open"; open != tc.wantOpen {
 				t.Errorf("circuit open = %v after the proxy's %d, want %v", open, tc.status, tc.wantOpen)
+			}
+			if got := obs.seen(); len(got) != 1 || got[0] != tc.wantOutcome {
+				t.Errorf("observed outcomes %q, want [%s]", got, tc.wantOutcome)
 			}
 			// A refusal that is the operator's to fix is logged at error
 			// level, by the proxy's settings.

@@ -77,21 +77,24 @@ func (e *redirectRefused) Error() string { return e.msg }
 // network policy, certificates the client does not trust and an upstream
 // proxy's refusal of the mirror's credentials or of the host (the
 // operator's to fix: see CertificateError and ProxyError) and the
-// caller's own cancellation are neither.
+// caller's own cancellation are neither. An upstream proxy's break of
+// the SOCKS5 protocol is the proxy's failure: retried, but not the
+// origin's.
 func classify(ctx context.Context, resp *http.Response, err error) (attemptResult, bool) {
 	if err != nil {
 		var rr *redirectRefused
 		var pe *ProxyError
 		switch {
-		case errors.As(err, &pe) && pe.operatorsToFix():
-			return attemptNeutral, false
-		case ctx.Err() != nil,
+		case errors.As(err, &pe) && pe.operatorsToFix(),
+			ctx.Err() != nil,
 			errors.Is(err, ErrPrivateAddress),
 			errors.Is(err, errNotHTTPS),
 			errors.Is(err, ErrCircuitOpen),
 			errors.Is(err, ErrUntrustedCertificate),
 			errors.As(err, &rr):
 			return attemptNeutral, false
+		case errors.As(err, &pe) && pe.ProxyFault():
+			return attemptNeutral, true
 		}
 		return attemptFailed, true
 	}

@@ -34,7 +34,7 @@ var (
 		"status", "metrics", "health", "other"}
 	CacheKinds = []string{"discovery", "versions", "package", "archive", "module_versions", "module_location", "module_package", "module_zip"}
 	Operations = []string{"discovery", "versions", "package", "shasums", "signature", "archive", "archive_size", "module_versions", "module_location", "module_source"}
-	Outcomes   = []string{"success", "not_found", "error", "timeout", "refused", "untrusted"}
+	Outcomes   = []string{"success", "not_found", "error", "timeout", "refused", "untrusted", "proxy"}
 	Reasons    = []string{"signature", "missing_checksum", "checksum_mismatch", "bad_archive", "archive_too_large", "name_mismatch"}
 	// SyncOutcomes are the outcomes of packages `tfmirror sync` asks a
 	// running mirror for: fetched from the origin, already cached, failed.

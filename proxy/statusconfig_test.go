@@ -136,6 +136,33 @@ func TestStatusOriginsAndPolicy(t *testing.T) {
 	}
 }
 
+// TestStatusOriginFailingAtTheProxy: an origin whose last request the
+// upstream proxy refused or failed is shown as the proxy's trouble, in
+// its row and in the Health list, not as the origin failing.
+func TestStatusOriginFailingAtTheProxy(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	rows := fixedRows{
+		{Host: "registry.terraform.io", State: "proxy", Breaker: "closed", LastSuccess: at.Add(-time.Hour),
+			LastError: &OriginFailure{At: at, Cause: "the upstream proxy (upstream_proxy, HTTPS_PROXY) refused the mirror's credentials (HTTP 407 Proxy Authentication Required): check the user and password of its URL"}},
+		{Host: "registry.opentofu.org", State: "ok", Breaker: "closed", LastSuccess: at},
+	}
+	h := newHarness(t, harnessOptions{cfg: Config{Origins: rows}})
+	body := string(h.get("/").body)
+	for _, want := range []string{
+		`the upstream proxy fails the requests for registry.terraform.io (below)`,
+		`<span class="state bad">failing at the upstream proxy</span>`,
+		`refused the mirror&#39;s credentials`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("page lacks %q:\n%s", want, body)
+		}
+	}
+	if strings.Contains(body, "registry.terraform.io is failing") {
+		t.Errorf("the page says the origin is failing:\n%s", body)
+	}
+}
+
 // TestStatusLastReload: the Health list says how the last reload ended,
 // and why a file was refused; nothing before the first reload, and
 // nothing without a token (client authentication on), as for the rest

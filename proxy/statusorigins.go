@@ -17,8 +17,10 @@ import (
 type OriginHealth struct {
 	Host string `json:"host"`
 	// State sums the row up: "ok" (its last request succeeded), "failing"
-	// (its last request failed), "unavailable" (its circuit breaker is
-	// open: requests fail fast) or "unused" (not contacted since start).
+	// (its last request failed), "proxy" (the upstream proxy refused or
+	// failed its last request, which never reached it), "unavailable"
+	// (its circuit breaker is open: requests fail fast) or "unused" (not
+	// contacted since start).
 	State string `json:"state"`
 	// Breaker is the circuit breaker's state: closed, open or half-open;
 	// Failures the consecutive failed attempts; RetryAt, while open, when
@@ -65,22 +67,35 @@ type OriginCounts struct {
 	OriginFailures int64 `json:"origin_failures"`
 }
 
-// originTrouble is the health block's line on the origins that fail, ""
-// when none does.
+// originTrouble is the health block's line on the origins that fail, and
+// on those whose requests the upstream proxy fails; "" when none does.
 func originTrouble(rows []OriginHealth) string {
-	var failing []string
+	var failing, proxied []string
 	for _, r := range rows {
-		if r.State == "failing" || r.State == "unavailable" {
+		switch r.State {
+		case "failing", "unavailable":
 			failing = append(failing, r.Host)
+		case "proxy":
+			proxied = append(proxied, r.Host)
 		}
 	}
+	var parts []string
 	switch {
-	case len(failing) == 0:
-		return ""
 	case len(failing) == 1:
-		return fmt.Sprintf("%s is failing (below)", failing[0])
+		parts = append(parts, fmt.Sprintf("%s is failing", failing[0]))
+	case len(failing) > 1:
+		parts = append(parts, fmt.Sprintf("%d of %d origins are failing", len(failing), len(rows)))
 	}
-	return fmt.Sprintf("%d of %d origins are failing (below)", len(failing), len(rows))
+	switch {
+	case len(proxied) == 1:
+		parts = append(parts, fmt.Sprintf("the upstream proxy fails the requests for %s", proxied[0]))
+	case len(proxied) > 1:
+		parts = append(parts, fmt.Sprintf("the upstream proxy fails the requests for %d of %d origins", len(proxied), len(rows)))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return strings.Join(parts, "; ") + " (below)"
 }
 
 // originStateText and originStateClass show an OriginHealth.State.
@@ -88,6 +103,8 @@ func originStateText(state string) string {
 	switch state {
 	case "ok":
 		return "answering"
+	case "proxy":
+		return "failing at the upstream proxy"
 	case "unused":
 		return "not contacted yet"
 	case "unknown":
@@ -100,7 +117,7 @@ func originStateClass(state string) string {
 	switch state {
 	case "ok":
 		return "ok"
-	case "failing", "unavailable":
+	case "failing", "unavailable", "proxy":
 		return "bad"
 	}
 	return "muted"

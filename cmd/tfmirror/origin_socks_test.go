@@ -23,8 +23,10 @@ import (
 // address or password; the origin's circuit breaker stays closed however
 // many requests fail so (an outage's would open, and answer 503); the
 // status page's row of the origin says the proxy refused the
-// credentials; and the log says so at error level, without the address
-// or the password. The same SOCKS5 proxy given the right password carries
+// credentials, the origin failing at the upstream proxy, not failing
+// itself; tfmirror_origin_requests_total counts the requests with the
+// outcome "proxy", none with "error"; and the log says so at error
+// level, without the address or the password. The same SOCKS5 proxy given the right password carries
 // the requests.
 func TestUpstreamProxyRefusesCredentials(t *testing.T) {
 	origin := newOrigin(t, fakeorigin.Options{})
@@ -77,9 +79,15 @@ func TestUpstreamProxyRefusesCredentials(t *testing.T) {
 				}
 			}
 			rows := originRows(t, tm)
-			if len(rows) != 1 || rows[0].Breaker != "closed" || rows[0].LastError == nil ||
+			if len(rows) != 1 || rows[0].Breaker != "closed" || rows[0].State != "proxy" || rows[0].LastError == nil ||
 				!strings.Contains(rows[0].LastError.Cause, "the upstream proxy (upstream_proxy, HTTPS_PROXY) refused the mirror's credentials") {
 				t.Errorf("the origin's row: %+v", rows)
+			}
+			tm.idle()
+			proxied := metric(t, tm.m.registry, "tfmirror_origin_requests_total", "origin", tfRegistry, "operation", "discovery", "outcome", "proxy")
+			failed := metric(t, tm.m.registry, "tfmirror_origin_requests_total", "origin", tfRegistry, "operation", "discovery", "outcome", "error")
+			if proxied != 7 || failed != 0 {
+				t.Errorf("discoveries counted with outcome proxy %v and error %v, want 7 and 0", proxied, failed)
 			}
 			logged := logs.String()
 			if !strings.Contains(logged, `"level":"ERROR","msg":"the upstream proxy refused the connection`) {
@@ -96,6 +104,45 @@ func TestUpstreamProxyRefusesCredentials(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestUpstreamProxyBreaksSOCKS5: an upstream proxy named by a socks5://
+// URL that answers what is not SOCKS5 (an HTTP proxy's answer) fails
+// every client request with a 502 whose body says the upstream proxy,
+// by its settings, broke the SOCKS5 protocol, never naming its address;
+// the origin's circuit breaker stays closed however many requests fail
+// so, the status page's row shows the origin failing at the upstream
+// proxy, and tfmirror_origin_requests_total counts the requests with the
+// outcome "proxy", none with "error".
+func TestUpstreamProxyBreaksSOCKS5(t *testing.T) {
+	origin := newOrigin(t, fakeorigin.Options{})
+	socks := socks5test.Start(t, socks5test.Options{Break: socks5test.Garbage})
+	u := url.URL{Scheme: "socks5", Host: socks.Addr}
+	tm := startMirrorWith(t, origin, t.TempDir(), nil, &overrides{origin: fastRetries},
+		"--allow-private-origins", "--upstream-proxy", u.String())
+	// More requests than the breaker's threshold (5).
+	for i := range 7 {
+		resp, body, err := tm.get(tfRegistry + "/hashicorp/random/index.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantJSONError(t, "request "+string(rune('1'+i)), resp, body, http.StatusBadGateway,
+			"the upstream proxy (upstream_proxy, --upstream-proxy, or HTTPS_PROXY)", "broke the SOCKS5 protocol")
+		if strings.Contains(string(body), socks.Addr) {
+			t.Fatalf("the answer names the proxy's address: %s", body)
+		}
+	}
+	rows := originRows(t, tm)
+	if len(rows) != 1 || rows[0].Breaker != "closed" || rows[0].State != "proxy" || rows[0].LastError == nil ||
+		!strings.Contains(rows[0].LastError.Cause, "broke the SOCKS5 protocol") {
+		t.Errorf("the origin's row: %+v", rows)
+	}
+	tm.idle()
+	proxied := metric(t, tm.m.registry, "tfmirror_origin_requests_total", "origin", tfRegistry, "operation", "discovery", "outcome", "proxy")
+	failed := metric(t, tm.m.registry, "tfmirror_origin_requests_total", "origin", tfRegistry, "operation", "discovery", "outcome", "error")
+	if proxied != 7 || failed != 0 {
+		t.Errorf("discoveries counted with outcome proxy %v and error %v, want 7 and 0", proxied, failed)
 	}
 }
 

@@ -2,7 +2,7 @@
 // with the username/password method of RFC 1929, CONNECT only): it asks
 // for a user and password when given one, and answers every connection
 // request with the reply it is given, connecting to the target when
-// that reply is "succeeded".
+// that reply is "succeeded"; or, when told to, it breaks the protocol.
 package socks5test
 
 import (
@@ -23,6 +23,16 @@ const (
 	HostUnreachable byte = 0x04
 )
 
+// Ways the proxy breaks the protocol (Options.Break).
+const (
+	// Garbage answers the greeting with what is not SOCKS5 (an HTTP
+	// proxy's answer).
+	Garbage = "garbage"
+	// CloseAfterGreeting closes the connection once it has read the
+	// greeting, without an answer.
+	CloseAfterGreeting = "close"
+)
+
 // Options are the proxy's.
 type Options struct {
 	// User and Pass are the credentials the proxy asks for; with User
@@ -33,6 +43,9 @@ type Options struct {
 	// Route, when set, gives the address to connect to for the
 	// host:port a request names (a fake origin's for a public name).
 	Route func(hostport string) string
+	// Break, when set (Garbage, CloseAfterGreeting), breaks the protocol
+	// after the greeting instead of answering it.
+	Break string
 }
 
 // Server is a running proxy, stopped at the test's end.
@@ -110,6 +123,13 @@ func (s *Server) serve(c net.Conn) {
 		return
 	}
 	s.handshakes.Add(1)
+	switch s.opts.Break {
+	case Garbage:
+		c.Write([]byte("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n"))
+		return
+	case CloseAfterGreeting:
+		return
+	}
 	method := byte(0x00)
 	if s.opts.User != "" {
 		method = 0x02

@@ -55,7 +55,9 @@ type originBucket struct {
 type originState struct {
 	lastSuccess time.Time
 	lastError   *proxy.OriginFailure
-	buckets     [originWindowMinutes]originBucket
+	// proxyFault: lastError is the upstream proxy's, not the origin's.
+	proxyFault bool
+	buckets    [originWindowMinutes]originBucket
 }
 
 // add adds to the bucket of now's minute what f changes.
@@ -134,7 +136,10 @@ func New(origins []string, circuits Circuits, remembered Remembered, now func() 
 // from the host its download location names (discovery.OpModuleSource):
 // that host is the module publisher's choice on many registries, and its
 // failures say nothing of the origin's health, as the circuit breaker
-// has it too.
+// has it too. A request the upstream proxy refused or failed
+// (discovery.ProxyError.ProxyFault) never reached the origin either: it
+// is no origin request, but it is the row's last error, marked as the
+// proxy's.
 func (w *Watch) OriginDone(origin, operation string, err error) {
 	if operation == discovery.OpModuleSource {
 		return
@@ -151,17 +156,22 @@ func (w *Watch) OriginDone(origin, operation string, err error) {
 		return
 	}
 	failed := err != nil && !errors.Is(err, discovery.ErrNotFound)
-	o.add(now, func(c *proxy.OriginCounts) {
-		c.OriginRequests++
-		if failed {
-			c.OriginFailures++
-		}
-	})
+	var pe *discovery.ProxyError
+	proxyFault := failed && errors.As(err, &pe) && pe.ProxyFault()
+	if !proxyFault {
+		o.add(now, func(c *proxy.OriginCounts) {
+			c.OriginRequests++
+			if failed {
+				c.OriginFailures++
+			}
+		})
+	}
 	if !failed {
 		o.lastSuccess = now
 		return
 	}
 	o.lastError = &proxy.OriginFailure{At: now, Cause: Cause(err, now), Error: err.Error()}
+	o.proxyFault = proxyFault
 }
 
 // Count wraps next (the mirror's handler) and counts each request for an
@@ -209,6 +219,7 @@ func (w *Watch) Rows() []proxy.OriginHealth {
 			e := *o.lastError
 			row.LastError = &e
 		}
+		proxyFault := o.proxyFault
 		w.mu.Unlock()
 		if c.State == "open" {
 			row.RetryAt = c.RetryAt
@@ -219,6 +230,8 @@ func (w *Watch) Rows() []proxy.OriginHealth {
 		switch {
 		case c.State == "open":
 			row.State = "unavailable"
+		case row.LastError != nil && row.LastError.At.After(row.LastSuccess) && proxyFault:
+			row.State = "proxy"
 		case row.LastError != nil && row.LastError.At.After(row.LastSuccess):
 			row.State = "failing"
 		case row.LastSuccess.IsZero():
@@ -261,6 +274,8 @@ func Cause(err error, now time.Time) string {
 		// The proxy's own certificate (an https:// proxy URL), not the
 		// origin's: the request never reached the origin.
 		return upstreamProxy + "presents a TLS certificate the mirror does not trust: " + certErr.Cause + "; set origin_ca_file to its CA"
+	case errors.As(err, &proxyErr) && proxyErr.Broken != "":
+		return upstreamProxy + "broke the SOCKS5 protocol (" + proxyErr.Broken + "): check that upstream_proxy names a SOCKS5 proxy, and the proxy's health"
 	case errors.As(err, &proxyErr):
 		// Not the error's own words, which name the origin's host and port.
 		code := "(HTTP " + proxyErr.Status() + ")"

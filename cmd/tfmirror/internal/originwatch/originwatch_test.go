@@ -140,6 +140,56 @@ func TestCount(t *testing.T) {
 	}
 }
 
+// TestRowsProxyFault: a request the upstream proxy refused (the
+// mirror's credentials, the host by its policy) or failed (a broken
+// SOCKS5 protocol) never reached the origin: the origin's row says the
+// upstream proxy fails its requests, with the proxy's cause, not that
+// the origin is failing, and counts no request to the origin and no
+// failure of it. A refusal that is the origin's (the proxy could not
+// reach it) is the origin failing; a success after either is the
+// origin answering again.
+func TestRowsProxyFault(t *testing.T) {
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	w, err := New([]string{"registry.terraform.io"}, fakeCircuits{}, nil, func() time.Time { return now })
+	if err != nil {
+		t.Fatal(err)
+	}
+	oe := func(pe *discovery.ProxyError) error {
+		return &discovery.OriginError{Host: "registry.terraform.io", Op: discovery.OpVersions, Err: pe}
+	}
+	w.OriginDone("registry.terraform.io", discovery.OpVersions, nil)
+	for _, tc := range []struct {
+		name  string
+		err   error
+		cause string
+	}{
+		{"407", oe(&discovery.ProxyError{Target: "registry.terraform.io:443", StatusCode: 407}), "refused the mirror's credentials"},
+		{"SOCKS5 ruleset", oe(&discovery.ProxyError{Target: "registry.terraform.io:443", SOCKS: discovery.SOCKSNotAllowed}), "its policy"},
+		{"SOCKS5 broken", oe(&discovery.ProxyError{Target: "registry.terraform.io:443", Broken: "unexpected protocol version 72"}), "broke the SOCKS5 protocol"},
+	} {
+		now = now.Add(time.Second)
+		w.OriginDone("registry.terraform.io", discovery.OpVersions, tc.err)
+		r := w.Rows()[0]
+		if r.State != "proxy" || r.LastError == nil || !strings.HasPrefix(r.LastError.Cause, "the upstream proxy") ||
+			!strings.Contains(r.LastError.Cause, tc.cause) {
+			t.Errorf("%s: the origin's row is %+v (last error %+v), want the state proxy and the proxy's cause", tc.name, r, r.LastError)
+		}
+		if r.LastHour.OriginRequests != 1 || r.LastHour.OriginFailures != 0 {
+			t.Errorf("%s: counts %+v, want the one request that reached the origin and no failure of it", tc.name, r.LastHour)
+		}
+	}
+	now = now.Add(time.Second)
+	w.OriginDone("registry.terraform.io", discovery.OpVersions, oe(&discovery.ProxyError{Target: "registry.terraform.io:443", StatusCode: 502}))
+	if r := w.Rows()[0]; r.State != "failing" || r.LastHour.OriginFailures != 1 {
+		t.Errorf("after the proxy's 502: %+v, want the origin failing", r)
+	}
+	now = now.Add(time.Second)
+	w.OriginDone("registry.terraform.io", discovery.OpVersions, nil)
+	if r := w.Rows()[0]; r.State != "ok" {
+		t.Errorf("after a success: %+v", r)
+	}
+}
+
 // TestCause words the failures an operator meets.
 func TestCause(t *testing.T) {
 	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
@@ -161,6 +211,7 @@ func TestCause(t *testing.T) {
 		{"socks no method", oe(&discovery.ProxyError{Target: "registry.example:443", SOCKS: discovery.SOCKSNoAcceptableAuth}), "the upstream proxy (upstream_proxy, HTTPS_PROXY) refused the mirror's credentials (SOCKS5 no acceptable authentication methods)"},
 		{"socks policy", oe(&discovery.ProxyError{Target: "registry.example:443", SOCKS: discovery.SOCKSNotAllowed}), "the upstream proxy (upstream_proxy, HTTPS_PROXY) refused to connect to the origin (SOCKS5 connection not allowed by ruleset): its policy"},
 		{"socks tunnel", oe(&discovery.ProxyError{Target: "registry.example:443", SOCKS: "host unreachable"}), "the upstream proxy (upstream_proxy, HTTPS_PROXY) could not connect to the origin (SOCKS5 host unreachable)"},
+		{"socks broken", oe(&discovery.ProxyError{Target: "registry.example:443", Broken: "unexpected protocol version 72"}), "the upstream proxy (upstream_proxy, HTTPS_PROXY) broke the SOCKS5 protocol (unexpected protocol version 72): check that upstream_proxy names a SOCKS5 proxy"},
 		{"proxy certificate", oe(&discovery.CertificateError{Host: "h", Proxy: true, Cause: "signed by an unknown authority",
 			Err: &net.OpError{Op: "proxyconnect", Net: "tcp", Err: &tlsVerifyError{x509.UnknownAuthorityError{}}}}),
 			"the upstream proxy (upstream_proxy, HTTPS_PROXY) presents a TLS certificate the mirror does not trust: signed by an unknown authority; set origin_ca_file to its CA"},
