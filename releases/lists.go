@@ -354,18 +354,75 @@ func CompareVersions(a, b string) int {
 	return 0
 }
 
-// held is list without the versions a sealed mirror cannot serve: those
-// without a verified SHA256SUMS and at least one of its archives cached.
+// held is list as a sealed mirror serves it: the versions with a
+// verified SHA256SUMS and at least one of its archives cached, each
+// naming only what the mirror serves of it (heldListed). The versions
+// whose SHA256SUMS the cache holds are found with one scan of the
+// product's stored ones, not a lookup for each version listed: a sealed
+// mirror holds few of the hundreds of versions its publisher lists.
+// Should the scan fail, every version is looked up.
 func (r *Releases) held(pub Publisher, product string, list *List) *List {
+	prefix := sumsKey(pub, product, "")
+	stored := map[string]bool{}
+	scanErr := r.store.ScanMeta(prefix, func(key string, _ time.Time, _ json.RawMessage) error {
+		stored[strings.TrimPrefix(key, prefix)] = true
+		return nil
+	})
+	if scanErr != nil {
+		r.log.Warn("could not scan the stored SHA256SUMS; looking each version up", "publisher", string(pub), "product", product, "error", scanErr)
+	}
 	out := &List{At: list.At, Schema: list.Schema}
 	for _, l := range list.Versions {
+		if scanErr == nil && !stored[l.Version] {
+			continue
+		}
 		s, err := r.HeldSums(pub, product, l.Version)
 		if err != nil {
 			continue
 		}
-		if holdsArchive(r.engine, s) {
-			out.Versions = append(out.Versions, l)
+		if h, ok := r.heldListed(s, l); ok {
+			out.Versions = append(out.Versions, h)
 		}
 	}
 	return out
+}
+
+// heldListed is l as a sealed mirror lists it, of a version whose verified
+// SHA256SUMS is s: HashiCorp's builds whose archives are cached,
+// OpenTofu's files the mirror serves (the archives cached, the SHA256SUMS
+// and its .gpgsig, the cosign files held); not ok when no archive of it is
+// cached. A listing names no file a client would be answered 404 for.
+func (r *Releases) heldListed(s *Sums, l Listed) (Listed, bool) {
+	builds := r.ServedBuilds(s)
+	if len(builds) == 0 {
+		return Listed{}, false
+	}
+	cached := func(name string) bool {
+		return slices.ContainsFunc(builds, func(b Build) bool { return b.Filename == name })
+	}
+	out := Listed{Version: l.Version}
+	for _, b := range l.Builds {
+		if cached(b.Filename) {
+			out.Builds = append(out.Builds, b)
+		}
+	}
+	sums := SumsName(s.Publisher, s.Product, s.Version)
+	passed := passedThrough(s.Publisher, s.Product, s.Version)
+	for _, f := range l.Files {
+		var keep bool
+		switch {
+		case f == sums || s.Publisher == OpenTofu && f == sums+".gpgsig":
+			keep = true
+		case slices.Contains(passed, f):
+			var data []byte
+			_, err := r.store.GetMeta(fileKey(s.Publisher, s.Product, s.Version, f), &data)
+			keep = err == nil
+		default:
+			keep = cached(f)
+		}
+		if keep {
+			out.Files = append(out.Files, f)
+		}
+	}
+	return out, true
 }

@@ -152,6 +152,19 @@ func holdsArchive(e Engine, s *Sums) bool {
 	return slices.ContainsFunc(s.Builds(), func(b Build) bool { return e.HasBlob(b.SHA256) })
 }
 
+// ServedBuilds are the archives of s that the listings name: every one
+// its signed SHA256SUMS lists (Sums.Builds), fetched from the origin
+// when asked for and not cached; sealed, only those the cache holds, so
+// that no listing names an archive a sealed mirror answers 404 for. It
+// asks no origin.
+func (r *Releases) ServedBuilds(s *Sums) []Build {
+	builds := s.Builds()
+	if !r.cfg.Offline {
+		return builds
+	}
+	return slices.DeleteFunc(builds, func(b Build) bool { return !r.engine.HasBlob(b.SHA256) })
+}
+
 // sumsOf is Sums of a product served and a version in its one spelling.
 func (r *Releases) sumsOf(ctx context.Context, pub Publisher, product, version string) (*Sums, error) {
 	key := sumsKey(pub, product, version)

@@ -31,6 +31,7 @@ type CLIReleases interface {
 	StoredRelease(pub releases.Publisher, product, version string) policy.Release
 	Document(ctx context.Context, pub releases.Publisher, product, version, name string) ([]byte, error)
 	OpenArchive(ctx context.Context, pub releases.Publisher, product, version, name string) (*mirror.Archive, error)
+	ServedBuilds(s *releases.Sums) []releases.Build
 	Cached(sha string) bool
 }
 
@@ -171,6 +172,12 @@ func (r *Releases) version(ctx context.Context, pub releases.Publisher, product,
 // cache (releases.Releases.Cached): sync asks it of an archive this layer
 // has just served it, to wait for the archive's commit.
 func (r *Releases) Cached(sha string) bool { return r.rel.Cached(sha) }
+
+// ServedBuilds are the archives of s, a SHA256SUMS this layer let
+// through (Sums), that the listings name
+// (releases.Releases.ServedBuilds): sealed, only those cached. It
+// serves nothing and asks no origin.
+func (r *Releases) ServedBuilds(s *releases.Sums) []releases.Build { return r.rel.ServedBuilds(s) }
 
 // Products are the HashiCorp products served (releases.Releases.Products),
 // those the policy refuses whole left out, as a listing leaves out what

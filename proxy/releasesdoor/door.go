@@ -42,6 +42,9 @@ type Releases interface {
 	Sums(ctx context.Context, pub releases.Publisher, product, version string) (*releases.Sums, error)
 	Document(ctx context.Context, pub releases.Publisher, product, version, name string) ([]byte, error)
 	OpenArchive(ctx context.Context, pub releases.Publisher, product, version, name string) (*mirror.Archive, error)
+	// ServedBuilds are the archives of a version's SHA256SUMS a listing
+	// names: sealed, only those cached.
+	ServedBuilds(s *releases.Sums) []releases.Build
 }
 
 // Config configures a Door.

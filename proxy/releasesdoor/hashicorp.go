@@ -95,7 +95,7 @@ func (d *Door) hashicorp(w http.ResponseWriter, r *http.Request, parts []string)
 				d.fail(w, r, err)
 				return
 			}
-			doc := d.hcVersionDoc(d.base(w, r, pub), product, version, s.Builds(), s.KeyID)
+			doc := d.hcVersionDoc(d.base(w, r, pub), product, version, d.rel.ServedBuilds(s), s.KeyID)
 			if file == "index.json" {
 				d.writeJSON(w, r, doc, false)
 				return

@@ -81,7 +81,7 @@ func (d *Door) opentofu(w http.ResponseWriter, r *http.Request, parts []string) 
 			}
 			sums := releases.SumsName(pub, product, version)
 			links := []link{}
-			for _, b := range s.Builds() {
+			for _, b := range d.rel.ServedBuilds(s) {
 				links = append(links, link{Href: Prefix + "opentofu/v" + version + "/" + b.Filename, Text: b.Filename})
 			}
 			for _, n := range []string{sums, sums + ".gpgsig"} {
