@@ -20,7 +20,12 @@ import (
 // that opens a store on it for a replica.
 func sharedBucket(t *testing.T) func(name string) bucketTier {
 	t.Helper()
-	srv := s3test.Start(t)
+	return bucketOn(t, s3test.Start(t))
+}
+
+// bucketOn is sharedBucket on srv.
+func bucketOn(t *testing.T, srv *s3test.Server) func(name string) bucketTier {
+	t.Helper()
 	srv.SetEnv(t)
 	srv.CreateBucket("tfm")
 	keys, err := sharedstore.NewKeys(bytes.Repeat([]byte("k"), sharedstore.MinKeyBytes), nil)

@@ -20,6 +20,10 @@ package gate
 //     listing keeps the versions it lacked (records.Lacking), so that a
 //     replica that takes it from the shared tier as the one before its
 //     own, with none of its own, does not take them for new either.
+//     The listing carries, besides, the absent times of the versions it
+//     names (ListingDates): authenticated with the list in the shared
+//     tier, they date a version whose record is gone (deleted from the
+//     tier, or never stored in the cache) as the record did.
 //
 // Modules have no signature, and the module registry protocol gives no
 // publication date: a module version is dated by the listing rule alone.
@@ -158,12 +162,51 @@ func absentBase(kind, address string) string { return absentPrefix + kind + "/" 
 // own listing, by that record alone. Left undated, a version that came
 // after the first listing would be taken for one of it (the bootstrap)
 // and pass any minimum release age.
-func (g *Gate) NoteListing(ctx context.Context, kind, address, key string, prev []string, prevAt time.Time, next []string) {
-	g.rel.noteListing(ctx, kind, address, key, prev, prevAt, next)
+//
+// prevDates are the datings prev carries (records.VersionList.Dates, by
+// canonical version; ListingDates): a version prev names that has no
+// record here takes its date from it when the shared tier has no record
+// of it either (deleted by a writer of the bucket, which cannot take a
+// date out of the list it is authenticated with), the later of the two
+// when the tier has one too. Its dates of versions prev does not name
+// are not read.
+func (g *Gate) NoteListing(ctx context.Context, kind, address, key string, prev []string, prevDates map[string]time.Time, prevAt time.Time, next []string) {
+	g.rel.noteListing(ctx, kind, address, key, prev, prevDates, prevAt, next)
 }
 
-func (r *releaseTimes) noteListing(ctx context.Context, kind, address, key string, prev []string, prevAt time.Time, next []string) {
+// ListingDates is the dating of the versions named (those of a listing
+// about to be stored: its versions and those it lacked) that this
+// replica knows, after NoteListing of it: what the list carries
+// (records.VersionList.Dates), so that a replica that takes it as the
+// one before its own dates them so where their dating records are gone
+// (deleted from the shared tier, or never stored in a cache). A version
+// of the first listing (the bootstrap), which has no time, is left out:
+// one named by the list and absent from its dates is taken so anyway.
+func (g *Gate) ListingDates(kind, address string, named []string) map[string]time.Time {
+	known := g.rel.absentOf(kind, address)
+	canon := versionKey(kind)
+	var out map[string]time.Time
+	for _, raw := range named {
+		v, ok := canon(raw)
+		if !ok {
+			continue
+		}
+		if at := known[v]; !at.IsZero() {
+			if out == nil {
+				out = make(map[string]time.Time)
+			}
+			out[v] = at.UTC()
+		}
+	}
+	return out
+}
+
+func (r *releaseTimes) noteListing(ctx context.Context, kind, address, key string, prev []string, prevDates map[string]time.Time, prevAt time.Time, next []string) {
 	if prev == nil {
+		// A first listing: nothing to date. The cache has no list of
+		// address either (prev would be it): the times recorded are its
+		// records alone, read now for ListingDates.
+		r.absentWith(kind, address, func() ([]string, map[string]time.Time) { return nil, nil })
 		return
 	}
 	now := r.cfg.Now()
@@ -186,10 +229,10 @@ func (r *releaseTimes) noteListing(ctx context.Context, kind, address, key strin
 		return at
 	}
 	inPrev, inNext := set(prev), set(next)
-	own, ownAt, haveOwn := r.ownListing(kind, key)
+	own, ownDates, ownAt, haveOwn := r.ownListing(kind, key)
 	inOwn := set(own)
 	base := absentBase(kind, address)
-	known := r.absentOf(kind, address)
+	known := r.absentWith(kind, address, func() ([]string, map[string]time.Time) { return own, ownDates })
 	type dating struct {
 		v        string
 		at       time.Time // zero: dated only by another replica's record
@@ -248,6 +291,12 @@ func (r *releaseTimes) noteListing(ctx context.Context, kind, address, key strin
 	g.Wait()
 	for i, d := range todo {
 		v, at := d.v, d.at
+		if inPrev[v] {
+			// prev's own dating of it, authenticated with prev: it stands
+			// where the record is gone; the later of the two where they
+			// differ.
+			theirs[i] = later(theirs[i], prevDates[v])
+		}
 		if !theirs[i].IsZero() {
 			at = theirs[i] // another replica's listing saw it first
 		}
@@ -275,9 +324,11 @@ func (r *releaseTimes) noteListing(ctx context.Context, kind, address, key strin
 
 // ownListing returns the versions of this replica's own listing of kind
 // stored under key (the cache's, never the shared tier's; those it lacked
-// too) and when it was taken; false when the cache has none.
-func (r *releaseTimes) ownListing(kind, key string) ([]string, time.Time, bool) {
+// too), the dates it carries of them (records.VersionList.Dates) and when
+// it was taken; false when the cache has none.
+func (r *releaseTimes) ownListing(kind, key string) ([]string, map[string]time.Time, time.Time, bool) {
 	var names []string
+	var dates map[string]time.Time
 	var listedAt time.Time
 	var schema int
 	var storedAt time.Time
@@ -285,24 +336,47 @@ func (r *releaseTimes) ownListing(kind, key string) ([]string, time.Time, bool) 
 	if kind == string(policy.Module) {
 		var l records.ModuleVersionList
 		storedAt, err = r.store.GetMeta(key, &l)
-		names, listedAt, schema = l.Named(), l.ListedAt, l.Schema
+		names, dates, listedAt, schema = l.Named(), l.Dates, l.ListedAt, l.Schema
 	} else {
 		var l records.VersionList
 		storedAt, err = r.store.GetMeta(key, &l)
-		names, listedAt, schema = l.Named(), l.ListedAt, l.Schema
+		names, dates, listedAt, schema = l.Named(), l.Dates, l.ListedAt, l.Schema
 	}
 	if err != nil || !records.KnownSchema(schema) {
-		return nil, time.Time{}, false
+		return nil, nil, time.Time{}, false
 	}
 	if listedAt.IsZero() {
 		listedAt = storedAt
 	}
-	return names, listedAt, true
+	return names, dates, listedAt, true
+}
+
+// listKey is the key of the version list of address, of kind.
+func listKey(kind, address string) string {
+	if kind == string(policy.Module) {
+		return records.ModuleVersionsKeyOf(address)
+	}
+	return records.VersionsKeyOf(address)
 }
 
 // absentOf returns the absent times recorded for address, read from the
-// cache once. The map must not be modified.
+// cache once: its records, and the dates its stored version list of
+// address carries of the versions it names (ListingDates), the later
+// where both date a version, so that a record the cache failed to store
+// does not leave the version to be taken for one of the first listing
+// once the memory is gone (a restart). The map must not be modified.
 func (r *releaseTimes) absentOf(kind, address string) map[string]time.Time {
+	return r.absentWith(kind, address, func() ([]string, map[string]time.Time) {
+		named, dates, _, _ := r.ownListing(kind, listKey(kind, address))
+		return named, dates
+	})
+}
+
+// absentWith is absentOf with the cache's version list of address (the
+// versions it names, the dates it carries) given by stored, asked only
+// when the times are not in memory: a caller that read the list already
+// has it not read again.
+func (r *releaseTimes) absentWith(kind, address string, stored func() ([]string, map[string]time.Time)) map[string]time.Time {
 	id := kind + "/" + address
 	r.mu.Lock()
 	m, ok := r.absent[id]
@@ -328,6 +402,12 @@ func (r *releaseTimes) absentOf(kind, address string) map[string]time.Time {
 	if err != nil {
 		r.log.Warn("reading release times", "address", address, "error", err)
 		return m
+	}
+	named, dates := stored()
+	for _, raw := range named {
+		if v, ok := canon(raw); ok && !dates[v].IsZero() {
+			m[v] = later(m[v], dates[v])
+		}
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -578,6 +578,7 @@ func (s *Importer) listImported(ctx context.Context, p addrs.Provider, v version
 			if cached, _, err := s.parts.Records.CachedVersions(key); err == nil {
 				list.Versions = slices.Clone(cached.Versions)
 				list.Lacked = cached.Lacked // for the release dating of the next listing
+				list.Dates = cached.Dates   // likewise
 			} else if !errors.Is(err, cache.ErrNotFound) {
 				return nil, err
 			}

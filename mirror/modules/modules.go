@@ -296,9 +296,10 @@ func (s *Modules) moduleVersions(ctx context.Context, m addrs.Module) (*records.
 		if len(skipped) > 0 { // one line per listing, however many
 			s.log.Warn("origin lists strings that are not module versions; left out of the list", "module", m.String(), "such as", skipped)
 		}
-		prev, prevAt := s.previousListing(ctx, m)
+		prev, prevDates, prevAt := s.previousListing(ctx, m)
 		list := &records.ModuleVersionList{Schema: records.Schema, Versions: vs, ListedAt: s.cfg.Now().UTC(), Lacked: records.Lacking(prev, vs)}
-		s.gate.NoteListing(ctx, "module", m.String(), key, prev, prevAt, vs)
+		s.gate.NoteListing(ctx, "module", m.String(), key, prev, prevDates, prevAt, vs)
+		list.Dates = s.gate.ListingDates("module", m.String(), list.Named())
 		if err := s.recs.Put(key, list); err != nil {
 			s.metrics.CacheWriteFailed()
 			s.log.Log(context.Background(), cache.WriteFailureLevel(err), "storing module version list", "module", m.String(), "error", err)

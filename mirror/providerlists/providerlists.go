@@ -141,8 +141,13 @@ func (s *Lists) refresh(ctx context.Context, k records.ProviderKeys) (*records.V
 	list.ListedAt = s.cfg.Now().UTC()
 	prev, prevAt := s.previousListing(ctx, k.Versions)
 	named, names := prev.Named(), list.Names()
+	var prevDates map[string]time.Time
+	if prev != nil {
+		prevDates = prev.Dates
+	}
 	list.Lacked = records.Lacking(named, names)
-	s.parts.Gate.NoteListing(ctx, "provider", k.Name, k.Versions, named, prevAt, names)
+	s.parts.Gate.NoteListing(ctx, "provider", k.Name, k.Versions, named, prevDates, prevAt, names)
+	list.Dates = s.parts.Gate.ListingDates("provider", k.Name, list.Named())
 	if err := s.parts.Records.Put(k.Versions, list); err != nil {
 		s.metrics.CacheWriteFailed()
 		s.cfg.Logger.Log(context.Background(), cache.WriteFailureLevel(err), "storing version list", "provider", k.Name, "error", err)

@@ -27,6 +27,9 @@ type ModuleVersionList struct {
 	// Versions and its Lacked) that this one lacks: see Lacking. Never
 	// served.
 	Lacked []string `json:"lacked,omitempty"`
+	// Dates is the release dating of the versions the list names, as
+	// VersionList.Dates.
+	Dates map[string]time.Time `json:"dates,omitempty"`
 	// Held says why versions the package policy holds back are left out
 	// (never stored).
 	Held []string `json:"-"`
@@ -79,7 +82,11 @@ type ModuleRecord struct {
 // without its secrets, for logs, pages and messages.
 func (r ModuleRecord) Shown() string { return redact.Location(r.Package) }
 
-func ModuleVersionsKey(m addrs.Module) string { return "modversions/" + m.String() }
+func ModuleVersionsKey(m addrs.Module) string { return ModuleVersionsKeyOf(m.String()) }
+
+// ModuleVersionsKeyOf is ModuleVersionsKey of the module whose address is
+// name (Module.String()).
+func ModuleVersionsKeyOf(name string) string { return "modversions/" + name }
 
 func ModuleRecordPrefix(m addrs.Module) string { return "module/" + m.String() + "/" }
 

@@ -93,6 +93,13 @@ type VersionList struct {
 	// Versions and its Lacked) that this one lacks: see Lacking. Never
 	// served.
 	Lacked []string `json:"lacked,omitempty"`
+	// Dates is the release dating (mirror/gate) of the versions the list
+	// names (its Versions and its Lacked) that its writer knew one for: the
+	// time of the latest listing that lacked each, by canonical version.
+	// Authenticated with the list, it dates them where the dating records
+	// are gone (mirror/gate.Gate.ListingDates). Never served; absent from
+	// lists of earlier releases.
+	Dates map[string]time.Time `json:"dates,omitempty"`
 	// Warnings are the origin's with the list (a deprecation notice),
 	// which the provider registry door passes on, as Terraform prints
 	// them on a direct install (discovery.VersionList.Warnings).
@@ -171,7 +178,11 @@ func (l *VersionList) Named() []string {
 	return append(l.Names(), l.Lacked...)
 }
 
-func VersionsKey(p addrs.Provider) string { return "versions/" + p.String() }
+func VersionsKey(p addrs.Provider) string { return VersionsKeyOf(p.String()) }
+
+// VersionsKeyOf is VersionsKey of the provider whose address is name
+// (Provider.String()).
+func VersionsKeyOf(name string) string { return "versions/" + name }
 
 // PackageRecord is the verified metadata of one provider version: for
 // each platform, the origin's package metadata and the sha256 of its
@@ -346,7 +357,7 @@ type ProviderKeys struct {
 // KeysOf returns p's keys.
 func KeysOf(p addrs.Provider) ProviderKeys {
 	name := p.String()
-	return ProviderKeys{Provider: p, Name: name, Versions: "versions/" + name}
+	return ProviderKeys{Provider: p, Name: name, Versions: VersionsKeyOf(name)}
 }
 
 // VersionKeys are a provider version and the keys of its records, spelled

@@ -47,6 +47,9 @@ type (
 	Config = mirror.Config
 	// CachedVersion is mirror.CachedVersion.
 	CachedVersion = mirror.CachedVersion
+	// Store is mirror.Store, what Options.Wrap stands between the engine
+	// and the cache.
+	Store = mirror.Store
 )
 
 // NewEngine is mirror.New.

@@ -1,0 +1,209 @@
+package gate_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest/harness"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/s3test"
+	"github.com/tfmirror/tfmirror/v2/mirror/gate"
+	"github.com/tfmirror/tfmirror/v2/policy"
+)
+
+// releaseRig is one provider or module of the release dating tests:
+// how a version is published, how a replica lists, and its verdict on a
+// version; kind and address are how the dating records key it.
+type releaseRig struct {
+	kind, address string
+	publish       func(v string)
+	list          func(h *harness.Harness)
+	verdict       func(h *harness.Harness, v string) error
+}
+
+// newReleaseRig is the rig of kind on o; a provider's versions are
+// signed at signedAt, long before any listing.
+func newReleaseRig(t *testing.T, kind string, o *fakeorigin.Origin, signedAt time.Time) releaseRig {
+	t.Helper()
+	ctx := context.Background()
+	m := harness.Module
+	switch kind {
+	case "provider":
+		return releaseRig{
+			kind: kind, address: addrs.Provider{Hostname: harness.OriginHost, Namespace: harness.NS, Type: harness.Type}.String(),
+			publish: func(v string) {
+				o.AddProvider(harness.NS, harness.Type, []string{v}, []string{"linux_amd64"})
+				o.SetSignedAt(harness.NS, harness.Type, v, signedAt)
+			},
+			list:    func(h *harness.Harness) { h.Listed() },
+			verdict: func(h *harness.Harness, v string) error { _, err := h.Packages(v); return err },
+		}
+	default:
+		o.AddTarball("vpc.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# vpc\n")}))
+		return releaseRig{
+			kind: kind, address: m.String(),
+			publish: func(v string) { o.AddModule(m.Namespace, m.Name, m.System, v, o.TarballURL("vpc.tar.gz")) },
+			list: func(h *harness.Harness) {
+				if _, _, err := h.Engine.Modules().ModuleVersions(ctx, m); err != nil {
+					t.Fatal(err)
+				}
+			},
+			verdict: func(h *harness.Harness, v string) error {
+				_, err := h.Engine.Modules().ModuleLocation(ctx, m, enginetest.MustModuleVersion(t, v))
+				return err
+			},
+		}
+	}
+}
+
+// heldUntil checks that err is the minimum release age's refusal until
+// until.
+func heldUntil(t *testing.T, what string, err error, until time.Time) {
+	t.Helper()
+	var perr *gate.PolicyError
+	if !errors.As(err, &perr) || perr.Verdict.Rule != policy.RuleMinReleaseAge || !perr.Verdict.AvailableAt.Equal(until) {
+		t.Errorf("%s: %v, want held by the minimum release age until %v", what, err, until)
+	}
+}
+
+// A writer of the bucket without its key cannot forge a record, but can
+// delete one. Replica a lists a provider or a module (1.0.0, the first
+// listing), then again with 1.1.0 published since (a provider's signed a
+// year ago: published late); its dating record (absent at a's first
+// listing) is deleted from the bucket, the version list left. Replica b,
+// started with an empty cache, takes a's list as the one before its own:
+// it names 1.1.0, and no record dates it, so b took 1.1.0 for a version
+// of the first listing ever, released before the mirror first looked,
+// and served it however young. a's list carries the dating of the
+// versions it names, authenticated with it: b dates 1.1.0 as a does,
+// and holds it for the minimum release age.
+func TestReleaseAgeDatingRecordDeletedFromTheBucket(t *testing.T) {
+	for _, kind := range []string{"provider", "module"} {
+		t.Run(kind, func(t *testing.T) {
+			srv := s3test.Start(t)
+			open := bucketOn(t, srv)
+			clock := enginetest.NewFakeClock()
+			start := time.Now().Truncate(time.Second)
+			clock.Set(start)
+			cfg := func(name string) harness.Config {
+				return harness.Config{Now: clock.Now, VersionsTTL: time.Minute, Shared: open(name)}
+			}
+			a := harness.New(t, harness.Options{Config: cfg("a")})
+			rig := newReleaseRig(t, kind, a.Origin, start.Add(-365*day))
+			listAt := func(h *harness.Harness) time.Time {
+				t.Helper()
+				clock.Add(time.Hour)
+				rig.list(h)
+				h.WaitIdle()
+				return clock.Now()
+			}
+
+			rig.publish("1.0.0")
+			first := listAt(a)
+			rig.publish("1.1.0")
+			listAt(a)
+
+			ctx := context.Background()
+			record := "replicas/meta/release/absent/" + rig.kind + "/" + rig.address + "/1.1.0"
+			if _, err := srv.Client().HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("tfm"), Key: aws.String(record)}); err != nil {
+				t.Fatalf("the bucket has no dating record of 1.1.0 to delete (%s): %v", record, err)
+			}
+			if _, err := srv.Client().DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String("tfm"), Key: aws.String(record)}); err != nil {
+				t.Fatal(err)
+			}
+
+			b := &harness.Harness{T: t, Origin: a.Origin}
+			b.Start(harness.Options{Config: cfg("b")})
+			listAt(b)
+
+			pol := enginetest.DecodePolicy(t, `minimum_release_age = "168h"`)
+			for name, h := range map[string]*harness.Harness{"a": a, "b": b} {
+				h.Engine.SetPolicy(pol)
+				if err := rig.verdict(h, "1.0.0"); err != nil {
+					t.Errorf("replica %s: 1.0.0, of the first listing: %v, want it served", name, err)
+				}
+				heldUntil(t, "replica "+name+": 1.1.0, first listed after the first listing", rig.verdict(h, "1.1.0"), first.Add(168*time.Hour))
+			}
+		})
+	}
+}
+
+// failingDatings is a cache whose writes of release dating records fail
+// (a full disk, say), while its other writes succeed.
+type failingDatings struct{ harness.Store }
+
+func (s failingDatings) PutMeta(key string, v any) error {
+	if strings.HasPrefix(key, "release/absent/") {
+		return errors.New("disk full")
+	}
+	return s.Store.PutMeta(key, v)
+}
+
+// A version's dating record that the cache failed to store was dated in
+// memory alone: once restarted, the mirror found the version named by
+// its stored list and no record of it, and took it for a version of the
+// first listing ever (the bootstrap), served however young. The stored
+// list carries the dating of the versions it names: after the restart,
+// 1.1.0 is held for the minimum release age as before it; so too when an
+// import stored the list again since (adding a version to it), and the
+// list is taken again from the origin after the restart.
+func TestReleaseAgeDatingRecordNotStored(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, kind string }{{"provider", "provider"}, {"module", "module"}, {"provider imported into", "provider"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			clock := enginetest.NewFakeClock()
+			start := time.Now().Truncate(time.Second)
+			clock.Set(start)
+			opts := harness.Options{CacheDir: t.TempDir(), Config: harness.Config{Now: clock.Now, VersionsTTL: time.Minute},
+				Wrap: func(s harness.Store) harness.Store { return failingDatings{s} }}
+			h := harness.New(t, opts)
+			rig := newReleaseRig(t, tc.kind, h.Origin, start.Add(-365*day))
+			listAt := func() time.Time {
+				t.Helper()
+				clock.Add(time.Hour)
+				rig.list(h)
+				h.WaitIdle()
+				return clock.Now()
+			}
+			rig.publish("1.0.0")
+			first := listAt()
+			rig.publish("1.1.0")
+			listAt()
+
+			pol := enginetest.DecodePolicy(t, `minimum_release_age = "168h"`)
+			h.Engine.SetPolicy(pol)
+			heldUntil(t, "1.1.0, before the restart", rig.verdict(h, "1.1.0"), first.Add(168*time.Hour))
+			if tc.name == "provider imported into" {
+				h.Engine.SetPolicy(nil)
+				p, v := addrs.Provider{Hostname: harness.OriginHost, Namespace: harness.NS, Type: harness.Type}, harness.MustVersion(t, "1.0.0")
+				ev, err := h.Engine.Evidence(t.Context(), p, v, []addrs.Platform{harness.MustPlatform(t, "linux_amd64")})
+				if err != nil {
+					t.Fatal(err)
+				}
+				in := enginetest.ImportedFrom(ev, func(pl string) []byte { return h.Origin.Archive(harness.NS, harness.Type, "1.0.0", pl) })
+				in.Version = v
+				if _, err := h.Engine.AirGap().Import(t.Context(), in); err != nil {
+					t.Fatal(err)
+				}
+			}
+
+			h.Stop()
+			opts.Wrap = nil
+			h.Start(opts)
+			h.Engine.SetPolicy(pol)
+			heldUntil(t, "1.1.0, after the restart", rig.verdict(h, "1.1.0"), first.Add(168*time.Hour))
+			if err := rig.verdict(h, "1.0.0"); err != nil {
+				t.Errorf("1.0.0, of the first listing, after the restart: %v", err)
+			}
+		})
+	}
+}
