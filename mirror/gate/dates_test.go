@@ -2,8 +2,11 @@ package gate_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +19,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/s3test"
 	"github.com/tfmirror/tfmirror/v2/mirror/gate"
+	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/policy"
 )
 
@@ -86,6 +90,33 @@ func heldUntil(t *testing.T, what string, err error, until time.Time) {
 // versions it names, authenticated with it: b dates 1.1.0 as a does,
 // and holds it for the minimum release age.
 func TestReleaseAgeDatingRecordDeletedFromTheBucket(t *testing.T) {
+	deletedFromTheBucket(t, func(rig releaseRig) string {
+		return "release/absent/" + rig.kind + "/" + rig.address + "/1.1.0"
+	})
+}
+
+// The same, the version list of the address deleted from the bucket
+// instead, its dating records left: replica b, with an empty cache, finds
+// no listing before its own, and took its own for the first listing ever
+// (the bootstrap), 1.1.0 with it, served however young. b looks up the
+// dating records of the versions of its first listing: 1.1.0 is dated by
+// a's record, and held for the minimum release age.
+func TestReleaseAgeVersionListDeletedFromTheBucket(t *testing.T) {
+	deletedFromTheBucket(t, func(rig releaseRig) string {
+		if rig.kind == "module" {
+			return records.ModuleVersionsKeyOf(rig.address)
+		}
+		return records.VersionsKeyOf(rig.address)
+	})
+}
+
+// deletedFromTheBucket has replica a list 1.0.0 (the first listing), then
+// 1.1.0 with it, deletes the record keyed by key (under the bucket's
+// records) from the bucket, has replica b, with an empty cache, list, and
+// checks that both hold 1.1.0 for a minimum release age of a week from
+// a's first listing and serve 1.0.0.
+func deletedFromTheBucket(t *testing.T, key func(releaseRig) string) {
+	t.Helper()
 	for _, kind := range []string{"provider", "module"} {
 		t.Run(kind, func(t *testing.T) {
 			srv := s3test.Start(t)
@@ -112,11 +143,11 @@ func TestReleaseAgeDatingRecordDeletedFromTheBucket(t *testing.T) {
 			listAt(a)
 
 			ctx := context.Background()
-			record := "replicas/meta/release/absent/" + rig.kind + "/" + rig.address + "/1.1.0"
-			if _, err := srv.Client().HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("tfm"), Key: aws.String(record)}); err != nil {
-				t.Fatalf("the bucket has no dating record of 1.1.0 to delete (%s): %v", record, err)
+			object := "replicas/meta/" + key(rig)
+			if _, err := srv.Client().HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("tfm"), Key: aws.String(object)}); err != nil {
+				t.Fatalf("the bucket has no %s to delete: %v", object, err)
 			}
-			if _, err := srv.Client().DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String("tfm"), Key: aws.String(record)}); err != nil {
+			if _, err := srv.Client().DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String("tfm"), Key: aws.String(object)}); err != nil {
 				t.Fatal(err)
 			}
 
@@ -133,6 +164,82 @@ func TestReleaseAgeDatingRecordDeletedFromTheBucket(t *testing.T) {
 				heldUntil(t, "replica "+name+": 1.1.0, first listed after the first listing", rig.verdict(h, "1.1.0"), first.Add(168*time.Hour))
 			}
 		})
+	}
+}
+
+// countingTier is a bucketTier that counts the dating records asked of
+// it.
+type countingTier struct {
+	bucketTier
+	datings *atomic.Int64
+}
+
+func (c countingTier) GetMeta(ctx context.Context, key string) (json.RawMessage, time.Time, error) {
+	if strings.Contains(key, "release/absent/") {
+		c.datings.Add(1)
+	}
+	return c.bucketTier.GetMeta(ctx, key)
+}
+
+// A first listing of many versions looks up the dating records of a few
+// of them, once: replica a lists a module of 301 versions (0.9.0, and
+// 1.0.0 to 1.299.0: 301 minor version lines), then again with 1.300.0
+// and 0.9.1 (a backport into the older major version line) published
+// since; the version list is deleted from the bucket. Replica b, with an
+// empty cache, asks the bucket for at most 256 dating records of its
+// first listing, those of the newest versions of each line among them,
+// and holds the two young versions; a second listing asks for none.
+func TestReleaseAgeFirstListingLookupsBounded(t *testing.T) {
+	srv := s3test.Start(t)
+	open := bucketOn(t, srv)
+	clock := enginetest.NewFakeClock()
+	start := time.Now().Truncate(time.Second)
+	clock.Set(start)
+	a := harness.New(t, harness.Options{Config: harness.Config{Now: clock.Now, VersionsTTL: time.Minute, Shared: open("a")}})
+	rig := newReleaseRig(t, "module", a.Origin, time.Time{})
+	listAt := func(h *harness.Harness) time.Time {
+		t.Helper()
+		clock.Add(time.Hour)
+		rig.list(h)
+		h.WaitIdle()
+		return clock.Now()
+	}
+	rig.publish("0.9.0")
+	for i := range 300 {
+		rig.publish(fmt.Sprintf("1.%d.0", i))
+	}
+	first := listAt(a)
+	rig.publish("1.300.0")
+	rig.publish("0.9.1")
+	listAt(a)
+
+	ctx := context.Background()
+	object := "replicas/meta/" + records.ModuleVersionsKeyOf(rig.address)
+	if _, err := srv.Client().DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String("tfm"), Key: aws.String(object)}); err != nil {
+		t.Fatal(err)
+	}
+
+	var datings atomic.Int64
+	b := &harness.Harness{T: t, Origin: a.Origin}
+	b.Start(harness.Options{Config: harness.Config{Now: clock.Now, VersionsTTL: time.Minute, Shared: countingTier{open("b"), &datings}}})
+	listAt(b)
+	if n := datings.Load(); n == 0 || n > 256 {
+		t.Errorf("b's first listing of 303 versions asked the bucket for %d dating records, want at most 256", n)
+	}
+	datings.Store(0)
+	listAt(b)
+	if n := datings.Load(); n != 0 {
+		t.Errorf("b's second listing asked the bucket for %d dating records, want none", n)
+	}
+
+	b.Engine.SetPolicy(enginetest.DecodePolicy(t, `minimum_release_age = "168h"`))
+	for _, v := range []string{"1.300.0", "0.9.1"} {
+		heldUntil(t, "replica b: "+v+", first listed after the first listing", rig.verdict(b, v), first.Add(168*time.Hour))
+	}
+	for _, v := range []string{"1.0.0", "0.9.0", "1.299.0"} {
+		if err := rig.verdict(b, v); err != nil {
+			t.Errorf("replica b: %s, of the first listing: %v, want it served", v, err)
+		}
 	}
 }
 

@@ -38,7 +38,7 @@ func (g *Gate) FilterModules(m addrs.Module, list *records.ModuleVersionList) (*
 	}
 	var rels map[versions.Version]policy.Release
 	if pol.Window(policy.Module, addr) > 0 {
-		rels = g.rel.moduleReleases(m, parsed, valid)
+		rels = g.rel.moduleReleases(m, parsed, valid, list.Dates)
 	}
 	var next time.Time
 	out := list

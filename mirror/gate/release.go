@@ -23,7 +23,14 @@ package gate
 //     The listing carries, besides, the absent times of the versions it
 //     names (ListingDates): authenticated with the list in the shared
 //     tier, they date a version whose record is gone (deleted from the
-//     tier, or never stored in the cache) as the record did.
+//     tier, or never stored in the cache) as the record did. A listing
+//     with no list stored before it (none in the cache, none in the
+//     shared tier: never taken, or deleted from the tier) takes the
+//     records the cache or the tier holds of its versions, those of
+//     the newest of each line at most (firstListingLookups), so that a
+//     replica with an empty cache whose tier lost the list but not the
+//     records does not take the versions other replicas dated for ones
+//     of the first listing.
 //
 // Modules have no signature, and the module registry protocol gives no
 // publication date: a module version is dated by the listing rule alone.
@@ -49,7 +56,10 @@ package gate
 // requests, once), so that a version published into an older line after
 // a newer one (a backport) is not served for the newer one's age. Where
 // the origin may not be asked (a sealed mirror) and nothing here knows
-// it, the listing's date stands.
+// it, the listing's date stands. A first listing of an address (no list
+// of it stored) asks the cache, then the shared tier, for the dating
+// records of at most maxFirstListingLookups of its versions, 16 at once,
+// once: the replica has a listing of its own from then on.
 
 import (
 	"context"
@@ -59,6 +69,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -81,6 +92,10 @@ const (
 // maxRecordLookups bounds the release-time records of one listing looked
 // for at once (in the cache, then the shared tier).
 const maxRecordLookups = 16
+
+// maxFirstListingLookups bounds the dating records looked up for a first
+// listing of an address (see firstListingLookups).
+const maxFirstListingLookups = 256
 
 // releaseTimesMax bounds the release times kept in memory; past it they
 // are dropped and read again from the cache as needed.
@@ -138,8 +153,10 @@ func absentBase(kind, address string) string { return absentPrefix + kind + "/" 
 // ahead of it (a listing taken while the clock was set forward: the
 // version was published before now, not after that time). A version
 // another replica recorded first keeps that replica's record. With no
-// previous listing at all, nothing is written: the versions of the first
-// listing are dated by their signatures.
+// previous listing at all, the versions of next are dated by the records
+// the cache or the shared tier holds of them (noteFirstListing), those
+// with none are of the first listing (the bootstrap), undated: a
+// provider's dated by its signature alone.
 //
 // A version prev (or this replica's own listing) names and next lacks
 // (an origin answering a short or empty list for a while, or a version
@@ -203,10 +220,7 @@ func (g *Gate) ListingDates(kind, address string, named []string) map[string]tim
 
 func (r *releaseTimes) noteListing(ctx context.Context, kind, address, key string, prev []string, prevDates map[string]time.Time, prevAt time.Time, next []string) {
 	if prev == nil {
-		// A first listing: nothing to date. The cache has no list of
-		// address either (prev would be it): the times recorded are its
-		// records alone, read now for ListingDates.
-		r.absentWith(kind, address, func() ([]string, map[string]time.Time) { return nil, nil })
+		r.noteFirstListing(ctx, kind, address, next)
 		return
 	}
 	now := r.cfg.Now()
@@ -276,19 +290,11 @@ func (r *releaseTimes) noteListing(ctx context.Context, kind, address, key strin
 	// Another replica's record of each, looked for at once: a replica
 	// with an empty cache asks the tier for every version of its first
 	// listing.
-	theirs := make([]time.Time, len(todo))
-	var g errgroup.Group
-	g.SetLimit(maxRecordLookups)
+	vs := make([]string, len(todo))
 	for i, d := range todo {
-		g.Go(func() error {
-			var rec releaseRecord
-			if _, _, err := r.parts.Source.Get(ctx, base+d.v, &rec); err == nil && !rec.At.IsZero() {
-				theirs[i] = rec.At
-			}
-			return nil
-		})
+		vs[i] = d.v
 	}
-	g.Wait()
+	theirs := r.lookupRecords(ctx, base, vs)
 	for i, d := range todo {
 		v, at := d.v, d.at
 		if inPrev[v] {
@@ -311,14 +317,135 @@ func (r *releaseTimes) noteListing(ctx context.Context, kind, address, key strin
 		default:
 			continue
 		}
-		// The maps handed out are never modified: a new one replaces it.
-		r.mu.Lock()
-		if m, ok := r.absent[kind+"/"+address]; ok {
-			m = maps.Clone(m)
-			m[v] = at
-			r.absent[kind+"/"+address] = m
+		r.noteAbsent(kind, address, v, at)
+	}
+}
+
+// noteFirstListing dates the versions of next, a first listing of
+// address (no list of it is stored before it: none was ever taken, or
+// the shared tier's is gone, deleted by a writer of the bucket), by the
+// records of them that the cache or the shared tier holds: with no list
+// before its own, a replica with an empty cache would take a version
+// other replicas dated as new for one of the first listing ever (the
+// bootstrap), and pass it for any minimum release age. A version with no
+// record is of the first listing, undated, as before. Only the versions
+// firstListingLookups picks are looked up, once: the replica stores the
+// listing, and has one before its own from then on.
+func (r *releaseTimes) noteFirstListing(ctx context.Context, kind, address string, next []string) {
+	// The cache has no list of address (prev would be it): the times
+	// recorded are its records alone.
+	known := r.absentWith(kind, address, func() ([]string, map[string]time.Time) { return nil, nil })
+	vs := firstListingLookups(kind, next, known)
+	base := absentBase(kind, address)
+	for i, at := range r.lookupRecords(ctx, base, vs) {
+		if !at.IsZero() {
+			r.writeOnce(base+vs[i], at)
+			r.noteAbsent(kind, address, vs[i], at)
 		}
-		r.mu.Unlock()
+	}
+}
+
+// firstListingLookups returns the versions of next (a first listing, of
+// kind; canonical, known left out: the cache has their records) whose
+// dating records are looked up: all of them up to
+// maxFirstListingLookups; past it, up to that many, the newest version of
+// each minor version line (major.minor), then the next newest of each,
+// and so on; the lines of each major version line newest first, taken in
+// turn from each major line. A version published lately is the newest of
+// its line, or one of the few newest; a backport into an older line is
+// the newest of that line, and an older major line's newest lines come
+// as early as a newer one's.
+func firstListingLookups(kind string, next []string, known map[string]time.Time) []string {
+	type candidate struct {
+		v    versions.Version
+		name string
+		rank int // within its minor line, newest first
+		line int // its minor line's within its major line, newest first
+	}
+	canon := versionKey(kind)
+	seen := make(map[string]bool, len(next))
+	majors := map[uint64]map[uint64][]candidate{} // by major, then minor
+	for _, raw := range next {
+		name, ok := canon(raw)
+		if _, dated := known[name]; !ok || dated || seen[name] {
+			continue
+		}
+		seen[name] = true
+		v, err := versions.ParseVersion(name)
+		if err != nil {
+			continue
+		}
+		if majors[v.Major] == nil {
+			majors[v.Major] = map[uint64][]candidate{}
+		}
+		majors[v.Major][v.Minor] = append(majors[v.Major][v.Minor], candidate{v: v, name: name})
+	}
+	newestFirst := func(a, b candidate) int {
+		switch {
+		case a.v.GreaterThan(b.v):
+			return -1
+		case b.v.GreaterThan(a.v):
+			return 1
+		}
+		return strings.Compare(a.name, b.name)
+	}
+	var all []candidate
+	for _, minors := range majors {
+		for i, minor := range slices.Sorted(maps.Keys(minors)) {
+			cs := minors[minor]
+			slices.SortFunc(cs, newestFirst)
+			for j := range cs {
+				cs[j].rank, cs[j].line = j, len(minors)-1-i
+			}
+			all = append(all, cs...)
+		}
+	}
+	slices.SortFunc(all, func(a, b candidate) int {
+		if a.rank != b.rank {
+			return a.rank - b.rank
+		}
+		if a.line != b.line {
+			return a.line - b.line
+		}
+		return newestFirst(a, b)
+	})
+	out := make([]string, 0, min(len(all), maxFirstListingLookups))
+	for _, c := range all[:min(len(all), maxFirstListingLookups)] {
+		out = append(out, c.name)
+	}
+	return out
+}
+
+// lookupRecords returns the time of the dating record of each version of
+// vs (canonical) under base that the cache or the shared tier holds, the
+// zero time where none does: at most maxRecordLookups at once.
+func (r *releaseTimes) lookupRecords(ctx context.Context, base string, vs []string) []time.Time {
+	out := make([]time.Time, len(vs))
+	var g errgroup.Group
+	g.SetLimit(maxRecordLookups)
+	for i, v := range vs {
+		g.Go(func() error {
+			var rec releaseRecord
+			if _, _, err := r.parts.Source.Get(ctx, base+v, &rec); err == nil && !rec.At.IsZero() {
+				out[i] = rec.At
+			}
+			return nil
+		})
+	}
+	g.Wait()
+	return out
+}
+
+// noteAbsent sets the absent time of version v of address in memory,
+// when its times are there (the records stored are read else).
+func (r *releaseTimes) noteAbsent(kind, address, v string, at time.Time) {
+	// The maps handed out are never modified: a new one replaces it.
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if m, ok := r.absent[kind+"/"+address]; ok {
+		m = maps.Clone(m)
+		m[v] = at
+		r.absent[kind+"/"+address] = m
 	}
 }
 
@@ -544,10 +671,34 @@ func (r *releaseTimes) lookup(ctx context.Context, p addrs.Provider, v versions.
 // an older line after a newer one (a backport), in a provider's first
 // listing, is not taken to be as old as that newer one. inferred holds
 // the list entry of each version inferred, which its own dating asks the
-// origin with.
+// origin with; absent the listing rule's time of each version (the
+// cache's records and the list's own Dates, the later).
 type datedVersions struct {
 	rels     map[string]policy.Release
 	inferred map[string]records.VersionEntry
+	absent   map[string]time.Time
+}
+
+// withListDates is absent (the times the cache holds, not to be
+// modified) with the dates a list carries of its versions
+// (records.VersionList.Dates), the later where both date one: a list
+// taken from the shared tier, which this replica has not listed itself
+// (an empty cache, within the list's time to live, or a sealed mirror),
+// dates its versions so, as it would once listed.
+func withListDates(absent, dates map[string]time.Time) map[string]time.Time {
+	if len(dates) == 0 {
+		return absent
+	}
+	out := maps.Clone(absent)
+	if out == nil {
+		out = make(map[string]time.Time, len(dates))
+	}
+	for v, at := range dates {
+		if at.After(out[v]) {
+			out[v] = at
+		}
+	}
+	return out
 }
 
 // canAsk says whether the origin of p may be asked for what dates its
@@ -560,8 +711,8 @@ func (r *releaseTimes) canAsk(p addrs.Provider) bool {
 // minimum release age of window may hold (see the file comment for what
 // is looked up). now is the clock's reading for the whole answer.
 func (r *releaseTimes) providerReleases(ctx context.Context, p addrs.Provider, list *records.VersionList, window time.Duration, now time.Time) datedVersions {
-	out := datedVersions{rels: make(map[string]policy.Release, len(list.Versions)), inferred: map[string]records.VersionEntry{}}
-	absent := r.absentOf("provider", p.String())
+	absent := withListDates(r.absentOf("provider", p.String()), list.Dates)
+	out := datedVersions{rels: make(map[string]policy.Release, len(list.Versions)), inferred: map[string]records.VersionEntry{}, absent: absent}
 	lines := map[uint64][]versionAt{}
 	for _, e := range list.Versions {
 		v, err := versions.ParseVersion(e.Version)
@@ -654,7 +805,7 @@ func (r *releaseTimes) ownRelease(ctx context.Context, p addrs.Provider, v versi
 	if !inferred {
 		return rel
 	}
-	own, asked, _ := r.alone(ctx, p, v, entry, r.absentOf("provider", p.String())[name], ask)
+	own, asked, _ := r.alone(ctx, p, v, entry, d.absent[name], ask)
 	if own.Known || asked {
 		return own
 	}
@@ -681,11 +832,12 @@ func (r *releaseTimes) lookupShared(ctx context.Context, p addrs.Provider, v ver
 
 // moduleReleases returns the release of every version of vs (versions
 // of m, those whose valid is false left out): dated by the listing rule
-// alone (see the file comment); in-house versions (imported without
-// origin) are the operator's own; a version no stored listing names is
-// not known.
-func (r *releaseTimes) moduleReleases(m addrs.Module, vs []versions.Version, valid []bool) map[versions.Version]policy.Release {
-	absent := r.absentOf("module", m.String())
+// alone (see the file comment), with the dates the list they come from
+// carries (records.ModuleVersionList.Dates; nil for none); in-house
+// versions (imported without origin) are the operator's own; a version
+// no stored listing names is not known.
+func (r *releaseTimes) moduleReleases(m addrs.Module, vs []versions.Version, valid []bool, dates map[string]time.Time) map[versions.Version]policy.Release {
+	absent := withListDates(r.absentOf("module", m.String()), dates)
 	out := make(map[versions.Version]policy.Release, len(vs))
 	var listed map[versions.Version]bool // the stored listing, read when needed
 	for i, v := range vs {
@@ -713,7 +865,7 @@ func (r *releaseTimes) moduleReleases(m addrs.Module, vs []versions.Version, val
 
 // moduleRelease is moduleReleases of one version of m.
 func (r *releaseTimes) moduleRelease(m addrs.Module, v versions.Version) policy.Release {
-	return r.moduleReleases(m, []versions.Version{v}, []bool{true})[v]
+	return r.moduleReleases(m, []versions.Version{v}, []bool{true}, nil)[v]
 }
 
 // storedListing is the set of versions of m's stored listing (empty when
