@@ -44,6 +44,26 @@ func (r *Releases) Document(ctx context.Context, pub Publisher, product, version
 	return nil, fmt.Errorf("%w: %s %s has no file %q", ErrNotFound, product, version, name)
 }
 
+// Serves says whether name is one of the files of a version that the
+// mirror serves, by its name alone: an archive of the layout
+// (PRODUCT_VERSION_OS_ARCH.zip; served when its SHA256SUMS lists it), the
+// SHA256SUMS, its signature, or a file passed through (Document,
+// OpenArchive). A version list names no other (OpenTofu's lists the
+// publisher's .tar.gz, packages and the like, which it does not serve).
+func Serves(pub Publisher, product, version, name string) bool {
+	if _, _, ok := archiveName(product, version, name); ok {
+		return true
+	}
+	sums := SumsName(pub, product, version)
+	switch {
+	case name == sums,
+		pub == HashiCorp && name == sums+".sig",
+		pub == OpenTofu && name == sums+".gpgsig":
+		return true
+	}
+	return slices.Contains(passedThrough(pub, product, version), name)
+}
+
 // SignerKeyID is the short ID of the key under whose ID the mirror
 // serves the signature of version's SHA256SUMS
 // (PRODUCT_VERSION_SHA256SUMS.KEYID.sig, Document), as far as it is known

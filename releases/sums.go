@@ -56,25 +56,32 @@ type Build struct {
 // publisher gives them (PRODUCT_VERSION_OS_ARCH.zip), by OS and arch: a
 // signature vouches for the names it signed, so nothing else is offered.
 func (s *Sums) Builds() []Build {
-	prefix := s.Product + "_" + s.Version + "_"
 	var out []Build
 	for name, sha := range s.files {
-		rest, ok := strings.CutPrefix(name, prefix)
-		if !ok {
-			continue
+		if os, arch, ok := archiveName(s.Product, s.Version, name); ok {
+			out = append(out, Build{OS: os, Arch: arch, Filename: name, SHA256: sha})
 		}
-		rest, ok = strings.CutSuffix(rest, ".zip")
-		if !ok {
-			continue
-		}
-		os, arch, ok := strings.Cut(rest, "_")
-		if !ok || !platformPart(os) || !platformPart(arch) {
-			continue
-		}
-		out = append(out, Build{OS: os, Arch: arch, Filename: name, SHA256: sha})
 	}
 	slices.SortFunc(out, func(a, b Build) int { return strings.Compare(a.Filename, b.Filename) })
 	return out
+}
+
+// archiveName returns the OS and arch of name when it is the
+// publisher's name of an archive of product's version
+// (PRODUCT_VERSION_OS_ARCH.zip).
+func archiveName(product, version, name string) (os, arch string, ok bool) {
+	rest, ok := strings.CutPrefix(name, product+"_"+version+"_")
+	if !ok {
+		return "", "", false
+	}
+	if rest, ok = strings.CutSuffix(rest, ".zip"); !ok {
+		return "", "", false
+	}
+	os, arch, ok = strings.Cut(rest, "_")
+	if !ok || !platformPart(os) || !platformPart(arch) {
+		return "", "", false
+	}
+	return os, arch, true
 }
 
 func platformPart(s string) bool {

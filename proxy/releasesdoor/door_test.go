@@ -674,7 +674,9 @@ deny_version "get.opentofu.org/opentofu/tofu" {
 // names of the version (a query string, a fragment, an escaped path
 // separator, "..", spaces, markup, control characters) are left out of
 // the door's api.json, so that no installer building a URL from one asks
-// for anything but a file of the version.
+// for anything but a file of the version; so are the publisher's files
+// that the door does not serve (.tar.gz archives, packages), which would
+// be answered 404.
 func TestOpenTofuListNamesOnlyFileNames(t *testing.T) {
 	r := newRig(t, nil)
 	hostile := []string{
@@ -707,9 +709,19 @@ func TestOpenTofuListNamesOnlyFileNames(t *testing.T) {
 			t.Errorf("api.json lists %q", h)
 		}
 	}
-	for _, f := range []string{"tofu_1.8.0_linux_amd64.zip", "tofu_1.8.0_SHA256SUMS", "tofu_1.8.0_SHA256SUMS.gpgsig", "tofu_1.8.0_linux_amd64.tar.gz", "tofu_1.8.0_amd64.deb"} {
+	for _, f := range []string{"tofu_1.8.0_linux_amd64.tar.gz", "tofu_1.8.0_amd64.deb"} {
+		if slices.Contains(files, f) {
+			t.Errorf("api.json lists %q, which the door does not serve", f)
+		}
+	}
+	for _, f := range []string{"tofu_1.8.0_linux_amd64.zip", "tofu_1.8.0_SHA256SUMS", "tofu_1.8.0_SHA256SUMS.gpgsig"} {
 		if !slices.Contains(files, f) {
 			t.Errorf("api.json lacks %q: %q", f, files)
+		}
+	}
+	for _, f := range files {
+		if status, _, _ := r.get(t, "/releases/opentofu/v1.8.0/"+f); status != http.StatusOK {
+			t.Errorf("api.json lists %q, answered %d", f, status)
 		}
 	}
 }

@@ -50,9 +50,11 @@ func (d *Door) opentofu(w http.ResponseWriter, r *http.Request, parts []string) 
 		}
 		doc := tofuList{Versions: make([]tofuVersion, 0, len(list.Versions))}
 		for _, v := range list.Versions {
-			files := v.Files
-			if files == nil {
-				files = []string{}
+			files := []string{} // only what the door serves: the publisher's other files would be answered 404
+			for _, f := range v.Files {
+				if releases.Serves(pub, product, v.Version, f) {
+					files = append(files, f)
+				}
 			}
 			doc.Versions = append(doc.Versions, tofuVersion{ID: v.Version, Files: files})
 		}
