@@ -97,11 +97,13 @@ type Origin interface {
 }
 
 // Store is where the gate reads the release times kept (they are written
-// through Parts.Source): the cache's records.
-// *cache.Store implements it.
+// through Parts.Source): the cache's records; and removes its marks of
+// dating lookups the shared tier did not answer (written through
+// Parts.Records). *cache.Store implements it.
 type Store interface {
 	GetMeta(key string, v any) (time.Time, error)
 	ScanMeta(prefix string, fn func(key string, storedAt time.Time, raw json.RawMessage) error) error
+	DeleteMeta(key string) error
 }
 
 // Config is the engine's settings the gate uses (mirror.Config's).

@@ -30,7 +30,13 @@ package gate
 //     the newest of each line at most (firstListingLookups), so that a
 //     replica with an empty cache whose tier lost the list but not the
 //     records does not take the versions other replicas dated for ones
-//     of the first listing.
+//     of the first listing. A listing whose lookups the tier did not
+//     answer (it failed) leaves a mark in the cache (settle): the next
+//     listings look up again the versions of the replica's own listing
+//     that have no dating, until the tier answers, so that a first
+//     listing taken while the tier was down, served meanwhile as by a
+//     replica without a tier, takes the other replicas' dating of its
+//     versions once it is back.
 //
 // Modules have no signature, and the module registry protocol gives no
 // publication date: a module version is dated by the listing rule alone.
@@ -56,10 +62,14 @@ package gate
 // requests, once), so that a version published into an older line after
 // a newer one (a backport) is not served for the newer one's age. Where
 // the origin may not be asked (a sealed mirror) and nothing here knows
-// it, the listing's date stands. A first listing of an address (no list
-// of it stored) asks the cache, then the shared tier, for the dating
-// records of at most maxFirstListingLookups of its versions, 16 at once,
-// once: the replica has a listing of its own from then on.
+// it, the listing's date stands. A listing of an address with no
+// listing of the replica's own before it (a first listing, or another
+// replica's list taken from the shared tier by an empty cache) asks the
+// cache, then the shared tier, for the dating records of at most
+// maxFirstListingLookups of its versions, 16 at once, once: the replica
+// has a listing of its own from then on. When the tier failed to answer
+// some, the next listings ask again for as many, of the versions of that
+// own listing that have no dating, until it answers.
 
 import (
 	"context"
@@ -79,6 +89,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
+	"github.com/tfmirror/tfmirror/v2/mirror/stored"
 	"github.com/tfmirror/tfmirror/v2/policy"
 	"github.com/tfmirror/tfmirror/v2/verify"
 )
@@ -87,6 +98,10 @@ import (
 const (
 	signedPrefix = "release/signed/" // + provider + "/" + version
 	absentPrefix = "release/absent/" // + kind + "/" + address + "/" + version
+	// The mark that a listing of address found the shared tier failing
+	// to answer some of its dating lookups (see noteListing): the
+	// cache's alone, never shared.
+	unansweredPrefix = "release/unanswered/" // + kind + "/" + address
 )
 
 // maxRecordLookups bounds the release-time records of one listing looked
@@ -162,8 +177,9 @@ func absentBase(kind, address string) string { return absentPrefix + kind + "/" 
 // (an origin answering a short or empty list for a while, or a version
 // pulled and published again) keeps the time it has: one that has none
 // (of a first listing, the bootstrap) is recorded then, as such (the
-// zero time), so that a listing that names it again is not taken for the
-// one that first listed it. So too a version this replica's own listing
+// zero time; once the shared tier answered its lookup), so that a
+// listing that names it again is not taken for the one that first
+// listed it. So too a version this replica's own listing
 // names that prev, another replica's newer listing, lacks.
 //
 // prev are the versions the listing before named, those it lacked of
@@ -187,6 +203,12 @@ func absentBase(kind, address string) string { return absentPrefix + kind + "/" 
 // date out of the list it is authenticated with), the later of the two
 // when the tier has one too. Its dates of versions prev does not name
 // are not read.
+//
+// The dating records looked up are bounded as a first listing's when
+// this replica has no listing of its own (firstListingLookups). While an
+// earlier listing's lookups went unanswered (the shared tier failed; see
+// settle), the versions of the own listing that have no dating are
+// looked up again, as many, and take prev's dating of them too.
 func (g *Gate) NoteListing(ctx context.Context, kind, address, key string, prev []string, prevDates map[string]time.Time, prevAt time.Time, next []string) {
 	g.rel.noteListing(ctx, kind, address, key, prev, prevDates, prevAt, next)
 }
@@ -219,8 +241,9 @@ func (g *Gate) ListingDates(kind, address string, named []string) map[string]tim
 }
 
 func (r *releaseTimes) noteListing(ctx context.Context, kind, address, key string, prev []string, prevDates map[string]time.Time, prevAt time.Time, next []string) {
+	marked := r.shared() && r.unanswered(kind, address)
 	if prev == nil {
-		r.noteFirstListing(ctx, kind, address, next)
+		r.settle(kind, address, marked, r.noteFirstListing(ctx, kind, address, next))
 		return
 	}
 	now := r.cfg.Now()
@@ -253,6 +276,9 @@ func (r *releaseTimes) noteListing(ctx context.Context, kind, address, key strin
 		unlisted bool      // next lacks it: recorded even with no time (the bootstrap)
 	}
 	var todo []dating
+	// again are the versions of the own listing with no dating, looked up
+	// again while an earlier listing's lookups went unanswered (marked).
+	var again []string
 	seen := make(map[string]bool, len(next))
 	note := func(raw string) {
 		v, ok := canon(raw)
@@ -269,6 +295,8 @@ func (r *releaseTimes) noteListing(ctx context.Context, kind, address, key strin
 			// it then), or of its first (the bootstrap).
 			if !inNext[v] {
 				todo = append(todo, dating{v: v, unlisted: true})
+			} else if marked {
+				again = append(again, v)
 			}
 		case !inPrev[v]:
 			todo = append(todo, dating{v: v, at: notAfterNow(prevAt)})
@@ -287,37 +315,100 @@ func (r *releaseTimes) noteListing(ctx context.Context, kind, address, key strin
 	for _, raw := range own {
 		note(raw)
 	}
-	// Another replica's record of each, looked for at once: a replica
-	// with an empty cache asks the tier for every version of its first
-	// listing.
+	// Another replica's record of each, looked for at once. A replica
+	// with no listing of its own (an empty cache) has every version of
+	// prev and next to date: it asks for the records of those
+	// firstListingLookups picks, as a first listing does; so too for the
+	// versions looked up again.
 	vs := make([]string, len(todo))
 	for i, d := range todo {
 		vs[i] = d.v
 	}
-	theirs := r.lookupRecords(ctx, base, vs)
-	for i, d := range todo {
+	if !haveOwn {
+		vs = firstListingLookups(kind, vs, nil)
+	}
+	theirs, unanswered := r.lookupRecords(ctx, base, append(vs, firstListingLookups(kind, again, nil)...))
+	for _, d := range todo {
 		v, at := d.v, d.at
+		their := theirs[v]
 		if inPrev[v] {
 			// prev's own dating of it, authenticated with prev: it stands
 			// where the record is gone; the later of the two where they
 			// differ.
-			theirs[i] = later(theirs[i], prevDates[v])
+			their = later(their, prevDates[v])
 		}
-		if !theirs[i].IsZero() {
-			at = theirs[i] // another replica's listing saw it first
+		if !their.IsZero() {
+			at = their // another replica's listing saw it first
 		}
 		switch {
 		case !at.IsZero():
 			r.writeOnce(base+v, at)
-		case d.unlisted:
+		case d.unlisted && !unanswered[v]:
 			// Of a first listing, recorded as such in the cache alone: a
 			// tier that failed to answer may hold another replica's
-			// record of it, which this must not replace.
+			// record of it, which this must not replace. Not while the
+			// tier does not answer for it: the record in the cache would
+			// stand for it when it is looked up again (settle).
 			r.writeLocalOnce(base+v, at)
 		default:
 			continue
 		}
 		r.noteAbsent(kind, address, v, at)
+	}
+	// A version of a first listing whose lookup went unanswered, which
+	// another replica dated: its record, or prev's dating of it.
+	for _, v := range again {
+		at := theirs[v]
+		if inPrev[v] {
+			at = later(at, prevDates[v])
+		}
+		if !at.IsZero() {
+			r.writeOnce(base+v, at)
+			r.noteAbsent(kind, address, v, at)
+		}
+	}
+	r.settle(kind, address, marked, len(unanswered) == 0)
+}
+
+// shared says whether release times are read beyond the cache (a shared
+// tier composed over the stored records): without one, the cache's
+// records are all known (absentOf) and nothing is looked up, nor marked
+// as unanswered.
+func (r *releaseTimes) shared() bool {
+	recs, ok := r.parts.Source.(*stored.Records)
+	return !ok || recs != r.parts.Records
+}
+
+// unanswered reports whether the cache holds the mark that a listing of
+// address found the shared tier failing to answer some of its dating
+// lookups (see settle).
+func (r *releaseTimes) unanswered(kind, address string) bool {
+	var rec releaseRecord
+	_, err := r.store.GetMeta(unansweredPrefix+kind+"/"+address, &rec)
+	return err == nil
+}
+
+// settle keeps the mark of address's dating lookups unanswered (marked:
+// the cache holds it) in step with a listing's lookups: set when some
+// were not answered (the shared tier failed: their records may be there
+// all the same), so that the next listings look up again the versions
+// of the replica's own listing that have no dating, and dropped once all
+// were answered. A first listing taken while the tier did not answer is
+// taken for the first ever (the bootstrap) meanwhile, as by a replica
+// without a tier; the versions of it another replica dated take that
+// dating once the tier answers.
+func (r *releaseTimes) settle(kind, address string, marked, answered bool) {
+	key := unansweredPrefix + kind + "/" + address
+	switch {
+	case !answered && !marked:
+		if err := r.parts.Records.Put(key, &releaseRecord{Schema: records.Schema, At: r.cfg.Now().UTC()}); err != nil {
+			r.metrics.CacheWriteFailed()
+			r.log.Log(context.Background(), cache.WriteFailureLevel(err), "storing the mark of release times to look up again", "key", key, "error", err)
+		}
+	case answered && marked:
+		if err := r.store.DeleteMeta(key); err != nil && !errors.Is(err, cache.ErrNotFound) {
+			r.log.Warn("removing the mark of release times to look up again", "key", key, "error", err)
+		}
 	}
 }
 
@@ -330,19 +421,23 @@ func (r *releaseTimes) noteListing(ctx context.Context, kind, address, key strin
 // bootstrap), and pass it for any minimum release age. A version with no
 // record is of the first listing, undated, as before. Only the versions
 // firstListingLookups picks are looked up, once: the replica stores the
-// listing, and has one before its own from then on.
-func (r *releaseTimes) noteFirstListing(ctx context.Context, kind, address string, next []string) {
+// listing, and has one before its own from then on (and looks them up
+// again on its next listings while some lookups went unanswered: see
+// settle). It reports whether the tier answered every lookup.
+func (r *releaseTimes) noteFirstListing(ctx context.Context, kind, address string, next []string) bool {
 	// The cache has no list of address (prev would be it): the times
 	// recorded are its records alone.
 	known := r.absentWith(kind, address, func() ([]string, map[string]time.Time) { return nil, nil })
-	vs := firstListingLookups(kind, next, known)
-	base := absentBase(kind, address)
-	for i, at := range r.lookupRecords(ctx, base, vs) {
-		if !at.IsZero() {
-			r.writeOnce(base+vs[i], at)
-			r.noteAbsent(kind, address, vs[i], at)
-		}
+	if !r.shared() {
+		return true // the cache's records are all known: nothing more to look up
 	}
+	base := absentBase(kind, address)
+	theirs, unanswered := r.lookupRecords(ctx, base, firstListingLookups(kind, next, known))
+	for v, at := range theirs {
+		r.writeOnce(base+v, at)
+		r.noteAbsent(kind, address, v, at)
+	}
+	return len(unanswered) == 0
 }
 
 // firstListingLookups returns the versions of next (a first listing, of
@@ -417,23 +512,40 @@ func firstListingLookups(kind string, next []string, known map[string]time.Time)
 }
 
 // lookupRecords returns the time of the dating record of each version of
-// vs (canonical) under base that the cache or the shared tier holds, the
-// zero time where none does: at most maxRecordLookups at once.
-func (r *releaseTimes) lookupRecords(ctx context.Context, base string, vs []string) []time.Time {
-	out := make([]time.Time, len(vs))
+// vs (canonical) under base that the cache or the shared tier holds (none
+// for a version whose record has the zero time, or none has), looked up
+// maxRecordLookups at once, and the versions whose lookup the shared
+// tier did not answer (it failed: stored.ErrUnanswered).
+func (r *releaseTimes) lookupRecords(ctx context.Context, base string, vs []string) (found map[string]time.Time, unanswered map[string]bool) {
+	type answer struct {
+		at       time.Time
+		answered bool
+	}
+	answers := make([]answer, len(vs))
 	var g errgroup.Group
 	g.SetLimit(maxRecordLookups)
 	for i, v := range vs {
 		g.Go(func() error {
 			var rec releaseRecord
-			if _, _, err := r.parts.Source.Get(ctx, base+v, &rec); err == nil && !rec.At.IsZero() {
-				out[i] = rec.At
+			_, _, err := r.parts.Source.Get(ctx, base+v, &rec)
+			answers[i].answered = !errors.Is(err, stored.ErrUnanswered)
+			if err == nil {
+				answers[i].at = rec.At
 			}
 			return nil
 		})
 	}
 	g.Wait()
-	return out
+	found, unanswered = make(map[string]time.Time), make(map[string]bool)
+	for i, a := range answers {
+		switch {
+		case !a.answered:
+			unanswered[vs[i]] = true
+		case !a.at.IsZero():
+			found[vs[i]] = a.at
+		}
+	}
+	return found, unanswered
 }
 
 // noteAbsent sets the absent time of version v of address in memory,

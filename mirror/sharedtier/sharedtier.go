@@ -160,14 +160,19 @@ var _ stored.Source = (*Shared)(nil)
 
 // Get reads the record under key into v: the cache's, else the tier's
 // (records.Shared: not stored in the cache). When neither has it, it
-// returns the cache's error.
+// returns the cache's error, wrapping stored.ErrUnanswered too when the
+// tier failed rather than said it has none.
 func (s *Shared) Get(ctx context.Context, key string, v any) (time.Time, records.Source, error) {
 	at, src, err := s.recs.Get(ctx, key, v)
 	if err == nil {
 		return at, src, nil
 	}
-	if at, ok := s.peek(ctx, key, v); ok {
-		return at, records.Shared, nil
+	sat, ok, terr := s.read(ctx, key, v)
+	if ok {
+		return sat, records.Shared, nil
+	}
+	if terr != nil {
+		return at, src, fmt.Errorf("%w (%w: %w)", err, stored.ErrUnanswered, terr)
 	}
 	return at, src, err
 }
@@ -206,24 +211,32 @@ func (s *Shared) Put(key string, record any) error {
 // it was stored there: false when there is no tier, it has no record
 // there, or it fails (logged).
 func (s *Shared) peek(ctx context.Context, key string, v any) (time.Time, bool) {
+	at, ok, _ := s.read(ctx, key, v)
+	return at, ok
+}
+
+// read is peek that tells a tier that failed (its error, logged) from one
+// that has no record under key (nil); a record there that is not
+// readable is none.
+func (s *Shared) read(ctx context.Context, key string, v any) (time.Time, bool, error) {
 	if s.tier == nil {
-		return time.Time{}, false
+		return time.Time{}, false, nil
 	}
 	raw, storedAt, err := s.tier.GetMeta(ctx, key)
 	if err != nil {
 		if !errors.Is(err, context.Canceled) || ctx.Err() == nil {
 			s.failed(ctx, err, "shared store failed; going on without it", "key", key)
 		}
-		return time.Time{}, false
+		return time.Time{}, false, err
 	}
 	if raw == nil {
-		return time.Time{}, false
+		return time.Time{}, false, nil
 	}
 	if err := json.Unmarshal(raw, v); err != nil {
 		s.log.Warn("record in the shared store is not readable; ignored", "key", key, "error", err)
-		return time.Time{}, false
+		return time.Time{}, false, nil
 	}
-	return storedAt, true
+	return storedAt, true, nil
 }
 
 // Share puts a record just stored in the cache in the tier, in the

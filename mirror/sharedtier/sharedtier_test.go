@@ -277,6 +277,28 @@ func TestGetReadsTheCacheThenTheTier(t *testing.T) {
 	}
 }
 
+// downTier is a tier whose record reads fail.
+type downTier struct{ *fakeTier }
+
+func (downTier) GetMeta(context.Context, string) (json.RawMessage, time.Time, error) {
+	return nil, time.Time{}, errors.New("dial tcp: connection refused")
+}
+
+// A record that neither the cache nor the tier has is not found; one the
+// tier failed to answer for is not found either (callers that take the
+// answer as it is go on without the tier), and said to be unanswered, so
+// that a caller can tell the two apart and ask again later.
+func TestGetTellsAFailingTierFromOneWithoutTheRecord(t *testing.T) {
+	s, _ := newShared(t, newFakeTier(), false)
+	if _, _, err := s.Get(t.Context(), "none", new(map[string]int)); !errors.Is(err, cache.ErrNotFound) || errors.Is(err, stored.ErrUnanswered) {
+		t.Errorf("Get of a record the tier answers it has not: %v, want cache.ErrNotFound alone", err)
+	}
+	down, _ := newShared(t, downTier{newFakeTier()}, false)
+	if _, _, err := down.Get(t.Context(), "none", new(map[string]int)); !errors.Is(err, cache.ErrNotFound) || !errors.Is(err, stored.ErrUnanswered) {
+		t.Errorf("Get with the tier failing: %v, want cache.ErrNotFound and stored.ErrUnanswered", err)
+	}
+}
+
 // A package record is written to the cache as it is and to the tier
 // without the withheld import set aside in it (imports stay local); the
 // caller's record is not changed.

@@ -163,7 +163,9 @@ type Source interface {
 	// one from beyond it. It returns when the record was stored and
 	// where it came from (records.Hit: the local store; records.Shared:
 	// beyond it, not stored locally); cache.ErrNotFound when none has it,
-	// or the local store's error.
+	// or the local store's error. When a store beyond the local one did
+	// not answer (it failed, rather than said it has none), the error
+	// wraps ErrUnanswered too.
 	Get(ctx context.Context, key string, v any) (time.Time, records.Source, error)
 	// Newest reads the listing under key from every store that has it,
 	// the local store's into into and each other's into a record of its
@@ -189,6 +191,11 @@ type Source interface {
 }
 
 var _ Source = (*Records)(nil)
+
+// ErrUnanswered is wrapped by a Source's error when a store beyond the
+// local one failed to answer a read (rather than answering it has no
+// such record): the record may be there all the same.
+var ErrUnanswered = errors.New("the store beyond the cache did not answer")
 
 // Get reads the record under key from the cache into v.
 func (r *Records) Get(_ context.Context, key string, v any) (time.Time, records.Source, error) {
