@@ -172,10 +172,17 @@ func deletedFromTheBucket(t *testing.T, key func(releaseRig) string) {
 }
 
 // countingTier is a bucketTier that counts the dating records asked of
-// it.
+// it, and those written to it.
 type countingTier struct {
 	bucketTier
-	datings *atomic.Int64
+	datings, written *atomic.Int64
+}
+
+func (c countingTier) PutMeta(ctx context.Context, key string, record any) error {
+	if strings.Contains(key, "release/absent/") {
+		c.written.Add(1)
+	}
+	return c.bucketTier.PutMeta(ctx, key, record)
 }
 
 func (c countingTier) GetMeta(ctx context.Context, key string) (json.RawMessage, time.Time, error) {
@@ -233,12 +240,15 @@ func firstListingLookupsBounded(t *testing.T, deleteList bool) {
 		}
 	}
 
-	var datings atomic.Int64
+	var datings, written atomic.Int64
 	b := &harness.Harness{T: t, Origin: a.Origin}
-	b.Start(harness.Options{Config: harness.Config{Now: clock.Now, VersionsTTL: time.Minute, Shared: countingTier{open("b"), &datings}}})
+	b.Start(harness.Options{Config: harness.Config{Now: clock.Now, VersionsTTL: time.Minute, Shared: countingTier{open("b"), &datings, &written}}})
 	listAt(b)
 	if n := datings.Load(); n == 0 || n > 256 {
 		t.Errorf("b's first listing of 303 versions asked the bucket for %d dating records, want 1 to 256", n)
+	}
+	if n := written.Load(); n != 0 {
+		t.Errorf("b's first listing wrote %d dating records the bucket holds back to it, want none", n)
 	}
 	datings.Store(0)
 	listAt(b)

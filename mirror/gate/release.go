@@ -277,7 +277,10 @@ func (r *releaseTimes) noteListing(ctx context.Context, kind, address, key strin
 	}
 	var todo []dating
 	// again are the versions of the own listing with no dating, looked up
-	// again while an earlier listing's lookups went unanswered (marked).
+	// again while an earlier listing's lookups went unanswered (marked):
+	// all of them, past the bound of a first listing's lookups, or the
+	// mark would go with versions never looked up (a listing taken while
+	// the tier did not answer is rare; its lookups again are once).
 	var again []string
 	seen := make(map[string]bool, len(next))
 	note := func(raw string) {
@@ -293,10 +296,16 @@ func (r *releaseTimes) noteListing(ctx context.Context, kind, address, key strin
 		case inOwn[v]:
 			// New to an earlier listing of this replica's (which recorded
 			// it then), or of its first (the bootstrap).
-			if !inNext[v] {
+			switch at := prevDates[v]; {
+			case !inNext[v]:
 				todo = append(todo, dating{v: v, unlisted: true})
-			} else if marked {
+			case marked:
 				again = append(again, v)
+			case inPrev[v] && !at.IsZero():
+				// Undated here (a first listing taken while the tier did
+				// not answer, its record since deleted) and dated by
+				// another replica's listing: that dating stands.
+				todo = append(todo, dating{v: v, at: at})
 			}
 		case !inPrev[v]:
 			todo = append(todo, dating{v: v, at: notAfterNow(prevAt)})
@@ -327,7 +336,7 @@ func (r *releaseTimes) noteListing(ctx context.Context, kind, address, key strin
 	if !haveOwn {
 		vs = firstListingLookups(kind, vs, nil)
 	}
-	theirs, unanswered := r.lookupRecords(ctx, base, append(vs, firstListingLookups(kind, again, nil)...))
+	theirs, unanswered := r.lookupRecords(ctx, base, append(vs, again...))
 	for _, d := range todo {
 		v, at := d.v, d.at
 		their := theirs[v]
@@ -341,6 +350,8 @@ func (r *releaseTimes) noteListing(ctx context.Context, kind, address, key strin
 			at = their // another replica's listing saw it first
 		}
 		switch {
+		case !at.IsZero() && at.Equal(theirs[v]):
+			r.writeLocalOnce(base+v, at) // the tier's record: it holds it already
 		case !at.IsZero():
 			r.writeOnce(base+v, at)
 		case d.unlisted && !unanswered[v]:
@@ -362,10 +373,15 @@ func (r *releaseTimes) noteListing(ctx context.Context, kind, address, key strin
 		if inPrev[v] {
 			at = later(at, prevDates[v])
 		}
-		if !at.IsZero() {
+		switch {
+		case !at.IsZero() && at.Equal(theirs[v]):
+			r.writeLocalOnce(base+v, at) // the tier's record: it holds it already
+		case !at.IsZero():
 			r.writeOnce(base+v, at)
-			r.noteAbsent(kind, address, v, at)
+		default:
+			continue
 		}
+		r.noteAbsent(kind, address, v, at)
 	}
 	r.settle(kind, address, marked, len(unanswered) == 0)
 }
@@ -434,7 +450,7 @@ func (r *releaseTimes) noteFirstListing(ctx context.Context, kind, address strin
 	base := absentBase(kind, address)
 	theirs, unanswered := r.lookupRecords(ctx, base, firstListingLookups(kind, next, known))
 	for v, at := range theirs {
-		r.writeOnce(base+v, at)
+		r.writeLocalOnce(base+v, at) // the tier holds it already
 		r.noteAbsent(kind, address, v, at)
 	}
 	return len(unanswered) == 0
