@@ -67,8 +67,8 @@ func socksError(err error) (*ProxyError, bool) {
 // refusalTransport turns a SOCKS5 proxy's refusals and breaks of the
 // protocol into *ProxyError and logs each host's refusal that is the
 // operator's to fix (credentials, the proxy's policy) once, again after
-// a request to the host got through. The log names the proxy by its settings, never its address
-// or credentials.
+// a request to the host got through. The log names the proxy by its
+// settings, never its address or credentials.
 type refusalTransport struct {
 	next   http.RoundTripper
 	log    *slog.Logger

@@ -26,8 +26,8 @@ import (
 // credentials, the origin failing at the upstream proxy, not failing
 // itself; tfmirror_origin_requests_total counts the requests with the
 // outcome "proxy", none with "error"; and the log says so at error
-// level, without the address or the password. The same SOCKS5 proxy given the right password carries
-// the requests.
+// level, without the address or the password. The same SOCKS5 proxy
+// given the right password carries the requests.
 func TestUpstreamProxyRefusesCredentials(t *testing.T) {
 	origin := newOrigin(t, fakeorigin.Options{})
 	origin.AddProvider("hashicorp", "random", []string{"3.6.0"}, []string{"linux_amd64"})
@@ -78,17 +78,7 @@ func TestUpstreamProxyRefusesCredentials(t *testing.T) {
 					}
 				}
 			}
-			rows := originRows(t, tm)
-			if len(rows) != 1 || rows[0].Breaker != "closed" || rows[0].State != "proxy" || rows[0].LastError == nil ||
-				!strings.Contains(rows[0].LastError.Cause, "the upstream proxy (upstream_proxy, HTTPS_PROXY) refused the mirror's credentials") {
-				t.Errorf("the origin's row: %+v", rows)
-			}
-			tm.idle()
-			proxied := metric(t, tm.m.registry, "tfmirror_origin_requests_total", "origin", tfRegistry, "operation", "discovery", "outcome", "proxy")
-			failed := metric(t, tm.m.registry, "tfmirror_origin_requests_total", "origin", tfRegistry, "operation", "discovery", "outcome", "error")
-			if proxied != 7 || failed != 0 {
-				t.Errorf("discoveries counted with outcome proxy %v and error %v, want 7 and 0", proxied, failed)
-			}
+			failingAtTheProxy(t, tm, "the upstream proxy (upstream_proxy, HTTPS_PROXY) refused the mirror's credentials", 7)
 			logged := logs.String()
 			if !strings.Contains(logged, `"level":"ERROR","msg":"the upstream proxy refused the connection`) {
 				t.Errorf("no error-level log line that the upstream proxy refused:\n%s", logged)
@@ -133,16 +123,27 @@ func TestUpstreamProxyBreaksSOCKS5(t *testing.T) {
 			t.Fatalf("the answer names the proxy's address: %s", body)
 		}
 	}
+	failingAtTheProxy(t, tm, "broke the SOCKS5 protocol", 7)
+}
+
+// failingAtTheProxy checks tm's status page and metrics after n requests
+// for its one origin, each failed by the upstream proxy: the origin's
+// row shows its circuit breaker closed, the origin failing at the
+// upstream proxy, and a last error whose cause says cause;
+// tfmirror_origin_requests_total counts the n discoveries with the
+// outcome "proxy", none with "error".
+func failingAtTheProxy(t *testing.T, tm *testMirror, cause string, n float64) {
+	t.Helper()
 	rows := originRows(t, tm)
 	if len(rows) != 1 || rows[0].Breaker != "closed" || rows[0].State != "proxy" || rows[0].LastError == nil ||
-		!strings.Contains(rows[0].LastError.Cause, "broke the SOCKS5 protocol") {
+		!strings.Contains(rows[0].LastError.Cause, cause) {
 		t.Errorf("the origin's row: %+v", rows)
 	}
 	tm.idle()
 	proxied := metric(t, tm.m.registry, "tfmirror_origin_requests_total", "origin", tfRegistry, "operation", "discovery", "outcome", "proxy")
 	failed := metric(t, tm.m.registry, "tfmirror_origin_requests_total", "origin", tfRegistry, "operation", "discovery", "outcome", "error")
-	if proxied != 7 || failed != 0 {
-		t.Errorf("discoveries counted with outcome proxy %v and error %v, want 7 and 0", proxied, failed)
+	if proxied != n || failed != 0 {
+		t.Errorf("discoveries counted with outcome proxy %v and error %v, want %v and 0", proxied, failed, n)
 	}
 }
 

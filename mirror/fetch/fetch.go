@@ -806,6 +806,15 @@ func (fr *Fetcher) takeSlot(ctx context.Context, f *Download, begun bool) error 
 	}
 }
 
+// giveSlotBack gives back the origin download slot f holds, if any; on
+// the fetch's goroutine.
+func (f *Download) giveSlotBack() {
+	if f.slotDone != nil {
+		f.slotDone()
+		f.slotDone = nil
+	}
+}
+
 // trySlot takes one of the origin download slots for f if one is free.
 func (fr *Fetcher) trySlot(f *Download) bool {
 	select {
@@ -850,10 +859,7 @@ const leaseRounds = 3
 func (fr *Fetcher) openSource(ctx context.Context, f *Download, p addrs.Provider, a records.ArchiveRecord) (io.ReadCloser, int64, error) {
 	s := fr
 	onWait := func() { // on f's goroutine, as the tier waits for another replica's download
-		if f.slotDone != nil {
-			f.slotDone()
-			f.slotDone = nil
-		}
+		f.giveSlotBack()
 		if hook := fr.hooksNow().Wait; hook != nil {
 			hook()
 		}
@@ -864,10 +870,7 @@ func (fr *Fetcher) openSource(ctx context.Context, f *Download, p addrs.Provider
 			return nil, 0, err
 		}
 		if body != nil {
-			if f.slotDone != nil { // a copy from the tier takes no slot
-				f.slotDone()
-				f.slotDone = nil
-			}
+			f.giveSlotBack() // a copy from the tier takes no slot
 			f.fromShared = true
 			return body, size, nil
 		}

@@ -1,18 +1,12 @@
 package gate_test
 
 import (
-	"context"
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
-
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest/harness"
-	"github.com/tfmirror/tfmirror/v2/internal/testrig/s3test"
 )
 
 // A module of 301 minor version lines (0.9.0, 1.0.0 to 1.299.0); replica
@@ -25,50 +19,27 @@ import (
 // holds 1.10.1 for the minimum release age from a's first listing: a
 // version one replica dated is dated on every replica.
 func TestReleaseAgeBlindListingOfALongListingLooksAllUpAgain(t *testing.T) {
-	srv := s3test.Start(t)
-	open := bucketOn(t, srv)
-	clock := enginetest.NewFakeClock()
-	start := time.Now().Truncate(time.Second)
-	clock.Set(start)
-	var down atomic.Bool
-	var datings atomic.Int64
-	cfg := func(name string) harness.Config {
-		return harness.Config{Now: clock.Now, VersionsTTL: time.Minute, Shared: outageTier{open(name), &down, &datings}}
-	}
-	a := harness.New(t, harness.Options{Config: cfg("a")})
-	rig := newReleaseRig(t, "module", a.Origin, time.Time{})
-	listAt := func(h *harness.Harness) time.Time {
-		t.Helper()
-		clock.Add(time.Hour)
-		rig.list(h)
-		h.WaitIdle()
-		return clock.Now()
-	}
-	rig.publish("0.9.0")
+	r := newReplicas(t, "module")
+	r.publish("0.9.0")
 	for i := range 300 {
-		rig.publish(fmt.Sprintf("1.%d.0", i))
+		r.publish(fmt.Sprintf("1.%d.0", i))
 	}
-	first := listAt(a)
-	rig.publish("1.10.1")
-	listAt(a)
+	first := r.listAt(r.a)
+	r.publish("1.10.1")
+	r.listAt(r.a)
 
-	down.Store(true)
-	b := &harness.Harness{T: t, Origin: a.Origin}
-	b.Start(harness.Options{Config: cfg("b")})
-	listAt(b)
-	down.Store(false)
-	listAt(b) // the bucket answers again
+	r.down.Store(true)
+	b := r.replica(t, r.cfg("b"))
+	r.listAt(b)
+	r.down.Store(false)
+	r.listAt(b) // the bucket answers again
 
-	c := &harness.Harness{T: t, Origin: a.Origin}
-	c.Start(harness.Options{Config: cfg("c")})
-	listAt(c)
+	c := r.replica(t, r.cfg("c"))
+	r.listAt(c)
 
-	pol := enginetest.DecodePolicy(t, `minimum_release_age = "168h"`)
-	for _, name := range []string{"a", "b", "c"} {
-		h := map[string]*harness.Harness{"a": a, "b": b, "c": c}[name]
-		h.Engine.SetPolicy(pol)
-		heldUntil(t, "replica "+name+": 1.10.1", rig.verdict(h, "1.10.1"), first.Add(168*time.Hour))
-		if err := rig.verdict(h, "1.0.0"); err != nil {
+	heldOnEach(t, r, "1.10.1", first, map[string]*harness.Harness{"a": r.a, "b": b, "c": c})
+	for name, h := range map[string]*harness.Harness{"a": r.a, "b": b, "c": c} {
+		if err := r.verdict(h, "1.0.0"); err != nil {
 			t.Errorf("replica %s: 1.0.0, of the first listing: %v, want it served", name, err)
 		}
 	}
@@ -85,53 +56,31 @@ func TestReleaseAgeBlindListingOfALongListingLooksAllUpAgain(t *testing.T) {
 func TestReleaseAgeAnotherReplicasLaterListDatesABlindFirstListing(t *testing.T) {
 	for _, kind := range []string{"provider", "module"} {
 		t.Run(kind, func(t *testing.T) {
-			srv := s3test.Start(t)
-			open := bucketOn(t, srv)
-			clock := enginetest.NewFakeClock()
-			start := time.Now().Truncate(time.Second)
-			clock.Set(start)
-			var down atomic.Bool
-			var datings atomic.Int64
-			cfg := func(name string) harness.Config {
-				return harness.Config{Now: clock.Now, VersionsTTL: time.Minute, Shared: outageTier{open(name), &down, &datings}}
-			}
-			a := harness.New(t, harness.Options{Config: cfg("a")})
-			rig := newReleaseRig(t, kind, a.Origin, start.Add(-365*day))
-			listAt := func(h *harness.Harness) time.Time {
-				t.Helper()
-				clock.Add(time.Hour)
-				rig.list(h)
-				h.WaitIdle()
-				return clock.Now()
-			}
-			rig.publish("1.0.0")
-			first := listAt(a)
-			rig.publish("1.1.0")
-			listAt(a)
+			r := newListedTwice(t, kind)
+			r.down.Store(true)
+			b := r.replica(t, r.cfg("b"))
+			r.listAt(b)
+			r.deleteRecord(t, r.datingKey("1.1.0"))
+			r.down.Store(false)
+			r.listAt(b)
+			r.listAt(r.a)
+			r.listAt(b)
 
-			down.Store(true)
-			b := &harness.Harness{T: t, Origin: a.Origin}
-			b.Start(harness.Options{Config: cfg("b")})
-			listAt(b)
-			object := "replicas/meta/release/absent/" + rig.kind + "/" + rig.address + "/1.1.0"
-			if _, err := srv.Client().DeleteObject(context.Background(), &s3.DeleteObjectInput{Bucket: aws.String("tfm"), Key: aws.String(object)}); err != nil {
-				t.Fatal(err)
-			}
-			down.Store(false)
-			listAt(b)
-			listAt(a)
-			listAt(b)
+			c := r.replica(t, r.cfg("c"))
+			r.listAt(c)
 
-			c := &harness.Harness{T: t, Origin: a.Origin}
-			c.Start(harness.Options{Config: cfg("c")})
-			listAt(c)
-
-			pol := enginetest.DecodePolicy(t, `minimum_release_age = "168h"`)
-			for _, name := range []string{"a", "b", "c"} {
-				h := map[string]*harness.Harness{"a": a, "b": b, "c": c}[name]
-				h.Engine.SetPolicy(pol)
-				heldUntil(t, "replica "+name+": 1.1.0", rig.verdict(h, "1.1.0"), first.Add(168*time.Hour))
-			}
+			heldOnEach(t, r, "1.1.0", r.first, map[string]*harness.Harness{"a": r.a, "b": b, "c": c})
 		})
+	}
+}
+
+// heldOnEach puts a minimum release age of 168h in force on each replica
+// and checks it holds version v until 168h after first.
+func heldOnEach(t *testing.T, r *replicas, v string, first time.Time, each map[string]*harness.Harness) {
+	t.Helper()
+	pol := enginetest.DecodePolicy(t, `minimum_release_age = "168h"`)
+	for name, h := range each {
+		h.Engine.SetPolicy(pol)
+		heldUntil(t, "replica "+name+": "+v, r.verdict(h, v), first.Add(168*time.Hour))
 	}
 }

@@ -1,86 +1,17 @@
 package gate_test
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest/harness"
-	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
-	"github.com/tfmirror/tfmirror/v2/internal/testrig/s3test"
-	"github.com/tfmirror/tfmirror/v2/mirror/gate"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
-	"github.com/tfmirror/tfmirror/v2/policy"
 )
-
-// releaseRig is one provider or module of the release dating tests:
-// how a version is published (and taken out of the origin's listings
-// again: withdraw), how a replica lists, and its verdict on a version;
-// kind and address are how the dating records key it.
-type releaseRig struct {
-	kind, address string
-	publish       func(v string)
-	withdraw      func(v string)
-	list          func(h *harness.Harness)
-	verdict       func(h *harness.Harness, v string) error
-}
-
-// newReleaseRig is the rig of kind on o; a provider's versions are
-// signed at signedAt, long before any listing.
-func newReleaseRig(t *testing.T, kind string, o *fakeorigin.Origin, signedAt time.Time) releaseRig {
-	t.Helper()
-	ctx := context.Background()
-	m := harness.Module
-	switch kind {
-	case "provider":
-		return releaseRig{
-			kind: kind, address: addrs.Provider{Hostname: harness.OriginHost, Namespace: harness.NS, Type: harness.Type}.String(),
-			publish: func(v string) {
-				o.AddProvider(harness.NS, harness.Type, []string{v}, []string{"linux_amd64"})
-				o.SetSignedAt(harness.NS, harness.Type, v, signedAt)
-			},
-			withdraw: func(v string) { o.RemoveVersion(harness.NS, harness.Type, v) },
-			list:     func(h *harness.Harness) { h.Listed() },
-			verdict:  func(h *harness.Harness, v string) error { _, err := h.Packages(v); return err },
-		}
-	default:
-		o.AddTarball("vpc.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# vpc\n")}))
-		return releaseRig{
-			kind: kind, address: m.String(),
-			publish:  func(v string) { o.AddModule(m.Namespace, m.Name, m.System, v, o.TarballURL("vpc.tar.gz")) },
-			withdraw: func(v string) { o.RemoveModule(m.Namespace, m.Name, m.System, v) },
-			list: func(h *harness.Harness) {
-				if _, _, err := h.Engine.Modules().ModuleVersions(ctx, m); err != nil {
-					t.Fatal(err)
-				}
-			},
-			verdict: func(h *harness.Harness, v string) error {
-				_, err := h.Engine.Modules().ModuleLocation(ctx, m, enginetest.MustModuleVersion(t, v))
-				return err
-			},
-		}
-	}
-}
-
-// heldUntil checks that err is the minimum release age's refusal until
-// until.
-func heldUntil(t *testing.T, what string, err error, until time.Time) {
-	t.Helper()
-	var perr *gate.PolicyError
-	if !errors.As(err, &perr) || perr.Verdict.Rule != policy.RuleMinReleaseAge || !perr.Verdict.AvailableAt.Equal(until) {
-		t.Errorf("%s: %v, want held by the minimum release age until %v", what, err, until)
-	}
-}
 
 // A writer of the bucket without its key cannot forge a record, but can
 // delete one. Replica a lists a provider or a module (1.0.0, the first
@@ -94,9 +25,7 @@ func heldUntil(t *testing.T, what string, err error, until time.Time) {
 // versions it names, authenticated with it: b dates 1.1.0 as a does,
 // and holds it for the minimum release age.
 func TestReleaseAgeDatingRecordDeletedFromTheBucket(t *testing.T) {
-	deletedFromTheBucket(t, func(rig releaseRig) string {
-		return "release/absent/" + rig.kind + "/" + rig.address + "/1.1.0"
-	})
+	deletedFromTheBucket(t, func(rig releaseRig) string { return rig.datingKey("1.1.0") })
 }
 
 // The same, the version list of the address deleted from the bucket
@@ -123,73 +52,21 @@ func deletedFromTheBucket(t *testing.T, key func(releaseRig) string) {
 	t.Helper()
 	for _, kind := range []string{"provider", "module"} {
 		t.Run(kind, func(t *testing.T) {
-			srv := s3test.Start(t)
-			open := bucketOn(t, srv)
-			clock := enginetest.NewFakeClock()
-			start := time.Now().Truncate(time.Second)
-			clock.Set(start)
-			cfg := func(name string) harness.Config {
-				return harness.Config{Now: clock.Now, VersionsTTL: time.Minute, Shared: open(name)}
-			}
-			a := harness.New(t, harness.Options{Config: cfg("a")})
-			rig := newReleaseRig(t, kind, a.Origin, start.Add(-365*day))
-			listAt := func(h *harness.Harness) time.Time {
-				t.Helper()
-				clock.Add(time.Hour)
-				rig.list(h)
-				h.WaitIdle()
-				return clock.Now()
-			}
-
-			rig.publish("1.0.0")
-			first := listAt(a)
-			rig.publish("1.1.0")
-			listAt(a)
-
-			ctx := context.Background()
-			object := "replicas/meta/" + key(rig)
-			if _, err := srv.Client().HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("tfm"), Key: aws.String(object)}); err != nil {
-				t.Fatalf("the bucket has no %s to delete: %v", object, err)
-			}
-			if _, err := srv.Client().DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String("tfm"), Key: aws.String(object)}); err != nil {
-				t.Fatal(err)
-			}
-
-			b := &harness.Harness{T: t, Origin: a.Origin}
-			b.Start(harness.Options{Config: cfg("b")})
-			listAt(b)
+			r := newListedTwice(t, kind)
+			r.deleteRecord(t, key(r.releaseRig))
+			b := r.replica(t, r.cfg("b"))
+			r.listAt(b)
 
 			pol := enginetest.DecodePolicy(t, `minimum_release_age = "168h"`)
-			for name, h := range map[string]*harness.Harness{"a": a, "b": b} {
+			for name, h := range map[string]*harness.Harness{"a": r.a, "b": b} {
 				h.Engine.SetPolicy(pol)
-				if err := rig.verdict(h, "1.0.0"); err != nil {
+				if err := r.verdict(h, "1.0.0"); err != nil {
 					t.Errorf("replica %s: 1.0.0, of the first listing: %v, want it served", name, err)
 				}
-				heldUntil(t, "replica "+name+": 1.1.0, first listed after the first listing", rig.verdict(h, "1.1.0"), first.Add(168*time.Hour))
+				heldUntil(t, "replica "+name+": 1.1.0, first listed after the first listing", r.verdict(h, "1.1.0"), r.first.Add(168*time.Hour))
 			}
 		})
 	}
-}
-
-// countingTier is a bucketTier that counts the dating records asked of
-// it, and those written to it.
-type countingTier struct {
-	bucketTier
-	datings, written *atomic.Int64
-}
-
-func (c countingTier) PutMeta(ctx context.Context, key string, record any) error {
-	if strings.Contains(key, "release/absent/") {
-		c.written.Add(1)
-	}
-	return c.bucketTier.PutMeta(ctx, key, record)
-}
-
-func (c countingTier) GetMeta(ctx context.Context, key string) (json.RawMessage, time.Time, error) {
-	if strings.Contains(key, "release/absent/") {
-		c.datings.Add(1)
-	}
-	return c.bucketTier.GetMeta(ctx, key)
 }
 
 // A first listing of many versions looks up the dating records of a few
@@ -210,58 +87,42 @@ func TestReleaseAgeFirstListingLookupsBounded(t *testing.T) {
 }
 
 func firstListingLookupsBounded(t *testing.T, deleteList bool) {
-	srv := s3test.Start(t)
-	open := bucketOn(t, srv)
-	clock := enginetest.NewFakeClock()
-	start := time.Now().Truncate(time.Second)
-	clock.Set(start)
-	a := harness.New(t, harness.Options{Config: harness.Config{Now: clock.Now, VersionsTTL: time.Minute, Shared: open("a")}})
-	rig := newReleaseRig(t, "module", a.Origin, time.Time{})
-	listAt := func(h *harness.Harness) time.Time {
-		t.Helper()
-		clock.Add(time.Hour)
-		rig.list(h)
-		h.WaitIdle()
-		return clock.Now()
-	}
-	rig.publish("0.9.0")
+	r := newReplicas(t, "module")
+	r.publish("0.9.0")
 	for i := range 300 {
-		rig.publish(fmt.Sprintf("1.%d.0", i))
+		r.publish(fmt.Sprintf("1.%d.0", i))
 	}
-	first := listAt(a)
-	rig.publish("1.300.0")
-	rig.publish("0.9.1")
-	listAt(a)
+	first := r.listAt(r.a)
+	r.publish("1.300.0")
+	r.publish("0.9.1")
+	r.listAt(r.a)
 
 	if deleteList {
-		object := "replicas/meta/" + records.ModuleVersionsKeyOf(rig.address)
-		if _, err := srv.Client().DeleteObject(context.Background(), &s3.DeleteObjectInput{Bucket: aws.String("tfm"), Key: aws.String(object)}); err != nil {
-			t.Fatal(err)
-		}
+		r.deleteRecord(t, records.ModuleVersionsKeyOf(r.address))
 	}
 
-	var datings, written atomic.Int64
-	b := &harness.Harness{T: t, Origin: a.Origin}
-	b.Start(harness.Options{Config: harness.Config{Now: clock.Now, VersionsTTL: time.Minute, Shared: countingTier{open("b"), &datings, &written}}})
-	listAt(b)
-	if n := datings.Load(); n == 0 || n > 256 {
+	r.datings.Store(0) // b's alone
+	r.written.Store(0)
+	b := r.replica(t, r.cfg("b"))
+	r.listAt(b)
+	if n := r.datings.Load(); n == 0 || n > 256 {
 		t.Errorf("b's first listing of 303 versions asked the bucket for %d dating records, want 1 to 256", n)
 	}
-	if n := written.Load(); n != 0 {
+	if n := r.written.Load(); n != 0 {
 		t.Errorf("b's first listing wrote %d dating records the bucket holds back to it, want none", n)
 	}
-	datings.Store(0)
-	listAt(b)
-	if n := datings.Load(); n != 0 {
+	r.datings.Store(0)
+	r.listAt(b)
+	if n := r.datings.Load(); n != 0 {
 		t.Errorf("b's second listing asked the bucket for %d dating records, want none", n)
 	}
 
 	b.Engine.SetPolicy(enginetest.DecodePolicy(t, `minimum_release_age = "168h"`))
 	for _, v := range []string{"1.300.0", "0.9.1"} {
-		heldUntil(t, "replica b: "+v+", first listed after the first listing", rig.verdict(b, v), first.Add(168*time.Hour))
+		heldUntil(t, "replica b: "+v+", first listed after the first listing", r.verdict(b, v), first.Add(168*time.Hour))
 	}
 	for _, v := range []string{"1.0.0", "0.9.0", "1.299.0"} {
-		if err := rig.verdict(b, v); err != nil {
+		if err := r.verdict(b, v); err != nil {
 			t.Errorf("replica b: %s, of the first listing: %v, want it served", v, err)
 		}
 	}
@@ -292,23 +153,15 @@ func TestReleaseAgeDatingRecordNotStored(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			clock := enginetest.NewFakeClock()
-			start := time.Now().Truncate(time.Second)
-			clock.Set(start)
+			clock.Set(time.Now().Truncate(time.Second))
 			opts := harness.Options{CacheDir: t.TempDir(), Config: harness.Config{Now: clock.Now, VersionsTTL: time.Minute},
 				Wrap: func(s harness.Store) harness.Store { return failingDatings{s} }}
 			h := harness.New(t, opts)
-			rig := newReleaseRig(t, tc.kind, h.Origin, start.Add(-365*day))
-			listAt := func() time.Time {
-				t.Helper()
-				clock.Add(time.Hour)
-				rig.list(h)
-				h.WaitIdle()
-				return clock.Now()
-			}
+			rig := newReleaseRig(t, tc.kind, h.Origin, clock)
 			rig.publish("1.0.0")
-			first := listAt()
+			first := rig.listAt(h)
 			rig.publish("1.1.0")
-			listAt()
+			rig.listAt(h)
 
 			pol := enginetest.DecodePolicy(t, `minimum_release_age = "168h"`)
 			h.Engine.SetPolicy(pol)

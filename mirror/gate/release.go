@@ -99,8 +99,8 @@ const (
 	signedPrefix = "release/signed/" // + provider + "/" + version
 	absentPrefix = "release/absent/" // + kind + "/" + address + "/" + version
 	// The mark that a listing of address found the shared tier failing
-	// to answer some of its dating lookups (see noteListing): the
-	// cache's alone, never shared.
+	// to answer some of its dating lookups (see settle): the cache's
+	// alone, never shared.
 	unansweredPrefix = "release/unanswered/" // + kind + "/" + address
 )
 
@@ -173,14 +173,14 @@ func absentBase(kind, address string) string { return absentPrefix + kind + "/" 
 // with none are of the first listing (the bootstrap), undated: a
 // provider's dated by its signature alone.
 //
-// A version prev (or this replica's own listing) names and next lacks
-// (an origin answering a short or empty list for a while, or a version
-// pulled and published again) keeps the time it has: one that has none
-// (of a first listing, the bootstrap) is recorded then, as such (the
-// zero time; once the shared tier answered its lookup), so that a
-// listing that names it again is not taken for the one that first
-// listed it. So too a version this replica's own listing
-// names that prev, another replica's newer listing, lacks.
+// A version prev (or this replica's own listing) names and next lacks (an
+// origin answering a short or empty list for a while, or a version pulled
+// and published again) keeps the time it has: one that has none (of a
+// first listing, the bootstrap) is recorded then, as such (the zero time;
+// once the shared tier answered its lookup), so that a listing that names
+// it again is not taken for the one that first listed it. So too a
+// version this replica's own listing names that prev, another replica's
+// newer listing, lacks.
 //
 // prev are the versions the listing before named, those it lacked of
 // the one before it too (records.VersionList.Named): a version that a
@@ -270,18 +270,14 @@ func (r *releaseTimes) noteListing(ctx context.Context, kind, address, key strin
 	inOwn := set(own)
 	base := absentBase(kind, address)
 	known := r.absentWith(kind, address, func() ([]string, map[string]time.Time) { return own, ownDates })
-	type dating struct {
-		v        string
-		at       time.Time // zero: dated only by another replica's record
-		unlisted bool      // next lacks it: recorded even with no time (the bootstrap)
-	}
 	var todo []dating
 	// again are the versions of the own listing with no dating, looked up
 	// again while an earlier listing's lookups went unanswered (marked):
 	// all of them, past the bound of a first listing's lookups, or the
 	// mark would go with versions never looked up (a listing taken while
-	// the tier did not answer is rare; its lookups again are once).
-	var again []string
+	// the tier did not answer is rare; its lookups again are once);
+	// dated only by another replica's record, or prev's dating of them.
+	var again []dating
 	seen := make(map[string]bool, len(next))
 	note := func(raw string) {
 		v, ok := canon(raw)
@@ -292,27 +288,31 @@ func (r *releaseTimes) noteListing(ctx context.Context, kind, address, key strin
 		if _, ok := known[v]; ok {
 			return
 		}
+		var listed time.Time // prev's own dating of it, authenticated with prev
+		if inPrev[v] {
+			listed = prevDates[v]
+		}
 		switch {
 		case inOwn[v]:
 			// New to an earlier listing of this replica's (which recorded
 			// it then), or of its first (the bootstrap).
-			switch at := prevDates[v]; {
+			switch {
 			case !inNext[v]:
-				todo = append(todo, dating{v: v, unlisted: true})
+				todo = append(todo, dating{v: v, listed: listed, unlisted: true})
 			case marked:
-				again = append(again, v)
-			case inPrev[v] && !at.IsZero():
+				again = append(again, dating{v: v, listed: listed})
+			case !listed.IsZero():
 				// Undated here (a first listing taken while the tier did
 				// not answer, its record since deleted) and dated by
 				// another replica's listing: that dating stands.
-				todo = append(todo, dating{v: v, at: at})
+				todo = append(todo, dating{v: v, listed: listed})
 			}
 		case !inPrev[v]:
 			todo = append(todo, dating{v: v, at: notAfterNow(prevAt)})
 		case haveOwn:
-			todo = append(todo, dating{v: v, at: notAfterNow(ownAt), unlisted: !inNext[v]}) // named first by another replica's listing
+			todo = append(todo, dating{v: v, at: notAfterNow(ownAt), listed: listed, unlisted: !inNext[v]}) // named first by another replica's listing
 		default:
-			todo = append(todo, dating{v: v, unlisted: !inNext[v]})
+			todo = append(todo, dating{v: v, listed: listed, unlisted: !inNext[v]})
 		}
 	}
 	for _, raw := range next {
@@ -327,63 +327,67 @@ func (r *releaseTimes) noteListing(ctx context.Context, kind, address, key strin
 	// Another replica's record of each, looked for at once. A replica
 	// with no listing of its own (an empty cache) has every version of
 	// prev and next to date: it asks for the records of those
-	// firstListingLookups picks, as a first listing does; so too for the
-	// versions looked up again.
-	vs := make([]string, len(todo))
-	for i, d := range todo {
-		vs[i] = d.v
-	}
+	// firstListingLookups picks, as a first listing does. The versions
+	// looked up again are asked for all.
+	vs := versionsOf(todo)
 	if !haveOwn {
 		vs = firstListingLookups(kind, vs, nil)
 	}
-	theirs, unanswered := r.lookupRecords(ctx, base, append(vs, again...))
-	for _, d := range todo {
-		v, at := d.v, d.at
-		their := theirs[v]
-		if inPrev[v] {
-			// prev's own dating of it, authenticated with prev: it stands
-			// where the record is gone; the later of the two where they
-			// differ.
-			their = later(their, prevDates[v])
-		}
-		if !their.IsZero() {
-			at = their // another replica's listing saw it first
+	theirs, unanswered := r.lookupRecords(ctx, base, append(vs, versionsOf(again)...))
+	r.noteDatings(kind, address, slices.Concat(todo, again), theirs, unanswered)
+	r.settle(kind, address, marked, len(unanswered) == 0)
+}
+
+// dating is a version of a listing that noteListing dates, and what it
+// knows to date it by.
+type dating struct {
+	v        string
+	at       time.Time // zero: dated only by another replica's record, or by listed
+	listed   time.Time // the listing before's own dating of it (prevDates), where it names it
+	unlisted bool      // next lacks it: recorded even with no time (the bootstrap)
+}
+
+// versionsOf is the versions of ds.
+func versionsOf(ds []dating) []string {
+	vs := make([]string, len(ds))
+	for i, d := range ds {
+		vs[i] = d.v
+	}
+	return vs
+}
+
+// noteDatings records the dating of each version of ds, of a listing of
+// address: another replica's record of it (theirs: that listing saw it
+// first) or the listing before's own dating of it (listed: it stands
+// where the record is gone), the later of the two, else the time found
+// here (at; none for a version looked up again). One with no time at all
+// is recorded as of the first listing (the bootstrap) where the listing
+// lacks it (unlisted) and the shared tier answered its lookup (not in
+// unanswered); any other is left undated.
+func (r *releaseTimes) noteDatings(kind, address string, ds []dating, theirs map[string]time.Time, unanswered map[string]bool) {
+	base := absentBase(kind, address)
+	for _, d := range ds {
+		at := d.at
+		if their := later(theirs[d.v], d.listed); !their.IsZero() {
+			at = their
 		}
 		switch {
-		case !at.IsZero() && at.Equal(theirs[v]):
-			r.writeLocalOnce(base+v, at) // the tier's record: it holds it already
+		case !at.IsZero() && at.Equal(theirs[d.v]):
+			r.writeLocalOnce(base+d.v, at) // the tier's record: it holds it already
 		case !at.IsZero():
-			r.writeOnce(base+v, at)
-		case d.unlisted && !unanswered[v]:
+			r.writeOnce(base+d.v, at)
+		case d.unlisted && !unanswered[d.v]:
 			// Of a first listing, recorded as such in the cache alone: a
 			// tier that failed to answer may hold another replica's
 			// record of it, which this must not replace. Not while the
 			// tier does not answer for it: the record in the cache would
 			// stand for it when it is looked up again (settle).
-			r.writeLocalOnce(base+v, at)
+			r.writeLocalOnce(base+d.v, at)
 		default:
 			continue
 		}
-		r.noteAbsent(kind, address, v, at)
+		r.noteAbsent(kind, address, d.v, at)
 	}
-	// A version of a first listing whose lookup went unanswered, which
-	// another replica dated: its record, or prev's dating of it.
-	for _, v := range again {
-		at := theirs[v]
-		if inPrev[v] {
-			at = later(at, prevDates[v])
-		}
-		switch {
-		case !at.IsZero() && at.Equal(theirs[v]):
-			r.writeLocalOnce(base+v, at) // the tier's record: it holds it already
-		case !at.IsZero():
-			r.writeOnce(base+v, at)
-		default:
-			continue
-		}
-		r.noteAbsent(kind, address, v, at)
-	}
-	r.settle(kind, address, marked, len(unanswered) == 0)
 }
 
 // shared says whether release times are read beyond the cache (a shared
@@ -456,16 +460,17 @@ func (r *releaseTimes) noteFirstListing(ctx context.Context, kind, address strin
 	return len(unanswered) == 0
 }
 
-// firstListingLookups returns the versions of next (a first listing, of
-// kind; canonical, known left out: the cache has their records) whose
-// dating records are looked up: all of them up to
-// maxFirstListingLookups; past it, up to that many, the newest version of
-// each minor version line (major.minor), then the next newest of each,
-// and so on; the lines of each major version line newest first, taken in
-// turn from each major line. A version published lately is the newest of
-// its line, or one of the few newest; a backport into an older line is
-// the newest of that line, and an older major line's newest lines come
-// as early as a newer one's.
+// firstListingLookups returns the versions of next (of kind: a first
+// listing, the versions a listing with none of the replica's own before
+// it dates, or those looked up again; known left out: the cache has their
+// records), in their canonical spelling, whose dating records are looked
+// up: all of them up to maxFirstListingLookups; past it, up to that many,
+// the newest version of each minor version line (major.minor), then the
+// next newest of each, and so on; the lines of each major version line
+// newest first, taken in turn from each major line. A version published
+// lately is the newest of its line, or one of the few newest; a backport
+// into an older line is the newest of that line, and an older major
+// line's newest lines come as early as a newer one's.
 func firstListingLookups(kind string, next []string, known map[string]time.Time) []string {
 	type candidate struct {
 		v    versions.Version
@@ -628,10 +633,10 @@ func (r *releaseTimes) absentOf(kind, address string) map[string]time.Time {
 }
 
 // absentWith is absentOf with the cache's version list of address (the
-// versions it names, the dates it carries) given by stored, asked only
-// when the times are not in memory: a caller that read the list already
-// has it not read again.
-func (r *releaseTimes) absentWith(kind, address string, stored func() ([]string, map[string]time.Time)) map[string]time.Time {
+// versions it names, the dates it carries) given by ownList, called only
+// when the times are not in memory, so that a caller that has read the
+// list already does not read it again.
+func (r *releaseTimes) absentWith(kind, address string, ownList func() ([]string, map[string]time.Time)) map[string]time.Time {
 	id := kind + "/" + address
 	r.mu.Lock()
 	m, ok := r.absent[id]
@@ -658,7 +663,7 @@ func (r *releaseTimes) absentWith(kind, address string, stored func() ([]string,
 		r.log.Warn("reading release times", "address", address, "error", err)
 		return m
 	}
-	named, dates := stored()
+	named, dates := ownList()
 	for _, raw := range named {
 		if v, ok := canon(raw); ok && !dates[v].IsZero() {
 			m[v] = later(m[v], dates[v])
@@ -1017,6 +1022,7 @@ type versionAt struct {
 	entry records.VersionEntry
 }
 
+// later is the later of a and b.
 func later(a, b time.Time) time.Time {
 	if b.After(a) {
 		return b

@@ -230,10 +230,11 @@ func (w *Watch) Rows() []proxy.OriginHealth {
 		switch {
 		case c.State == "open":
 			row.State = "unavailable"
-		case row.LastError != nil && row.LastError.At.After(row.LastSuccess) && proxyFault:
-			row.State = "proxy"
 		case row.LastError != nil && row.LastError.At.After(row.LastSuccess):
 			row.State = "failing"
+			if proxyFault {
+				row.State = "proxy" // the request never reached the origin
+			}
 		case row.LastSuccess.IsZero():
 			row.State = "unused"
 		default:
