@@ -224,16 +224,13 @@ func (g *Gate) NoteListing(ctx context.Context, kind, address, key string, prev 
 func (g *Gate) ListingDates(kind, address string, named []string) map[string]time.Time {
 	known := g.rel.absentOf(kind, address)
 	canon := versionKey(kind)
-	var out map[string]time.Time
+	out := map[string]time.Time{} // never nil: a list of a release that dates (see noteListing)
 	for _, raw := range named {
 		v, ok := canon(raw)
 		if !ok {
 			continue
 		}
 		if at := known[v]; !at.IsZero() {
-			if out == nil {
-				out = make(map[string]time.Time)
-			}
 			out[v] = at.UTC()
 		}
 	}
@@ -241,10 +238,20 @@ func (g *Gate) ListingDates(kind, address string, named []string) map[string]tim
 }
 
 func (r *releaseTimes) noteListing(ctx context.Context, kind, address, key string, prev []string, prevDates map[string]time.Time, prevAt time.Time, next []string) {
-	marked := r.shared() && r.unanswered(kind, address)
+	shared := r.shared()
 	if prev == nil {
-		r.settle(kind, address, marked, r.noteFirstListing(ctx, kind, address, next))
+		// The cache has no list of address (prev would be it): the times
+		// recorded are its records alone. Without a shared tier, they are
+		// all there is: nothing to look up, nor to mark.
+		known := r.absentWith(kind, address, func() ([]string, map[string]time.Time) { return nil, nil })
+		if shared {
+			r.settle(kind, address, r.mark(kind, address), r.noteFirstListing(ctx, kind, address, next, known), true)
+		}
 		return
+	}
+	var mark *unansweredMark
+	if shared {
+		mark = r.mark(kind, address)
 	}
 	now := r.cfg.Now()
 	canon := versionKey(kind)
@@ -285,12 +292,16 @@ func (r *releaseTimes) noteListing(ctx context.Context, kind, address, key strin
 			return
 		}
 		seen[v] = true
-		if _, ok := known[v]; ok {
-			return
-		}
 		var listed time.Time // prev's own dating of it, authenticated with prev
 		if inPrev[v] {
 			listed = prevDates[v]
+		}
+		// A version dated here keeps its dating; so does one recorded as
+		// of the first listing (the zero time), unless prev dates it (a
+		// first listing taken while the tier did not answer, whose record
+		// went since).
+		if at, ok := known[v]; ok && (!at.IsZero() || listed.IsZero()) {
+			return
 		}
 		switch {
 		case inOwn[v]:
@@ -299,7 +310,7 @@ func (r *releaseTimes) noteListing(ctx context.Context, kind, address, key strin
 			switch {
 			case !inNext[v]:
 				todo = append(todo, dating{v: v, listed: listed, unlisted: true})
-			case marked:
+			case mark.asks(v):
 				again = append(again, dating{v: v, listed: listed})
 			case !listed.IsZero():
 				// Undated here (a first listing taken while the tier did
@@ -329,13 +340,16 @@ func (r *releaseTimes) noteListing(ctx context.Context, kind, address, key strin
 	// prev and next to date: it asks for the records of those
 	// firstListingLookups picks, as a first listing does. The versions
 	// looked up again are asked for all.
+	// Bounded only where prev dates what it names (a list of a release
+	// that dates: its dates are never nil); a list of an earlier release
+	// dates nothing, and the records of all are asked for.
 	vs := versionsOf(todo)
-	if !haveOwn {
+	if !haveOwn && prevDates != nil {
 		vs = firstListingLookups(kind, vs, nil)
 	}
 	theirs, unanswered := r.lookupRecords(ctx, base, append(vs, versionsOf(again)...))
 	r.noteDatings(kind, address, slices.Concat(todo, again), theirs, unanswered)
-	r.settle(kind, address, marked, len(unanswered) == 0)
+	r.settle(kind, address, mark, unanswered, false)
 }
 
 // dating is a version of a listing that noteListing dates, and what it
@@ -399,36 +413,64 @@ func (r *releaseTimes) shared() bool {
 	return !ok || recs != r.parts.Records
 }
 
-// unanswered reports whether the cache holds the mark that a listing of
-// address found the shared tier failing to answer some of its dating
-// lookups (see settle).
-func (r *releaseTimes) unanswered(kind, address string) bool {
-	var rec releaseRecord
-	_, err := r.store.GetMeta(unansweredPrefix+kind+"/"+address, &rec)
-	return err == nil
+// unansweredMark is the mark, in the cache alone, that some of an
+// address's dating lookups went unanswered (the shared tier failed): the
+// versions to look up again (see settle).
+type unansweredMark struct {
+	Schema int       `json:"schema"`
+	At     time.Time `json:"at"`
+	// Versions are the versions to look up again, canonical; none: every
+	// version of the replica's own listing that has no dating (a first
+	// listing taken while the tier did not answer).
+	Versions []string `json:"versions,omitempty"`
 }
 
-// settle keeps the mark of address's dating lookups unanswered (marked:
-// the cache holds it) in step with a listing's lookups: set when some
-// were not answered (the shared tier failed: their records may be there
-// all the same), so that the next listings look up again the versions
-// of the replica's own listing that have no dating, and dropped once all
-// were answered. A first listing taken while the tier did not answer is
-// taken for the first ever (the bootstrap) meanwhile, as by a replica
-// without a tier; the versions of it another replica dated take that
-// dating once the tier answers.
-func (r *releaseTimes) settle(kind, address string, marked, answered bool) {
+// asks says whether m has version v looked up again (false for no mark).
+func (m *unansweredMark) asks(v string) bool {
+	return m != nil && (m.Versions == nil || slices.Contains(m.Versions, v))
+}
+
+// mark returns the mark of address's dating lookups unanswered, nil when
+// the cache holds none.
+func (r *releaseTimes) mark(kind, address string) *unansweredMark {
+	var m unansweredMark
+	if _, err := r.store.GetMeta(unansweredPrefix+kind+"/"+address, &m); err != nil {
+		return nil
+	}
+	return &m
+}
+
+// settle keeps the mark of address's dating lookups unanswered (mark: the
+// one the cache holds, nil for none) in step with a listing's lookups:
+// it names the versions whose lookup went unanswered (unanswered; every
+// undated version when first says the listing was a first one: the
+// versions it did not look up too), so that the next listings look
+// those up again, if undated, and only those; it goes once all were
+// answered. A version whose lookup keeps failing (an object of the
+// bucket it cannot read) costs one lookup per listing. A first listing
+// taken while the tier did not answer is taken for the first ever (the
+// bootstrap) meanwhile, as by a replica without a tier; the versions of
+// it another replica dated take that dating once the tier answers.
+func (r *releaseTimes) settle(kind, address string, mark *unansweredMark, unanswered map[string]bool, first bool) {
 	key := unansweredPrefix + kind + "/" + address
-	switch {
-	case !answered && !marked:
-		if err := r.parts.Records.Put(key, &releaseRecord{Schema: records.Schema, At: r.cfg.Now().UTC()}); err != nil {
-			r.metrics.CacheWriteFailed()
-			r.log.Log(context.Background(), cache.WriteFailureLevel(err), "storing the mark of release times to look up again", "key", key, "error", err)
+	if len(unanswered) == 0 {
+		if mark != nil {
+			if err := r.store.DeleteMeta(key); err != nil && !errors.Is(err, cache.ErrNotFound) {
+				r.log.Warn("removing the mark of release times to look up again", "key", key, "error", err)
+			}
 		}
-	case answered && marked:
-		if err := r.store.DeleteMeta(key); err != nil && !errors.Is(err, cache.ErrNotFound) {
-			r.log.Warn("removing the mark of release times to look up again", "key", key, "error", err)
-		}
+		return
+	}
+	var vs []string
+	if !first {
+		vs = slices.Sorted(maps.Keys(unanswered))
+	}
+	if mark != nil && slices.Equal(mark.Versions, vs) && (mark.Versions == nil) == (vs == nil) {
+		return
+	}
+	if err := r.parts.Records.Put(key, &unansweredMark{Schema: records.Schema, At: r.cfg.Now().UTC(), Versions: vs}); err != nil {
+		r.metrics.CacheWriteFailed()
+		r.log.Log(context.Background(), cache.WriteFailureLevel(err), "storing the mark of release times to look up again", "key", key, "error", err)
 	}
 }
 
@@ -443,21 +485,16 @@ func (r *releaseTimes) settle(kind, address string, marked, answered bool) {
 // firstListingLookups picks are looked up, once: the replica stores the
 // listing, and has one before its own from then on (and looks them up
 // again on its next listings while some lookups went unanswered: see
-// settle). It reports whether the tier answered every lookup.
-func (r *releaseTimes) noteFirstListing(ctx context.Context, kind, address string, next []string) bool {
-	// The cache has no list of address (prev would be it): the times
-	// recorded are its records alone.
-	known := r.absentWith(kind, address, func() ([]string, map[string]time.Time) { return nil, nil })
-	if !r.shared() {
-		return true // the cache's records are all known: nothing more to look up
-	}
+// settle). known are the times the cache holds. It returns the versions
+// whose lookup the tier did not answer. Asked only with a shared tier.
+func (r *releaseTimes) noteFirstListing(ctx context.Context, kind, address string, next []string, known map[string]time.Time) map[string]bool {
 	base := absentBase(kind, address)
 	theirs, unanswered := r.lookupRecords(ctx, base, firstListingLookups(kind, next, known))
 	for v, at := range theirs {
 		r.writeLocalOnce(base+v, at) // the tier holds it already
 		r.noteAbsent(kind, address, v, at)
 	}
-	return len(unanswered) == 0
+	return unanswered
 }
 
 // firstListingLookups returns the versions of next (of kind: a first
@@ -693,11 +730,14 @@ func (r *releaseTimes) writeLocalOnce(key string, at time.Time) {
 }
 
 // putOnce stores at under key through put unless the cache has a record
-// there; a failure to store it is counted and logged.
+// there (one of the first listing, the zero time, gives way to a dating:
+// another replica's list dates a version this replica took for one of
+// its first listing while the tier did not answer); a failure to store
+// it is counted and logged.
 func (r *releaseTimes) putOnce(put func(key string, v any) error, key string, at time.Time) {
 	var old releaseRecord
-	if _, err := r.store.GetMeta(key, &old); err == nil {
-		return
+	if _, err := r.store.GetMeta(key, &old); err == nil && (!old.At.IsZero() || at.IsZero()) {
+		return // a record of the first listing (the zero time) gives way to a dating
 	}
 	if err := put(key, &releaseRecord{Schema: records.Schema, At: at.UTC()}); err != nil {
 		r.metrics.CacheWriteFailed()

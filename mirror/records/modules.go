@@ -29,7 +29,7 @@ type ModuleVersionList struct {
 	Lacked []string `json:"lacked,omitempty"`
 	// Dates is the release dating of the versions the list names, as
 	// VersionList.Dates.
-	Dates map[string]time.Time `json:"dates,omitempty"`
+	Dates map[string]time.Time `json:"dates"`
 	// Held says why versions the package policy holds back are left out
 	// (never stored).
 	Held []string `json:"-"`

@@ -97,9 +97,10 @@ type VersionList struct {
 	// names (its Versions and its Lacked) that its writer knew one for: the
 	// time of the latest listing that lacked each, by canonical version.
 	// Authenticated with the list, it dates them where the dating records
-	// are gone (mirror/gate.Gate.ListingDates). Never served; absent from
-	// lists of earlier releases.
-	Dates map[string]time.Time `json:"dates,omitempty"`
+	// are gone (mirror/gate.Gate.ListingDates). Never served; nil in lists
+	// of earlier releases, never in one written by a release that dates
+	// (an empty map where it knows none), which tells them apart.
+	Dates map[string]time.Time `json:"dates"`
 	// Warnings are the origin's with the list (a deprecation notice),
 	// which the provider registry door passes on, as Terraform prints
 	// them on a direct install (discovery.VersionList.Warnings).
