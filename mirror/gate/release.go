@@ -221,7 +221,14 @@ func (g *Gate) NoteListing(ctx context.Context, kind, address, key string, prev 
 // (deleted from the shared tier, or never stored in a cache). A version
 // of the first listing (the bootstrap), which has no time, is left out:
 // one named by the list and absent from its dates is taken so anyway.
+// While some of the address's dating lookups went unanswered (the mark:
+// see settle), it is nil, as the list of an earlier release: the list
+// does not date all it could, and a replica that takes it looks every
+// record up rather than a bounded few.
 func (g *Gate) ListingDates(kind, address string, named []string) map[string]time.Time {
+	if g.rel.shared() && g.rel.mark(kind, address) != nil {
+		return nil
+	}
 	known := g.rel.absentOf(kind, address)
 	canon := versionKey(kind)
 	out := map[string]time.Time{} // never nil: a list of a release that dates (see noteListing)
@@ -388,6 +395,11 @@ func (r *releaseTimes) noteDatings(kind, address string, ds []dating, theirs map
 		switch {
 		case !at.IsZero() && at.Equal(theirs[d.v]):
 			r.writeLocalOnce(base+d.v, at) // the tier's record: it holds it already
+		case !at.IsZero() && unanswered[d.v]:
+			// The tier did not answer for it: it may hold another
+			// replica's dating, later (a tighter bound) than this
+			// replica's, which this must not replace.
+			r.writeLocalOnce(base+d.v, at)
 		case !at.IsZero():
 			r.writeOnce(base+d.v, at)
 		case d.unlisted && !unanswered[d.v]:
