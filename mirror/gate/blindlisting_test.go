@@ -1,7 +1,6 @@
 package gate_test
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
@@ -19,25 +18,14 @@ import (
 // holds 1.10.1 for the minimum release age from a's first listing: a
 // version one replica dated is dated on every replica.
 func TestReleaseAgeBlindListingOfALongListingLooksAllUpAgain(t *testing.T) {
-	r := newReplicas(t, "module")
-	r.publish("0.9.0")
-	for i := range 300 {
-		r.publish(fmt.Sprintf("1.%d.0", i))
-	}
-	first := r.listAt(r.a)
-	r.publish("1.10.1")
-	r.listAt(r.a)
-
-	r.down.Store(true)
-	b := r.replica(t, r.cfg("b"))
-	r.listAt(b)
-	r.down.Store(false)
+	r := newLongListing(t)
+	b := r.blindReplica(t, "b")
 	r.listAt(b) // the bucket answers again
 
 	c := r.replica(t, r.cfg("c"))
 	r.listAt(c)
 
-	heldOnEach(t, r, "1.10.1", first, map[string]*harness.Harness{"a": r.a, "b": b, "c": c})
+	heldOnEach(t, r, "1.10.1", r.first, map[string]*harness.Harness{"a": r.a, "b": b, "c": c})
 	for name, h := range map[string]*harness.Harness{"a": r.a, "b": b, "c": c} {
 		if err := r.verdict(h, "1.0.0"); err != nil {
 			t.Errorf("replica %s: 1.0.0, of the first listing: %v, want it served", name, err)
@@ -57,11 +45,8 @@ func TestReleaseAgeAnotherReplicasLaterListDatesABlindFirstListing(t *testing.T)
 	for _, kind := range []string{"provider", "module"} {
 		t.Run(kind, func(t *testing.T) {
 			r := newListedTwice(t, kind)
-			r.down.Store(true)
-			b := r.replica(t, r.cfg("b"))
-			r.listAt(b)
+			b := r.blindReplica(t, "b")
 			r.deleteRecord(t, r.datingKey("1.1.0"))
-			r.down.Store(false)
 			r.listAt(b)
 			r.listAt(r.a)
 			r.listAt(b)

@@ -3,7 +3,6 @@ package gate_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -37,14 +36,7 @@ func (o readsDownTier) GetMeta(ctx context.Context, key string) (json.RawMessage
 // before its own: it looks up every record, 1.10.1's among them (not
 // among the 256 a list that dates would have it look up), and holds it.
 func TestReleaseAgeBlindListDatesNothing(t *testing.T) {
-	r := newReplicas(t, "module")
-	r.publish("0.9.0")
-	for i := range 300 {
-		r.publish(fmt.Sprintf("1.%d.0", i))
-	}
-	first := r.listAt(r.a)
-	r.publish("1.10.1")
-	r.listAt(r.a)
+	r := newLongListing(t)
 
 	var readsDown atomic.Bool
 	cfg := r.cfg("b")
@@ -56,7 +48,7 @@ func TestReleaseAgeBlindListDatesNothing(t *testing.T) {
 
 	c := r.replica(t, r.cfg("c"))
 	r.listAt(c)
-	heldOnEach(t, r, "1.10.1", first, map[string]*harness.Harness{"a": r.a, "c": c})
+	heldOnEach(t, r, "1.10.1", r.first, map[string]*harness.Harness{"a": r.a, "c": c})
 }
 
 // Replica x lists 1.0.0 (the first listing); three days later replica

@@ -344,12 +344,13 @@ func (r *releaseTimes) noteListing(ctx context.Context, kind, address, key strin
 	}
 	// Another replica's record of each, looked for at once. A replica
 	// with no listing of its own (an empty cache) has every version of
-	// prev and next to date: it asks for the records of those
-	// firstListingLookups picks, as a first listing does. The versions
-	// looked up again are asked for all.
-	// Bounded only where prev dates what it names (a list of a release
-	// that dates: its dates are never nil); a list of an earlier release
-	// dates nothing, and the records of all are asked for.
+	// prev and next to date: where prev dates what it names (a list of a
+	// release that dates: its dates are never nil), it asks for the
+	// records of those firstListingLookups picks, as a first listing
+	// does, the others taking prev's dates; of a list that dates nothing
+	// (an earlier release's, or one written while lookups went
+	// unanswered), for all. The versions looked up again are asked for
+	// all.
 	vs := versionsOf(todo)
 	if !haveOwn && prevDates != nil {
 		vs = firstListingLookups(kind, vs, nil)

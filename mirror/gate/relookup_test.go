@@ -73,11 +73,8 @@ func TestReleaseAgeShortListingAfterABlindFirstListing(t *testing.T) {
 	for _, kind := range []string{"provider", "module"} {
 		t.Run(kind, func(t *testing.T) {
 			r := newListedTwice(t, kind)
-			r.down.Store(true)
-			b := r.replica(t, r.cfg("b"))
-			r.listAt(b)
+			b := r.blindReplica(t, "b")
 			r.deleteRecord(t, r.datingKey("1.1.0"))
-			r.down.Store(false)
 			r.withdraw("1.1.0")
 			r.listAt(b) // short: lacks 1.1.0
 			r.publish("1.1.0")
@@ -100,14 +97,7 @@ func TestReleaseAgeShortListingAfterABlindFirstListing(t *testing.T) {
 // records it looks up all (not the 256 a list that dates has looked up),
 // 1.10.1's among them, and c holds it.
 func TestReleaseAgeEarlierReleasesListLooksAllUp(t *testing.T) {
-	r := newReplicas(t, "module")
-	r.publish("0.9.0")
-	for i := range 300 {
-		r.publish(fmt.Sprintf("1.%d.0", i))
-	}
-	first := r.listAt(r.a)
-	r.publish("1.10.1")
-	r.listAt(r.a)
+	r := newLongListing(t)
 
 	// An earlier release's replica lists again: the same versions, no dates.
 	ctx := context.Background()
@@ -133,5 +123,5 @@ func TestReleaseAgeEarlierReleasesListLooksAllUp(t *testing.T) {
 
 	c := r.replica(t, r.cfg("c"))
 	r.listAt(c)
-	heldOnEach(t, r, "1.10.1", first, map[string]*harness.Harness{"a": r.a, "c": c})
+	heldOnEach(t, r, "1.10.1", r.first, map[string]*harness.Harness{"a": r.a, "c": c})
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"sync/atomic"
@@ -115,7 +116,7 @@ type replicas struct {
 	down             atomic.Bool
 	datings, written atomic.Int64
 	a                *harness.Harness
-	// first is the time of a's first listing (newListedTwice).
+	// first is the time of a's first listing (newListedTwice, newLongListing).
 	first time.Time
 }
 
@@ -143,6 +144,36 @@ func newListedTwice(t *testing.T, kind string) *replicas {
 	r.publish("1.1.0")
 	r.listAt(r.a)
 	return r
+}
+
+// newLongListing is newReplicas of a module of 301 minor version lines
+// (0.9.0, 1.0.0 to 1.299.0) once a has listed it (the first listing, at
+// first), then again with 1.10.1 published since (a backport into an
+// old line: not among the 256 versions a first listing looks up), which
+// a dates.
+func newLongListing(t *testing.T) *replicas {
+	t.Helper()
+	r := newReplicas(t, "module")
+	r.publish("0.9.0")
+	for i := range 300 {
+		r.publish(fmt.Sprintf("1.%d.0", i))
+	}
+	r.first = r.listAt(r.a)
+	r.publish("1.10.1")
+	r.listAt(r.a)
+	return r
+}
+
+// blindReplica starts replica name with an empty cache and has it list
+// while the bucket does not answer (its first listing blind); the bucket
+// answers again when it returns.
+func (r *replicas) blindReplica(t *testing.T, name string) *harness.Harness {
+	t.Helper()
+	r.down.Store(true)
+	defer r.down.Store(false)
+	h := r.replica(t, r.cfg(name))
+	r.listAt(h)
+	return h
 }
 
 // cfg is the configuration of replica name: the rig's clock, a version
