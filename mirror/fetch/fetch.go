@@ -409,9 +409,7 @@ func (fr *Fetcher) fetchAndCommit(ctx context.Context, f *Download, p addrs.Prov
 		if f.originDone != nil {
 			f.originDone()
 		}
-		if f.slotDone != nil {
-			f.slotDone()
-		}
+		f.giveSlotBack()
 	}()
 
 	h1, err := fr.download(ctx, f, p, a, src)
