@@ -406,19 +406,17 @@ func (r *Releases) heldListed(s *Sums, l Listed) (Listed, bool) {
 			out.Builds = append(out.Builds, b)
 		}
 	}
-	sums := SumsName(s.Publisher, s.Product, s.Version)
 	passed := passedThrough(s.Publisher, s.Product, s.Version)
 	for _, f := range l.Files {
-		var keep bool
-		switch {
-		case f == sums || s.Publisher == OpenTofu && f == sums+".gpgsig":
-			keep = true
+		keep := Serves(s.Publisher, s.Product, s.Version, f) // and, of what it serves, what is held:
+		switch _, _, archive := archiveName(s.Product, s.Version, f); {
+		case !keep:
+		case archive:
+			keep = cached(f)
 		case slices.Contains(passed, f):
 			var data []byte
 			_, err := r.store.GetMeta(fileKey(s.Publisher, s.Product, s.Version, f), &data)
 			keep = err == nil
-		default:
-			keep = cached(f)
 		}
 		if keep {
 			out.Files = append(out.Files, f)
