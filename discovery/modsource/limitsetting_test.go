@@ -1,11 +1,15 @@
 package modsource
 
 import (
+	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/rand"
 	"errors"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -88,10 +92,14 @@ func TestLimitErrorsNameTheirSetting(t *testing.T) {
 
 	// A package read back (an import, a check) is held to the download's
 	// and the files' limits together.
-	// Its files within the files' limit, the package (random bytes, which
-	// gzip does not shrink, with tar's headers) over both together.
-	pkg := fakeorigin.TarGz(map[string][]byte{"a.bin": noise[:32<<10], "b.bin": noise[32<<10:]})
+	// Its files within the files' limit, the package (gzip that does not
+	// compress, so the files' bytes with tar's headers and end, 2 KiB)
+	// over both together, whatever the random bytes are.
+	pkg := storedTarGz(t, map[string][]byte{"a.bin": noise[:32<<10], "b.bin": noise[32<<10:]})
 	small := Limits{MaxDownloadBytes: 256, MaxTreeBytes: 64 << 10, MaxEntries: 100}
+	if int64(len(pkg)) <= small.MaxDownloadBytes+small.MaxTreeBytes {
+		t.Fatalf("the package is %d bytes, within both limits together: the case tests nothing", len(pkg))
+	}
 	for name, err := range map[string]error{
 		"Unpack":            Unpack(context.Background(), bytes.NewReader(pkg), t.TempDir(), small),
 		"CheckPackageLinks": CheckPackageLinks(context.Background(), bytes.NewReader(pkg), small),
@@ -103,4 +111,32 @@ func TestLimitErrorsNameTheirSetting(t *testing.T) {
 	if err := PackageLimitError("the package is 9 bytes"); !strings.HasSuffix(err.Error(), "(--module-max-bytes plus --module-max-tree-bytes)") {
 		t.Errorf("PackageLimitError: %v", err)
 	}
+}
+
+// storedTarGz is a tar.gz of files whose gzip stores them as they are
+// (no compression): its size is at least the tar archive's, whatever
+// the files hold.
+func storedTarGz(t *testing.T, files map[string][]byte) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	gz, err := gzip.NewWriterLevel(&buf, gzip.NoCompression)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tw := tar.NewWriter(gz)
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Typeflag: tar.TypeReg, Size: int64(len(files[name]))}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write(files[name]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := gz.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
 }
