@@ -338,8 +338,13 @@ func New(cfg Config) (*Client, error) {
 		ForceAttemptHTTP2:      true,
 		// A refused CONNECT says so, naming the proxy's settings: on its
 		// own net/http returns the bare status text ("Forbidden"), which
-		// reads as the origin's answer.
-		OnProxyConnectResponse: func(_ context.Context, _ *url.URL, req *http.Request, resp *http.Response) error {
+		// reads as the origin's answer. The proxy answered in HTTP: what
+		// fails from here on is not its break of the protocol
+		// (connectBroken).
+		OnProxyConnectResponse: func(ctx context.Context, _ *url.URL, req *http.Request, resp *http.Response) error {
+			if pc := choiceOf(ctx); pc != nil {
+				pc.answered.Store(true)
+			}
 			if resp.StatusCode == http.StatusOK {
 				return nil
 			}

@@ -47,7 +47,8 @@ const upstreamProxy = "the upstream proxy (upstream_proxy, --upstream-proxy, or 
 
 // ErrProxyRefused matches a *ProxyError: the upstream proxy refused to
 // open a connection to a host (an HTTP proxy's answer to CONNECT other
-// than 200, a SOCKS5 proxy's refusal), or broke the SOCKS5 protocol.
+// than 200, a SOCKS5 proxy's refusal), broke its protocol, or could not
+// be reached.
 var ErrProxyRefused = errors.New("the upstream proxy refused the connection")
 
 // The words of a SOCKS5 proxy's refusals that are the operator's to fix
@@ -71,20 +72,26 @@ const (
 )
 
 // ProxyError is an upstream proxy's refusal to open a connection to a
-// host, or its failure to keep to the SOCKS5 protocol: no request
-// reached the host. It is returned wrapped in an *OriginError. It names
-// the settings that choose the proxy, never the proxy's address or
-// credentials. A refusal of the mirror's credentials (an HTTP proxy's
+// host, its failure to keep to its protocol (SOCKS5, or HTTP in its
+// answer to CONNECT), or the failure to reach the proxy itself: no
+// request reached the host. It is returned wrapped in an *OriginError.
+// It names the settings that choose the proxy, never the proxy's address
+// or credentials. A refusal of the mirror's credentials (an HTTP proxy's
 // 407, a SOCKS5 proxy's failed authentication) or of the host by the
 // proxy's policy (an HTTP proxy's 403, a SOCKS5 proxy's "connection not
 // allowed by ruleset") is the operator's to fix, not an outage: it is
 // never retried and does not count toward the circuit breaker. A broken
-// SOCKS5 protocol (an answer that is not SOCKS5, the connection closed
-// in the handshake) is the proxy's failure, not the host's: it is
-// retried, as a connection failure is, but does not count toward the
-// circuit breaker either. Any other refusal (the proxy could not reach
-// the host) is an origin failure like any other. ProxyFault tells the
-// proxy's own from the host's.
+// protocol (an answer that is not SOCKS5, or not HTTP to CONNECT; the
+// connection closed before the proxy answered) is the proxy's failure,
+// not the host's: it is retried, as a connection failure is, but does
+// not count toward the circuit breaker either. A proxy that cannot be
+// reached (nothing listens at its address, its name does not resolve,
+// it does not answer) is the proxy's failure too, and retried, but
+// counts toward the circuit breaker of every host behind it, as the
+// network down would: the mirror answers from what it holds at once
+// meanwhile. Any other refusal (the proxy could not reach the host)
+// is an origin failure like any other. ProxyFault tells the proxy's own
+// from the host's.
 type ProxyError struct {
 	// Target is the host:port the proxy was asked for.
 	Target string
@@ -96,13 +103,31 @@ type ProxyError struct {
 	// as "host unreachable"); "" for an HTTP proxy and for a broken
 	// protocol.
 	SOCKS string
-	// Broken says how a SOCKS5 proxy broke the protocol, in net/http's
-	// words ("unexpected protocol version 72", "EOF"); "" for a refusal.
+	// Broken says how the proxy broke its protocol: a SOCKS5 proxy, in
+	// net/http's words ("unexpected protocol version 72", "EOF"); an
+	// HTTP proxy asked with CONNECT (Connect), in the mirror's ("its
+	// answer to CONNECT is not an HTTP response"); "" for a refusal.
 	Broken string
+	// Connect says Broken is an HTTP proxy's, in its answer to CONNECT,
+	// not a SOCKS5 proxy's.
+	Connect bool
+	// Unreachable says why the proxy itself could not be reached
+	// ("connection refused", "its host name does not resolve"); "" when
+	// it was.
+	Unreachable string
+	// Err is net/http's error for an unreachable proxy, which names the
+	// proxy's address (never the credentials of its URL): for the
+	// operator's log, never in Error's words.
+	Err error
 }
 
 func (e *ProxyError) Error() string {
-	if e.Broken != "" {
+	switch {
+	case e.Unreachable != "":
+		return fmt.Sprintf("%s could not be reached on the way to %s (%s)", upstreamProxy, e.Target, e.Unreachable)
+	case e.Broken != "" && e.Connect:
+		return fmt.Sprintf("%s broke the HTTP protocol on the CONNECT to %s (%s): it is not an HTTP proxy, or it failed", upstreamProxy, e.Target, e.Broken)
+	case e.Broken != "":
 		return fmt.Sprintf("%s broke the SOCKS5 protocol on the connection to %s (%s): it is not a SOCKS5 proxy, or it failed", upstreamProxy, e.Target, e.Broken)
 	}
 	msg := fmt.Sprintf("%s answered %s to CONNECT %s", upstreamProxy, e.Status(), e.Target)
@@ -121,9 +146,14 @@ func (e *ProxyError) Error() string {
 // Status is the proxy's answer: an HTTP proxy's as a status line says it
 // ("407 Proxy Authentication Required"; the code alone when net/http has
 // no text for it), a SOCKS5 proxy's as "SOCKS5 " and its words, a
-// broken protocol as "SOCKS5 protocol broken: " and how.
+// broken protocol as "SOCKS5 protocol broken: " (or "HTTP protocol
+// broken: ") and how, an unreachable proxy as "unreachable: " and why.
 func (e *ProxyError) Status() string {
 	switch {
+	case e.Unreachable != "":
+		return "unreachable: " + e.Unreachable
+	case e.Broken != "" && e.Connect:
+		return "HTTP protocol broken: " + e.Broken
 	case e.Broken != "":
 		return "SOCKS5 protocol broken: " + e.Broken
 	case e.SOCKS != "":
@@ -158,13 +188,20 @@ func (e *ProxyError) Policy() bool {
 
 // ProxyFault reports whether the failure is the proxy's, not the host's:
 // its refusal of the mirror's credentials or of the host by its policy,
-// or a broken protocol. It does not count toward the host's circuit
-// breaker, and Outcome calls it "proxy"; a refusal that is not the
+// a broken protocol, or the proxy not reached. Outcome calls it
+// "proxy", and but for the proxy not reached (Unreachable) it does not
+// count toward the host's circuit breaker; a refusal that is not the
 // proxy's (it could not reach the host) is an origin failure.
-func (e *ProxyError) ProxyFault() bool { return e.operatorsToFix() || e.Broken != "" }
+func (e *ProxyError) ProxyFault() bool {
+	return e.operatorsToFix() || e.Broken != "" || e.Unreachable != ""
+}
 
 // Is makes errors.Is(err, ErrProxyRefused) true.
 func (e *ProxyError) Is(target error) bool { return target == ErrProxyRefused }
+
+// Unwrap is Err, so that an unreachable proxy's timeout stays a timeout
+// (OriginError.Timeout).
+func (e *ProxyError) Unwrap() error { return e.Err }
 
 // operatorsToFix reports whether the refusal is the operator's to fix
 // (credentials, the proxy's policy) rather than a failure of the host.

@@ -132,8 +132,24 @@ type proxyChoiceKey struct{}
 // address past the guard for the connections made for that request. A
 // request sent direct, even to the proxy's own address (a URL naming it,
 // which NO_PROXY sends direct), is guarded like any other.
+//
+// It also follows the request's way through an HTTP proxy asked with
+// CONNECT (connectBroken): dial marks the connection to the proxy opened,
+// the *http.Transport's OnProxyConnectResponse the proxy's answer read.
 type proxyChoice struct {
 	addr atomic.Pointer[string]
+	// connect: the proxy is an HTTP proxy, asked with CONNECT.
+	connect atomic.Bool
+	// dialed: a connection to the proxy was opened for the request.
+	dialed atomic.Bool
+	// answered: the proxy answered the CONNECT with an HTTP response.
+	answered atomic.Bool
+}
+
+// choiceOf is ctx's *proxyChoice, nil when it has none.
+func choiceOf(ctx context.Context) *proxyChoice {
+	pc, _ := ctx.Value(proxyChoiceKey{}).(*proxyChoice)
+	return pc
 }
 
 // withProxyChoice returns ctx with a fresh proxyChoice: every request
@@ -146,8 +162,8 @@ func withProxyChoice(ctx context.Context) context.Context {
 // through. Host names are compared without case: net/http dials the
 // proxy's host as its URL spells it (PROXY.corp.example).
 func viaProxy(ctx context.Context, addr string) bool {
-	pc, ok := ctx.Value(proxyChoiceKey{}).(*proxyChoice)
-	if !ok {
+	pc := choiceOf(ctx)
+	if pc == nil {
 		return false
 	}
 	a := pc.addr.Load()
@@ -172,15 +188,54 @@ func newDialGuard(cfg Config) *dialGuard {
 // dial is the transport's DialContext. Connections to the HTTP proxy itself
 // (an operator's explicit choice, often on a private network) for requests
 // sent through it are exempt from the guard; everything else goes through
-// guardControl.
+// guardControl. A connection to the proxy is marked in the request's
+// proxyChoice and is a proxyConn.
 func (g *dialGuard) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	if g.dialContext != nil {
-		return g.dialContext(ctx, network, addr)
+	proxied := viaProxy(ctx, addr)
+	var conn net.Conn
+	var err error
+	switch {
+	case g.dialContext != nil:
+		conn, err = g.dialContext(ctx, network, addr)
+	case g.allowPrivate || proxied:
+		conn, err = g.open.DialContext(ctx, network, addr)
+	default:
+		conn, err = g.guarded.DialContext(ctx, network, addr)
 	}
-	if g.allowPrivate || viaProxy(ctx, addr) {
-		return g.open.DialContext(ctx, network, addr)
+	if err != nil || !proxied {
+		return conn, err
 	}
-	return g.guarded.DialContext(ctx, network, addr)
+	choiceOf(ctx).dialed.Store(true)
+	return proxyConn{conn}, nil
+}
+
+// proxyConn is a connection to the upstream proxy, through which its
+// tunnel to the host runs: its errors name no address, where net/http's
+// ("read tcp 10.0.0.7:41234->10.1.2.3:3128: read: connection reset by
+// peer") name the proxy's, often an internal one, to the client the
+// error is answered to.
+type proxyConn struct{ net.Conn }
+
+func (c proxyConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	return n, unaddressed(err)
+}
+
+func (c proxyConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	return n, unaddressed(err)
+}
+
+// unaddressed is err, a connection's, without the addresses of the
+// *net.OpError it is.
+func unaddressed(err error) error {
+	op, ok := err.(*net.OpError)
+	if !ok || (op.Source == nil && op.Addr == nil) {
+		return err
+	}
+	bare := *op
+	bare.Source, bare.Addr = nil, nil
+	return &bare
 }
 
 // targetLookupTimeout bounds the resolution of a proxied request's target
@@ -201,15 +256,18 @@ const targetLookupTimeout = 2 * time.Second
 // to a private address.
 func (g *dialGuard) proxyFor(req *http.Request) (*url.URL, error) {
 	u, err := g.proxy(req)
-	if err != nil || u == nil || g.allowPrivate {
+	if err != nil || u == nil {
 		return u, err
 	}
-	if err := g.checkTargetHost(req.Context(), req.URL.Hostname()); err != nil {
-		return nil, err
+	if !g.allowPrivate {
+		if err := g.checkTargetHost(req.Context(), req.URL.Hostname()); err != nil {
+			return nil, err
+		}
 	}
-	if pc, ok := req.Context().Value(proxyChoiceKey{}).(*proxyChoice); ok {
+	if pc := choiceOf(req.Context()); pc != nil {
 		addr := proxyDialAddr(u)
 		pc.addr.Store(&addr)
+		pc.connect.Store((u.Scheme == "http" || u.Scheme == "https") && req.URL.Scheme == "https")
 	}
 	return u, nil
 }

@@ -1,11 +1,14 @@
 package discovery
 
-// An upstream proxy's refusals: an HTTP proxy's answer to CONNECT other
-// than 200 is made a *ProxyError by the *http.Transport's
+// An upstream proxy's refusals and failures: an HTTP proxy's answer to
+// CONNECT other than 200 is made a *ProxyError by the *http.Transport's
 // OnProxyConnectResponse; a SOCKS5 proxy's refusals and its breaks of
 // the protocol, which net/http reports as a *net.OpError of no type of
-// its own, by refusalTransport, below the trust of trust.go, which logs
-// the refusals that are the operator's to fix once per host.
+// its own, an HTTP proxy's break of the protocol in its answer to
+// CONNECT, and a proxy that cannot be reached, which net/http reports in
+// words that name its address, by refusalTransport, below the trust of
+// trust.go, which logs the refusals that are the operator's to fix, and
+// the proxy not reached, once per host.
 
 import (
 	"context"
@@ -14,6 +17,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
+	"os"
 	"strings"
 )
 
@@ -25,7 +30,7 @@ import (
 // not SOCKS5, the connection closed or failed in the handshake). A
 // timeout is not one: the proxy waits for the host before it replies,
 // and a slow host is the host's. Nor is any error before the handshake
-// (the proxy cannot be reached).
+// (the proxy cannot be reached: proxyUnreachable).
 func socksError(err error) (*ProxyError, bool) {
 	var op *net.OpError
 	if !errors.As(err, &op) || !strings.HasPrefix(op.Op, "socks ") || op.Err == nil {
@@ -64,15 +69,100 @@ func socksError(err error) (*ProxyError, bool) {
 	return pe, true
 }
 
+// proxyUnreachable returns the *ProxyError err tells of when it is
+// net/http's report that the connection to the proxy itself failed (a
+// *net.OpError "proxyconnect"), whose words name the proxy's address:
+// nothing listens there, its name does not resolve, it does not answer,
+// or the TLS of an https:// proxy failed. A certificate of the proxy's
+// the mirror does not trust is not one (trustTransport's), nor the
+// caller's cancellation.
+func proxyUnreachable(req *http.Request, err error) (*ProxyError, bool) {
+	var op *net.OpError
+	if !errors.As(err, &op) || op.Op != "proxyconnect" || errors.Is(err, context.Canceled) {
+		return nil, false
+	}
+	if _, cert := certificateCause(err); cert {
+		return nil, false
+	}
+	pe := &ProxyError{Target: targetAddr(req.URL), Err: err}
+	var dnsErr *net.DNSError
+	var sysErr *os.SyscallError
+	var ne net.Error
+	switch {
+	case errors.As(err, &dnsErr):
+		pe.Unreachable = "its host name does not resolve"
+	case errors.As(err, &ne) && ne.Timeout():
+		pe.Unreachable = "it did not answer in time"
+	case errors.As(err, &sysErr):
+		// The system's words ("connection refused", "no route to
+		// host"), which name no address.
+		pe.Unreachable = sysErr.Err.Error()
+	default:
+		pe.Unreachable = "the connection to it failed"
+	}
+	return pe, true
+}
+
+// connectBroken returns the *ProxyError err tells of when an HTTP proxy
+// asked with CONNECT failed before it answered in HTTP: its answer is not
+// an HTTP response, or it closed or broke the connection (net/http
+// reports these in errors of no type of their own, which read as the
+// origin's). The request's proxyChoice tells it: the connection to the
+// proxy was opened, and its answer not read. What fails once the proxy
+// answered (a tunnel it opened, through which the origin answers what is
+// not TLS) is the origin's. A timeout is not one: the proxy connects to
+// the host before it answers, and a slow host is the host's. (Should the
+// request be given another request's idle connection while its own
+// still waits for the proxy's answer, a failure of that connection is
+// taken for the proxy's.)
+func connectBroken(req *http.Request, err error) (*ProxyError, bool) {
+	pc := choiceOf(req.Context())
+	if pc == nil || !pc.connect.Load() || !pc.dialed.Load() || pc.answered.Load() {
+		return nil, false
+	}
+	var op *net.OpError
+	var ne net.Error
+	if (errors.As(err, &op) && op.Op == "proxyconnect") || req.Context().Err() != nil ||
+		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
+		(errors.As(err, &ne) && ne.Timeout()) {
+		return nil, false
+	}
+	pe := &ProxyError{Target: targetAddr(req.URL), Connect: true}
+	var sysErr *os.SyscallError
+	switch {
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		pe.Broken = "it closed the connection before it answered"
+	case errors.As(err, &sysErr):
+		pe.Broken = "the connection failed before it answered: " + sysErr.Error()
+	default:
+		// Not net/http's words, which quote the proxy's answer.
+		pe.Broken = "its answer to CONNECT is not an HTTP response"
+	}
+	return pe, true
+}
+
+// targetAddr is u's host and port, as the proxy is asked for them.
+func targetAddr(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		port = "443"
+	}
+	return net.JoinHostPort(targetName(u.Hostname()), port)
+}
+
 // refusalTransport turns a SOCKS5 proxy's refusals and breaks of the
-// protocol into *ProxyError and logs each host's refusal that is the
-// operator's to fix (credentials, the proxy's policy) once, again after
-// a request to the host got through. The log names the proxy by its
-// settings, never its address or credentials.
+// protocol, an HTTP proxy's break of the protocol in its answer to
+// CONNECT and a proxy that cannot be reached into *ProxyError. It logs
+// each host's refusal that is the operator's to fix (credentials, the
+// proxy's policy) once, and each host's proxy not reached once, again
+// after a request to the host got through. The log names the proxy by
+// its settings, never its credentials; only the line of a proxy not
+// reached has net/http's words, which name its address.
 type refusalTransport struct {
-	next   http.RoundTripper
-	log    *slog.Logger
-	logged loggedHosts
+	next      http.RoundTripper
+	log       *slog.Logger
+	logged    loggedHosts
+	unreached loggedHosts
 }
 
 func (t *refusalTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -80,20 +170,32 @@ func (t *refusalTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	resp, err := t.next.RoundTrip(req)
 	if err == nil {
 		t.logged.succeeded(host)
+		t.unreached.succeeded(host)
 		return resp, nil
 	}
 	pe, ok := socksError(err)
+	if !ok {
+		pe, ok = proxyUnreachable(req, err)
+	}
+	if !ok {
+		pe, ok = connectBroken(req, err)
+	}
 	if ok {
 		err = pe
 	} else if !errors.As(err, &pe) {
 		return nil, err
 	}
-	if !pe.operatorsToFix() {
-		return nil, err
-	}
-	if t.logged.first(host) {
-		t.log.Error("the upstream proxy refused the connection; not retried, the circuit breaker ignores it",
-			"host", host, "answer", pe.Status(), "error", pe.Error())
+	switch {
+	case pe.operatorsToFix():
+		if t.logged.first(host) {
+			t.log.Error("the upstream proxy refused the connection; not retried, the circuit breaker ignores it",
+				"host", host, "answer", pe.Status(), "error", pe.Error())
+		}
+	case pe.Unreachable != "":
+		if t.unreached.first(host) {
+			t.log.Error("the upstream proxy could not be reached; retried, the circuit breaker ignores it",
+				"host", host, "error", pe.Err)
+		}
 	}
 	return nil, err
 }

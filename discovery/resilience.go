@@ -78,8 +78,9 @@ func (e *redirectRefused) Error() string { return e.msg }
 // proxy's refusal of the mirror's credentials or of the host (the
 // operator's to fix: see CertificateError and ProxyError) and the
 // caller's own cancellation are neither. An upstream proxy's break of
-// the SOCKS5 protocol is the proxy's failure: retried, but not the
-// origin's.
+// its protocol is the proxy's failure: retried, but not the origin's.
+// An upstream proxy that cannot be reached is a failure of every host
+// behind it: retried, and counted.
 func classify(ctx context.Context, resp *http.Response, err error) (attemptResult, bool) {
 	if err != nil {
 		var rr *redirectRefused
@@ -93,6 +94,13 @@ func classify(ctx context.Context, resp *http.Response, err error) (attemptResul
 			errors.Is(err, ErrUntrustedCertificate),
 			errors.As(err, &rr):
 			return attemptNeutral, false
+		case errors.As(err, &pe) && pe.Unreachable != "":
+			// The proxy not reached is as the network down: every
+			// host's breaker counts it, so that the mirror answers
+			// at once from what it holds meanwhile (a proxy that does
+			// not answer would hold each request for all its
+			// attempts).
+			return attemptFailed, true
 		case errors.As(err, &pe) && pe.ProxyFault():
 			return attemptNeutral, true
 		}

@@ -126,6 +126,76 @@ func TestUpstreamProxyBreaksSOCKS5(t *testing.T) {
 	failingAtTheProxy(t, tm, "broke the SOCKS5 protocol", 7)
 }
 
+// TestUpstreamProxyUnreachable: an upstream proxy nothing listens for,
+// HTTP or SOCKS5, fails every client request with a 502 whose body says
+// the upstream proxy, by its settings, could not be reached, never
+// naming its address or the credentials of its URL (net/http's words,
+// "proxyconnect tcp: dial tcp ADDR: connect: connection refused", named
+// the operator's internal address to whoever asked). As the network
+// down, it opens the origin's circuit breaker, which answers the
+// requests after it at once (503, naming no proxy either); the status
+// page's row shows the origin unavailable, its last error's cause the
+// upstream proxy, and tfmirror_origin_requests_total counts the requests
+// that tried the proxy with the outcome "proxy". The log says so at
+// error level, with the proxy's address for the operator, never the
+// password.
+func TestUpstreamProxyUnreachable(t *testing.T) {
+	origin := newOrigin(t, fakeorigin.Options{})
+	for _, scheme := range []string{"http", "socks5"} {
+		t.Run(scheme, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			addr := ln.Addr().String() // nothing listens there once closed
+			ln.Close()
+			var logs logbuf.Buffer
+			u := url.URL{Scheme: scheme, User: url.UserPassword("mirror", "s3cret-proxy-pass"), Host: addr}
+			tm := startMirrorWith(t, origin, t.TempDir(), &logs, &overrides{origin: fastRetries},
+				"--allow-private-origins", "--upstream-proxy", u.String())
+			// Requests until the breaker (threshold 5) opens, each of a
+			// few attempts.
+			var proxied float64
+			for i := range 7 {
+				resp, body, err := tm.get(tfRegistry + "/hashicorp/random/index.json")
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, secret := range []string{addr, "s3cret", "proxyconnect"} {
+					if strings.Contains(string(body), secret) {
+						t.Fatalf("the answer names %q: %s", secret, body)
+					}
+				}
+				if resp.StatusCode == http.StatusServiceUnavailable {
+					break
+				}
+				wantJSONError(t, "request "+string(rune('1'+i)), resp, body, http.StatusBadGateway,
+					"the upstream proxy (upstream_proxy, --upstream-proxy, or HTTPS_PROXY) could not be reached", "connection refused")
+				proxied++
+			}
+			if proxied == 0 || proxied == 7 {
+				t.Fatalf("%v requests of 7 answered by the proxy's failure, want some, then the open breaker's 503", proxied)
+			}
+			rows := originRows(t, tm)
+			if len(rows) != 1 || rows[0].Breaker != "open" || rows[0].State != "unavailable" || rows[0].LastError == nil ||
+				!strings.Contains(rows[0].LastError.Cause, "the upstream proxy (upstream_proxy, HTTPS_PROXY) refused the connection: nothing listens on its port") {
+				t.Errorf("the origin's row: %+v", rows)
+			}
+			tm.idle()
+			if got := metric(t, tm.m.registry, "tfmirror_origin_requests_total", "origin", tfRegistry, "operation", "discovery", "outcome", "proxy"); got != proxied {
+				t.Errorf("discoveries counted with outcome proxy: %v, want %v", got, proxied)
+			}
+			logged := logs.String()
+			if !strings.Contains(logged, `"level":"ERROR","msg":"the upstream proxy could not be reached`) || !strings.Contains(logged, addr+": connect: connection refused") {
+				t.Errorf("no error-level log line that the upstream proxy at %s could not be reached:\n%s", addr, logged)
+			}
+			if strings.Contains(logged, "s3cret") {
+				t.Errorf("the log names the proxy's password:\n%s", logged)
+			}
+		})
+	}
+}
+
 // failingAtTheProxy checks tm's status page and metrics after n requests
 // for its one origin, each failed by the upstream proxy: the origin's
 // row shows its circuit breaker closed, the origin failing at the

@@ -275,6 +275,10 @@ func Cause(err error, now time.Time) string {
 		// The proxy's own certificate (an https:// proxy URL), not the
 		// origin's: the request never reached the origin.
 		return upstreamProxy + "presents a TLS certificate the mirror does not trust: " + certErr.Cause + "; set origin_ca_file to its CA"
+	case errors.As(err, &proxyErr) && proxyErr.Unreachable != "":
+		return upstreamProxy + proxyFailure(err)
+	case errors.As(err, &proxyErr) && proxyErr.Broken != "" && proxyErr.Connect:
+		return upstreamProxy + "broke the HTTP protocol (" + proxyErr.Broken + "): check that upstream_proxy or HTTPS_PROXY names an HTTP proxy, and the proxy's health"
 	case errors.As(err, &proxyErr) && proxyErr.Broken != "":
 		return upstreamProxy + "broke the SOCKS5 protocol (" + proxyErr.Broken + "): check that upstream_proxy names a SOCKS5 proxy, and the proxy's health"
 	case errors.As(err, &proxyErr):
