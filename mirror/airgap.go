@@ -38,7 +38,7 @@ type AirGap struct {
 // newAirGap returns the engine's AirGap.
 func newAirGap(e *Engine) (*AirGap, error) {
 	imp, err := imports.New(imports.Config{MaxArchiveBytes: e.cfg.MaxArchiveBytes, Now: e.cfg.Now, Logger: e.log},
-		imports.Parts{Life: e.life, Records: e.memo, Hosts: e.hosts, Withholding: e.withholding, Fetcher: e.archives}, e.store, e.metrics)
+		imports.Parts{Life: e.life, Records: e.memo, Source: e.source, Hosts: e.hosts, Withholding: e.withholding, Fetcher: e.archives}, e.store, e.metrics)
 	if err != nil {
 		return nil, err
 	}

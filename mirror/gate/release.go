@@ -23,10 +23,14 @@ package gate
 //     The listing carries, besides, the absent times of the versions it
 //     names (ListingDates): authenticated with the list in the shared
 //     tier, they date a version whose record is gone (deleted from the
-//     tier, or never stored in the cache) as the record did. A listing
-//     with no list stored before it (none in the cache, none in the
-//     shared tier: never taken, or deleted from the tier) takes the
-//     records the cache or the tier holds of its versions, those of
+//     tier, or never stored in the cache) as the record did. An import
+//     is no listing: a version it added to a list is none of the
+//     listing's, dated by its time (records.VersionList.ImportAdded),
+//     and a list it made alone is no list stored before a listing
+//     (records.VersionList.ImportOnly). A listing with no list stored
+//     before it (none in the cache, none in the shared tier: never
+//     taken, or deleted from the tier) takes the records the cache or
+//     the tier holds of its versions, those of
 //     the newest of each line at most (firstListingLookups), so that a
 //     replica with an empty cache whose tier lost the list but not the
 //     records does not take the versions other replicas dated for ones
@@ -328,7 +332,7 @@ func (r *releaseTimes) noteListing(ctx context.Context, kind, address, key strin
 		case !inPrev[v]:
 			todo = append(todo, dating{v: v, at: notAfterNow(prevAt)})
 		case haveOwn:
-			todo = append(todo, dating{v: v, at: notAfterNow(ownAt), listed: listed, unlisted: !inNext[v]}) // named first by another replica's listing
+			todo = append(todo, dating{v: v, at: notAfterNow(ownAt), listed: listed}) // named first by another replica's listing
 		default:
 			todo = append(todo, dating{v: v, listed: listed, unlisted: !inNext[v]})
 		}
@@ -634,25 +638,27 @@ func (r *releaseTimes) noteAbsent(kind, address, v string, at time.Time) {
 
 // ownListing returns the versions of this replica's own listing of kind
 // stored under key (the cache's, never the shared tier's; those it lacked
-// too), the dates it carries of them (records.VersionList.Dates) and when
-// it was taken; false when the cache has none.
+// too, not those an import added: records.VersionList.Named), the dates
+// it carries of them (records.VersionList.Dates) and when it was taken;
+// false when the cache has none, or one an import made alone
+// (records.VersionList.ImportOnly: no listing of the origin).
 func (r *releaseTimes) ownListing(kind, key string) ([]string, map[string]time.Time, time.Time, bool) {
 	var names []string
 	var dates map[string]time.Time
-	var listedAt time.Time
-	var schema int
+	var l records.Listing
 	var storedAt time.Time
 	var err error
 	if kind == string(policy.Module) {
-		var l records.ModuleVersionList
-		storedAt, err = r.store.GetMeta(key, &l)
-		names, dates, listedAt, schema = l.Named(), l.Dates, l.ListedAt, l.Schema
+		ml := new(records.ModuleVersionList)
+		storedAt, err = r.store.GetMeta(key, ml)
+		names, dates, l = ml.Named(), ml.Dates, ml
 	} else {
-		var l records.VersionList
-		storedAt, err = r.store.GetMeta(key, &l)
-		names, dates, listedAt, schema = l.Named(), l.Dates, l.ListedAt, l.Schema
+		pl := new(records.VersionList)
+		storedAt, err = r.store.GetMeta(key, pl)
+		names, dates, l = pl.Named(), pl.Dates, pl
 	}
-	if err != nil || !records.KnownSchema(schema) {
+	listedAt, readable := l.Listed()
+	if err != nil || !readable {
 		return nil, nil, time.Time{}, false
 	}
 	if listedAt.IsZero() {
@@ -865,8 +871,8 @@ type datedVersions struct {
 	absent   map[string]time.Time
 }
 
-// withListDates is absent (the times the cache holds, not to be
-// modified) with the dates a list carries of its versions
+// withListDates is absent (the times the cache holds, absentOf's: never
+// nil, not to be modified) with the dates a list carries of its versions
 // (records.VersionList.Dates), the later where both date one: a list
 // taken from the shared tier, which this replica has not listed itself
 // (an empty cache, within the list's time to live, or a sealed mirror),
@@ -876,13 +882,34 @@ func withListDates(absent, dates map[string]time.Time) map[string]time.Time {
 		return absent
 	}
 	out := maps.Clone(absent)
-	if out == nil {
-		out = make(map[string]time.Time, len(dates))
-	}
 	for v, at := range dates {
 		if at.After(out[v]) {
 			out[v] = at
 		}
+	}
+	return out
+}
+
+// importAddedDates dates the versions an import added to list
+// (records.VersionList.ImportAdded), which the listing behind it lacked
+// (this replica's, or another's from the shared tier that the import
+// added to: records.VersionList.ImportOnly), by the time of that listing
+// (no later than now: a listing dated ahead of the clock was taken before
+// now all the same), as the listing rule does once the origin lists
+// them: so that an import does not have a version taken for one of that
+// listing until then, nor on a sealed mirror, which lists no more. None
+// for a list without a listing's time.
+func importAddedDates(list *records.VersionList, now time.Time) map[string]time.Time {
+	if len(list.ImportAdded) == 0 || list.ListedAt.IsZero() {
+		return nil
+	}
+	at := list.ListedAt
+	if at.After(now) {
+		at = now
+	}
+	out := make(map[string]time.Time, len(list.ImportAdded))
+	for _, v := range list.ImportAdded {
+		out[v] = at
 	}
 	return out
 }
@@ -897,7 +924,7 @@ func (r *releaseTimes) canAsk(p addrs.Provider) bool {
 // minimum release age of window may hold (see the file comment for what
 // is looked up). now is the clock's reading for the whole answer.
 func (r *releaseTimes) providerReleases(ctx context.Context, p addrs.Provider, list *records.VersionList, window time.Duration, now time.Time) datedVersions {
-	absent := withListDates(r.absentOf("provider", p.String()), list.Dates)
+	absent := withListDates(withListDates(r.absentOf("provider", p.String()), list.Dates), importAddedDates(list, now))
 	out := datedVersions{rels: make(map[string]policy.Release, len(list.Versions)), inferred: map[string]records.VersionEntry{}, absent: absent}
 	lines := map[uint64][]versionAt{}
 	for _, e := range list.Versions {

@@ -43,13 +43,16 @@ type Importer struct {
 type Parts struct {
 	Life        *lifetime.Lifetime    // the work Shutdown waits for, the import lock, coalescing, the notifier
 	Records     *stored.Records       // the stored package records and version lists, the h1: of cached archives
+	Source      stored.Source         // the version lists as the engine serves them: the cache's, else the shared tier's
 	Hosts       *originguard.Hosts    // the hosts imports loaded packages of
 	Withholding *unsigned.Withholding // the hosts that take imports without signature
 	Fetcher     *fetch.Fetcher        // commits the archives, verified as downloads are
 }
 
-// Store is what an import writes to the cache. *cache.Store implements it.
+// Store is what an import reads and writes of the cache. *cache.Store
+// implements it.
 type Store interface {
+	GetMeta(key string, v any) (time.Time, error)
 	PutMeta(key string, v any) error
 }
 
@@ -71,7 +74,7 @@ type Config struct {
 
 // New returns the importer of an engine.
 func New(cfg Config, parts Parts, store Store, metrics Metrics) (*Importer, error) {
-	if parts.Life == nil || parts.Records == nil || parts.Hosts == nil || parts.Withholding == nil || parts.Fetcher == nil || store == nil || metrics == nil || cfg.Now == nil || cfg.Logger == nil || cfg.MaxArchiveBytes <= 0 {
+	if parts.Life == nil || parts.Records == nil || parts.Source == nil || parts.Hosts == nil || parts.Withholding == nil || parts.Fetcher == nil || store == nil || metrics == nil || cfg.Now == nil || cfg.Logger == nil || cfg.MaxArchiveBytes <= 0 {
 		return nil, errors.New("imports: the engine's parts, a store, metrics, a clock, a logger and the archive size limit are required")
 	}
 	return &Importer{parts: parts, cfg: cfg, store: store, log: cfg.Logger, metrics: metrics}, nil
@@ -574,16 +577,17 @@ func (s *Importer) listImported(ctx context.Context, p addrs.Provider, v version
 		ran := false
 		_, err := s.parts.Life.Coalesce(ctx, "versions", key, func(context.Context) (any, error) {
 			ran = true
-			list := &records.VersionList{Schema: records.Schema}
-			if cached, _, err := s.parts.Records.CachedVersions(key); err == nil {
-				list.Versions = slices.Clone(cached.Versions)
-				list.Lacked = cached.Lacked // for the release dating of the next listing
-				list.Dates = cached.Dates   // likewise
-			} else if !errors.Is(err, cache.ErrNotFound) {
+			list, err := s.listBefore(ctx, key)
+			if err != nil {
 				return nil, err
 			}
 			list.Imported = true
 			i := slices.IndexFunc(list.Versions, func(e records.VersionEntry) bool { return e.Version == v.String() })
+			if (!list.ImportOnly || !list.ListedAt.IsZero()) && !slices.Contains(list.ImportAdded, v.String()) && !slices.Contains(list.Named(), v.String()) {
+				// Not named by the listing behind the list (this
+				// replica's, or another's it served), which lacked it.
+				list.ImportAdded = append(list.ImportAdded, v.String())
+			}
 			if i < 0 {
 				list.Versions = append(list.Versions, records.VersionEntry{Version: v.String(), Platforms: []string{}})
 				i = len(list.Versions) - 1
@@ -600,7 +604,7 @@ func (s *Importer) listImported(ctx context.Context, p addrs.Provider, v version
 				e.Protocols = slices.Clone(in.Protocols)
 			}
 			records.SortVersions(list.Versions)
-			err := s.store.PutMeta(key, list)
+			err = s.store.PutMeta(key, list)
 			s.parts.Records.Forget(key)
 			if err != nil {
 				s.metrics.CacheWriteFailed()
@@ -613,6 +617,63 @@ func (s *Importer) listImported(ctx context.Context, p addrs.Provider, v version
 		}
 	}
 	return fmt.Errorf("version list of %s kept changing while it was imported", p)
+}
+
+// listBefore returns a copy of the version list under key that an
+// import adds to (the new list's Versions, Lacked, Dates, ListedAt,
+// ImportOnly and ImportAdded; a new list when there is none), so that the
+// release dating (mirror/gate) takes the import for no listing of the
+// origin: the list keeps when the listing behind it was taken (its time
+// of storing, for a list of an earlier release, which did not keep it,
+// unless an import wrote it); a list the cache holds none of its own of
+// (none, or only the shared tier's, another replica's, which it serves
+// and the import adds to) is ImportOnly, keeping the time of the shared
+// list's listing; and a version an import added is no version of the
+// listing behind the list (ImportAdded), whichever replica took it. A
+// list an import of an earlier release wrote cannot tell whether a
+// listing is behind it, nor when: it is taken for one at its time of
+// storing, as it was then, and a version an import adds to it is judged
+// as then until the next listing (by its signature: on a mirror fed by
+// imports alone, whose lists imports alone wrote, dating it by the time
+// of the import before would hold every new import back for the window
+// from there), dated by that time once the origin lists it.
+func (s *Importer) listBefore(ctx context.Context, key string) (*records.VersionList, error) {
+	list := &records.VersionList{Schema: records.Schema, ImportOnly: true}
+	var own records.VersionList
+	storedAt, err := s.store.GetMeta(key, &own)
+	switch {
+	case err == nil && records.KnownSchema(own.Schema):
+		list.Versions = slices.Clone(own.Versions)
+		list.Lacked, list.Dates = own.Lacked, own.Dates // for the release dating of the next listing
+		list.ImportOnly, list.ImportAdded = own.ImportOnly, slices.Clone(own.ImportAdded)
+		list.ListedAt = own.ListedAt
+		if list.ListedAt.IsZero() && !own.Imported {
+			list.ListedAt = storedAt.UTC()
+		}
+		return list, nil
+	case err != nil && !errors.Is(err, cache.ErrNotFound):
+		return nil, err
+	}
+	// The list served meanwhile, if any: the shared tier's, another
+	// replica's (read there, not only when remembered, so that the
+	// import adds to it rather than leave its versions out). A tier that
+	// does not answer fails the import of the version: a list of the
+	// import alone would hide the tier's versions from this replica
+	// until it lists the origin again (for good, sealed).
+	var served records.VersionList
+	servedAt, _, err := s.parts.Source.Get(ctx, key, &served)
+	switch {
+	case errors.Is(err, stored.ErrUnanswered):
+		return nil, fmt.Errorf("reading the shared store's version list before the import: %w", err)
+	case err == nil && records.KnownSchema(served.Schema):
+		list.Versions = slices.Clone(served.Versions)
+		list.Lacked, list.Dates = served.Lacked, served.Dates // its dating, for the versions served until the next listing
+		list.ListedAt = served.ListedAt                       // dating the versions the import adds, as its listing lacked them
+		if list.ListedAt.IsZero() && !served.Imported {
+			list.ListedAt = servedAt.UTC()
+		}
+	}
+	return list, nil
 }
 
 // maxRounds bounds how often an import waits for a fetch of the record it

@@ -59,8 +59,10 @@ func KnownSchema(n int) bool { return n <= Schema }
 // (mirror/stored.Source.Newest).
 type Listing interface {
 	// Listed returns when the origin was asked for the listing (zero when
-	// the record does not say: its time of storing tells) and whether this
-	// release reads the record's schema.
+	// the record does not say: its time of storing tells) and whether the
+	// record is a listing this release reads: of a schema it knows, and
+	// made by a listing of the origin (not by an import alone:
+	// VersionList.ImportOnly).
 	Listed() (at time.Time, readable bool)
 	// Empty returns a new record of the same kind, to read another copy
 	// into.
@@ -68,8 +70,11 @@ type Listing interface {
 }
 
 // Listed is when the provider's origin was listed, and whether the
-// record's schema is known.
-func (l *VersionList) Listed() (time.Time, bool) { return l.ListedAt, KnownSchema(l.Schema) }
+// record's schema is known and a listing of the origin is behind it (not
+// ImportOnly).
+func (l *VersionList) Listed() (time.Time, bool) {
+	return l.ListedAt, KnownSchema(l.Schema) && !l.ImportOnly
+}
 
 // Empty returns a new, empty VersionList.
 func (*VersionList) Empty() Listing { return new(VersionList) }
@@ -85,9 +90,28 @@ type VersionList struct {
 	// from the origin on next use (when the host is an origin and the
 	// mirror is not sealed), as the origin's list may have more.
 	Imported bool `json:"imported,omitempty"`
+	// ImportOnly says Import made the list where the cache held none of
+	// its own: no listing of the origin by this replica is behind it
+	// (the shared tier's list it added to, if any, is another
+	// replica's), and it is none for the release dating (Listed,
+	// mirror/gate), so that the first listing of the origin after it is
+	// a first listing. False in lists of earlier releases, an import's
+	// too (taken for listings, as then).
+	ImportOnly bool `json:"import_only,omitempty"`
+	// ImportAdded are the versions Import added to a list a listing of
+	// the origin made (this replica's, or, ImportOnly, the shared tier's
+	// list it added to: ListedAt is that listing's time) that the
+	// listing did not name (in its Versions or its Lacked): the release
+	// dating does not take them for versions of that listing (Named),
+	// which lacked them, and dates them by its time.
+	ImportAdded []string `json:"import_added,omitempty"`
 	// ListedAt is when the origin was asked for the list, by the
 	// engine's clock; zero in lists stored before it was kept (their
-	// time of storing tells).
+	// time of storing tells). An import that adds to the list keeps it
+	// (or the time of storing that told it, but in a list an import of
+	// an earlier release wrote), and one that adds to the shared tier's
+	// list takes that list's; zero in a list an import made from
+	// nothing.
 	ListedAt time.Time `json:"listed_at,omitzero"`
 	// Lacked are the versions the listing before this one named (its
 	// Versions and its Lacked) that this one lacks: see Lacking. Never
@@ -170,13 +194,21 @@ func (l *VersionList) Names() []string {
 }
 
 // Named are the versions the listing names for the release dating
-// (mirror/gate): its Names, then its Lacked; nil for a nil list, never
-// nil for another.
+// (mirror/gate): its Names but those an import added (ImportAdded), then
+// its Lacked; nil for a nil list, never nil for another.
 func (l *VersionList) Named() []string {
 	if l == nil {
 		return nil
 	}
-	return append(l.Names(), l.Lacked...)
+	names := l.Names()
+	if len(l.ImportAdded) > 0 {
+		added := make(map[string]bool, len(l.ImportAdded))
+		for _, v := range l.ImportAdded {
+			added[v] = true
+		}
+		names = slices.DeleteFunc(names, func(v string) bool { return added[v] })
+	}
+	return append(names, l.Lacked...)
 }
 
 func VersionsKey(p addrs.Provider) string { return VersionsKeyOf(p.String()) }

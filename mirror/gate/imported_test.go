@@ -1,0 +1,219 @@
+package gate_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest/harness"
+	"github.com/tfmirror/tfmirror/v2/mirror/records"
+)
+
+// The release dating of versions around an import (tfmirror import of a
+// bundle), which writes the cache's version list of a provider: a list
+// an import wrote is no listing of the origin.
+//
+// In these tests the engines' clock runs a month behind the wall clock
+// the cache stamps what it stores with, so that an import, stamped at the
+// wall clock's time, comes after every listing, as it does on one clock.
+
+// importVersion imports version v of the test provider into h, as a
+// bundle another mirror exported carries it (its evidence and archive
+// taken from h's origin by an engine with a cache of its own).
+func importVersion(t *testing.T, h *harness.Harness, v string) {
+	t.Helper()
+	if err := importer(t, h, v)(); err != nil {
+		t.Fatalf("importing %s: %v", v, err)
+	}
+}
+
+// importer returns what imports version v of the harness's provider, for
+// linux_amd64, into h, as a bundle carries it, verified by another
+// mirror: each call imports it again.
+func importer(t *testing.T, h *harness.Harness, v string) func() error {
+	t.Helper()
+	src := &harness.Harness{T: t, Origin: h.Origin}
+	src.Start(harness.Options{})
+	defer src.Stop()
+	p, ver := src.Provider(), harness.MustVersion(t, v)
+	ev, err := src.Engine.Evidence(t.Context(), p, ver, []addrs.Platform{harness.MustPlatform(t, "linux_amd64")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := enginetest.ImportedFrom(ev, func(pl string) []byte { return h.Origin.Archive(harness.NS, harness.Type, v, pl) })
+	in.Version = ver
+	return func() error {
+		_, err := h.Engine.AirGap().Import(t.Context(), in)
+		return err
+	}
+}
+
+// monthBehind sets clock a month behind the wall clock (see above).
+func monthBehind(clock *enginetest.FakeClock) {
+	clock.Set(time.Now().Add(-30 * day).Truncate(time.Second))
+}
+
+// Replica a lists 1.0.0 and 1.0.1 (its first listing: the bootstrap),
+// then again with 1.1.0 published since, which it dates. Replica b,
+// whose cache never listed the provider, imports 1.1.0 from a bundle,
+// then lists the origin. b took the list the import made for a listing
+// of the origin before its own: 1.0.0 and 1.0.1, which the import lacked,
+// for versions published since, held for the minimum release age from
+// then, which a served; and 1.1.0, which the import named, for one of
+// that listing, released before it and undated (its signature alone,
+// a year old), which a holds. Replica c, started with an empty cache
+// after b listed, took b's dating of them from b's list, and so did a at
+// its next listing. A list an import made is no listing of the origin:
+// b's first listing of the origin is its first, with the lookups a first
+// listing makes, and every replica dates the three versions as a did. So
+// too with the provider's version list deleted from the bucket before b
+// lists (a's dating records left).
+func TestReleaseAgeFirstListingAfterAnImport(t *testing.T) {
+	for _, deleteList := range []bool{false, true} {
+		name := "a's list in the bucket"
+		if deleteList {
+			name = "list deleted from the bucket"
+		}
+		t.Run(name, func(t *testing.T) {
+			r := newReplicas(t, "provider")
+			monthBehind(r.clock)
+			r.publish("1.0.0")
+			r.publish("1.0.1")
+			first := r.listAt(r.a)
+			r.publish("1.1.0")
+			r.listAt(r.a)
+			if deleteList {
+				r.deleteRecord(t, records.VersionsKeyOf(r.address))
+			}
+
+			pol := enginetest.DecodePolicy(t, `minimum_release_age = "168h"`)
+			check := func(name string, h *harness.Harness) {
+				t.Helper()
+				h.Engine.SetPolicy(pol)
+				for _, v := range []string{"1.0.0", "1.0.1"} {
+					if err := r.verdict(h, v); err != nil {
+						t.Errorf("replica %s: %s, of a's first listing: %v, want it served", name, v, err)
+					}
+				}
+				heldUntil(t, "replica "+name+": 1.1.0, first listed after the first listing", r.verdict(h, "1.1.0"), first.Add(168*time.Hour))
+			}
+			b := r.replica(t, r.cfg("b"))
+			importVersion(t, b, "1.1.0")
+			r.listAt(b)
+			check("b", b)
+			c := r.replica(t, r.cfg("c"))
+			r.listAt(c)
+			r.listAt(r.a)
+			check("c", c)
+			check("a", r.a)
+		})
+	}
+}
+
+// An import that adds a version to a version list the origin's listing
+// made (here one the cache holds already, so that the list gains no
+// version) kept the list but not when it was listed: the list was then
+// taken for one listed at the import, and a version published since the
+// listing was dated by the import's time, held longer than the listing
+// rule says. The list keeps its time of listing: 1.2.0 is dated by the
+// listing before the one that first named it.
+func TestReleaseAgeImportKeepsTheListingTime(t *testing.T) {
+	t.Parallel()
+	clock := enginetest.NewFakeClock()
+	monthBehind(clock)
+	h := harness.New(t, harness.Options{Config: harness.Config{Now: clock.Now, VersionsTTL: time.Minute}})
+	rig := newReleaseRig(t, "provider", h.Origin, clock)
+	rig.publish("1.0.0")
+	first := rig.listAt(h)
+	rig.publish("1.1.0")
+	second := rig.listAt(h)
+	importVersion(t, h, "1.0.0")
+	rig.publish("1.2.0")
+	rig.listAt(h)
+
+	h.Engine.SetPolicy(enginetest.DecodePolicy(t, `minimum_release_age = "168h"`))
+	heldUntil(t, "1.1.0", rig.verdict(h, "1.1.0"), first.Add(168*time.Hour))
+	heldUntil(t, "1.2.0, first listed after the import", rig.verdict(h, "1.2.0"), second.Add(168*time.Hour))
+}
+
+// A version an import adds to a version list that no listing of the
+// origin named yet is no version of that listing: the listing rule dates
+// it by the latest listing that lacked it, the one the import added it
+// to. It was taken for one of that listing, undated, and judged by its
+// signature alone (a year old), served at once. Held until a week after
+// that listing: once the origin lists it, and on a sealed mirror that
+// does not.
+func TestReleaseAgeImportedVersionDatedByTheListing(t *testing.T) {
+	t.Parallel()
+	for _, sealed := range []bool{false, true} {
+		name := "listed again"
+		if sealed {
+			name = "sealed"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			clock := enginetest.NewFakeClock()
+			monthBehind(clock)
+			opts := harness.Options{CacheDir: t.TempDir(), Config: harness.Config{Now: clock.Now, VersionsTTL: time.Minute}}
+			h := harness.New(t, opts)
+			rig := newReleaseRig(t, "provider", h.Origin, clock)
+			rig.publish("1.0.0")
+			first := rig.listAt(h)
+			rig.publish("1.1.0")
+			importVersion(t, h, "1.1.0")
+			if sealed {
+				if _, err := h.Packages("1.0.0"); err != nil { // cached, to be served sealed
+					t.Fatal(err)
+				}
+				h.Stop()
+				opts.Config.Offline = true
+				h.Start(opts)
+			} else {
+				rig.listAt(h)
+			}
+
+			h.Engine.SetPolicy(enginetest.DecodePolicy(t, `minimum_release_age = "168h"`))
+			if err := rig.verdict(h, "1.0.0"); err != nil {
+				t.Errorf("1.0.0, of the first listing: %v, want it served", err)
+			}
+			heldUntil(t, "1.1.0, imported after the first listing", rig.verdict(h, "1.1.0"), first.Add(168*time.Hour))
+		})
+	}
+}
+
+// A version list an import of an earlier release wrote does not say
+// whether a listing of the origin is behind it (nor which versions the
+// import added): it is taken for a listing at its time of storing, as it
+// was then, never for a list an import made alone, which would make the
+// next listing a first one and pass every version published since the
+// listing behind it for one of the first listing. Here the cache's list,
+// listed with 1.0.0 alone, is stored again as such an import wrote it
+// (its time of listing left out); 1.1.0, published since, is dated by
+// that list (no earlier than the next listing: the list is stored by the
+// wall clock, ahead of the engine's).
+func TestReleaseAgeEarlierReleasesImportedListTakenAsBefore(t *testing.T) {
+	t.Parallel()
+	clock := enginetest.NewFakeClock()
+	monthBehind(clock)
+	opts := harness.Options{CacheDir: t.TempDir(), Config: harness.Config{Now: clock.Now, VersionsTTL: time.Minute}}
+	h := harness.New(t, opts)
+	rig := newReleaseRig(t, "provider", h.Origin, clock)
+	rig.publish("1.0.0")
+	rig.listAt(h)
+	earlier := map[string]any{"schema": records.Schema, "imported": true, "dates": map[string]any{},
+		"versions": []any{map[string]any{"version": "1.0.0", "platforms": []string{"linux_amd64"}}}}
+	if err := h.Store.PutMeta(records.VersionsKeyOf(rig.address), earlier); err != nil {
+		t.Fatal(err)
+	}
+	h.Stop() // what the engine remembers of the list goes
+	h.Start(opts)
+	rig.publish("1.1.0")
+	next := rig.listAt(h)
+
+	h.Engine.SetPolicy(enginetest.DecodePolicy(t, `minimum_release_age = "168h"`))
+	if err := rig.verdict(h, "1.0.0"); err != nil {
+		t.Errorf("1.0.0, of the first listing: %v, want it served", err)
+	}
+	heldUntil(t, "1.1.0, published after the list", rig.verdict(h, "1.1.0"), next.Add(168*time.Hour))
+}
