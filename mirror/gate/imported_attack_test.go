@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
-	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest/harness"
-	"github.com/tfmirror/tfmirror/v2/mirror/records"
 )
 
 // A sealed replica with an empty cache serves the version list another
@@ -79,21 +77,11 @@ func TestReleaseAgeImportOnlyMirrorServesItsImports(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			clock := enginetest.NewFakeClock()
-			monthBehind(clock)
-			opts := harness.Options{CacheDir: t.TempDir(), Config: harness.Config{Now: clock.Now, VersionsTTL: time.Minute, Offline: true}}
-			h := harness.New(t, opts)
-			rig := newReleaseRig(t, "provider", h.Origin, clock)
+			h, rig, opts := newImportRig(t, true)
 			rig.publish("1.0.0")
 			importVersion(t, h, "1.0.0")
 			if earlier {
-				list := map[string]any{"schema": records.Schema, "imported": true, "dates": map[string]any{},
-					"versions": []any{map[string]any{"version": "1.0.0", "platforms": []string{"linux_amd64"}}}}
-				if err := h.Store.PutMeta(records.VersionsKeyOf(rig.address), list); err != nil {
-					t.Fatal(err)
-				}
-				h.Stop() // what the engine remembers of the list goes
-				h.Start(opts)
+				putEarlierReleasesImportedList(t, h, rig, opts)
 			}
 			rig.clock.Add(time.Hour)
 			rig.publish("1.1.0")
@@ -117,20 +105,10 @@ func TestReleaseAgeImportOnlyMirrorServesItsImports(t *testing.T) {
 // no later than the listing that names it).
 func TestReleaseAgeImportIntoAnEarlierReleasesListDatedOnceListed(t *testing.T) {
 	t.Parallel()
-	clock := enginetest.NewFakeClock()
-	monthBehind(clock)
-	opts := harness.Options{CacheDir: t.TempDir(), Config: harness.Config{Now: clock.Now, VersionsTTL: time.Minute}}
-	h := harness.New(t, opts)
-	rig := newReleaseRig(t, "provider", h.Origin, clock)
+	h, rig, opts := newImportRig(t, false)
 	rig.publish("1.0.0")
 	rig.listAt(h)
-	earlier := map[string]any{"schema": records.Schema, "imported": true, "dates": map[string]any{},
-		"versions": []any{map[string]any{"version": "1.0.0", "platforms": []string{"linux_amd64"}}}}
-	if err := h.Store.PutMeta(records.VersionsKeyOf(rig.address), earlier); err != nil {
-		t.Fatal(err)
-	}
-	h.Stop() // what the engine remembers of the list goes
-	h.Start(opts)
+	putEarlierReleasesImportedList(t, h, rig, opts)
 	rig.publish("1.1.0")
 	importVersion(t, h, "1.1.0")
 	next := rig.listAt(h)
@@ -149,11 +127,7 @@ func TestReleaseAgeImportIntoAnEarlierReleasesListDatedOnceListed(t *testing.T) 
 // the listing that lacked it on a sealed mirror.
 func TestReleaseAgeImportedVersionDatedAfterRetentionRemovesAnother(t *testing.T) {
 	t.Parallel()
-	clock := enginetest.NewFakeClock()
-	monthBehind(clock)
-	opts := harness.Options{CacheDir: t.TempDir(), Config: harness.Config{Now: clock.Now, VersionsTTL: time.Minute}}
-	h := harness.New(t, opts)
-	rig := newReleaseRig(t, "provider", h.Origin, clock)
+	h, rig, opts := newImportRig(t, false)
 	rig.publish("1.0.0")
 	first := rig.listAt(h)
 	h.ReadAll("1.0.0")

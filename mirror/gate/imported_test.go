@@ -54,6 +54,35 @@ func monthBehind(clock *enginetest.FakeClock) {
 	clock.Set(time.Now().Add(-30 * day).Truncate(time.Second))
 }
 
+// newImportRig is a harness whose engine's clock runs a month behind the
+// wall clock, its version lists' time to live a minute (sealed when
+// offline), the release rig of its provider, and the options it started
+// with (to start it again on its cache).
+func newImportRig(t *testing.T, offline bool) (*harness.Harness, releaseRig, harness.Options) {
+	t.Helper()
+	clock := enginetest.NewFakeClock()
+	monthBehind(clock)
+	opts := harness.Options{CacheDir: t.TempDir(), Config: harness.Config{Now: clock.Now, VersionsTTL: time.Minute, Offline: offline}}
+	h := harness.New(t, opts)
+	return h, newReleaseRig(t, "provider", h.Origin, clock), opts
+}
+
+// putEarlierReleasesImportedList stores, as h's cache's version list of
+// the rig's provider, a list of 1.0.0 as an import of an earlier release
+// wrote it (imported; no time of listing, no mark of an import alone
+// nor of what it added), and starts h again on its cache, so that the
+// engine remembers nothing of the list before.
+func putEarlierReleasesImportedList(t *testing.T, h *harness.Harness, rig releaseRig, opts harness.Options) {
+	t.Helper()
+	list := map[string]any{"schema": records.Schema, "imported": true, "dates": map[string]any{},
+		"versions": []any{map[string]any{"version": "1.0.0", "platforms": []string{"linux_amd64"}}}}
+	if err := h.Store.PutMeta(records.VersionsKeyOf(rig.address), list); err != nil {
+		t.Fatal(err)
+	}
+	h.Stop()
+	h.Start(opts)
+}
+
 // Replica a lists 1.0.0 and 1.0.1 (its first listing: the bootstrap),
 // then again with 1.1.0 published since, which it dates. Replica b,
 // whose cache never listed the provider, imports 1.1.0 from a bundle,
@@ -153,11 +182,7 @@ func TestReleaseAgeImportedVersionDatedByTheListing(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			clock := enginetest.NewFakeClock()
-			monthBehind(clock)
-			opts := harness.Options{CacheDir: t.TempDir(), Config: harness.Config{Now: clock.Now, VersionsTTL: time.Minute}}
-			h := harness.New(t, opts)
-			rig := newReleaseRig(t, "provider", h.Origin, clock)
+			h, rig, opts := newImportRig(t, false)
 			rig.publish("1.0.0")
 			first := rig.listAt(h)
 			rig.publish("1.1.0")
@@ -194,20 +219,10 @@ func TestReleaseAgeImportedVersionDatedByTheListing(t *testing.T) {
 // wall clock, ahead of the engine's).
 func TestReleaseAgeEarlierReleasesImportedListTakenAsBefore(t *testing.T) {
 	t.Parallel()
-	clock := enginetest.NewFakeClock()
-	monthBehind(clock)
-	opts := harness.Options{CacheDir: t.TempDir(), Config: harness.Config{Now: clock.Now, VersionsTTL: time.Minute}}
-	h := harness.New(t, opts)
-	rig := newReleaseRig(t, "provider", h.Origin, clock)
+	h, rig, opts := newImportRig(t, false)
 	rig.publish("1.0.0")
 	rig.listAt(h)
-	earlier := map[string]any{"schema": records.Schema, "imported": true, "dates": map[string]any{},
-		"versions": []any{map[string]any{"version": "1.0.0", "platforms": []string{"linux_amd64"}}}}
-	if err := h.Store.PutMeta(records.VersionsKeyOf(rig.address), earlier); err != nil {
-		t.Fatal(err)
-	}
-	h.Stop() // what the engine remembers of the list goes
-	h.Start(opts)
+	putEarlierReleasesImportedList(t, h, rig, opts)
 	rig.publish("1.1.0")
 	next := rig.listAt(h)
 
