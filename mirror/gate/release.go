@@ -27,11 +27,14 @@ package gate
 //     is no listing: a version it added to a list is none of the
 //     listing's, dated by its time (records.VersionList.ImportAdded),
 //     and a list it made alone is no list stored before a listing
-//     (records.VersionList.ImportOnly). A listing with no list stored
-//     before it (none in the cache, none in the shared tier: never
-//     taken, or deleted from the tier) takes the records the cache or
-//     the tier holds of its versions, those of
-//     the newest of each line at most (firstListingLookups), so that a
+//     (records.VersionList.ImportOnly). Nor is retention's removal of a
+//     version (mirror/inventory.Inventory.RemoveVersion): the list keeps
+//     the version among those it lacked, and the shared tier's list
+//     stored without it is no listing of this replica's. A listing with
+//     no list stored before it (none in the cache, none in the shared
+//     tier: never taken, or deleted from the tier) takes the records the
+//     cache or the tier holds of its versions, those of the newest of
+//     each line at most (firstListingLookups), so that a
 //     replica with an empty cache whose tier lost the list but not the
 //     records does not take the versions other replicas dated for ones
 //     of the first listing. A listing whose lookups the tier did not

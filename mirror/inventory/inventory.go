@@ -250,7 +250,8 @@ func (s *Inventory) moduleZipBlobs(rec records.ModuleRecord, v versions.Version)
 // with the record of its zip), so that it is no longer listed: for a
 // version that cannot be fetched again, once its archives are removed. A
 // provider version's OCI records (the documents handed out for it, by
-// digest) go with it.
+// digest) go with it. Its release dating (mirror/gate) stays as it was
+// (see unlist).
 func (s *Inventory) RemoveVersion(kind, address, version string) error {
 	s.parts.Life.Imports().Lock() // not while an import writes the same list
 	defer s.parts.Life.Imports().Unlock()
@@ -275,19 +276,8 @@ func (s *Inventory) RemoveVersion(kind, address, version string) error {
 	if err != nil {
 		return err
 	}
-	key := records.VersionsKey(p)
-	if list, _, err := s.parts.Records.CachedVersions(key); err == nil {
-		nl := list.WithVersions([]records.VersionEntry{})
-		for _, e := range list.Versions {
-			if e.Version != v.String() {
-				nl.Versions = append(nl.Versions, e)
-			}
-		}
-		err := s.store.PutMeta(key, nl)
-		s.parts.Records.Forget(key)
-		if err != nil {
-			return err
-		}
+	if err := s.unlist(p, v); err != nil {
+		return err
 	}
 	pkey := records.PackageKey(p, v)
 	var rec records.PackageRecord
@@ -306,6 +296,48 @@ func (s *Inventory) RemoveVersion(kind, address, version string) error {
 	if err == nil {
 		s.parts.Withholding.Forget(p, version)
 	}
+	return err
+}
+
+// unlist takes version v of p off the version list served, the cache's
+// (or the shared tier's, which the engine serves where the cache has
+// none), leaving its release dating (mirror/gate) as it was, as an
+// import leaves it (mirror/imports' listBefore): the list keeps v among
+// the versions the listing behind it named (Lacked), so that the next
+// listing, which the origin may still name it in, does not take it for
+// one published since; it keeps its time of listing (a list of an
+// earlier release, which did not keep it, its time of storing); and a
+// list the cache held none of its own of, the tier's (another replica's
+// listing), is stored as none of this replica's (ImportOnly), so that
+// the next listing takes the tier's list for the one before it, as it
+// did. A list that does not name v is left as it is.
+func (s *Inventory) unlist(p addrs.Provider, v versions.Version) error {
+	key := records.VersionsKey(p)
+	list, storedAt, err := s.parts.Records.CachedVersions(key)
+	if err != nil {
+		return nil // none served, or none this release reads
+	}
+	if _, ok := list.Find(v); !ok {
+		return nil
+	}
+	_, err = s.store.GetMeta(key, &records.VersionList{})
+	own := err == nil
+	if !own && !errors.Is(err, cache.ErrNotFound) {
+		return err
+	}
+	nl := list.WithVersions([]records.VersionEntry{})
+	for _, e := range list.Versions {
+		if e.Version != v.String() {
+			nl.Versions = append(nl.Versions, e)
+		}
+	}
+	nl.Lacked = records.Lacking(list.Named(), nl.Names())
+	nl.ImportOnly = nl.ImportOnly || !own
+	if nl.ListedAt.IsZero() && !list.Imported {
+		nl.ListedAt = storedAt.UTC() // of an earlier release: its time of storing told it
+	}
+	err = s.store.PutMeta(key, nl)
+	s.parts.Records.Forget(key)
 	return err
 }
 

@@ -91,12 +91,15 @@ type VersionList struct {
 	// mirror is not sealed), as the origin's list may have more.
 	Imported bool `json:"imported,omitempty"`
 	// ImportOnly says Import made the list where the cache held none of
-	// its own: no listing of the origin by this replica is behind it
-	// (the shared tier's list it added to, if any, is another
+	// its own, or a removal (mirror/inventory.Inventory.RemoveVersion)
+	// stored the shared tier's list it served without the version: no
+	// listing of the origin by this replica is behind it (the shared
+	// tier's list it added to or took from, if any, is another
 	// replica's), and it is none for the release dating (Listed,
 	// mirror/gate), so that the first listing of the origin after it is
-	// a first listing. False in lists of earlier releases, an import's
-	// too (taken for listings, as then).
+	// a first listing, or takes the tier's list for the one before it.
+	// False in lists of earlier releases, an import's too (taken for
+	// listings, as then).
 	ImportOnly bool `json:"import_only,omitempty"`
 	// ImportAdded are the versions Import added to a list a listing of
 	// the origin made (this replica's, or, ImportOnly, the shared tier's
@@ -114,8 +117,10 @@ type VersionList struct {
 	// nothing.
 	ListedAt time.Time `json:"listed_at,omitzero"`
 	// Lacked are the versions the listing before this one named (its
-	// Versions and its Lacked) that this one lacks: see Lacking. Never
-	// served.
+	// Versions and its Lacked) that this one lacks (see Lacking), and
+	// those of this one that a removal took off the list since
+	// (mirror/inventory.Inventory.RemoveVersion), which it named all
+	// the same. Never served.
 	Lacked []string `json:"lacked,omitempty"`
 	// Dates is the release dating (mirror/gate) of the versions the list
 	// names (its Versions and its Lacked) that its writer knew one for: the
