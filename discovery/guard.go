@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/netip"
 	"net/url"
 	"strings"
@@ -135,7 +136,9 @@ type proxyChoiceKey struct{}
 //
 // It also follows the request's way through an HTTP proxy asked with
 // CONNECT (connectBroken): dial marks the connection to the proxy opened,
-// the *http.Transport's OnProxyConnectResponse the proxy's answer read.
+// the *http.Transport's OnProxyConnectResponse the proxy's answer read,
+// and the request's trace the connection it was given, whose CONNECT
+// was answered, its own or another request's.
 type proxyChoice struct {
 	addr atomic.Pointer[string]
 	// connect: the proxy is an HTTP proxy, asked with CONNECT.
@@ -144,6 +147,9 @@ type proxyChoice struct {
 	dialed atomic.Bool
 	// answered: the proxy answered the CONNECT with an HTTP response.
 	answered atomic.Bool
+	// got: the request was given a connection, over which it is sent
+	// (from when it asks for one, for each time it does).
+	got atomic.Bool
 }
 
 // choiceOf is ctx's *proxyChoice, nil when it has none.
@@ -153,9 +159,18 @@ func choiceOf(ctx context.Context) *proxyChoice {
 }
 
 // withProxyChoice returns ctx with a fresh proxyChoice: every request
-// gets one (policyTransport) before it reaches the *http.Transport.
+// gets one (policyTransport) before it reaches the *http.Transport. Its
+// trace marks the connection the request is given (got): a request
+// waiting for its own dial may be given another request's connection,
+// idle or HTTP/2's shared one, while the proxy has not yet answered its
+// own CONNECT.
 func withProxyChoice(ctx context.Context) context.Context {
-	return context.WithValue(ctx, proxyChoiceKey{}, &proxyChoice{})
+	pc := &proxyChoice{}
+	ctx = context.WithValue(ctx, proxyChoiceKey{}, pc)
+	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GetConn: func(string) { pc.got.Store(false) },
+		GotConn: func(httptrace.GotConnInfo) { pc.got.Store(true) },
+	})
 }
 
 // viaProxy reports whether addr is the proxy that ctx's request was sent

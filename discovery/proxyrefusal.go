@@ -108,16 +108,16 @@ func proxyUnreachable(req *http.Request, err error) (*ProxyError, bool) {
 // an HTTP response, or it closed or broke the connection (net/http
 // reports these in errors of no type of their own, which read as the
 // origin's). The request's proxyChoice tells it: the connection to the
-// proxy was opened, and its answer not read. What fails once the proxy
-// answered (a tunnel it opened, through which the origin answers what is
-// not TLS) is the origin's. A timeout is not one: the proxy connects to
-// the host before it answers, and a slow host is the host's. (Should the
-// request be given another request's idle connection while its own
-// still waits for the proxy's answer, a failure of that connection is
-// taken for the proxy's.)
+// proxy was opened, its answer not read, and the request was given no
+// connection. What fails once the proxy answered (a tunnel it opened,
+// through which the origin answers what is not TLS), or on a connection
+// the request was given while its own dial still waited for the proxy's
+// answer (another request's, idle, or HTTP/2's shared one), is the
+// origin's. A timeout is not one: the proxy connects to the host before
+// it answers, and a slow host is the host's.
 func connectBroken(req *http.Request, err error) (*ProxyError, bool) {
 	pc := choiceOf(req.Context())
-	if pc == nil || !pc.connect.Load() || !pc.dialed.Load() || pc.answered.Load() {
+	if pc == nil || !pc.connect.Load() || !pc.dialed.Load() || pc.answered.Load() || pc.got.Load() {
 		return nil, false
 	}
 	var op *net.OpError
@@ -193,7 +193,7 @@ func (t *refusalTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		}
 	case pe.Unreachable != "":
 		if t.unreached.first(host) {
-			t.log.Error("the upstream proxy could not be reached; retried, the circuit breaker ignores it",
+			t.log.Error("the upstream proxy could not be reached; retried, and counted toward the circuit breaker, as the network down",
 				"host", host, "error", pe.Err)
 		}
 	}

@@ -31,7 +31,10 @@ type CertificateError struct {
 	Host string
 	// Proxy says the certificate refused is the upstream proxy's own (an
 	// https:// proxy URL): the request never reached Host. The proxy is
-	// named by its settings, never by its address.
+	// named by its settings, never by its address: Error leaves out the
+	// verification's words (Err), which for a certificate issued for
+	// another name give the proxy's host name or address and the names
+	// of its certificate.
 	Proxy bool
 	// Cause says why, in words: "signed by an unknown authority", "not
 	// valid for this host name", "expired or not yet valid", or "invalid".
@@ -43,11 +46,12 @@ type CertificateError struct {
 }
 
 func (e *CertificateError) Error() string {
-	whose := e.Host
+	var msg string
 	if e.Proxy {
-		whose = upstreamProxy + " on the way to " + e.Host
+		msg = fmt.Sprintf("the TLS certificate of %s on the way to %s is not trusted: %s", upstreamProxy, e.Host, e.Cause)
+	} else {
+		msg = fmt.Sprintf("the TLS certificate of %s is not trusted: %s (%v)", e.Host, e.Cause, e.Err)
 	}
-	msg := fmt.Sprintf("the TLS certificate of %s is not trusted: %s (%v)", whose, e.Cause, e.Err)
 	if e.Hint != "" {
 		msg += "; " + e.Hint
 	}
@@ -140,8 +144,14 @@ func (t *trustTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	proxied := errors.As(err, &op) && op.Op == "proxyconnect"
 	ce := &CertificateError{Host: host, Proxy: proxied, Cause: cause, Hint: t.hint, Err: err}
 	if t.logged.first(host) {
+		// The verification's words too, for the operator: for the
+		// proxy's certificate, the client's answer has not them.
+		logged := ce.Error()
+		if proxied {
+			logged += " (" + err.Error() + ")"
+		}
 		t.log.Error("origin TLS certificate not trusted; not retried, the circuit breaker ignores it",
-			"host", host, "cause", cause, "error", ce.Error())
+			"host", host, "cause", cause, "error", logged)
 	}
 	return nil, ce
 }

@@ -297,7 +297,7 @@ func Cause(err error, now time.Time) string {
 	case errors.As(err, &opErr) && opErr.Op == "proxyconnect":
 		// Before the causes below, which would name the proxy's host as
 		// the origin's; and not in the error's own words, which name its
-		// address: the configuration that does is not shown to everyone.
+		// address and port: the row names the proxy by its settings.
 		return upstreamProxy + proxyFailure(opErr.Err)
 	case errors.As(err, &open):
 		if open.RetryAfter > 0 {
