@@ -22,8 +22,14 @@ import (
 
 // Fixed transport limits.
 const (
-	dialTimeout           = 10 * time.Second
-	tlsHandshakeTimeout   = 10 * time.Second
+	dialTimeout         = 10 * time.Second
+	tlsHandshakeTimeout = 10 * time.Second
+	// socksHandshakeTimeout bounds a SOCKS5 proxy's handshake, from the
+	// connection to the proxy opened until its reply to the connection
+	// request read: the proxy connects to the host before it replies
+	// (a dial's bound, and as much again for its name lookup and its
+	// answers). The TLS handshake through the tunnel has its own.
+	socksHandshakeTimeout = 2 * dialTimeout
 	responseHeaderTimeout = 30 * time.Second
 	// maxResponseHeaderBytes bounds a response's headers (net/http's
 	// default is 10 MiB): what a fetch holds of a response before its
@@ -304,6 +310,7 @@ func New(cfg Config) (*Client, error) {
 
 	guard := newDialGuard(cfg)
 	tr := &transport{
+		guard:            guard,
 		log:              cfg.Logger,
 		observer:         cfg.Observer,
 		watcher:          cfg.Watcher,

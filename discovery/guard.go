@@ -2,12 +2,14 @@ package discovery
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptrace"
 	"net/netip"
 	"net/url"
+	"os"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -123,6 +125,9 @@ type dialGuard struct {
 	lookup       func(ctx context.Context, network, host string) ([]netip.Addr, error) // a proxied target's addresses
 	guarded      *net.Dialer
 	open         *net.Dialer
+	// socksHandshake bounds a SOCKS5 proxy's handshake (proxyConn):
+	// socksHandshakeTimeout, which tests shorten.
+	socksHandshake time.Duration
 }
 
 // proxyChoiceKey is the context key of a request's *proxyChoice.
@@ -150,6 +155,8 @@ type proxyChoice struct {
 	// got: the request was given a connection, over which it is sent
 	// (from when it asks for one, for each time it does).
 	got atomic.Bool
+	// socks: the proxy is a SOCKS5 proxy, whose handshake dial bounds.
+	socks atomic.Bool
 }
 
 // choiceOf is ctx's *proxyChoice, nil when it has none.
@@ -191,12 +198,13 @@ func newDialGuard(cfg Config) *dialGuard {
 		lookup = net.DefaultResolver.LookupNetIP
 	}
 	return &dialGuard{
-		allowPrivate: cfg.AllowPrivate,
-		dialContext:  cfg.DialContext,
-		proxy:        cfg.Proxy,
-		lookup:       lookup,
-		guarded:      &net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second, Control: guardControl},
-		open:         &net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second},
+		allowPrivate:   cfg.AllowPrivate,
+		dialContext:    cfg.DialContext,
+		proxy:          cfg.Proxy,
+		lookup:         lookup,
+		guarded:        &net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second, Control: guardControl},
+		open:           &net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second},
+		socksHandshake: socksHandshakeTimeout,
 	}
 }
 
@@ -204,7 +212,8 @@ func newDialGuard(cfg Config) *dialGuard {
 // (an operator's explicit choice, often on a private network) for requests
 // sent through it are exempt from the guard; everything else goes through
 // guardControl. A connection to the proxy is marked in the request's
-// proxyChoice and is a proxyConn.
+// proxyChoice and is a proxyConn; a SOCKS5 proxy's gets the deadline of
+// its handshake (proxyConn.bound).
 func (g *dialGuard) dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	proxied := viaProxy(ctx, addr)
 	var conn net.Conn
@@ -220,8 +229,13 @@ func (g *dialGuard) dial(ctx context.Context, network, addr string) (net.Conn, e
 	if err != nil || !proxied {
 		return conn, err
 	}
-	choiceOf(ctx).dialed.Store(true)
-	return proxyConn{conn}, nil
+	pc := choiceOf(ctx)
+	pc.dialed.Store(true)
+	c := &proxyConn{Conn: conn}
+	if pc.socks.Load() {
+		c.bound(g.socksHandshake)
+	}
+	return c, nil
 }
 
 // proxyConn is a connection to the upstream proxy, through which its
@@ -229,16 +243,115 @@ func (g *dialGuard) dial(ctx context.Context, network, addr string) (net.Conn, e
 // ("read tcp 10.0.0.7:41234->10.1.2.3:3128: read: connection reset by
 // peer") name the proxy's, often an internal one, to the client the
 // error is answered to.
-type proxyConn struct{ net.Conn }
+//
+// A SOCKS5 proxy's connection has a deadline until the proxy's reply to
+// the connection request has been read (bound): net/http runs the SOCKS5
+// handshake on a context of its own, which no request's end cancels and
+// which has no deadline, so a proxy that accepted the connection and
+// never answered held it, and the goroutine dialling it, for as long as
+// it kept it open. What follows is bounded by net/http: the TLS
+// handshake with the host (TLSHandshakeTimeout), then the requests'
+// own timeouts and the idle connections' (an HTTP proxy's CONNECT has
+// its own bound too). The deadline is lifted before the connection
+// goes to any request: a download through the tunnel may take hours,
+// and a connection idle in the pool is net/http's to close.
+type proxyConn struct {
+	net.Conn
+	// bounded: the handshake's deadline is in force. The fields below
+	// are the handshake's, read and written by the goroutine dialling
+	// only while it is.
+	bounded  atomic.Bool
+	limit    time.Duration
+	deadline time.Time
+	// asked: the connection request, naming the host, was sent: from
+	// then on the proxy is connecting to the host.
+	asked bool
+	// reply holds the first bytes of the proxy's reply to it, of which
+	// got were read.
+	reply [5]byte
+	got   int
+}
 
-func (c proxyConn) Read(p []byte) (int, error) {
+// bound sets the connection's deadline d from now, for the SOCKS5
+// handshake.
+func (c *proxyConn) bound(d time.Duration) {
+	c.limit = d
+	c.deadline = time.Now().Add(d)
+	c.bounded.Store(true)
+	c.Conn.SetDeadline(c.deadline)
+}
+
+func (c *proxyConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
+	if c.bounded.Load() {
+		if c.asked && c.replied(p[:n]) {
+			c.bounded.Store(false)
+			c.Conn.SetDeadline(time.Time{})
+		}
+		return n, c.failed(err)
+	}
 	return n, unaddressed(err)
 }
 
-func (c proxyConn) Write(p []byte) (int, error) {
+func (c *proxyConn) Write(p []byte) (int, error) {
+	if c.bounded.Load() {
+		if socksConnectRequest(p) {
+			c.asked = true
+		}
+		n, err := c.Conn.Write(p)
+		return n, c.failed(err)
+	}
 	n, err := c.Conn.Write(p)
 	return n, unaddressed(err)
+}
+
+// failed is err, a read's or a write's in the handshake, without
+// addresses, or the handshake's deadline passed (a *socksStall).
+func (c *proxyConn) failed(err error) error {
+	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) && !time.Now().Before(c.deadline) {
+		return &socksStall{hostAsked: c.asked, limit: c.limit}
+	}
+	return unaddressed(err)
+}
+
+// replied takes p, the next bytes of the proxy's reply to the connection
+// request, and reports whether the reply has been read whole (RFC 1928
+// section 6: version, reply, a reserved byte, the address type, the
+// bound address, 4 or 16 bytes or a name after its length, and a port).
+func (c *proxyConn) replied(p []byte) bool {
+	for _, b := range p {
+		if c.got < len(c.reply) {
+			c.reply[c.got] = b
+		}
+		c.got++
+	}
+	if c.got < 4 {
+		return false
+	}
+	size := 4 + 2
+	switch c.reply[3] {
+	case 1:
+		size += 4
+	case 4:
+		size += 16
+	case 3:
+		if c.got < 5 {
+			return false
+		}
+		size += 1 + int(c.reply[4])
+	default:
+		return false // not SOCKS5: the dialer gives up
+	}
+	return c.got >= size
+}
+
+// socksConnectRequest reports whether p is a SOCKS5 connection request
+// (RFC 1928 section 4: version 5, command CONNECT, a reserved zero, an
+// address type, at least 8 bytes), as net/http's SOCKS5 dialer writes it
+// in one write; its greeting (3 or 4 bytes) and its user and password
+// (version 1) are not.
+func socksConnectRequest(p []byte) bool {
+	return len(p) >= 8 && p[0] == 5 && p[1] == 1 && p[2] == 0 && (p[3] == 1 || p[3] == 3 || p[3] == 4)
 }
 
 // unaddressed is err, a connection's, without the addresses of the
@@ -283,6 +396,7 @@ func (g *dialGuard) proxyFor(req *http.Request) (*url.URL, error) {
 		addr := proxyDialAddr(u)
 		pc.addr.Store(&addr)
 		pc.connect.Store((u.Scheme == "http" || u.Scheme == "https") && req.URL.Scheme == "https")
+		pc.socks.Store(u.Scheme == "socks5" || u.Scheme == "socks5h")
 	}
 	return u, nil
 }

@@ -13,6 +13,7 @@ package discovery
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -20,7 +21,27 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"time"
 )
+
+// socksStall is what a read or a write of a SOCKS5 proxy's connection
+// gets once the deadline of its handshake has passed (proxyConn.bound):
+// a timeout, in words that name no address.
+type socksStall struct {
+	// hostAsked: the proxy had been asked for the host, and was
+	// connecting to it.
+	hostAsked bool
+	limit     time.Duration
+}
+
+func (e *socksStall) Error() string {
+	if e.hostAsked {
+		return fmt.Sprintf("the connection to the host through the upstream proxy was not opened within %s", e.limit)
+	}
+	return fmt.Sprintf("the upstream proxy did not answer within %s", e.limit)
+}
+func (e *socksStall) Timeout() bool   { return true }
+func (e *socksStall) Temporary() bool { return true }
 
 // socksError returns the *ProxyError err tells of when it is net/http's
 // report of a SOCKS5 proxy's failure in the handshake (an error of its
@@ -29,8 +50,10 @@ import (
 // other than "succeeded"), or a break of the protocol (an answer that is
 // not SOCKS5, the connection closed or failed in the handshake). A
 // timeout is not one: the proxy waits for the host before it replies,
-// and a slow host is the host's. Nor is any error before the handshake
-// (the proxy cannot be reached: proxyUnreachable).
+// and a slow host is the host's (socksHostTimeout); a proxy silent
+// before it was asked for the host does not answer, as one not reached
+// (proxyUnreachable). Nor is any error before the handshake (the proxy
+// cannot be reached: proxyUnreachable).
 func socksError(err error) (*ProxyError, bool) {
 	var op *net.OpError
 	if !errors.As(err, &op) || !strings.HasPrefix(op.Op, "socks ") || op.Err == nil {
@@ -69,14 +92,34 @@ func socksError(err error) (*ProxyError, bool) {
 	return pe, true
 }
 
+// socksHostTimeout is the *socksStall err tells of when it is net/http's
+// report of a SOCKS5 handshake whose deadline passed once the proxy was
+// asked for the host: the host's timeout, as a dial's is, since the
+// proxy connects to it before it replies; its words name no address,
+// where its dialer's error names the proxy's.
+func socksHostTimeout(err error) (*socksStall, bool) {
+	var stall *socksStall
+	if !errors.As(err, &stall) || !stall.hostAsked {
+		return nil, false
+	}
+	return stall, true
+}
+
 // proxyUnreachable returns the *ProxyError err tells of when it is
 // net/http's report that the connection to the proxy itself failed (a
 // *net.OpError "proxyconnect"), whose words name the proxy's address:
 // nothing listens there, its name does not resolve, it does not answer,
-// or the TLS of an https:// proxy failed. A certificate of the proxy's
-// the mirror does not trust is not one (trustTransport's), nor the
-// caller's cancellation.
+// or the TLS of an https:// proxy failed; or that a SOCKS5 proxy took
+// the connection and did not answer its handshake in time, before it
+// was asked for the host (an overloaded proxy whose system takes
+// connections its program does not serve): it does not answer either.
+// A certificate of the proxy's the mirror does not trust is not one
+// (trustTransport's), nor the caller's cancellation.
 func proxyUnreachable(req *http.Request, err error) (*ProxyError, bool) {
+	var stall *socksStall
+	if errors.As(err, &stall) && !stall.hostAsked {
+		return &ProxyError{Target: targetAddr(req.URL), Unreachable: "it did not answer in time", Err: err}, true
+	}
 	var op *net.OpError
 	if !errors.As(err, &op) || op.Op != "proxyconnect" || errors.Is(err, context.Canceled) {
 		return nil, false
@@ -152,7 +195,9 @@ func targetAddr(u *url.URL) string {
 
 // refusalTransport turns a SOCKS5 proxy's refusals and breaks of the
 // protocol, an HTTP proxy's break of the protocol in its answer to
-// CONNECT and a proxy that cannot be reached into *ProxyError. It logs
+// CONNECT and a proxy that cannot be reached into *ProxyError, and a
+// SOCKS5 proxy's connection to the host not made in time into a
+// timeout that names no address (socksHostTimeout). It logs
 // each host's refusal that is the operator's to fix (credentials, the
 // proxy's policy) once, and each host's proxy not reached once, again
 // after a request to the host got through. The log names the proxy by
@@ -172,6 +217,9 @@ func (t *refusalTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		t.logged.succeeded(host)
 		t.unreached.succeeded(host)
 		return resp, nil
+	}
+	if stall, ok := socksHostTimeout(err); ok {
+		return nil, stall
 	}
 	pe, ok := socksError(err)
 	if !ok {

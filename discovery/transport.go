@@ -26,6 +26,7 @@ import (
 // transport sends the requests of every part of the Client. It holds no
 // per-origin state but the circuit breaker's.
 type transport struct {
+	guard       *dialGuard // the *http.Transport's Proxy and DialContext
 	log         *slog.Logger
 	observer    Observer
 	watcher     OriginWatcher             // nil: none
