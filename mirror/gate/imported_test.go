@@ -408,3 +408,33 @@ func TestReleaseAgeImportWhileTheBucketDoesNotAnswerFails(t *testing.T) {
 		t.Errorf("after the import the sealed replica lists %v, want [1.0.0 1.1.0]", got)
 	}
 }
+
+// An import into a list a listing made keeps the origin's warnings the
+// list carries (a deprecation notice, which the provider registry door
+// passes on to the clients): they were dropped until the next listing.
+func TestImportKeepsTheListsWarnings(t *testing.T) {
+	t.Parallel()
+	h, rig, opts := newImportRig(t, false)
+	rig.publish("1.0.0")
+	rig.listAt(h)
+	key := records.VersionsKeyOf(rig.address)
+	var list records.VersionList
+	if _, err := h.Store.GetMeta(key, &list); err != nil {
+		t.Fatal(err)
+	}
+	list.Warnings = []string{"This provider is deprecated."}
+	if err := h.Store.PutMeta(key, &list); err != nil {
+		t.Fatal(err)
+	}
+	h.Stop() // what the engine remembers of the list goes
+	h.Start(opts)
+	rig.publish("1.1.0")
+	importVersion(t, h, "1.1.0")
+	var after records.VersionList
+	if _, err := h.Store.GetMeta(key, &after); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(after.Names(), []string{"1.0.0", "1.1.0"}) || !slices.Equal(after.Warnings, list.Warnings) {
+		t.Errorf("after the import the list names %v with warnings %q, want [1.0.0 1.1.0] with %q", after.Names(), after.Warnings, list.Warnings)
+	}
+}

@@ -646,7 +646,7 @@ func (s *Importer) listBefore(ctx context.Context, key string) (*records.Version
 		list.Versions = slices.Clone(own.Versions)
 		list.Lacked, list.Dates = own.Lacked, own.Dates // for the release dating of the next listing
 		list.ImportOnly, list.ImportAdded = own.ImportOnly, slices.Clone(own.ImportAdded)
-		list.ListedAt = own.ListedAt
+		list.ListedAt, list.Warnings = own.ListedAt, own.Warnings // the origin's, served with the list
 		if list.ListedAt.IsZero() && !own.Imported {
 			list.ListedAt = storedAt.UTC()
 		}
@@ -669,6 +669,7 @@ func (s *Importer) listBefore(ctx context.Context, key string) (*records.Version
 		list.Versions = slices.Clone(served.Versions)
 		list.Lacked, list.Dates = served.Lacked, served.Dates // its dating, for the versions served until the next listing
 		list.ListedAt = served.ListedAt                       // dating the versions the import adds, as its listing lacked them
+		list.Warnings = served.Warnings
 		if list.ListedAt.IsZero() && !served.Imported {
 			list.ListedAt = servedAt.UTC()
 		}
