@@ -620,7 +620,7 @@ func (s *Importer) listImported(ctx context.Context, p addrs.Provider, v version
 }
 
 // listBefore returns a copy of the version list under key that an
-// import adds to (the new list's Versions, Lacked, Dates, ListedAt,
+// import adds to (the new list's Versions, Lacked, Dates, ListedAt, Warnings,
 // ImportOnly and ImportAdded; a new list when there is none), so that the
 // release dating (mirror/gate) takes the import for no listing of the
 // origin: the list keeps when the listing behind it was taken (its time
@@ -638,41 +638,40 @@ func (s *Importer) listImported(ctx context.Context, p addrs.Provider, v version
 // of the import before would hold every new import back for the window
 // from there), dated by that time once the origin lists it.
 func (s *Importer) listBefore(ctx context.Context, key string) (*records.VersionList, error) {
-	list := &records.VersionList{Schema: records.Schema, ImportOnly: true}
-	var own records.VersionList
-	storedAt, err := s.store.GetMeta(key, &own)
-	switch {
-	case err == nil && records.KnownSchema(own.Schema):
-		list.Versions = slices.Clone(own.Versions)
-		list.Lacked, list.Dates = own.Lacked, own.Dates // for the release dating of the next listing
-		list.ImportOnly, list.ImportAdded = own.ImportOnly, slices.Clone(own.ImportAdded)
-		list.ListedAt, list.Warnings = own.ListedAt, own.Warnings // the origin's, served with the list
-		if list.ListedAt.IsZero() && !own.Imported {
-			list.ListedAt = storedAt.UTC()
+	var from records.VersionList
+	storedAt, err := s.store.GetMeta(key, &from)
+	own := err == nil && records.KnownSchema(from.Schema)
+	if !own {
+		if err != nil && !errors.Is(err, cache.ErrNotFound) {
+			return nil, err
 		}
-		return list, nil
-	case err != nil && !errors.Is(err, cache.ErrNotFound):
-		return nil, err
+		// The list served meanwhile, if any: the shared tier's, another
+		// replica's (read there, not only when remembered, so that the
+		// import adds to it rather than leave its versions out). A tier
+		// that does not answer fails the import of the version: a list
+		// of the import alone would hide the tier's versions from this
+		// replica until it lists the origin again (for good, sealed).
+		from = records.VersionList{}
+		storedAt, _, err = s.parts.Source.Get(ctx, key, &from)
+		switch {
+		case errors.Is(err, stored.ErrUnanswered):
+			return nil, fmt.Errorf("reading the shared store's version list before the import: %w", err)
+		case err != nil || !records.KnownSchema(from.Schema):
+			return &records.VersionList{Schema: records.Schema, ImportOnly: true}, nil
+		}
 	}
-	// The list served meanwhile, if any: the shared tier's, another
-	// replica's (read there, not only when remembered, so that the
-	// import adds to it rather than leave its versions out). A tier that
-	// does not answer fails the import of the version: a list of the
-	// import alone would hide the tier's versions from this replica
-	// until it lists the origin again (for good, sealed).
-	var served records.VersionList
-	servedAt, _, err := s.parts.Source.Get(ctx, key, &served)
-	switch {
-	case errors.Is(err, stored.ErrUnanswered):
-		return nil, fmt.Errorf("reading the shared store's version list before the import: %w", err)
-	case err == nil && records.KnownSchema(served.Schema):
-		list.Versions = slices.Clone(served.Versions)
-		list.Lacked, list.Dates = served.Lacked, served.Dates // its dating, for the versions served until the next listing
-		list.ListedAt = served.ListedAt                       // dating the versions the import adds, as its listing lacked them
-		list.Warnings = served.Warnings
-		if list.ListedAt.IsZero() && !served.Imported {
-			list.ListedAt = servedAt.UTC()
-		}
+	list := &records.VersionList{
+		Schema:   records.Schema,
+		Versions: slices.Clone(from.Versions),
+		// Its dating, for the next listing and the versions served until
+		// then; when it was listed, dating the versions the import adds,
+		// as its listing lacked them; the origin's warnings, served with
+		// the list.
+		Lacked: from.Lacked, Dates: from.Dates, ListedAt: from.ListingTime(storedAt), Warnings: from.Warnings,
+		ImportOnly: from.ImportOnly || !own,
+	}
+	if own {
+		list.ImportAdded = slices.Clone(from.ImportAdded)
 	}
 	return list, nil
 }

@@ -333,9 +333,7 @@ func (s *Inventory) unlist(p addrs.Provider, v versions.Version) error {
 	}
 	nl.Lacked = records.Lacking(list.Named(), nl.Names())
 	nl.ImportOnly = nl.ImportOnly || !own
-	if nl.ListedAt.IsZero() && !list.Imported {
-		nl.ListedAt = storedAt.UTC() // of an earlier release: its time of storing told it
-	}
+	nl.ListedAt = list.ListingTime(storedAt)
 	err = s.store.PutMeta(key, nl)
 	s.parts.Records.Forget(key)
 	return err

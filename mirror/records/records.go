@@ -76,6 +76,17 @@ func (l *VersionList) Listed() (time.Time, bool) {
 	return l.ListedAt, KnownSchema(l.Schema) && !l.ImportOnly
 }
 
+// ListingTime is when the listing behind l was taken, l stored at
+// storedAt: ListedAt, else its time of storing, for a list of an earlier
+// release, which did not keep it; zero for one an import of an earlier
+// release wrote, which no listing need be behind.
+func (l *VersionList) ListingTime(storedAt time.Time) time.Time {
+	if l.ListedAt.IsZero() && !l.Imported {
+		return storedAt.UTC()
+	}
+	return l.ListedAt
+}
+
 // Empty returns a new, empty VersionList.
 func (*VersionList) Empty() Listing { return new(VersionList) }
 
