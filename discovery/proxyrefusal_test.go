@@ -53,14 +53,7 @@ func TestProxyRefusalNamesTheProxy(t *testing.T) {
 			proxyURL.User = url.UserPassword("mirror", "s3cret-proxy-pass")
 			s := newTestServer(t, http.NotFoundHandler())
 			var logs bytes.Buffer
-			obs := &discoveryCounter{}
-			c := newTestClient(t, s, func(cfg *Config) {
-				cfg.Observer = obs
-				cfg.Proxy = http.ProxyURL(proxyURL)
-				cfg.Retries = 2
-				cfg.BreakerThreshold = 3
-				cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-			})
+			c, obs := retriedProxyClient(t, s, proxyURL, 3, &logs)
 
 			_, err := c.Discover(context.Background(), s.host)
 			var pe *ProxyError
@@ -134,14 +127,7 @@ func TestUnreachableProxyIsTheProxys(t *testing.T) {
 			addr := deadAddr(t)
 			proxyURL := &url.URL{Scheme: scheme, User: url.UserPassword("mirror", "s3cret-proxy-pass"), Host: addr}
 			var logs logbuf.Buffer
-			obs := &discoveryCounter{}
-			c := newTestClient(t, s, func(cfg *Config) {
-				cfg.Observer = obs
-				cfg.Proxy = http.ProxyURL(proxyURL)
-				cfg.Retries = 2
-				cfg.BreakerThreshold = 3
-				cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-			})
+			c, obs := retriedProxyClient(t, s, proxyURL, 3, &logs)
 			// One request of three attempts: the breaker's threshold.
 			_, err := c.Discover(context.Background(), s.host)
 			var pe *ProxyError
@@ -244,13 +230,7 @@ func TestHTTPProxyBreakingCONNECTIsTheProxys(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			addr, connects := connectProxy(t, tc.answer, nil)
-			obs := &discoveryCounter{}
-			c := newTestClient(t, s, func(cfg *Config) {
-				cfg.Observer = obs
-				cfg.Proxy = http.ProxyURL(&url.URL{Scheme: "http", Host: addr})
-				cfg.Retries = 2
-				cfg.BreakerThreshold = 9
-			})
+			c, obs := retriedProxyClient(t, s, &url.URL{Scheme: "http", Host: addr}, 9, nil)
 			// Three requests of three attempts each: the breaker's
 			// threshold, which opens it on the origin's failures.
 			for i := range 3 {
@@ -327,4 +307,23 @@ func TestProxyTunnelFailureNamesNoProxyAddress(t *testing.T) {
 	if got := obs.seen(); len(got) != 1 || got[0] != "error" {
 		t.Errorf("observed outcomes %q, want [error]", got)
 	}
+}
+
+// retriedProxyClient is a client of s whose requests go through the proxy at
+// proxyURL, observed by the counter it returns, each request of three
+// attempts, its circuit breaker opening at threshold failures; logging
+// to logs at debug level, when not nil.
+func retriedProxyClient(t *testing.T, s *testServer, proxyURL *url.URL, threshold int, logs io.Writer) (*Client, *discoveryCounter) {
+	t.Helper()
+	obs := &discoveryCounter{}
+	c := newTestClient(t, s, func(cfg *Config) {
+		cfg.Observer = obs
+		cfg.Proxy = http.ProxyURL(proxyURL)
+		cfg.Retries = 2
+		cfg.BreakerThreshold = threshold
+		if logs != nil {
+			cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		}
+	})
+	return c, obs
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -59,14 +58,7 @@ func TestSOCKSRefusalIsTheProxys(t *testing.T) {
 				proxyURL.User = url.UserPassword(tc.user, tc.pass)
 			}
 			var logs logbuf.Buffer
-			obs := &discoveryCounter{}
-			c := newTestClient(t, s, func(cfg *Config) {
-				cfg.Observer = obs
-				cfg.Proxy = http.ProxyURL(proxyURL)
-				cfg.Retries = 2
-				cfg.BreakerThreshold = 3
-				cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-			})
+			c, obs := retriedProxyClient(t, s, proxyURL, 3, &logs)
 
 			_, err := c.Discover(context.Background(), s.host)
 			if tc.wantWords == "" {
@@ -125,13 +117,7 @@ func TestSOCKSProtocolBreakIsTheProxys(t *testing.T) {
 	for _, how := range []string{socks5test.Garbage, socks5test.CloseAfterGreeting} {
 		t.Run(how, func(t *testing.T) {
 			proxySrv := socks5test.Start(t, socks5test.Options{Break: how})
-			obs := &discoveryCounter{}
-			c := newTestClient(t, s, func(cfg *Config) {
-				cfg.Observer = obs
-				cfg.Proxy = http.ProxyURL(&url.URL{Scheme: "socks5", Host: proxySrv.Addr})
-				cfg.Retries = 2
-				cfg.BreakerThreshold = 3
-			})
+			c, obs := retriedProxyClient(t, s, &url.URL{Scheme: "socks5", Host: proxySrv.Addr}, 3, nil)
 			// Three requests of three attempts each, three times the
 			// breaker's threshold.
 			for i := range 3 {
