@@ -113,6 +113,14 @@ func TestMetaRoundTrip(t *testing.T) {
 	if fmt.Sprint(keys) != `[versions/x/a={"A":"one"} versions/x/b={"A":"two"}]` {
 		t.Fatalf("ScanMeta = %v", keys)
 	}
+	// Stored again with its time of storing kept.
+	stored := at.Add(-time.Hour)
+	if err := s.PutMetaAt("versions/x/a", doc{"one again"}, stored); err != nil {
+		t.Fatal(err)
+	}
+	if at, err := s.GetMeta("versions/x/a", &got); err != nil || got.A != "one again" || !at.Equal(stored) {
+		t.Fatalf("after PutMetaAt at %v: GetMeta = %v at %v, %v", stored, got, at, err)
+	}
 	s.DeleteMeta("versions/x/a")
 	if _, err := s.GetMeta("versions/x/a", &got); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("after delete: %v", err)

@@ -69,6 +69,13 @@ func metaKey(key string) ([]byte, error) {
 // PutMeta stores v, JSON-encoded, under key with the current time. It
 // fails with ErrClosed once Shutdown or Close began.
 func (r *Records) PutMeta(key string, v any) error {
+	return r.PutMetaAt(key, v, time.Now())
+}
+
+// PutMetaAt is PutMeta with the time of storing given, at: for a record
+// stored again with a change that leaves its age as it was (GetMeta
+// returns at).
+func (r *Records) PutMetaAt(key string, v any, at time.Time) error {
 	k, err := metaKey(key)
 	if err != nil {
 		return err
@@ -80,7 +87,7 @@ func (r *Records) PutMeta(key string, v any) error {
 	if err != nil {
 		return fmt.Errorf("cache: encoding %s: %w", key, err)
 	}
-	doc, err := json.Marshal(envelope{StoredAt: time.Now().UTC(), Value: raw})
+	doc, err := json.Marshal(envelope{StoredAt: at.UTC(), Value: raw})
 	if err != nil {
 		return err
 	}

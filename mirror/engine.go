@@ -60,6 +60,8 @@ type ProviderOrigin interface {
 // Store is what the engine needs from the cache. *cache.Store implements it.
 type Store interface {
 	PutMeta(key string, v any) error
+	// PutMetaAt is PutMeta with the time of storing given.
+	PutMetaAt(key string, v any, at time.Time) error
 	// PutMetas is PutMeta of each document, in one transaction: all or none.
 	PutMetas(docs map[string]any) error
 	GetMeta(key string, v any) (time.Time, error)
@@ -450,7 +452,7 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 		return nil, err
 	}
 	h, err := inventory.New(inventory.Config{Offline: s.cfg.Offline, Now: s.cfg.Now}, inventory.Parts{Life: s.life,
-		Records: s.memo, Hosts: s.hosts, Withholding: s.withholding, OCI: &s.oci, Gate: s.gate}, store)
+		Records: s.memo, Source: s.source, Hosts: s.hosts, Withholding: s.withholding, OCI: &s.oci, Gate: s.gate}, store)
 	if err != nil {
 		return nil, err
 	}

@@ -100,6 +100,38 @@ func TestReleaseAgeRemovalFromAnotherReplicasList(t *testing.T) {
 	heldUntil(t, "replica b: 1.1.0", r.verdict(b, "1.1.0"), r.first.Add(168*time.Hour))
 }
 
+// As above, with b's engine started again between the read and the
+// prune, as a prune of b's data directory (tfmirror cache prune, when no
+// tfmirror serves it) starts one: the removal took 1.0.0 off a's list
+// only while b's engine remembered it, having served it; otherwise it
+// found no list, and b went on listing 1.0.0 from the shared store. The
+// removal reads the list b serves, the shared store's where b has none
+// of its own, as an import does.
+func TestRemovalFromAnotherReplicasListNotRemembered(t *testing.T) {
+	r := newListedTwice(t, "provider")
+	r.a.ReadAll("1.0.0", "1.1.0")
+	r.a.WaitIdle()
+
+	cfg := r.cfg("b")
+	cfg.Offline = true
+	opts := harness.Options{CacheDir: t.TempDir(), Config: cfg}
+	b := &harness.Harness{T: t, Origin: r.a.Origin}
+	b.Start(opts)
+	b.ReadAll("1.0.0")
+	b.Stop()
+	b.Start(opts)
+	if err := b.Engine.Inventory().RemoveVersion("provider", r.address, "1.0.0"); err != nil {
+		t.Fatal(err)
+	}
+	for _, when := range []string{"once 1.0.0 is removed", "started again"} {
+		if got := b.Listed(); !slices.Equal(got, []string{"1.1.0"}) {
+			t.Errorf("sealed replica b lists %v %s, want [1.1.0]", got, when)
+		}
+		b.Stop()
+		b.Start(opts)
+	}
+}
+
 // A version list of an earlier release does not keep when the origin was
 // listed for it: its time of storing tells. The removal stored it again,
 // and the list was then taken for one listed at the removal: 1.1.0,

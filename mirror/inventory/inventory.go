@@ -11,6 +11,7 @@
 package inventory
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -92,8 +93,9 @@ type Config struct {
 // Parts are the engine's components that Inventory reads and tells of
 // removals; all are required.
 type Parts struct {
-	Life        *lifetime.Lifetime    // the import lock: no removal while an import writes
-	Records     *stored.Records       // the stored version lists, the memo forgotten after a write
+	Life        *lifetime.Lifetime    // the import lock (no removal while an import writes), the coalescing of a list's refreshes (the removal writes in turn with them)
+	Records     *stored.Records       // the memo of the stored records, forgotten after a write
+	Source      stored.Source         // the version lists served: the cache's, else the shared tier's (when the engine composes it)
 	Hosts       *originguard.Hosts    // the local-only hosts, whose versions are not fetched again
 	Withholding *unsigned.Withholding // the withheld versions, forgotten once removed
 	OCI         *ocistore.Sides       // the OCI records of a removed version
@@ -104,13 +106,14 @@ type Parts struct {
 type Store interface {
 	GetMeta(key string, v any) (time.Time, error)
 	PutMeta(key string, v any) error
+	PutMetaAt(key string, v any, at time.Time) error
 	DeleteMeta(key string) error
 	ScanMeta(prefix string, fn func(key string, storedAt time.Time, raw json.RawMessage) error) error
 }
 
 // New returns the Inventory of an engine's parts and store.
 func New(cfg Config, parts Parts, store Store) (*Inventory, error) {
-	if parts.Life == nil || parts.Records == nil || parts.Hosts == nil || parts.Withholding == nil || parts.OCI == nil ||
+	if parts.Life == nil || parts.Records == nil || parts.Source == nil || parts.Hosts == nil || parts.Withholding == nil || parts.OCI == nil ||
 		parts.Gate == nil || store == nil || cfg.Now == nil {
 		return nil, errors.New("inventory: the engine's parts, its store and a clock are required")
 	}
@@ -306,24 +309,65 @@ func (s *Inventory) RemoveVersion(kind, address, version string) error {
 // the versions the listing behind it named (Lacked), so that the next
 // listing, which the origin may still name it in, does not take it for
 // one published since; it keeps its time of listing (a list of an
-// earlier release, which did not keep it, its time of storing); and a
-// list the cache held none of its own of, the tier's (another replica's
+// earlier release, which did not keep it, its time of storing), and its
+// time of storing, so that it is refreshed when it was due; and a list
+// the cache held none of its own of, the tier's (another replica's
 // listing), is stored as none of this replica's (ImportOnly), so that
 // the next listing takes the tier's list for the one before it, as it
 // did. A list that does not name v is left as it is.
+//
+// The list is written in turn with its refreshes (coalesced with them,
+// as an import's addition is), so that a refresh under way is waited
+// for and v taken off the list it stored, never the list it replaced
+// stored again over it.
 func (s *Inventory) unlist(p addrs.Provider, v versions.Version) error {
+	ctx := s.parts.Life.Context()
 	key := records.VersionsKey(p)
-	list, storedAt, err := s.parts.Records.CachedVersions(key)
+	if list, _, _, err := s.served(ctx, key); err != nil || list == nil {
+		return err
+	} else if _, ok := list.Find(v); !ok {
+		return nil // nothing to take off: no refresh waited for
+	}
+	for range maxRounds {
+		ran := false
+		_, err := s.parts.Life.Coalesce(ctx, "versions", key, func(ctx context.Context) (any, error) {
+			ran = true
+			return s.unlistFrom(ctx, key, v)
+		})
+		switch {
+		case errors.Is(err, errNoList):
+			return nil
+		case ran || errors.Is(err, records.ErrShutDown) || ctx.Err() != nil:
+			return err
+		}
+		// A refresh of the list was under way: go again, on the list
+		// it stored.
+	}
+	return fmt.Errorf("the version list of %s kept changing while %s was taken off it", p, v)
+}
+
+// maxRounds bounds how often a removal waits for a refresh of the
+// version list it writes.
+const maxRounds = 32
+
+// errNoList is unlistFrom's error when the list it was to take a
+// version off is gone: the callers of a refresh that joined the removal
+// have none to be given.
+var errNoList = errors.New("no version list stored")
+
+// unlistFrom takes v off the list under key (see unlist), coalesced with
+// its refreshes: it returns the list now stored, which the callers that
+// joined it are given.
+func (s *Inventory) unlistFrom(ctx context.Context, key string, v versions.Version) (*records.VersionList, error) {
+	list, storedAt, own, err := s.served(ctx, key)
 	if err != nil {
-		return nil // none served, or none this release reads
+		return nil, err
+	}
+	if list == nil {
+		return nil, errNoList
 	}
 	if _, ok := list.Find(v); !ok {
-		return nil
-	}
-	_, err = s.store.GetMeta(key, &records.VersionList{})
-	own := err == nil
-	if !own && !errors.Is(err, cache.ErrNotFound) {
-		return err
+		return list, nil
 	}
 	nl := list.WithVersions([]records.VersionEntry{})
 	for _, e := range list.Versions {
@@ -334,9 +378,30 @@ func (s *Inventory) unlist(p addrs.Provider, v versions.Version) error {
 	nl.Lacked = records.Lacking(list.Named(), nl.Names())
 	nl.ImportOnly = nl.ImportOnly || !own
 	nl.ListedAt = list.ListingTime(storedAt)
-	err = s.store.PutMeta(key, nl)
+	err = s.store.PutMetaAt(key, nl, storedAt)
 	s.parts.Records.Forget(key)
-	return err
+	if err != nil {
+		return nil, err
+	}
+	return nl, nil
+}
+
+// served reads the version list under key that the engine serves: the
+// cache's (own), else the shared tier's, another replica's, read there
+// rather than only when the engine remembers it, so that a removal takes
+// the version off it whenever it is served; nil when there is none this
+// release reads. A tier that does not answer fails the removal: the
+// version would stay listed from it.
+func (s *Inventory) served(ctx context.Context, key string) (list *records.VersionList, storedAt time.Time, own bool, err error) {
+	var l records.VersionList
+	storedAt, src, err := s.parts.Source.Get(ctx, key, &l)
+	switch {
+	case errors.Is(err, stored.ErrUnanswered):
+		return nil, time.Time{}, false, fmt.Errorf("reading the shared store's version list: %w", err)
+	case err != nil || !records.KnownSchema(l.Schema):
+		return nil, time.Time{}, false, nil // none served, or none this release reads
+	}
+	return &l, storedAt, src == records.Hit, nil
 }
 
 // parseProviderVersion parses a provider address as the listings give it
