@@ -24,12 +24,14 @@ import (
 const (
 	dialTimeout         = 10 * time.Second
 	tlsHandshakeTimeout = 10 * time.Second
-	// socksHandshakeTimeout bounds a SOCKS5 proxy's handshake, from the
+	// proxyHandshakeTimeout bounds a SOCKS5 proxy's handshake, from the
 	// connection to the proxy opened until its reply to the connection
-	// request read: the proxy connects to the host before it replies
-	// (a dial's bound, and as much again for its name lookup and its
-	// answers). The TLS handshake through the tunnel has its own.
-	socksHandshakeTimeout = 2 * dialTimeout
+	// request read, and an HTTP proxy's answer to CONNECT, from the
+	// CONNECT written until its answer read: the proxy connects to the
+	// host before it replies (a dial's bound, and as much again for its
+	// name lookup and its answers). The TLS handshake through the
+	// tunnel has its own.
+	proxyHandshakeTimeout = 2 * dialTimeout
 	responseHeaderTimeout = 30 * time.Second
 	// maxResponseHeaderBytes bounds a response's headers (net/http's
 	// default is 10 MiB): what a fetch holds of a response before its
@@ -343,6 +345,9 @@ func New(cfg Config) (*Client, error) {
 		MaxIdleConns:           100,
 		MaxIdleConnsPerHost:    8,
 		ForceAttemptHTTP2:      true,
+		// The CONNECT's answer is bounded from when it is asked until it
+		// is read (connectAsked, connectAnswered).
+		GetProxyConnectHeader: guard.connectAsked,
 		// A refused CONNECT says so, naming the proxy's settings: on its
 		// own net/http returns the bare status text ("Forbidden"), which
 		// reads as the origin's answer. The proxy answered in HTTP: what
@@ -350,7 +355,7 @@ func New(cfg Config) (*Client, error) {
 		// (connectBroken).
 		OnProxyConnectResponse: func(ctx context.Context, _ *url.URL, req *http.Request, resp *http.Response) error {
 			if pc := choiceOf(ctx); pc != nil {
-				pc.answered.Store(true)
+				pc.connectAnswered()
 			}
 			if resp.StatusCode == http.StatusOK {
 				return nil

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -125,9 +126,10 @@ type dialGuard struct {
 	lookup       func(ctx context.Context, network, host string) ([]netip.Addr, error) // a proxied target's addresses
 	guarded      *net.Dialer
 	open         *net.Dialer
-	// socksHandshake bounds a SOCKS5 proxy's handshake (proxyConn):
-	// socksHandshakeTimeout, which tests shorten.
-	socksHandshake time.Duration
+	// proxyHandshake bounds a SOCKS5 proxy's handshake and an HTTP
+	// proxy's answer to CONNECT (proxyConn): proxyHandshakeTimeout,
+	// which tests shorten.
+	proxyHandshake time.Duration
 }
 
 // proxyChoiceKey is the context key of a request's *proxyChoice.
@@ -143,7 +145,9 @@ type proxyChoiceKey struct{}
 // CONNECT (connectBroken): dial marks the connection to the proxy opened,
 // the *http.Transport's OnProxyConnectResponse the proxy's answer read,
 // and the request's trace the connection it was given, whose CONNECT
-// was answered, its own or another request's.
+// was answered, its own or another request's; and it holds the
+// connections to the proxy dialled for the request whose CONNECT is
+// not answered (tunnels), which that answer's bound applies to.
 type proxyChoice struct {
 	addr atomic.Pointer[string]
 	// connect: the proxy is an HTTP proxy, asked with CONNECT.
@@ -157,6 +161,31 @@ type proxyChoice struct {
 	got atomic.Bool
 	// socks: the proxy is a SOCKS5 proxy, whose handshake dial bounds.
 	socks atomic.Bool
+
+	mu sync.Mutex
+	// tunnels are the connections to the HTTP proxy dialled for the
+	// request whose CONNECT was not answered yet: the *http.Transport's
+	// GetProxyConnectHeader bounds them (dialGuard.connectAsked) and its
+	// OnProxyConnectResponse lifts the bound (connectAnswered). Its
+	// hooks are told of the request, not of the connection: should a
+	// request dial again while its first dial waits for its answer (it
+	// was given another connection meanwhile, which failed), the first
+	// answer lifts the bound of both, and the second waits for its
+	// answer as long as net/http lets it, rather than a tunnel the
+	// proxy opened being cut.
+	tunnels []*proxyConn
+}
+
+// connectAnswered lifts the bound of the request's connections to the
+// HTTP proxy: the proxy answered a CONNECT.
+func (pc *proxyChoice) connectAnswered() {
+	pc.answered.Store(true)
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	for _, c := range pc.tunnels {
+		c.lift()
+	}
+	pc.tunnels = nil
 }
 
 // choiceOf is ctx's *proxyChoice, nil when it has none.
@@ -204,7 +233,7 @@ func newDialGuard(cfg Config) *dialGuard {
 		lookup:         lookup,
 		guarded:        &net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second, Control: guardControl},
 		open:           &net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second},
-		socksHandshake: socksHandshakeTimeout,
+		proxyHandshake: proxyHandshakeTimeout,
 	}
 }
 
@@ -213,7 +242,8 @@ func newDialGuard(cfg Config) *dialGuard {
 // sent through it are exempt from the guard; everything else goes through
 // guardControl. A connection to the proxy is marked in the request's
 // proxyChoice and is a proxyConn; a SOCKS5 proxy's gets the deadline of
-// its handshake (proxyConn.bound).
+// its handshake (proxyConn.bound), an HTTP proxy's asked with CONNECT
+// that of its answer, once it is asked (connectAsked).
 func (g *dialGuard) dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	proxied := viaProxy(ctx, addr)
 	var conn net.Conn
@@ -231,11 +261,43 @@ func (g *dialGuard) dial(ctx context.Context, network, addr string) (net.Conn, e
 	}
 	pc := choiceOf(ctx)
 	pc.dialed.Store(true)
-	c := &proxyConn{Conn: conn}
-	if pc.socks.Load() {
-		c.bound(g.socksHandshake)
+	c := &proxyConn{Conn: conn, limit: g.proxyHandshake}
+	switch {
+	case pc.socks.Load():
+		c.socks = true
+		c.bound()
+	case pc.connect.Load():
+		pc.mu.Lock()
+		pc.tunnels = append(pc.tunnels, c)
+		pc.mu.Unlock()
 	}
 	return c, nil
+}
+
+// connectAsked is the *http.Transport's GetProxyConnectHeader, called
+// once the connection to an HTTP proxy is open (and its TLS, for an
+// https:// proxy, done), before the CONNECT is written: it bounds the
+// request's connections to the proxy not yet bounded, whose CONNECT
+// names the host. net/http dials on a context of its own, which no
+// request's end cancels and which has no deadline, and on such a
+// context gives the proxy a minute to answer: a proxy that took the
+// CONNECT and did not answer held the connection, and the goroutine
+// dialling it, that long after the request had given up. It adds no
+// header.
+func (g *dialGuard) connectAsked(ctx context.Context, _ *url.URL, _ string) (http.Header, error) {
+	pc := choiceOf(ctx)
+	if pc == nil {
+		return nil, nil
+	}
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	for _, c := range pc.tunnels {
+		if !c.asked.Load() {
+			c.asked.Store(true)
+			c.bound()
+		}
+	}
+	return nil, nil
 }
 
 // proxyConn is a connection to the upstream proxy, through which its
@@ -249,44 +311,56 @@ func (g *dialGuard) dial(ctx context.Context, network, addr string) (net.Conn, e
 // handshake on a context of its own, which no request's end cancels and
 // which has no deadline, so a proxy that accepted the connection and
 // never answered held it, and the goroutine dialling it, for as long as
-// it kept it open. What follows is bounded by net/http: the TLS
-// handshake with the host (TLSHandshakeTimeout), then the requests'
-// own timeouts and the idle connections' (an HTTP proxy's CONNECT has
-// its own bound too). The deadline is lifted before the connection
-// goes to any request: a download through the tunnel may take hours,
-// and a connection idle in the pool is net/http's to close.
+// it kept it open. An HTTP proxy's has the same deadline from when it
+// is asked with CONNECT until its answer has been read (connectAsked,
+// proxyChoice.connectAnswered); before that, the TLS handshake with an
+// https:// proxy has net/http's bound (TLSHandshakeTimeout). What
+// follows is bounded by net/http: the TLS handshake with the host
+// (TLSHandshakeTimeout), then the requests' own timeouts and the idle
+// connections'. The deadline is lifted before the connection goes to
+// any request: a download through the tunnel may take hours, and a
+// connection idle in the pool is net/http's to close.
 type proxyConn struct {
 	net.Conn
-	// bounded: the handshake's deadline is in force. The fields below
-	// are the handshake's, read and written by the goroutine dialling
-	// only while it is.
+	// limit is the handshake's bound (dialGuard.proxyHandshake).
+	limit time.Duration
+	// bounded: the handshake's deadline, at deadline (UnixNano), is in
+	// force.
 	bounded  atomic.Bool
-	limit    time.Duration
-	deadline time.Time
-	// asked: the connection request, naming the host, was sent: from
-	// then on the proxy is connecting to the host.
-	asked bool
-	// reply holds the first bytes of the proxy's reply to it, of which
-	// got were read.
+	deadline atomic.Int64
+	// asked: the connection request, naming the host, was sent (or is
+	// being sent): from then on the proxy is connecting to the host.
+	asked atomic.Bool
+	// socks: the proxy is a SOCKS5 proxy, whose handshake the
+	// connection follows itself: its reply to the connection request
+	// (asked) lifts the bound. The first bytes of that reply are in
+	// reply, of which got were read, by the goroutine dialling.
+	socks bool
 	reply [5]byte
 	got   int
 }
 
-// bound sets the connection's deadline d from now, for the SOCKS5
+// bound sets the connection's deadline limit from now, for the
 // handshake.
-func (c *proxyConn) bound(d time.Duration) {
-	c.limit = d
-	c.deadline = time.Now().Add(d)
+func (c *proxyConn) bound() {
+	d := time.Now().Add(c.limit)
+	c.deadline.Store(d.UnixNano())
 	c.bounded.Store(true)
-	c.Conn.SetDeadline(c.deadline)
+	c.Conn.SetDeadline(d)
+}
+
+// lift ends the handshake's deadline.
+func (c *proxyConn) lift() {
+	if c.bounded.CompareAndSwap(true, false) {
+		c.Conn.SetDeadline(time.Time{})
+	}
 }
 
 func (c *proxyConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if c.bounded.Load() {
-		if c.asked && c.replied(p[:n]) {
-			c.bounded.Store(false)
-			c.Conn.SetDeadline(time.Time{})
+		if c.socks && c.asked.Load() && c.replied(p[:n]) {
+			c.lift()
 		}
 		return n, c.failed(err)
 	}
@@ -295,8 +369,8 @@ func (c *proxyConn) Read(p []byte) (int, error) {
 
 func (c *proxyConn) Write(p []byte) (int, error) {
 	if c.bounded.Load() {
-		if socksConnectRequest(p) {
-			c.asked = true
+		if c.socks && socksConnectRequest(p) {
+			c.asked.Store(true)
 		}
 		n, err := c.Conn.Write(p)
 		return n, c.failed(err)
@@ -306,10 +380,10 @@ func (c *proxyConn) Write(p []byte) (int, error) {
 }
 
 // failed is err, a read's or a write's in the handshake, without
-// addresses, or the handshake's deadline passed (a *socksStall).
+// addresses, or the handshake's deadline passed (a *proxyStall).
 func (c *proxyConn) failed(err error) error {
-	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) && !time.Now().Before(c.deadline) {
-		return &socksStall{hostAsked: c.asked, limit: c.limit}
+	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) && time.Now().UnixNano() >= c.deadline.Load() {
+		return &proxyStall{hostAsked: c.asked.Load(), limit: c.limit}
 	}
 	return unaddressed(err)
 }

@@ -24,24 +24,25 @@ import (
 	"time"
 )
 
-// socksStall is what a read or a write of a SOCKS5 proxy's connection
-// gets once the deadline of its handshake has passed (proxyConn.bound):
-// a timeout, in words that name no address.
-type socksStall struct {
+// proxyStall is what a read or a write of a connection to the upstream
+// proxy gets once the deadline of its handshake (SOCKS5) or of its
+// answer to CONNECT (HTTP) has passed (proxyConn.bound): a timeout, in
+// words that name no address.
+type proxyStall struct {
 	// hostAsked: the proxy had been asked for the host, and was
 	// connecting to it.
 	hostAsked bool
 	limit     time.Duration
 }
 
-func (e *socksStall) Error() string {
+func (e *proxyStall) Error() string {
 	if e.hostAsked {
 		return fmt.Sprintf("the connection to the host through the upstream proxy was not opened within %s", e.limit)
 	}
 	return fmt.Sprintf("the upstream proxy did not answer within %s", e.limit)
 }
-func (e *socksStall) Timeout() bool   { return true }
-func (e *socksStall) Temporary() bool { return true }
+func (e *proxyStall) Timeout() bool   { return true }
+func (e *proxyStall) Temporary() bool { return true }
 
 // socksError returns the *ProxyError err tells of when it is net/http's
 // report of a SOCKS5 proxy's failure in the handshake (an error of its
@@ -50,7 +51,7 @@ func (e *socksStall) Temporary() bool { return true }
 // other than "succeeded"), or a break of the protocol (an answer that is
 // not SOCKS5, the connection closed or failed in the handshake). A
 // timeout is not one: the proxy waits for the host before it replies,
-// and a slow host is the host's (socksHostTimeout); a proxy silent
+// and a slow host is the host's (proxyHostTimeout); a proxy silent
 // before it was asked for the host does not answer, as one not reached
 // (proxyUnreachable). Nor is any error before the handshake (the proxy
 // cannot be reached: proxyUnreachable).
@@ -92,13 +93,14 @@ func socksError(err error) (*ProxyError, bool) {
 	return pe, true
 }
 
-// socksHostTimeout is the *socksStall err tells of when it is net/http's
-// report of a SOCKS5 handshake whose deadline passed once the proxy was
-// asked for the host: the host's timeout, as a dial's is, since the
-// proxy connects to it before it replies; its words name no address,
-// where its dialer's error names the proxy's.
-func socksHostTimeout(err error) (*socksStall, bool) {
-	var stall *socksStall
+// proxyHostTimeout is the *proxyStall err tells of when it is net/http's
+// report of a SOCKS5 handshake, or an HTTP proxy's answer to CONNECT,
+// whose deadline passed once the proxy was asked for the host: the
+// host's timeout, as a dial's is, since the proxy connects to it before
+// it replies; its words name no address, where its SOCKS5 dialer's
+// error names the proxy's.
+func proxyHostTimeout(err error) (*proxyStall, bool) {
+	var stall *proxyStall
 	if !errors.As(err, &stall) || !stall.hostAsked {
 		return nil, false
 	}
@@ -116,7 +118,7 @@ func socksHostTimeout(err error) (*socksStall, bool) {
 // A certificate of the proxy's the mirror does not trust is not one
 // (trustTransport's), nor the caller's cancellation.
 func proxyUnreachable(req *http.Request, err error) (*ProxyError, bool) {
-	var stall *socksStall
+	var stall *proxyStall
 	if errors.As(err, &stall) && !stall.hostAsked {
 		return &ProxyError{Target: targetAddr(req.URL), Unreachable: "it did not answer in time", Err: err}, true
 	}
@@ -157,7 +159,7 @@ func proxyUnreachable(req *http.Request, err error) (*ProxyError, bool) {
 // the request was given while its own dial still waited for the proxy's
 // answer (another request's, idle, or HTTP/2's shared one), is the
 // origin's. A timeout is not one: the proxy connects to the host before
-// it answers, and a slow host is the host's.
+// it answers, and a slow host is the host's (proxyHostTimeout).
 func connectBroken(req *http.Request, err error) (*ProxyError, bool) {
 	pc := choiceOf(req.Context())
 	if pc == nil || !pc.connect.Load() || !pc.dialed.Load() || pc.answered.Load() || pc.got.Load() {
@@ -196,8 +198,9 @@ func targetAddr(u *url.URL) string {
 // refusalTransport turns a SOCKS5 proxy's refusals and breaks of the
 // protocol, an HTTP proxy's break of the protocol in its answer to
 // CONNECT and a proxy that cannot be reached into *ProxyError, and a
-// SOCKS5 proxy's connection to the host not made in time into a
-// timeout that names no address (socksHostTimeout). It logs
+// proxy's connection to the host not made in time (SOCKS5, or HTTP
+// asked with CONNECT) into a timeout that names no address
+// (proxyHostTimeout). It logs
 // each host's refusal that is the operator's to fix (credentials, the
 // proxy's policy) once, and each host's proxy not reached once, again
 // after a request to the host got through. The log names the proxy by
@@ -218,7 +221,7 @@ func (t *refusalTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		t.unreached.succeeded(host)
 		return resp, nil
 	}
-	if stall, ok := socksHostTimeout(err); ok {
+	if stall, ok := proxyHostTimeout(err); ok {
 		return nil, stall
 	}
 	pe, ok := socksError(err)

@@ -284,7 +284,7 @@ func TestSOCKSHandshakeIsBounded(t *testing.T) {
 				cfg.Observer = obs
 				cfg.RequestTimeout = 20 * bound
 			})
-			c.tr.guard.socksHandshake = bound
+			c.tr.guard.proxyHandshake = bound
 			before := goroutines()
 			errc := make(chan error, 1)
 			start := time.Now()
@@ -389,7 +389,7 @@ func TestSOCKSTunnelOutlivesTheHandshakeBound(t *testing.T) {
 				cfg.Proxy = http.ProxyURL(&url.URL{Scheme: "socks5", Host: proxySrv.Addr})
 				cfg.Retries = -1
 			})
-			c.tr.guard.socksHandshake = bound
+			c.tr.guard.proxyHandshake = bound
 			prov := testProvider(s)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
@@ -451,7 +451,7 @@ func TestSOCKSConnectionOfARequestGoneIsKept(t *testing.T) {
 					return d.DialContext(ctx, network, addr)
 				}
 			})
-			c.tr.guard.socksHandshake = bound
+			c.tr.guard.proxyHandshake = bound
 			prov := testProvider(s)
 			ctx, cancel := context.WithTimeout(context.Background(), bound/4)
 			_, err := c.FetchDocument(ctx, prov, s.url("/gone"), 0)

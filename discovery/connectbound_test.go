@@ -1,0 +1,360 @@
+package discovery
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/logbuf"
+)
+
+// silentConnectProxy is an HTTP upstream proxy on loopback, reached over
+// TLS with cert when it is not nil, that reads each CONNECT and answers
+// nothing (as a proxy waiting for a host that does not answer). Each
+// connection whose CONNECT it read is told on stalled, and its end by
+// the mirror's closing it on closed; the proxy closes each 10 seconds
+// after it was opened, and at the test's end.
+func silentConnectProxy(t *testing.T, cert *tls.Certificate) (addr string, stalled, closed <-chan struct{}) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stalledc := make(chan struct{}, 16)
+	closedc := make(chan struct{}, 16)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	conns := map[net.Conn]bool{}
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	serve := func(c net.Conn) {
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		if cert != nil {
+			tc := tls.Server(c, &tls.Config{Certificates: []tls.Certificate{*cert}})
+			if err := tc.Handshake(); err != nil {
+				return
+			}
+			c = tc
+		}
+		br := bufio.NewReader(c)
+		req, err := http.ReadRequest(br)
+		if err != nil || req.Method != http.MethodConnect {
+			return
+		}
+		stalledc <- struct{}{}
+		for {
+			if _, err := br.ReadByte(); err != nil {
+				if !errors.Is(err, os.ErrDeadlineExceeded) {
+					closedc <- struct{}{}
+				}
+				return
+			}
+		}
+	}
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns[c] = true
+			mu.Unlock()
+			wg.Go(func() { serve(c) })
+		}
+	})
+	return ln.Addr().String(), stalledc, closedc
+}
+
+// TestHTTPProxyCONNECTIsBounded: an HTTP upstream proxy, reached in
+// plain TCP or over TLS, that reads the CONNECT and then answers
+// nothing has its connection closed by the mirror once the bound of
+// the proxy's handshake has passed (within 8 times the bound), and the
+// request fails then, not sooner, and no goroutine is left dialling:
+// net/http dials on a context of its own, which no request's end
+// cancels, and gives the proxy a minute to answer, which held the
+// connection and its goroutine for that long after the request had
+// given up, the request's every attempt its own. The proxy was asked
+// for the host and is waiting for it, whose timeout it is (outcome
+// "timeout", counted toward the origin's circuit breaker), as with a
+// SOCKS5 proxy asked for the host; nothing says the proxy could not be
+// reached. No error names the proxy's address.
+func TestHTTPProxyCONNECTIsBounded(t *testing.T) {
+	const bound = 300 * time.Millisecond
+	s := newTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, discoveryDoc("/v1/providers/"))
+	}))
+	ca := newTestCA(t)
+	cert := ca.issue(t, []string{leakProxyName}, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
+	for _, tc := range []struct {
+		scheme string
+		cert   *tls.Certificate
+	}{
+		{scheme: "http"},
+		{scheme: "https", cert: &cert},
+	} {
+		t.Run(tc.scheme, func(t *testing.T) {
+			real, stalled, closed := silentConnectProxy(t, tc.cert)
+			obs := &discoveryCounter{}
+			var logs logbuf.Buffer
+			c := leakProxyClient(t, s, tc.scheme, leakProxyName, real, nil, &logs, func(cfg *Config) {
+				cfg.Observer = obs
+				cfg.RequestTimeout = 20 * bound
+				pool := rootCAs(t, s)
+				pool.AddCert(ca.cert)
+				cfg.RootCAs = pool
+			})
+			c.tr.guard.proxyHandshake = bound
+			before := goroutines()
+			errc := make(chan error, 1)
+			start := time.Now()
+			go func() {
+				_, err := c.Discover(context.Background(), s.host)
+				errc <- err
+			}()
+			select {
+			case <-stalled:
+			case err := <-errc:
+				t.Fatalf("the request ended before the proxy stalled: %v", err)
+			case <-time.After(5 * time.Second):
+				t.Fatal("the proxy was not asked")
+			}
+			select {
+			case <-closed:
+			case <-time.After(8 * bound):
+				t.Fatalf("the proxy's connection was still open %s after it stalled (the bound is %s)", 8*bound, bound)
+			}
+			var err error
+			select {
+			case err = <-errc:
+			case <-time.After(5 * time.Second):
+				t.Fatal("the request did not end once the proxy's connection was closed")
+			}
+			if took := time.Since(start); err == nil || took < bound || took >= 20*bound {
+				t.Fatalf("the request ended after %s with %v, want an error after the bound (%s), before its own timeout (%s)", took, err, bound, 20*bound)
+			}
+			if want := "the connection to the host through the upstream proxy was not opened within 300ms"; !strings.Contains(err.Error(), want) {
+				t.Errorf("error %q does not say %q", err, want)
+			}
+			if errors.As(err, new(*ProxyError)) {
+				t.Errorf("err = %v, the proxy's; want the host's timeout", err)
+			}
+			if oe := wantOriginError(t, err, OpDiscovery, 0); !oe.Timeout() {
+				t.Errorf("err = %v, not a timeout", err)
+			}
+			if got := obs.seen(); len(got) != 1 || got[0] != "timeout" {
+				t.Errorf("observed outcomes %q, want [timeout]", got)
+			}
+			if got := c.Circuit(string(s.host)).Failures; got != 1 {
+				t.Errorf("the origin's circuit breaker counted %d failures, want 1", got)
+			}
+			if strings.Contains(logs.String(), "upstream proxy could not be reached") {
+				t.Errorf("logged that the upstream proxy could not be reached; log:\n%s", logs.String())
+			}
+			namesNoProxy(t, "the error", err.Error(), real)
+			if strings.Contains(logs.String(), leakProxyPass) {
+				t.Errorf("the log names the proxy's password:\n%s", logs.String())
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for len(dialGoroutines(before)) > 0 && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			if left := dialGoroutines(before); len(left) > 0 {
+				t.Errorf("%d dials outlive the request:\n%s", len(left), strings.Join(left, "\n\n"))
+			}
+		})
+	}
+}
+
+// countingTunnel is an HTTP upstream proxy on loopback that opens the
+// tunnels asked for with CONNECT, counting them.
+func countingTunnel(t *testing.T) (proxyURL *url.URL, connects *atomic.Int32) {
+	t.Helper()
+	connects = &atomic.Int32{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		connects.Add(1)
+		tunnel(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	u, err := url.Parse(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u, connects
+}
+
+// TestHTTPProxyTunnelOutlivesTheCONNECTBound: through an HTTP upstream
+// proxy that works, a download that lasts several times the bound of
+// the proxy's answer to CONNECT completes, over HTTP/1.1 and HTTP/2 with
+// the origin: the bound is lifted once the proxy answered. The
+// connection, idle longer than the bound, carries the next request (the
+// proxy is asked once). So does a connection dialled for a request that
+// went away before the proxy answered, which goes to the idle
+// connections as any other.
+func TestHTTPProxyTunnelOutlivesTheCONNECTBound(t *testing.T) {
+	const bound = 200 * time.Millisecond
+	const chunk, chunks = 1 << 10, 5
+	for _, h2 := range []bool{false, true} {
+		proto := "HTTP/1.1"
+		if h2 {
+			proto = "HTTP/2.0"
+		}
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/slow.zip" {
+				w.Write([]byte(r.Proto))
+				return
+			}
+			for range chunks {
+				w.Write(bytes.Repeat([]byte("x"), chunk))
+				w.(http.Flusher).Flush()
+				select {
+				case <-time.After(bound):
+				case <-r.Context().Done():
+					return
+				}
+			}
+		})
+		newServer := func() *testServer {
+			if h2 {
+				return newH2Server(t, h)
+			}
+			return newTestServer(t, h)
+		}
+		t.Run(proto+"/download", func(t *testing.T) {
+			s := newServer()
+			proxyURL, connects := countingTunnel(t)
+			c := newTestClient(t, s, func(cfg *Config) {
+				cfg.Proxy = http.ProxyURL(proxyURL)
+				cfg.Retries = -1
+			})
+			c.tr.guard.proxyHandshake = bound
+			prov := testProvider(s)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			start := time.Now()
+			body, _, err := c.OpenArchive(ctx, prov, s.url("/slow.zip"))
+			if err != nil {
+				t.Fatalf("the archive through the HTTP proxy: %v", err)
+			}
+			data, err := io.ReadAll(body)
+			body.Close()
+			if err != nil || len(data) != chunk*chunks {
+				t.Fatalf("read %d bytes of %d in %s: %v", len(data), chunk*chunks, time.Since(start), err)
+			}
+			if took := time.Since(start); took < 3*bound {
+				t.Fatalf("the download took %s, want more than %s (3 times the bound)", took, 3*bound)
+			}
+			time.Sleep(2 * bound) // the connection idle past its bound
+			if doc, err := c.FetchDocument(ctx, prov, s.url("/doc"), 0); err != nil || string(doc) != proto {
+				t.Fatalf("the next request: %q, %v; want %q", doc, err, proto)
+			}
+			if got := connects.Load(); got != 1 {
+				t.Errorf("the proxy was asked %d times, want 1 (the idle connection carries the next request)", got)
+			}
+		})
+		t.Run(proto+"/request gone", func(t *testing.T) {
+			s := newServer()
+			proxyURL, connects := countingTunnel(t)
+			c := newTestClient(t, s, func(cfg *Config) {
+				cfg.Proxy = http.ProxyURL(proxyURL)
+				cfg.Retries = -1
+				cfg.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+					time.Sleep(3 * bound / 4) // the request goes away meanwhile
+					var d net.Dialer
+					return d.DialContext(ctx, network, addr)
+				}
+			})
+			c.tr.guard.proxyHandshake = bound
+			prov := testProvider(s)
+			ctx, cancel := context.WithTimeout(context.Background(), bound/4)
+			_, err := c.FetchDocument(ctx, prov, s.url("/gone"), 0)
+			cancel()
+			if err == nil {
+				t.Fatal("the request that went away succeeded")
+			}
+			time.Sleep(10 * bound) // the dial done, and its connection idle past the bound
+			if doc, err := c.FetchDocument(context.Background(), prov, s.url("/doc"), 0); err != nil || string(doc) != proto {
+				t.Fatalf("the next request: %q, %v; want %q", doc, err, proto)
+			}
+			if got := connects.Load(); got != 1 {
+				t.Errorf("the proxy was asked %d times, want 1 (the connection dialled for the request gone carries the next)", got)
+			}
+		})
+	}
+}
+
+// TestHTTPSProxySilentInTLSDoesNotAnswer: an https:// upstream proxy
+// that takes the connection and answers nothing of the TLS handshake
+// has net/http's bound of a TLS handshake (TLSHandshakeTimeout), and
+// does not answer, as a proxy not reached (outcome "proxy", the log
+// saying so at error level): it was not asked for the host yet, and
+// the bound of its answer to CONNECT, shorter here, does not run yet.
+func TestHTTPSProxySilentInTLSDoesNotAnswer(t *testing.T) {
+	const bound, tlsBound = 100 * time.Millisecond, 400 * time.Millisecond
+	s := newTestServer(t, http.NotFoundHandler())
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(10 * time.Second))
+				io.Copy(io.Discard, c)
+			})
+		}
+	})
+	real := ln.Addr().String()
+	obs := &discoveryCounter{}
+	var logs logbuf.Buffer
+	c := leakProxyClient(t, s, "https", leakProxyName, real, nil, &logs, func(cfg *Config) {
+		cfg.Observer = obs
+		cfg.RequestTimeout = 20 * tlsBound
+	})
+	c.tr.guard.proxyHandshake = bound
+	c.tr.httpClient.Transport.(*policyTransport).next.(*trustTransport).next.(*refusalTransport).next.(*http.Transport).TLSHandshakeTimeout = tlsBound
+	start := time.Now()
+	_, err = c.Discover(context.Background(), s.host)
+	if took := time.Since(start); err == nil || took < tlsBound || took >= 20*tlsBound {
+		t.Fatalf("the request ended after %s with %v, want an error after the TLS handshake's bound (%s)", took, err, tlsBound)
+	}
+	var pe *ProxyError
+	if !errors.As(err, &pe) || !strings.Contains(err.Error(), "could not be reached on the way to "+string(s.host)+" (it did not answer in time)") {
+		t.Errorf("err = %v (%T), want the proxy's, not reached", err, err)
+	}
+	if got := obs.seen(); len(got) != 1 || got[0] != "proxy" {
+		t.Errorf("observed outcomes %q, want [proxy]", got)
+	}
+	if !strings.Contains(logs.String(), "upstream proxy could not be reached") {
+		t.Errorf("no log line that the upstream proxy could not be reached:\n%s", logs.String())
+	}
+	namesNoProxy(t, "the error", err.Error(), real)
+}
