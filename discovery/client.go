@@ -355,7 +355,7 @@ func New(cfg Config) (*Client, error) {
 		// (connectBroken).
 		OnProxyConnectResponse: func(ctx context.Context, _ *url.URL, req *http.Request, resp *http.Response) error {
 			if pc := choiceOf(ctx); pc != nil {
-				pc.connectAnswered()
+				pc.connectAnswered(ctx)
 			}
 			if resp.StatusCode == http.StatusOK {
 				return nil

@@ -358,3 +358,121 @@ func TestHTTPSProxySilentInTLSDoesNotAnswer(t *testing.T) {
 	}
 	namesNoProxy(t, "the error", err.Error(), real)
 }
+
+// TestHTTPProxyCONNECTBoundIsEachDialsOwn: a request may dial the HTTP
+// proxy again while its first dial waits for the answer to its CONNECT
+// (it was given another connection meanwhile, which failed). Each
+// connection has the bound from its own CONNECT until its own answer:
+// the first dial's answer, read while the second was being dialled,
+// left the second CONNECT with net/http's minute; and the first CONNECT
+// started the second's bound, from before its own (an https:// proxy's
+// TLS handshake), cutting an answer in time. The transport's hooks are
+// called as net/http calls them, each dial on a context of its own.
+func TestHTTPProxyCONNECTBoundIsEachDialsOwn(t *testing.T) {
+	const bound = 300 * time.Millisecond
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := make(chan net.Conn, 4)
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		ln.Close()
+		wg.Wait()
+		close(accepted)
+		for c := range accepted {
+			c.Close()
+		}
+	})
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	})
+	proxyURL := &url.URL{Scheme: "http", Host: ln.Addr().String()}
+	s := newTestServer(t, http.NotFoundHandler())
+	c := newTestClient(t, s, func(cfg *Config) { cfg.Proxy = http.ProxyURL(proxyURL) })
+	c.tr.guard.proxyHandshake = bound
+	base := c.tr.httpClient.Transport.(*policyTransport).next.(*trustTransport).next.(*refusalTransport).next.(*http.Transport)
+	req, err := http.NewRequestWithContext(withProxyChoice(context.Background()), http.MethodGet, s.url("/"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := base.Proxy(req); err != nil {
+		t.Fatal(err)
+	}
+	target := req.URL.Host
+	// dial dials the proxy as net/http does, on a context of its own
+	// with the request's values; the proxy's end is returned too.
+	dial := func() (context.Context, net.Conn, net.Conn) {
+		ctx, cancel := context.WithCancel(context.WithoutCancel(req.Context()))
+		t.Cleanup(cancel)
+		conn, err := base.DialContext(ctx, "tcp", proxyURL.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		return ctx, conn, <-accepted
+	}
+	ask := func(ctx context.Context) {
+		if _, err := base.GetProxyConnectHeader(ctx, proxyURL, target); err != nil {
+			t.Fatal(err)
+		}
+	}
+	answer := func(ctx context.Context) {
+		connectReq := &http.Request{Method: http.MethodConnect, URL: &url.URL{Opaque: target}, Host: target}
+		if err := base.OnProxyConnectResponse(ctx, proxyURL, connectReq, &http.Response{StatusCode: http.StatusOK}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// readAnswer reads conn, the mirror's end, until 10 times the bound:
+	// how long it took, and its error.
+	readAnswer := func(conn net.Conn) (time.Duration, error) {
+		start := time.Now()
+		done := make(chan error, 1)
+		go func() {
+			_, err := conn.Read(make([]byte, 64))
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			return time.Since(start), err
+		case <-time.After(10 * bound):
+			conn.Close()
+			<-done
+			return time.Since(start), errors.New("no end to the read")
+		}
+	}
+
+	t.Run("answered while the other was dialled", func(t *testing.T) {
+		first, _, firstProxy := dial()
+		defer firstProxy.Close()
+		ask(first)
+		second, conn, secondProxy := dial()
+		defer secondProxy.Close()
+		answer(first)
+		ask(second) // and the proxy does not answer it
+		took, err := readAnswer(conn)
+		if !errors.As(err, new(*proxyStall)) || took < bound/2 || took >= 4*bound {
+			t.Errorf("the second CONNECT, not answered, ended after %s with %v; want the bound's timeout after %s", took, err, bound)
+		}
+	})
+	t.Run("asked while the other was dialled", func(t *testing.T) {
+		first, _, firstProxy := dial()
+		defer firstProxy.Close()
+		second, conn, secondProxy := dial()
+		defer secondProxy.Close()
+		ask(first)
+		time.Sleep(bound / 2) // the second in its TLS handshake with the proxy
+		ask(second)
+		time.AfterFunc(3*bound/4, func() { secondProxy.Write([]byte("HTTP/1.1 200 OK\r\n\r\n")) })
+		if took, err := readAnswer(conn); err != nil {
+			t.Errorf("the second CONNECT, answered %s after it was asked, failed after %s: %v", 3*bound/4, took, err)
+		}
+		answer(second)
+	})
+}

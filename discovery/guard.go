@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -165,27 +166,39 @@ type proxyChoice struct {
 	mu sync.Mutex
 	// tunnels are the connections to the HTTP proxy dialled for the
 	// request whose CONNECT was not answered yet: the *http.Transport's
-	// GetProxyConnectHeader bounds them (dialGuard.connectAsked) and its
+	// GetProxyConnectHeader bounds one (dialGuard.connectAsked) and its
 	// OnProxyConnectResponse lifts the bound (connectAnswered). Its
-	// hooks are told of the request, not of the connection: should a
-	// request dial again while its first dial waits for its answer (it
-	// was given another connection meanwhile, which failed), the first
-	// answer lifts the bound of both, and the second waits for its
-	// answer as long as net/http lets it, rather than a tunnel the
-	// proxy opened being cut.
-	tunnels []*proxyConn
+	// hooks are told of the dial's context, not of the connection: each
+	// is known by the context it was dialled on (net/http's dial, its
+	// CONNECT and the answer share one, of that dial alone), so that a
+	// request dialling again while its first dial waits for its answer
+	// (it was given another connection meanwhile, which failed) has
+	// each bounded from its own CONNECT until its own answer.
+	tunnels []tunnelDial
 }
 
-// connectAnswered lifts the bound of the request's connections to the
-// HTTP proxy: the proxy answered a CONNECT.
-func (pc *proxyChoice) connectAnswered() {
+// tunnelDial is a connection to an HTTP proxy, dialled on dial.
+type tunnelDial struct {
+	dial context.Context
+	conn *proxyConn
+}
+
+// connectAnswered lifts the bound of the request's connection to the
+// HTTP proxy dialled on ctx: the proxy answered its CONNECT. Should none
+// be known by ctx, it lifts the bound of every one asked: a tunnel the
+// proxy opened is never cut.
+func (pc *proxyChoice) connectAnswered(ctx context.Context) {
 	pc.answered.Store(true)
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
-	for _, c := range pc.tunnels {
-		c.lift()
-	}
-	pc.tunnels = nil
+	mine := slices.ContainsFunc(pc.tunnels, func(t tunnelDial) bool { return t.dial == ctx })
+	pc.tunnels = slices.DeleteFunc(pc.tunnels, func(t tunnelDial) bool {
+		if t.dial == ctx || !mine && t.conn.asked.Load() {
+			t.conn.lift()
+			return true
+		}
+		return false
+	})
 }
 
 // choiceOf is ctx's *proxyChoice, nil when it has none.
@@ -268,7 +281,7 @@ func (g *dialGuard) dial(ctx context.Context, network, addr string) (net.Conn, e
 		c.bound()
 	case pc.connect.Load():
 		pc.mu.Lock()
-		pc.tunnels = append(pc.tunnels, c)
+		pc.tunnels = append(pc.tunnels, tunnelDial{dial: ctx, conn: c})
 		pc.mu.Unlock()
 	}
 	return c, nil
@@ -277,13 +290,13 @@ func (g *dialGuard) dial(ctx context.Context, network, addr string) (net.Conn, e
 // connectAsked is the *http.Transport's GetProxyConnectHeader, called
 // once the connection to an HTTP proxy is open (and its TLS, for an
 // https:// proxy, done), before the CONNECT is written: it bounds the
-// request's connections to the proxy not yet bounded, whose CONNECT
-// names the host. net/http dials on a context of its own, which no
-// request's end cancels and which has no deadline, and on such a
-// context gives the proxy a minute to answer: a proxy that took the
-// CONNECT and did not answer held the connection, and the goroutine
-// dialling it, that long after the request had given up. It adds no
-// header.
+// connection to the proxy dialled on ctx, whose CONNECT names the host
+// (one known by no context is not bounded). net/http dials on a context
+// of its own, which no request's end cancels and which has no deadline,
+// and on such a context gives the proxy a minute to answer: a proxy
+// that took the CONNECT and did not answer held the connection, and the
+// goroutine dialling it, that long after the request had given up. It
+// adds no header.
 func (g *dialGuard) connectAsked(ctx context.Context, _ *url.URL, _ string) (http.Header, error) {
 	pc := choiceOf(ctx)
 	if pc == nil {
@@ -291,10 +304,10 @@ func (g *dialGuard) connectAsked(ctx context.Context, _ *url.URL, _ string) (htt
 	}
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
-	for _, c := range pc.tunnels {
-		if !c.asked.Load() {
-			c.asked.Store(true)
-			c.bound()
+	for _, t := range pc.tunnels {
+		if t.dial == ctx && !t.conn.asked.Load() {
+			t.conn.asked.Store(true)
+			t.conn.bound()
 		}
 	}
 	return nil, nil

@@ -2,7 +2,9 @@ package mirror
 
 import (
 	"context"
+	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -191,5 +193,127 @@ func TestRemovalKeepsTheListsTimeToLive(t *testing.T) {
 	}
 	if got, want := list.Names(), []string{"1.0.0", "1.1.0"}; !slices.Equal(got, want) || !st.Fetched {
 		t.Errorf("the list due for a refresh when 0.9.0 was removed: listed %v (fetched: %v), want %v fetched from the origin", got, st.Fetched, want)
+	}
+}
+
+// heldListWrite holds a write of the version list under key (an
+// import's, a removal's) once armed, saying on reached that it is held,
+// until release is closed.
+type heldListWrite struct {
+	Store
+	key     string
+	armed   atomic.Bool
+	once    sync.Once
+	reached chan struct{}
+	release chan struct{}
+}
+
+func (s *heldListWrite) hold(key string) {
+	if key == s.key && s.armed.Load() {
+		s.once.Do(func() { close(s.reached) })
+		<-s.release
+	}
+}
+
+func (s *heldListWrite) PutMeta(key string, v any) error {
+	s.hold(key)
+	return s.Store.PutMeta(key, v)
+}
+
+func (s *heldListWrite) PutMetaAt(key string, v any, at time.Time) error {
+	s.hold(key)
+	return s.Store.PutMetaAt(key, v, at)
+}
+
+// waitForGoroutine waits until a goroutine's stack names every one of
+// frames.
+func waitForGoroutine(t *testing.T, frames ...string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	buf := make([]byte, 4<<20)
+	for time.Now().Before(deadline) {
+		for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+			found := true
+			for _, f := range frames {
+				found = found && strings.Contains(g, f)
+			}
+			if found {
+				return
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("no goroutine in %v", frames)
+}
+
+// A version the cached list lacks (1.1.0, published since) is looked up
+// in a refresh of the list, forced: one asked for while a removal
+// (retention's prune of a version that cannot be fetched again) or an
+// import wrote the list, in turn with its refreshes, joined that write
+// and took the list it stored, without the version, for the origin's
+// answer: the version was answered as one the origin does not have. A
+// caller of a refresh that joined a write of the list goes on to a
+// refresh of its own.
+func TestRefreshJoiningAListWriteAsksTheOrigin(t *testing.T) {
+	for _, writer := range []string{"removal", "import"} {
+		t.Run(writer, func(t *testing.T) {
+			clock := enginetest.NewFakeClock()
+			clock.Set(time.Now())
+			key := records.VersionsKeyOf(originHost + "/" + ns + "/" + typ)
+			held := &heldListWrite{key: key, reached: make(chan struct{}), release: make(chan struct{})}
+			h := newHarness(t, harnessOptions{
+				cfg:  Config{Now: clock.Now, VersionsTTL: time.Hour},
+				wrap: func(s Store) Store { held.Store = s; return held },
+			})
+			h.origin.AddProvider(ns, typ, []string{"0.9.0", "1.0.0"}, []string{"linux_amd64", "windows_amd64"})
+			p := h.provider()
+			if _, _, err := h.engine.Versions(t.Context(), p); err != nil {
+				t.Fatal(err)
+			}
+			write := func() error { return h.engine.Inventory().RemoveVersion("provider", p.String(), "0.9.0") }
+			if writer == "import" {
+				src := &harness{t: t, origin: h.origin}
+				src.start(harnessOptions{})
+				v := mustVersion(t, "1.0.0")
+				ev, err := src.engine.Evidence(t.Context(), p, v, []addrs.Platform{mustPlatform(t, "windows_amd64")})
+				if err != nil {
+					t.Fatal(err)
+				}
+				in := enginetest.ImportedFrom(ev, func(pl string) []byte { return h.origin.Archive(ns, typ, "1.0.0", pl) })
+				in.Version = v
+				write = func() error {
+					_, err := h.engine.AirGap().Import(context.Background(), in)
+					return err
+				}
+			}
+			h.origin.AddProvider(ns, typ, []string{"1.1.0"}, []string{"linux_amd64"})
+			clock.Add(2 * minForcedRefresh) // the list fresh, old enough to be refreshed for a version it lacks
+
+			held.armed.Store(true)
+			written := make(chan error, 1)
+			go func() { written <- write() }()
+			select {
+			case <-held.reached:
+			case <-time.After(time.Minute):
+				t.Fatalf("the %s did not write the version list", writer)
+			}
+			asked := make(chan error, 1)
+			go func() {
+				_, err := h.packages("1.1.0", "linux_amd64")
+				asked <- err
+			}()
+			waitForGoroutine(t, "providerlists.(*Lists).Versions", "lifetime.(*Lifetime).CoalesceWithin")
+			close(held.release)
+			for name, ch := range map[string]chan error{"the " + writer: written, "1.1.0": asked} {
+				select {
+				case err := <-ch:
+					if err != nil {
+						t.Errorf("%s: %v", name, err)
+					}
+				case <-time.After(time.Minute):
+					t.Fatalf("%s did not end", name)
+				}
+			}
+		})
 	}
 }

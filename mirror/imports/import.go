@@ -11,6 +11,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
@@ -574,49 +575,63 @@ func (s *Importer) storeImported(ctx context.Context, p addrs.Provider, v versio
 func (s *Importer) listImported(ctx context.Context, p addrs.Provider, v versions.Version, in Imported) error {
 	key := records.VersionsKey(p)
 	for range maxRounds {
-		ran := false
+		// ran: the addition ran, and werr is its error. The callers of
+		// a refresh that join it are given lifetime.ErrWritten: the
+		// list stored is no answer of the origin's.
+		var ran atomic.Bool
+		var werr error
 		_, err := s.parts.Life.Coalesce(ctx, "versions", key, func(context.Context) (any, error) {
-			ran = true
-			list, err := s.listBefore(ctx, key)
-			if err != nil {
-				return nil, err
-			}
-			list.Imported = true
-			i := slices.IndexFunc(list.Versions, func(e records.VersionEntry) bool { return e.Version == v.String() })
-			if (!list.ImportOnly || !list.ListedAt.IsZero()) && !slices.Contains(list.ImportAdded, v.String()) && !slices.Contains(list.Named(), v.String()) {
-				// Not named by the listing behind the list (this
-				// replica's, or another's it served), which lacked it.
-				list.ImportAdded = append(list.ImportAdded, v.String())
-			}
-			if i < 0 {
-				list.Versions = append(list.Versions, records.VersionEntry{Version: v.String(), Platforms: []string{}})
-				i = len(list.Versions) - 1
-			}
-			e := &list.Versions[i]
-			e.Platforms = slices.Clone(e.Platforms)
-			for _, pkg := range in.Packages {
-				if !slices.Contains(e.Platforms, pkg.Platform) {
-					e.Platforms = append(e.Platforms, pkg.Platform)
-				}
-			}
-			slices.Sort(e.Platforms)
-			if len(e.Protocols) == 0 {
-				e.Protocols = slices.Clone(in.Protocols)
-			}
-			records.SortVersions(list.Versions)
-			err = s.store.PutMeta(key, list)
-			s.parts.Records.Forget(key)
-			if err != nil {
-				s.metrics.CacheWriteFailed()
-				return nil, fmt.Errorf("storing version list of %s: %w", p, err)
-			}
-			return list, nil
+			werr = s.addListed(ctx, key, p, v, in)
+			ran.Store(true)
+			return nil, lifetime.ErrWritten
 		})
-		if ran || err != nil && ctx.Err() != nil {
+		switch {
+		case ran.Load():
+			return werr
+		case err != nil && ctx.Err() != nil:
 			return err
 		}
 	}
 	return fmt.Errorf("version list of %s kept changing while it was imported", p)
+}
+
+// addListed adds v with the imported platforms to the version list
+// under key (see listImported).
+func (s *Importer) addListed(ctx context.Context, key string, p addrs.Provider, v versions.Version, in Imported) error {
+	list, err := s.listBefore(ctx, key)
+	if err != nil {
+		return err
+	}
+	list.Imported = true
+	i := slices.IndexFunc(list.Versions, func(e records.VersionEntry) bool { return e.Version == v.String() })
+	if (!list.ImportOnly || !list.ListedAt.IsZero()) && !slices.Contains(list.ImportAdded, v.String()) && !slices.Contains(list.Named(), v.String()) {
+		// Not named by the listing behind the list (this
+		// replica's, or another's it served), which lacked it.
+		list.ImportAdded = append(list.ImportAdded, v.String())
+	}
+	if i < 0 {
+		list.Versions = append(list.Versions, records.VersionEntry{Version: v.String(), Platforms: []string{}})
+		i = len(list.Versions) - 1
+	}
+	e := &list.Versions[i]
+	e.Platforms = slices.Clone(e.Platforms)
+	for _, pkg := range in.Packages {
+		if !slices.Contains(e.Platforms, pkg.Platform) {
+			e.Platforms = append(e.Platforms, pkg.Platform)
+		}
+	}
+	slices.Sort(e.Platforms)
+	if len(e.Protocols) == 0 {
+		e.Protocols = slices.Clone(in.Protocols)
+	}
+	records.SortVersions(list.Versions)
+	err = s.store.PutMeta(key, list)
+	s.parts.Records.Forget(key)
+	if err != nil {
+		s.metrics.CacheWriteFailed()
+		return fmt.Errorf("storing version list of %s: %w", p, err)
+	}
+	return nil
 }
 
 // listBefore returns a copy of the version list under key that an

@@ -19,6 +19,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
@@ -329,15 +330,20 @@ func (s *Inventory) unlist(p addrs.Provider, v versions.Version) error {
 		return nil // nothing to take off: no refresh waited for
 	}
 	for range maxRounds {
-		ran := false
+		// ran: unlistFrom ran, and werr is its error. The callers of a
+		// refresh that join the removal are given ErrWritten: the list
+		// stored is no answer of the origin's.
+		var ran atomic.Bool
+		var werr error
 		_, err := s.parts.Life.Coalesce(ctx, "versions", key, func(ctx context.Context) (any, error) {
-			ran = true
-			return s.unlistFrom(ctx, key, v)
+			werr = s.unlistFrom(ctx, key, v)
+			ran.Store(true)
+			return nil, lifetime.ErrWritten
 		})
 		switch {
-		case errors.Is(err, errNoList):
-			return nil
-		case ran || errors.Is(err, records.ErrShutDown) || ctx.Err() != nil:
+		case ran.Load():
+			return werr
+		case errors.Is(err, records.ErrShutDown) || ctx.Err() != nil:
 			return err
 		}
 		// A refresh of the list was under way: go again, on the list
@@ -350,24 +356,16 @@ func (s *Inventory) unlist(p addrs.Provider, v versions.Version) error {
 // version list it writes.
 const maxRounds = 32
 
-// errNoList is unlistFrom's error when the list it was to take a
-// version off is gone: the callers of a refresh that joined the removal
-// have none to be given.
-var errNoList = errors.New("no version list stored")
-
 // unlistFrom takes v off the list under key (see unlist), coalesced with
-// its refreshes: it returns the list now stored, which the callers that
-// joined it are given.
-func (s *Inventory) unlistFrom(ctx context.Context, key string, v versions.Version) (*records.VersionList, error) {
+// its refreshes; a list gone meanwhile, or that no longer names v, is
+// left as it is.
+func (s *Inventory) unlistFrom(ctx context.Context, key string, v versions.Version) error {
 	list, storedAt, own, err := s.served(ctx, key)
-	if err != nil {
-		return nil, err
-	}
-	if list == nil {
-		return nil, errNoList
+	if err != nil || list == nil {
+		return err
 	}
 	if _, ok := list.Find(v); !ok {
-		return list, nil
+		return nil
 	}
 	nl := list.WithVersions([]records.VersionEntry{})
 	for _, e := range list.Versions {
@@ -380,10 +378,7 @@ func (s *Inventory) unlistFrom(ctx context.Context, key string, v versions.Versi
 	nl.ListedAt = list.ListingTime(storedAt)
 	err = s.store.PutMetaAt(key, nl, storedAt)
 	s.parts.Records.Forget(key)
-	if err != nil {
-		return nil, err
-	}
-	return nl, nil
+	return err
 }
 
 // served reads the version list under key that the engine serves: the

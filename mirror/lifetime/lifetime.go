@@ -116,6 +116,13 @@ func (l *Lifetime) EndWork() { l.work.done() }
 // for it and for the ones after them, which find what it stored.
 var ErrStillWaiting = errors.New("the origin has not answered yet")
 
+// ErrWritten is what a write of a record coalesced with its fetches (an
+// import's addition to a version list, a removal's, in turn with the
+// list's refreshes) gives the callers of a fetch that joined it: the
+// write stored no answer of the origin's, and they go again. The
+// writer takes its own outcome from its function, not from Coalesce.
+var ErrWritten = errors.New("written in turn with its fetches, not fetched")
+
 // StaleMessage is the log line of a cached copy of what (a version list)
 // served, stale, because the coalesced refresh of it failed with err, or
 // is still waited for (ErrStillWaiting).

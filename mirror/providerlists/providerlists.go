@@ -114,9 +114,20 @@ func (s *Lists) Versions(ctx context.Context, k records.ProviderKeys, force bool
 	if haveCached && !force {
 		wait = s.cfg.StaleAfter
 	}
-	res, err := s.parts.Life.CoalesceWithin(ctx, wait, "versions", key, func(ctx context.Context) (any, error) {
-		return s.refresh(ctx, k)
-	})
+	var res any
+	var err error
+	for range maxWrites {
+		res, err = s.parts.Life.CoalesceWithin(ctx, wait, "versions", key, func(ctx context.Context) (any, error) {
+			return s.refresh(ctx, k)
+		})
+		if !errors.Is(err, lifetime.ErrWritten) {
+			break
+		}
+		// A write of the list in turn with its refreshes (an import's
+		// addition, a removal's) was under way, and joined: what it
+		// stored is no answer of the origin's (a version published
+		// since is not in it). Refresh it now.
+	}
 	if err == nil {
 		return res.(*records.VersionList), State{Fetched: true, StoredAt: s.cfg.Now()}, nil
 	}
@@ -127,6 +138,9 @@ func (s *Lists) Versions(ctx context.Context, k records.ProviderKeys, force bool
 	}
 	return nil, State{}, err
 }
+
+// maxWrites bounds how often a refresh joins a write of the list.
+const maxWrites = 32
 
 func (s *Lists) refresh(ctx context.Context, k records.ProviderKeys) (*records.VersionList, error) {
 	p := k.Provider
