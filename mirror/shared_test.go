@@ -825,8 +825,9 @@ func TestSharedLeaseClocksApart(t *testing.T) {
 
 // A sealed replica lists a version it lacks when the shared tier has an
 // archive of it; a warm version list asks the shared tier nothing, and an
-// answer, once made, stays reusable. What the shared tier lacked is asked
-// again after sharedtier.SeenTTL, and a version stored there meanwhile listed.
+// answer, once made, stays reusable for sharedtier.SeenTTL. What the
+// shared tier lacked is asked again after it, and a version stored there
+// meanwhile listed.
 func TestSharedSealedListRemembers(t *testing.T) {
 	srv, rs := newReplicas(t, 1, nil)
 	origin := rs[0].origin
@@ -894,6 +895,9 @@ func TestSharedSealedListRemembers(t *testing.T) {
 	}
 	rs[0].waitIdle()
 	clock.Add(sharedtier.SeenTTL)
+	if sealed.engine.Reuse(stamp) {
+		t.Error("a sealed version list answer is still reusable after sharedtier.SeenTTL: a front door would keep it, without the version stored in the shared tier since")
+	}
 	list, _, err := sealed.engine.Versions(context.Background(), sealed.provider())
 	if err != nil {
 		t.Fatal(err)

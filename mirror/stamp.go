@@ -5,6 +5,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/v2/mirror/providerlists"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
+	"github.com/tfmirror/tfmirror/v2/mirror/sharedtier"
 )
 
 // Stamp tells whether an answer of Versions or Package is still the one
@@ -18,7 +19,7 @@ import (
 // ask again. The zero Stamp is never reusable.
 type Stamp struct {
 	gen   uint64    // the engine's generation when the call began
-	until time.Time // by Config.Now, when the answer expires; zero: never (offline)
+	until time.Time // by Config.Now, when the answer expires; zero: never (offline, without a shared tier)
 	kind  stampKind
 }
 
@@ -51,6 +52,12 @@ func (s *providerRecords) stamp(gen uint64, st providerlists.State, kind stampKi
 		return Stamp{}
 	}
 	if s.cfg.Offline {
+		if s.cfg.Shared != nil {
+			// What the shared tier said (the later listing of the version
+			// list, the archives it holds) is taken for SeenTTL: then it
+			// is asked again, and the answer made anew.
+			return Stamp{gen: gen, until: s.cfg.Now().Add(sharedtier.SeenTTL), kind: kind}
+		}
 		return Stamp{gen: gen, kind: kind} // cached lists are served however old
 	}
 	return Stamp{gen: gen, until: st.StoredAt.Add(s.cfg.VersionsTTL), kind: kind}

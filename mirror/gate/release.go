@@ -25,9 +25,11 @@ package gate
 //     tier, they date a version whose record is gone (deleted from the
 //     tier, or never stored in the cache) as the record did. An import
 //     is no listing: a version it added to a list is none of the
-//     listing's, dated by its time (records.VersionList.ImportAdded),
-//     and a list it made alone is no list stored before a listing
-//     (records.VersionList.ImportOnly). Nor is retention's removal of a
+//     listing's, dated by its time (records.VersionList.ImportAdded;
+//     on a sealed replica that serves the tier's later listing over the
+//     list, and keeps the version in it, by that listing's time:
+//     mirror/sharedtier), and a list it made alone is no list stored
+//     before a listing (records.VersionList.ImportOnly). Nor is retention's removal of a
 //     version (mirror/inventory.Inventory.RemoveVersion): the list keeps
 //     the version among those it lacked, and the shared tier's list
 //     stored without it is no listing of this replica's. A listing with

@@ -382,21 +382,24 @@ func (s *Inventory) unlistFrom(ctx context.Context, key string, v versions.Versi
 }
 
 // served reads the version list under key that the engine serves: the
-// cache's (own), else the shared tier's, another replica's, read there
-// rather than only when the engine remembers it, so that a removal takes
-// the version off it whenever it is served; nil when there is none this
-// release reads. A tier that does not answer fails the removal: the
-// version would stay listed from it.
+// cache's (own), else the shared tier's, another replica's; on a sealed
+// replica, the later listing of the two, with what imports added to the
+// cache's (mirror/stored.Source.ServedVersions); read there rather than
+// only when the engine remembers it, so that a removal takes the version
+// off it whenever it is served, and off the listing a sealed replica
+// takes from the tier, which a later one of the tier's then takes over
+// only once it was listed after it; nil when there is none this release
+// reads. A tier that does not answer fails the removal: the version
+// would stay listed from it.
 func (s *Inventory) served(ctx context.Context, key string) (list *records.VersionList, storedAt time.Time, own bool, err error) {
-	var l records.VersionList
-	storedAt, src, err := s.parts.Source.Get(ctx, key, &l)
+	list, storedAt, own, err = s.parts.Source.ServedVersions(ctx, key)
 	switch {
 	case errors.Is(err, stored.ErrUnanswered):
 		return nil, time.Time{}, false, fmt.Errorf("reading the shared store's version list: %w", err)
-	case err != nil || !records.KnownSchema(l.Schema):
-		return nil, time.Time{}, false, nil // none served, or none this release reads
+	case err != nil || list == nil:
+		return nil, time.Time{}, false, nil // none served
 	}
-	return &l, storedAt, src == records.Hit, nil
+	return list, storedAt, own, nil
 }
 
 // parseProviderVersion parses a provider address as the listings give it

@@ -1,6 +1,7 @@
 // Package providerlists keeps the providers' version lists: from the
 // cache while they are fresh, from the tier shared with other replicas
-// when the cache has none, and from the origin otherwise, one refresh at
+// when the cache has none (on a sealed mirror, where the tier's is the
+// later listing: mirror/sharedtier), and from the origin otherwise, one refresh at
 // a time per provider, with the cached list served stale when the origin
 // fails. Each listing taken is noted for the release times the package
 // policy dates versions by (mirror/gate.Gate.NoteListing).
@@ -43,7 +44,9 @@ type Metrics interface {
 // Config is the engine's settings the lists use (mirror.Config's,
 // defaults filled in); all are required.
 type Config struct {
-	// Offline says the mirror is sealed: a cached list is served however old.
+	// Offline says the mirror is sealed: a cached list is served however
+	// old (with a shared tier, the later listing of the cache's and the
+	// tier's, which Parts.Records reads).
 	Offline bool
 	// VersionsTTL is how long a list is served before it is refreshed.
 	VersionsTTL time.Duration

@@ -5,15 +5,20 @@ package sharedtier
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"time"
+	"weak"
 
 	"github.com/apparentlymart/go-versions/versions"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
+	"github.com/tfmirror/tfmirror/v2/mirror/stored"
 )
 
 // Versions returns the version list under key: the cache's, else the
@@ -21,8 +26,12 @@ import (
 // (not in the cache, so that its age stays the tier's copy's).
 // Remembering it changes what the engine answers from, as a write to the
 // cache would: the memo's generation advances, so that no answer stamped
-// before holds on.
+// before holds on. Sealed (Config.Offline), the later listing of the
+// two (sealedVersions).
 func (s *Shared) Versions(ctx context.Context, key string) (*records.VersionList, time.Time, bool) {
+	if s.tier != nil && s.cfg.Offline {
+		return s.sealedVersions(ctx, key)
+	}
 	if list, at, ok := s.recs.Versions(ctx, key); ok {
 		return list, at, true
 	}
@@ -37,6 +46,253 @@ func (s *Shared) Versions(ctx context.Context, key string) (*records.VersionList
 	}
 	s.recs.Adopt(key, gen, &list, storedAt)
 	return &list, storedAt, true
+}
+
+// ServedVersions returns the version list under key that Versions
+// serves, read now from the cache and the tier (see
+// stored.Source.ServedVersions): the cache's, else the tier's; sealed,
+// the later listing of the two (sealedRead), the tier asked even where
+// the cache has a list, and its failure an error.
+func (s *Shared) ServedVersions(ctx context.Context, key string) (*records.VersionList, time.Time, bool, error) {
+	if s.tier == nil || !s.cfg.Offline {
+		var l records.VersionList
+		at, src, err := s.Get(ctx, key, &l)
+		switch {
+		case errors.Is(err, cache.ErrNotFound) && !errors.Is(err, stored.ErrUnanswered):
+			return nil, time.Time{}, false, nil
+		case err != nil:
+			return nil, time.Time{}, false, err
+		case !records.KnownSchema(l.Schema):
+			return nil, time.Time{}, false, nil
+		}
+		return &l, at, src == records.Hit, nil
+	}
+	r, err := s.sealedRead(ctx, key)
+	if err != nil {
+		return nil, time.Time{}, false, fmt.Errorf("%w: %w", stored.ErrUnanswered, err)
+	}
+	return r.list, r.storedAt, r.own, nil
+}
+
+// sealedVersions is Versions on a sealed replica, which lists no origin:
+// the version list it serves is the later listing of the cache's and the
+// tier's, the one the connected replicas took last where it is the later
+// (sealedRead). Without it, a replica that held a list of its own (it
+// was connected once, or an import or a removal wrote one) served that
+// one for good, and never the versions published since. The tier is
+// asked at most once per key in SeenTTL (the callers of one key at once
+// sharing one read): within it, the list taken is answered from the
+// engine's memo, asking the tier nothing. A write of the cache's list
+// (an import's, a removal's), which the memo forgets, has it taken again.
+// A tier that fails is asked again after SeenTTL; meanwhile the list
+// taken before stands, else the cache's.
+func (s *Shared) sealedVersions(ctx context.Context, key string) (*records.VersionList, time.Time, bool) {
+	if val, at, _, ok := s.recs.Remembered(key); ok && s.taken.holds(key, val, s.cfg.Now()) {
+		return val.(*records.VersionList), at, true
+	}
+	res, err := s.life.Coalesce(ctx, "versions", "sealed versions\x00"+key, func(ctx context.Context) (any, error) {
+		return s.takeSealed(ctx, key), nil
+	})
+	if err != nil {
+		return s.recs.Versions(ctx, key) // the caller went away, or the engine shuts down
+	}
+	r := res.(sealedList)
+	return r.list, r.storedAt, r.list != nil
+}
+
+// takeSealed reads the list a sealed replica serves under key
+// (sealedRead) and has the engine's memo answer it until SeenTTL has
+// passed. What the memo holds already, taken from the same two lists, is
+// kept as it is: the memo's generation advances only when the list
+// served changed, so that the answers stamped before hold on otherwise.
+func (s *Shared) takeSealed(ctx context.Context, key string) sealedList {
+	now := s.cfg.Now()
+	val, valAt, gen, remembered := s.recs.Remembered(key)
+	r, err := s.sealedRead(ctx, key)
+	prev, hadPrev := s.taken.get(key)
+	switch {
+	case err != nil && remembered:
+		// The tier did not answer: the list the memo holds (the later
+		// listing taken before, or the cache's) stands.
+		list := val.(*records.VersionList)
+		s.taken.put(key, takenList{at: now, list: weak.Make(list), from: prev.from})
+		return sealedList{list: list, storedAt: valAt}
+	case r.list == nil:
+		return r
+	case remembered && hadPrev && prev.list.Value() == val && prev.from.same(r.from):
+		// Taken from the same two lists as before: what the memo holds.
+		prev.at = now
+		s.taken.put(key, prev)
+		return sealedList{list: val.(*records.VersionList), storedAt: valAt}
+	case r.own && !remembered:
+		s.recs.Remember(key, gen, r.list, r.storedAt) // as the store holds it
+	default:
+		s.recs.Adopt(key, gen, r.list, r.storedAt)
+	}
+	s.taken.put(key, takenList{at: now, list: weak.Make(r.list), from: r.from})
+	return r
+}
+
+// sealedList is the version list a sealed replica serves (sealedRead).
+type sealedList struct {
+	list     *records.VersionList // nil: none
+	storedAt time.Time            // when list was stored (the tier's copy's, for one taken from there)
+	own      bool                 // list is the cache's, as stored
+	from     listSources          // the lists read
+}
+
+// listSources tells the cache's and the tier's version lists read apart
+// from others: when each was stored and listed (zero: none).
+type listSources struct{ ownAt, ownListed, theirAt, theirListed time.Time }
+
+// same says whether s and o are the same lists.
+func (s listSources) same(o listSources) bool {
+	return s.ownAt.Equal(o.ownAt) && s.ownListed.Equal(o.ownListed) && s.theirAt.Equal(o.theirAt) && s.theirListed.Equal(o.theirListed)
+}
+
+// sealedRead reads the version lists under key from the cache and the
+// tier and returns the one a sealed replica serves: the cache's, unless
+// the tier's was listed after it (its records.VersionList.ListingTime
+// later: the connected replicas listed the origin since), when it is the
+// tier's, with what imports added to the cache's (laterListing); the
+// tier's where the cache has none. A list an import or a removal wrote
+// in the cache keeps the time of the listing it was made from (the
+// tier's, when the replica had none of its own), so that it is served
+// until a later listing comes: what a removal took off stays off until
+// then. A tier that fails (its error returned) leaves the cache's.
+func (s *Shared) sealedRead(ctx context.Context, key string) (sealedList, error) {
+	var own, theirs records.VersionList
+	ownAt, _, err := s.recs.Get(ctx, key, &own)
+	haveOwn := err == nil && records.KnownSchema(own.Schema)
+	if err != nil && !errors.Is(err, cache.ErrNotFound) {
+		s.log.Warn("reading cached version list", "key", key, "error", err)
+	}
+	theirAt, found, terr := s.read(ctx, key, &theirs)
+	found = found && records.KnownSchema(theirs.Schema)
+	var r sealedList
+	if haveOwn {
+		r.from.ownAt, r.from.ownListed = ownAt, own.ListingTime(ownAt)
+	}
+	if found {
+		r.from.theirAt, r.from.theirListed = theirAt, theirs.ListingTime(theirAt)
+	}
+	switch {
+	case found && !haveOwn:
+		r.list, r.storedAt = &theirs, theirAt
+	case found && r.from.theirListed.After(r.from.ownListed):
+		r.list, r.storedAt = laterListing(&theirs, theirAt, &own, ownAt), theirAt
+	case haveOwn:
+		r.list, r.storedAt, r.own = &own, ownAt, true
+	}
+	return r, terr
+}
+
+// laterListing is the version list a sealed replica serves where theirs,
+// the tier's list (stored there at theirAt), was listed after own, the
+// cache's (stored at ownAt): theirs, its time of listing kept
+// (records.VersionList.ListingTime), with
+//
+//   - the versions imports added to own (records.VersionList.ImportAdded;
+//     every version of a list an import made from nothing, which no
+//     listing is behind) that theirs does not list: an import's version
+//     stays listed, added to the later listing, which lacked it, and
+//     dated by its time as the release dating dates an import's addition
+//     (mirror/gate);
+//   - the dating of the versions theirs names that own's listing did
+//     not (published since it) and that theirs does not date itself:
+//     the time of own's listing, which lacked them (records.VersionList.Dates),
+//     as a replica that takes another's newer listing for the one
+//     before its own dates them where no record of the replica that saw
+//     them first does (never as versions of a first listing, dated by
+//     their signature alone).
+func laterListing(theirs *records.VersionList, theirAt time.Time, own *records.VersionList, ownAt time.Time) *records.VersionList {
+	out := theirs.WithVersions(slices.Clone(theirs.Versions))
+	out.ListedAt = theirs.ListingTime(theirAt)
+	out.ImportAdded = slices.Clone(theirs.ImportAdded)
+	listed := make(map[string]bool, len(theirs.Versions))
+	for _, e := range theirs.Versions {
+		listed[e.Version] = true
+	}
+	ownListed := own.ListingTime(ownAt)
+	added := own.ImportAdded
+	if ownListed.IsZero() {
+		added = own.Names() // an import's alone
+	}
+	for _, e := range own.Versions {
+		if !listed[e.Version] && slices.Contains(added, e.Version) {
+			out.Versions = append(out.Versions, e)
+			out.ImportAdded = append(out.ImportAdded, e.Version)
+			out.Imported = true
+		}
+	}
+	records.SortVersions(out.Versions)
+	if ownListed.IsZero() {
+		return out
+	}
+	ownNamed := make(map[string]bool)
+	for _, v := range own.Named() {
+		ownNamed[v] = true
+	}
+	cloned := false
+	for _, v := range theirs.Named() {
+		if ownNamed[v] || !theirs.Dates[v].IsZero() {
+			continue
+		}
+		if !cloned {
+			out.Dates, cloned = maps.Clone(theirs.Dates), true
+			if out.Dates == nil {
+				out.Dates = map[string]time.Time{}
+			}
+		}
+		out.Dates[v] = ownListed.UTC()
+	}
+	return out
+}
+
+// takenList is the version list a sealed replica took to serve under a
+// key (takeSealed), which the engine's memo holds while it does (it is
+// not kept alive here), and when.
+type takenList struct {
+	at   time.Time // when the tier was asked
+	list weak.Pointer[records.VersionList]
+	from listSources
+}
+
+// takenLists remembers, by key, the version list a sealed replica took
+// last (see sealedVersions). Beyond seenMax keys they are all forgotten,
+// and taken again.
+type takenLists struct {
+	mu sync.Mutex
+	m  map[string]takenList
+}
+
+// get returns the list taken last under key.
+func (l *takenLists) get(key string) (takenList, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	t, ok := l.m[key]
+	return t, ok
+}
+
+// holds says whether val, the list the engine's memo holds under key, is
+// the one taken last, within SeenTTL of now.
+func (l *takenLists) holds(key string, val any, now time.Time) bool {
+	t, ok := l.get(key)
+	if !ok || val == nil || val != any(t.list.Value()) {
+		return false
+	}
+	age := now.Sub(t.at)
+	return age >= 0 && age < SeenTTL
+}
+
+// put remembers t as the list taken under key.
+func (l *takenLists) put(key string, t takenList) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.m == nil || len(l.m) >= seenMax {
+		l.m = make(map[string]takenList)
+	}
+	l.m[key] = t
 }
 
 // Package returns the package record of v: the cache's, else the tier's

@@ -132,8 +132,9 @@ type Shared struct {
 	log     *slog.Logger
 	metrics Metrics
 	// seen remembers what the tier holds, for a sealed mirror's version
-	// lists (see Installable).
-	seen answers
+	// lists (see Installable), with SeenTTL; so does taken, of the lists.
+	seen  answers
+	taken takenLists // the version lists a sealed mirror took (sealedVersions)
 
 	writes chan struct{} // one for each record write under way (Share), maxRecordWrites at most
 
@@ -463,7 +464,9 @@ func (s *Shared) served(pl string) bool {
 }
 
 // SeenTTL is how long a sealed mirror takes the tier's word that it
-// holds, or lacks, a package record or an archive.
+// holds, or lacks, a package record or an archive, and the version list
+// it took (sealedVersions); the engine's answers made from them are
+// reused as long (mirror.Stamp).
 const SeenTTL = time.Minute
 
 // seenMax bounds the answers remembered: beyond it they are all

@@ -188,6 +188,16 @@ type Source interface {
 	// stored: the local store's, else one from beyond (remembered, not
 	// stored locally, so that its age stays the copy's).
 	Versions(ctx context.Context, key string) (*records.VersionList, time.Time, bool)
+	// ServedVersions returns the version list under key that Versions
+	// serves, read now from every store (nothing remembered): the local
+	// store's, else one from beyond it, or what a sealed mirror takes
+	// of both (the later listing, mirror/sharedtier), and when it was
+	// stored; own says it is the local store's, as stored there. A nil
+	// list when no store has one; an error when one failed to answer
+	// (wrapping ErrUnanswered for a store beyond the local one). For a
+	// writer of the list served (a removal), which must write over that
+	// one.
+	ServedVersions(ctx context.Context, key string) (list *records.VersionList, storedAt time.Time, own bool, err error)
 }
 
 var _ Source = (*Records)(nil)
@@ -246,6 +256,22 @@ func (r *Records) Versions(_ context.Context, key string) (*records.VersionList,
 		return nil, time.Time{}, false
 	}
 	return list, at, true
+}
+
+// ServedVersions reads the version list under key from the cache: nil
+// when it has none this release reads.
+func (r *Records) ServedVersions(_ context.Context, key string) (*records.VersionList, time.Time, bool, error) {
+	var l records.VersionList
+	at, err := r.store.GetMeta(key, &l)
+	switch {
+	case errors.Is(err, cache.ErrNotFound):
+		return nil, time.Time{}, false, nil
+	case err != nil:
+		return nil, time.Time{}, false, err
+	case !records.KnownSchema(l.Schema):
+		return nil, time.Time{}, false, nil
+	}
+	return &l, at, true, nil
 }
 
 // What the parts that keep archives and module packages ask of the store
