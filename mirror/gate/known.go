@@ -29,12 +29,15 @@ func (g *Gate) KnownRelease(ctx context.Context, kind policy.Kind, address, vers
 		if err != nil {
 			return policy.Release{}, err
 		}
-		list, _, err := g.parts.Records.CachedVersions(records.VersionsKey(p))
-		v, perr := addrs.ParseSemver(version)
-		if perr != nil {
-			return policy.Release{}, perr
+		v, err := addrs.ParseSemver(version)
+		if err != nil {
+			return policy.Release{}, err
 		}
-		if err == nil && list != nil {
+		// The list the answers serve, which dates its versions: the
+		// cache's, else the shared tier's; on a sealed replica, the
+		// later listing of the two (mirror/sharedtier), whose dating of
+		// a version the cache's list does not name is in it alone.
+		if list, _, ok := g.parts.Source.Versions(ctx, records.VersionsKey(p)); ok && list != nil {
 			dated := r.providerReleases(ctx, p, list, window, g.now())
 			if _, ok := dated.rels[version]; ok {
 				// Dated by its own signature when the cache knows it,

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"sync"
 	"time"
@@ -84,11 +85,17 @@ func (s *Shared) ServedVersions(ctx context.Context, key string) (*records.Versi
 // sharing one read): within it, the list taken is answered from the
 // engine's memo, asking the tier nothing. A write of the cache's list
 // (an import's, a removal's), which the memo forgets, has it taken again.
-// A tier that fails is asked again after SeenTTL; meanwhile the list
-// taken before stands, else the cache's.
+// So is a key neither has a list under asked once in SeenTTL, unless a
+// write happened since (the memo's generation advanced). A tier that
+// fails is asked again after SeenTTL; meanwhile the list taken before
+// stands, else the cache's.
 func (s *Shared) sealedVersions(ctx context.Context, key string) (*records.VersionList, time.Time, bool) {
-	if val, at, _, ok := s.recs.Remembered(key); ok && s.taken.holds(key, val, s.cfg.Now()) {
+	val, at, gen, ok := s.recs.Remembered(key)
+	switch now := s.cfg.Now(); {
+	case ok && s.taken.holds(key, val, now):
 		return val.(*records.VersionList), at, true
+	case !ok && s.lacked.lacks(key, gen, now):
+		return nil, time.Time{}, false
 	}
 	res, err := s.life.Coalesce(ctx, "versions", "sealed versions\x00"+key, func(ctx context.Context) (any, error) {
 		return s.takeSealed(ctx, key), nil
@@ -118,19 +125,60 @@ func (s *Shared) takeSealed(ctx context.Context, key string) sealedList {
 		s.taken.put(key, takenList{at: now, list: weak.Make(list), from: prev.from})
 		return sealedList{list: list, storedAt: valAt}
 	case r.list == nil:
+		// None: asked again after SeenTTL, or once a write happened.
+		if gen, ok := s.unwritten(ctx, key, gen, r); ok {
+			s.lacked.put(key, takenList{at: now, none: true, gen: gen})
+		}
 		return r
 	case remembered && hadPrev && prev.list.Value() == val && prev.from.same(r.from):
 		// Taken from the same two lists as before: what the memo holds.
 		prev.at = now
 		s.taken.put(key, prev)
 		return sealedList{list: val.(*records.VersionList), storedAt: valAt}
-	case r.own && !remembered:
-		s.recs.Remember(key, gen, r.list, r.storedAt) // as the store holds it
-	default:
-		s.recs.Adopt(key, gen, r.list, r.storedAt)
+	}
+	// Put in the memo, again where a write under another key advanced
+	// its generation meanwhile (unwritten), a few times at most.
+	for range 4 {
+		var kept bool
+		if r.own && !remembered {
+			kept = s.recs.Remember(key, gen, r.list, r.storedAt) // as the store holds it
+		} else {
+			kept = s.recs.Adopt(key, gen, r.list, r.storedAt)
+		}
+		if kept {
+			break
+		}
+		var ok bool
+		if gen, ok = s.unwritten(ctx, key, gen, r); !ok {
+			break
+		}
+		_, _, _, remembered = s.recs.Remembered(key)
 	}
 	s.taken.put(key, takenList{at: now, list: weak.Make(r.list), from: r.from})
 	return r
+}
+
+// unwritten says, where the memo's generation advanced from gen while r
+// was read (a write under any key advances it: the lists read at once
+// of other keys taken into the memo, a package record stored), whether
+// the cache's list under key is still the one read, and returns the
+// generation to put r in the memo with: then what r was taken from
+// stands, and the tier is not asked again for it on the next lookup.
+func (s *Shared) unwritten(ctx context.Context, key string, gen uint64, r sealedList) (uint64, bool) {
+	now := s.recs.Generation()
+	if now == gen {
+		return gen, true
+	}
+	var cur records.VersionList
+	_, _, err := s.recs.Get(ctx, key, &cur)
+	have := err == nil && records.KnownSchema(cur.Schema)
+	switch {
+	case err != nil && !errors.Is(err, cache.ErrNotFound), have != (r.cached != nil):
+		return 0, false
+	case have && !reflect.DeepEqual(&cur, r.cached):
+		return 0, false
+	}
+	return now, true
 }
 
 // sealedList is the version list a sealed replica serves (sealedRead).
@@ -138,6 +186,7 @@ type sealedList struct {
 	list     *records.VersionList // nil: none
 	storedAt time.Time            // when list was stored (the tier's copy's, for one taken from there)
 	own      bool                 // list is the cache's, as stored
+	cached   *records.VersionList // the cache's list read (nil: none)
 	from     listSources          // the lists read
 }
 
@@ -171,6 +220,7 @@ func (s *Shared) sealedRead(ctx context.Context, key string) (sealedList, error)
 	found = found && records.KnownSchema(theirs.Schema)
 	var r sealedList
 	if haveOwn {
+		r.cached = &own
 		r.from.ownAt, r.from.ownListed = ownAt, own.ListingTime(ownAt)
 	}
 	if found {
@@ -198,13 +248,16 @@ func (s *Shared) sealedRead(ctx context.Context, key string) (sealedList, error)
 //     stays listed, added to the later listing, which lacked it, and
 //     dated by its time as the release dating dates an import's addition
 //     (mirror/gate);
-//   - the dating of the versions theirs names that own's listing did
-//     not (published since it) and that theirs does not date itself:
-//     the time of own's listing, which lacked them (records.VersionList.Dates),
-//     as a replica that takes another's newer listing for the one
-//     before its own dates them where no record of the replica that saw
-//     them first does (never as versions of a first listing, dated by
-//     their signature alone).
+//   - the dating of the versions theirs names that it does not date
+//     itself (records.VersionList.Dates): own's dating of them (a list
+//     a removal stored of one served so carries the dating it was
+//     served with, which the release dating does not read of a list
+//     no listing of this replica's is behind), else, for one own's
+//     listing did not name (published since it), the time of own's
+//     listing, which lacked it, as a replica that takes another's newer
+//     listing for the one before its own dates them where no record of
+//     the replica that saw them first does (never as versions of a
+//     first listing, dated by their signature alone).
 func laterListing(theirs *records.VersionList, theirAt time.Time, own *records.VersionList, ownAt time.Time) *records.VersionList {
 	out := theirs.WithVersions(slices.Clone(theirs.Versions))
 	out.ListedAt = theirs.ListingTime(theirAt)
@@ -226,16 +279,20 @@ func laterListing(theirs *records.VersionList, theirAt time.Time, own *records.V
 		}
 	}
 	records.SortVersions(out.Versions)
-	if ownListed.IsZero() {
-		return out
-	}
 	ownNamed := make(map[string]bool)
 	for _, v := range own.Named() {
 		ownNamed[v] = true
 	}
 	cloned := false
 	for _, v := range theirs.Named() {
-		if ownNamed[v] || !theirs.Dates[v].IsZero() {
+		if !theirs.Dates[v].IsZero() {
+			continue
+		}
+		at := own.Dates[v]
+		if at.IsZero() && !ownNamed[v] {
+			at = ownListed
+		}
+		if at.IsZero() {
 			continue
 		}
 		if !cloned {
@@ -244,7 +301,7 @@ func laterListing(theirs *records.VersionList, theirAt time.Time, own *records.V
 				out.Dates = map[string]time.Time{}
 			}
 		}
-		out.Dates[v] = ownListed.UTC()
+		out.Dates[v] = at.UTC()
 	}
 	return out
 }
@@ -256,11 +313,13 @@ type takenList struct {
 	at   time.Time // when the tier was asked
 	list weak.Pointer[records.VersionList]
 	from listSources
+	none bool   // neither the cache nor the tier had a list
+	gen  uint64 // for none, the memo's generation before they were read
 }
 
 // takenLists remembers, by key, the version list a sealed replica took
-// last (see sealedVersions). Beyond seenMax keys they are all forgotten,
-// and taken again.
+// last (see sealedVersions), or that it found none. Beyond seenMax keys
+// they are all forgotten, and taken again.
 type takenLists struct {
 	mu sync.Mutex
 	m  map[string]takenList
@@ -278,9 +337,22 @@ func (l *takenLists) get(key string) (takenList, bool) {
 // the one taken last, within SeenTTL of now.
 func (l *takenLists) holds(key string, val any, now time.Time) bool {
 	t, ok := l.get(key)
-	if !ok || val == nil || val != any(t.list.Value()) {
+	if !ok || t.none || val == nil || val != any(t.list.Value()) {
 		return false
 	}
+	return t.within(now)
+}
+
+// lacks says whether neither the cache nor the tier had a list under key
+// when asked last, within SeenTTL of now, and nothing was written since
+// the memo's generation was gen.
+func (l *takenLists) lacks(key string, gen uint64, now time.Time) bool {
+	t, ok := l.get(key)
+	return ok && t.none && t.gen == gen && t.within(now)
+}
+
+// within says whether t was taken within SeenTTL of now.
+func (t takenList) within(now time.Time) bool {
 	age := now.Sub(t.at)
 	return age >= 0 && age < SeenTTL
 }

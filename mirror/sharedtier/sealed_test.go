@@ -1,11 +1,14 @@
 package sharedtier
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -181,5 +184,116 @@ func TestLaterListingKeepsImportsAndDatesWhatItAdds(t *testing.T) {
 	got = laterListing(theirs, late, alone, early)
 	if want := []string{"1.0.0", "1.1.0", "1.3.0", "1.5.0"}; !slices.Equal(got.Names(), want) || !slices.Equal(got.ImportAdded, []string{"1.5.0"}) || len(got.Dates) != 1 {
 		t.Errorf("over an import's list alone: versions %v, import added %v, dates %v; want %v, [1.5.0], the tier's", got.Names(), got.ImportAdded, got.Dates, want)
+	}
+}
+
+// A sealed replica asked for a provider neither its cache nor the tier
+// has a version list of asks the tier once per SeenTTL, not on every
+// request; a list an import writes in the cache meanwhile is served at
+// once, and a list the tier takes is served once SeenTTL has passed.
+// Asked for more such providers than it remembers, it still answers
+// the lists it took from the memo, asking the tier nothing.
+func TestSealedVersionsNoListAskedOncePerSeenTTL(t *testing.T) {
+	const key = "versions/example.com/ns/p"
+	early := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := &testClock{now: early.Add(24 * time.Hour)}
+	tier := newFakeTier()
+	s := newSealed(t, tier, clock)
+	gets := func() int { tier.mu.Lock(); defer tier.mu.Unlock(); return tier.gets }
+
+	for range 10 {
+		if list, _, ok := s.Versions(t.Context(), key); ok || list != nil {
+			t.Fatalf("a list where neither store has one: %v", list.Names())
+		}
+		clock.Add(SeenTTL / 20)
+	}
+	if n := gets(); n != 1 {
+		t.Errorf("10 lookups of a list no store has within SeenTTL asked the tier %d times, want once", n)
+	}
+	putTier(t, tier, key, versionList(early, "1.0.0"))
+	clock.Add(SeenTTL)
+	if list, _, ok := s.Versions(t.Context(), key); !ok || !slices.Equal(list.Names(), []string{"1.0.0"}) {
+		t.Errorf("the tier's list, taken SeenTTL later: %v, %v; want [1.0.0]", list.Names(), ok)
+	}
+
+	const other = "versions/example.com/ns/q"
+	if _, _, ok := s.Versions(t.Context(), other); ok {
+		t.Fatal("a list where neither store has one")
+	}
+	imported := versionList(time.Time{}, "2.0.0")
+	imported.ImportOnly, imported.Imported = true, true
+	if err := s.recs.Put(other, imported); err != nil {
+		t.Fatal(err)
+	}
+	if list, _, ok := s.Versions(t.Context(), other); !ok || !slices.Equal(list.Names(), []string{"2.0.0"}) {
+		t.Errorf("the cache's list an import wrote: %v, %v; want [2.0.0] at once", list.Names(), ok)
+	}
+
+	asked := gets()
+	for i := range seenMax {
+		s.Versions(t.Context(), fmt.Sprintf("versions/example.com/ns/none%d", i))
+	}
+	if gets()-asked != seenMax {
+		t.Fatalf("the tier was asked %d times for %d providers it has no list of, want once each", gets()-asked, seenMax)
+	}
+	asked = gets()
+	if list, _, ok := s.Versions(t.Context(), key); !ok || !slices.Equal(list.Names(), []string{"1.0.0"}) || gets() != asked {
+		t.Errorf("the list taken, within SeenTTL: %v, %v, and the tier asked %d times; want [1.0.0] from the memo", list.Names(), ok, gets()-asked)
+	}
+}
+
+// barrierTier is a tier whose first reads wait until wg is done (each
+// of them marking it done once), so that they overlap.
+type barrierTier struct {
+	*fakeTier
+	wg      *sync.WaitGroup
+	waiting *atomic.Int64 // the reads still to wait
+}
+
+func (b barrierTier) GetMeta(ctx context.Context, key string) (json.RawMessage, time.Time, error) {
+	if b.waiting.Add(-1) >= 0 {
+		b.wg.Done()
+		b.wg.Wait()
+	}
+	return b.fakeTier.GetMeta(ctx, key)
+}
+
+// A sealed replica asked for several providers at once, on a cold memo,
+// asks the tier for each list once: the lists taken at the same time are
+// all answered from the memo within SeenTTL, rather than one each time
+// and the others taken again on their next lookups.
+func TestSealedVersionsTakenAtOnceAskedOnce(t *testing.T) {
+	const n = 4
+	early := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := &testClock{now: early.Add(24 * time.Hour)}
+	tier := newFakeTier()
+	var wg sync.WaitGroup
+	var waiting atomic.Int64
+	wg.Add(n)
+	waiting.Store(n)
+	s := newSealed(t, barrierTier{tier, &wg, &waiting}, clock)
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("versions/example.com/ns/p%d", i)
+		putTier(t, tier, keys[i], versionList(early, "1.0.0"))
+	}
+	gets := func() int { tier.mu.Lock(); defer tier.mu.Unlock(); return tier.gets }
+	var taken sync.WaitGroup
+	for _, key := range keys {
+		taken.Go(func() {
+			if _, _, ok := s.Versions(t.Context(), key); !ok {
+				t.Errorf("%s: no list", key)
+			}
+		})
+	}
+	taken.Wait()
+	asked := gets()
+	for _, key := range keys {
+		if list, _, ok := s.Versions(t.Context(), key); !ok || !slices.Equal(list.Names(), []string{"1.0.0"}) {
+			t.Errorf("%s: %v, %v; want [1.0.0]", key, list.Names(), ok)
+		}
+	}
+	if n := gets() - asked; n != 0 {
+		t.Errorf("the lists taken at once were asked of the tier %d more times within SeenTTL, want none", n)
 	}
 }

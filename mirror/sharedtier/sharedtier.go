@@ -133,8 +133,9 @@ type Shared struct {
 	metrics Metrics
 	// seen remembers what the tier holds, for a sealed mirror's version
 	// lists (see Installable), with SeenTTL; so does taken, of the lists.
-	seen  answers
-	taken takenLists // the version lists a sealed mirror took (sealedVersions)
+	seen   answers
+	taken  takenLists // the version lists a sealed mirror took (sealedVersions)
+	lacked takenLists // the keys it found none under, apart: many asked for do not forget the lists taken
 
 	writes chan struct{} // one for each record write under way (Share), maxRecordWrites at most
 

@@ -133,16 +133,16 @@ func (r *Records) Remembered(key string) (val any, storedAt time.Time, gen uint6
 }
 
 // Remember remembers a record read from the store, unless a write
-// happened since Remembered returned gen.
-func (r *Records) Remember(key string, gen uint64, val any, storedAt time.Time) {
-	r.m.Put(key, gen, entry{storedAt: storedAt, val: val})
+// happened since Remembered returned gen (false then).
+func (r *Records) Remember(key string, gen uint64, val any, storedAt time.Time) bool {
+	return r.m.Put(key, gen, entry{storedAt: storedAt, val: val})
 }
 
 // Adopt remembers a record that is not in the store (a copy from the
-// shared tier), unless a write happened since Remembered returned gen; it
-// advances the generation as a write does.
-func (r *Records) Adopt(key string, gen uint64, val any, storedAt time.Time) {
-	r.m.Adopt(key, gen, entry{storedAt: storedAt, val: val})
+// shared tier), unless a write happened since Remembered returned gen
+// (false then); it advances the generation as a write does.
+func (r *Records) Adopt(key string, gen uint64, val any, storedAt time.Time) bool {
+	return r.m.Adopt(key, gen, entry{storedAt: storedAt, val: val})
 }
 
 // Forget drops key; call it after writing (or failing to write) key.
