@@ -19,6 +19,8 @@
 //	                 "damaged": true once a read found its stored bytes damaged
 //	p/ping           Ping's probe
 //	x/flush          written and dropped to flush the memtable (gc.go)
+//	a/settle         empty, written by every flush after deletions with z/settle: the
+//	z/settle         table flushed spans every key, and so does its compaction (gc.go)
 package cache
 
 import (
@@ -157,6 +159,9 @@ type testHooks struct {
 	// and before it adds them to the counters; dbWaits when a database access
 	// must wait for the database to be reopened.
 	recounted, dbWaits func()
+	// settled is called by the value-log GC after each settle of
+	// deletions (gc.go).
+	settled func()
 }
 
 // Open opens (creating if needed) the store in opts.Dir, rebuilds its

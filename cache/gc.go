@@ -41,6 +41,13 @@ const urgentSettleInterval = time.Second
 // its memtable.
 var flushKey = []byte("x/flush")
 
+// settleFences are the keys settleDeletes writes, and keeps, with the
+// flush: one sorts before every other key of the store and one after. The
+// table the settle flushes spans every key with them, so its compaction
+// takes in every table of the tree, those holding deletions an earlier
+// settle could not count among them (see run).
+var settleFences = [][]byte{[]byte("a/settle"), []byte("z/settle")}
+
 // valueLogGC returns the space of deleted archives to the disk (run).
 type valueLogGC struct {
 	db     *database
@@ -81,9 +88,14 @@ func (s *Store) startGC(opts Options) {
 // the LSM tree into one level (settleDeletes), at most every
 // minSettleInterval (urgentSettleInterval while writers wait for the data
 // directory's budget), and then runs the value-log GC until it finds no
-// file worth rewriting. A GC round rewrites up to a value-log file: it runs only
-// when that much is free above the reserve, and never on a read-only
-// cache.
+// file worth rewriting. A compaction counts only the deletions older than
+// every read under way (Badger keeps what a read may still see): when a
+// settle left deletions uncounted (a read that began before them, such as
+// the count at Open, had not ended), it is followed by another once the
+// interval has passed, without waiting for more deletions, which a cache
+// at its disk budget with nothing left to evict would never make. A GC
+// round rewrites up to a value-log file: it runs only when that much is
+// free above the reserve, and never on a read-only cache.
 func (g *valueLogGC) run(ctx context.Context, interval time.Duration) {
 	d := g.db
 	t := time.NewTicker(interval)
@@ -115,11 +127,19 @@ func (g *valueLogGC) run(ctx context.Context, interval time.Duration) {
 		}
 		if d.deletes.Swap(0) > 0 {
 			settled = time.Now()
-			if err := g.settleDeletes(); err != nil {
+			err := g.settleDeletes()
+			switch {
+			case err == nil && g.uncounted():
+				d.deletes.Add(1) // settled again once the interval has passed
+				d.kickGC()
+			case err != nil:
 				d.deletes.Add(1) // try again next time
 				if !errors.Is(err, ErrClosed) && !errors.Is(err, ErrNotWritable) {
 					d.log.Warn("compacting the cache after deletions", "error", quiet(err))
 				}
+			}
+			if h := d.hooks.settled; h != nil {
+				h()
 			}
 		}
 		for ctx.Err() == nil && g.round() == nil && !g.budget.stuck.Load() {
@@ -132,8 +152,11 @@ func (g *valueLogGC) run(ctx context.Context, interval time.Duration) {
 // level, so that every deleted value's place in the value log is counted
 // as garbage. Badger has no call that only flushes the memtable:
 // DropPrefix flushes it before it drops, so a key is written to be
-// dropped. DropPrefix refuses writes while it runs; the store's own
-// writes wait for it instead (writeMu).
+// dropped. The fences written with it make the flushed table span every
+// key, so that the compaction takes in every table of the tree: one that
+// holds deletions an earlier settle could not count is rewritten too.
+// DropPrefix refuses writes while it runs; the store's own writes wait
+// for it instead (writeMu).
 func (g *valueLogGC) settleDeletes() error {
 	d := g.db
 	if d.space.Dir == "" {
@@ -143,7 +166,15 @@ func (g *valueLogGC) settleDeletes() error {
 		err := func() error {
 			d.writeMu.Lock()
 			defer d.writeMu.Unlock()
-			if err := db.Update(func(txn *badger.Txn) error { return txn.Set(flushKey, nil) }); err != nil {
+			err := db.Update(func(txn *badger.Txn) error {
+				for _, k := range append([][]byte{flushKey}, settleFences...) {
+					if err := txn.Set(k, nil); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
 				return err
 			}
 			return db.DropPrefix(flushKey)
@@ -153,6 +184,25 @@ func (g *valueLogGC) settleDeletes() error {
 		}
 		return db.Flatten(1)
 	})
+}
+
+// uncounted reports whether the tree holds deletions that the last
+// compaction kept rather than counted: Badger keeps a deletion marker,
+// and the value it deleted, while a read older than the deletion is under
+// way, and counts the marker as stale data in its table. A store that
+// uses no expiry has no other stale data once the tree is in one level.
+func (g *valueLogGC) uncounted() bool {
+	var kept bool
+	g.db.withDB(func() error {
+		if g.db.bdb == nil {
+			return nil
+		}
+		for _, t := range g.db.bdb.Tables() {
+			kept = kept || t.StaleDataSize > 0
+		}
+		return nil
+	})
+	return kept
 }
 
 // round rewrites (and deletes) at most one value-log file. The store's
