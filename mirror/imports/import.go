@@ -11,7 +11,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
@@ -574,25 +573,13 @@ func (s *Importer) storeImported(ctx context.Context, p addrs.Provider, v versio
 // list, in turn with refreshes of it.
 func (s *Importer) listImported(ctx context.Context, p addrs.Provider, v versions.Version, in Imported) error {
 	key := records.VersionsKey(p)
-	for range maxRounds {
-		// ran: the addition ran, and werr is its error. The callers of
-		// a refresh that join it are given lifetime.ErrWritten: the
-		// list stored is no answer of the origin's.
-		var ran atomic.Bool
-		var werr error
-		_, err := s.parts.Life.Coalesce(ctx, "versions", key, func(context.Context) (any, error) {
-			werr = s.addListed(ctx, key, p, v, in)
-			ran.Store(true)
-			return nil, lifetime.ErrWritten
-		})
-		switch {
-		case ran.Load():
-			return werr
-		case err != nil && ctx.Err() != nil:
-			return err
-		}
+	err := s.parts.Life.WriteInTurn(ctx, "versions", key, func(context.Context) error {
+		return s.addListed(ctx, key, p, v, in)
+	})
+	if errors.Is(err, lifetime.ErrKeptFetching) {
+		return fmt.Errorf("version list of %s kept changing while it was imported", p)
 	}
-	return fmt.Errorf("version list of %s kept changing while it was imported", p)
+	return err
 }
 
 // addListed adds v with the imported platforms to the version list

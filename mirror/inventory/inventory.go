@@ -19,7 +19,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
@@ -329,32 +328,14 @@ func (s *Inventory) unlist(p addrs.Provider, v versions.Version) error {
 	} else if _, ok := list.Find(v); !ok {
 		return nil // nothing to take off: no refresh waited for
 	}
-	for range maxRounds {
-		// ran: unlistFrom ran, and werr is its error. The callers of a
-		// refresh that join the removal are given ErrWritten: the list
-		// stored is no answer of the origin's.
-		var ran atomic.Bool
-		var werr error
-		_, err := s.parts.Life.Coalesce(ctx, "versions", key, func(ctx context.Context) (any, error) {
-			werr = s.unlistFrom(ctx, key, v)
-			ran.Store(true)
-			return nil, lifetime.ErrWritten
-		})
-		switch {
-		case ran.Load():
-			return werr
-		case errors.Is(err, records.ErrShutDown) || ctx.Err() != nil:
-			return err
-		}
-		// A refresh of the list was under way: go again, on the list
-		// it stored.
+	err := s.parts.Life.WriteInTurn(ctx, "versions", key, func(ctx context.Context) error {
+		return s.unlistFrom(ctx, key, v)
+	})
+	if errors.Is(err, lifetime.ErrKeptFetching) {
+		return fmt.Errorf("the version list of %s kept changing while %s was taken off it", p, v)
 	}
-	return fmt.Errorf("the version list of %s kept changing while %s was taken off it", p, v)
+	return err
 }
-
-// maxRounds bounds how often a removal waits for a refresh of the
-// version list it writes.
-const maxRounds = 32
 
 // unlistFrom takes v off the list under key (see unlist), coalesced with
 // its refreshes; a list gone meanwhile, or that no longer names v, is

@@ -123,6 +123,41 @@ var ErrStillWaiting = errors.New("the origin has not answered yet")
 // writer takes its own outcome from its function, not from Coalesce.
 var ErrWritten = errors.New("written in turn with its fetches, not fetched")
 
+// ErrKeptFetching is WriteInTurn's error when a fetch of the record was
+// under way each of the rounds it waited.
+var ErrKeptFetching = errors.New("fetched again each time it was to be written")
+
+// writeRounds bounds how often WriteInTurn waits for a fetch.
+const writeRounds = 32
+
+// WriteInTurn runs write, a write of the record under key, in turn with
+// the fetches of it coalesced under kind and key (Coalesce): a fetch
+// under way is waited for and write run after it (writeRounds times at
+// most, then ErrKeptFetching), so that write reads what the fetch
+// stored, never has its own stored over; the callers of a fetch that
+// join the write are given ErrWritten. It returns write's error, or why
+// write did not run (ctx done, the lifetime stopped: records.ErrShutDown).
+func (l *Lifetime) WriteInTurn(ctx context.Context, kind, key string, write func(context.Context) error) error {
+	for range writeRounds {
+		// ran: write ran, and werr is its error.
+		var ran atomic.Bool
+		var werr error
+		_, err := l.Coalesce(ctx, kind, key, func(ctx context.Context) (any, error) {
+			werr = write(ctx)
+			ran.Store(true)
+			return nil, ErrWritten
+		})
+		switch {
+		case ran.Load():
+			return werr
+		case errors.Is(err, records.ErrShutDown) || ctx.Err() != nil:
+			return err
+		}
+		// A fetch was under way: go again, on what it stored.
+	}
+	return ErrKeptFetching
+}
+
 // StaleMessage is the log line of a cached copy of what (a version list)
 // served, stale, because the coalesced refresh of it failed with err, or
 // is still waited for (ErrStillWaiting).
