@@ -10,6 +10,7 @@ import (
 	"github.com/apparentlymart/go-versions/versions"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/mirror/providerlists"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/policy"
 )
@@ -98,16 +99,8 @@ type PlatformArchive struct {
 func (s *Engine) Package(ctx context.Context, p addrs.Provider, v versions.Version, platforms []addrs.Platform) (*Package, error) {
 	gen := s.records.generation()
 	k := records.KeysOf(p).Of(v)
-	// What the policy refuses whatever the version's release time is
-	// refused before the list is read, which may ask the origin.
-	if err := s.gate.CheckUndated(policy.Provider, k.Name, v.String()); err != nil {
-		return nil, err
-	}
-	entry, list, st, err := s.records.versionEntry(ctx, k)
+	entry, st, err := s.allowedEntry(ctx, k)
 	if err != nil {
-		return nil, err
-	}
-	if err := s.gate.CheckProviderIn(ctx, p, v, list); err != nil {
 		return nil, err
 	}
 	need := s.records.platformsFor(entry, platforms)
@@ -126,6 +119,25 @@ func (s *Engine) Package(ctx context.Context, p addrs.Provider, v versions.Versi
 		}
 	}
 	return pkg, nil
+}
+
+// allowedEntry returns the entry of the version k names in its version
+// list, as the package policy allows it, for Package and Evidence: what
+// the policy refuses whatever the version's release time is, refused
+// before the list is read (which may ask the origin), then the version
+// as dated by the list.
+func (s *Engine) allowedEntry(ctx context.Context, k records.VersionKeys) (records.VersionEntry, providerlists.State, error) {
+	if err := s.gate.CheckUndated(policy.Provider, k.Name, k.Version.String()); err != nil {
+		return records.VersionEntry{}, providerlists.State{}, err
+	}
+	entry, list, st, err := s.records.versionEntry(ctx, k)
+	if err != nil {
+		return records.VersionEntry{}, providerlists.State{}, err
+	}
+	if err := s.gate.CheckProviderIn(ctx, k.Provider, k.Version, list); err != nil {
+		return records.VersionEntry{}, providerlists.State{}, err
+	}
+	return entry, st, nil
 }
 
 // OpenArchive opens the archive of version v of p for platform pl: from

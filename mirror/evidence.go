@@ -14,7 +14,6 @@ import (
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
-	"github.com/tfmirror/tfmirror/v2/policy"
 	"github.com/tfmirror/tfmirror/v2/verify"
 )
 
@@ -38,15 +37,8 @@ import (
 // *verify.Error. Errors: those of Package, and verify.ErrIntegrity.
 func (s *Engine) Evidence(ctx context.Context, p addrs.Provider, v versions.Version, platforms []addrs.Platform) (*records.Evidence, error) {
 	k := records.KeysOf(p).Of(v)
-	// Refused before the list is read, as by Package.
-	if err := s.gate.CheckUndated(policy.Provider, k.Name, v.String()); err != nil {
-		return nil, err
-	}
-	entry, list, st, err := s.records.versionEntry(ctx, k)
+	entry, st, err := s.allowedEntry(ctx, k)
 	if err != nil {
-		return nil, err
-	}
-	if err := s.gate.CheckProviderIn(ctx, p, v, list); err != nil {
 		return nil, err
 	}
 	need := s.records.platformsFor(entry, platforms)
