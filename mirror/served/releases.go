@@ -207,7 +207,8 @@ func (r *Releases) SignerKeyID(pub releases.Publisher, product, version string) 
 
 // Versions is releases.Releases.Versions behind the policy: a product it
 // refuses is refused before the list is asked for, and the versions it
-// holds back are left out. A version's signature time is learnt from the
+// holds back are left out. A version deny_version refuses is left out
+// before it is dated. A version's signature time is learnt from the
 // cache, else from the origin for the newest versions only
 // (maxLookupsPerList), until one is old enough: the older ones (lower in
 // precedence, not another build of its release) are taken to be as old
@@ -238,6 +239,13 @@ func (r *Releases) Versions(ctx context.Context, pub releases.Publisher, product
 	// before the patches of the current line that follow it.
 	lookups, oldEnough, oldRelease := 0, "", ""
 	for _, l := range list.Versions {
+		// The rules that need no release time (deny_version) decide
+		// first, as for a version asked for: a version they refuse is
+		// neither looked up nor taken to date the ones below it.
+		if v, final := sub.Undated(l.Version, now); final && !v.Allowed {
+			r.held.note(pub, product, l.Version, v.Rule)
+			continue
+		}
 		rel := policy.Release{At: r.rel.ListingTime(pub, product, l.Version), Known: true}
 		anchor := oldRelease
 		if preRelease(l.Version) {

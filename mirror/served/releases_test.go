@@ -678,3 +678,42 @@ func TestReleasesRelistedVersionKeepsItsDating(t *testing.T) {
 		t.Errorf("1.5.7, cached and first listed by the first list: %v", err)
 	}
 }
+
+// TestReleasesListDeniedVersionsNotLookedUp: under minimum_release_age,
+// a list asks the origin for the SHA256SUMS of its newest versions only,
+// to date them; the versions deny_version refuses need no date, so none
+// of their SHA256SUMS is fetched, and they take none of the list's
+// lookups. Denying every version from 1.6.0 on (Terraform's licence
+// change) left the versions below them undated, held and left out of the
+// list, for as many lists as there were denied versions to look up.
+func TestReleasesListDeniedVersionsNotLookedUp(t *testing.T) {
+	o, side, clock, _ := releasesRig(t)
+	rel := side.Served
+	ctx := context.Background()
+	now := clock.Now()
+	o.SetSignedAt(now.Add(-90 * 24 * time.Hour))
+	denied := []string{"1.6.1", "1.6.2", "1.7.0", "1.7.1", "1.8.0"}
+	for _, v := range denied { // each released within the minimum release age
+		o.Add("hashicorp", "terraform", v, "linux_amd64")
+		o.SetVersionSignedAt("terraform", v, now.Add(-24*time.Hour))
+	}
+	side.Engine.SetPolicy(enginetest.DecodePolicy(t, `
+minimum_release_age = "72h"
+deny_version "releases.hashicorp.com/hashicorp/terraform" {
+  versions = ">= 1.6.0"
+  reason   = "licence"
+}`))
+	got := listedVersions(t, rel, releases.HashiCorp, "terraform")
+	if !slices.Equal(got, []string{"1.5.7"}) {
+		t.Errorf("listed %v, want [1.5.7]: every newer version is denied, 1.5.7 signed long ago", got)
+	}
+	for _, v := range append(denied, "1.6.0") {
+		if n := o.Hits("/hc/terraform/" + v + "/terraform_" + v + "_SHA256SUMS"); n != 0 {
+			t.Errorf("denied %s: its SHA256SUMS fetched %d times to date it", v, n)
+		}
+	}
+	var pe *gate.PolicyError
+	if _, err := rel.Sums(ctx, releases.HashiCorp, "terraform", "1.7.0"); !errors.As(err, &pe) || pe.Verdict.Rule != policy.RuleDenyVersion {
+		t.Errorf("1.7.0: %v, want denied", err)
+	}
+}
