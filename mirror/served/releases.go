@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
+	"net/http"
 	"strings"
 	"time"
 
@@ -238,6 +240,10 @@ func (r *Releases) Versions(ctx context.Context, pub releases.Publisher, product
 	// pre-release of the next line (Terraform's alphas) is published
 	// before the patches of the current line that follow it.
 	lookups, oldEnough, oldRelease := 0, "", ""
+	// originFailed: a lookup found the origin failing (or the caller
+	// gone), and the others are not asked: each may wait the origin's
+	// whole time limit.
+	originFailed := false
 	for _, l := range list.Versions {
 		// The rules that need no release time (deny_version) decide
 		// first, as for a version asked for: a version they refuse is
@@ -258,11 +264,13 @@ func (r *Releases) Versions(ctx context.Context, pub releases.Publisher, product
 			var signed time.Time
 			if s, err := r.rel.HeldSums(pub, product, l.Version); err == nil {
 				signed = s.SignedAt
-			} else if lookups < maxLookupsPerList {
+			} else if lookups < maxLookupsPerList && !originFailed {
 				lookups++
-				if s, err := r.rel.Sums(ctx, pub, product, l.Version); err == nil {
+				s, err := r.rel.Sums(ctx, pub, product, l.Version)
+				if err == nil {
 					signed = s.SignedAt
 				}
+				originFailed = failedOrigin(ctx, err)
 			}
 			if signed.IsZero() {
 				rel.Known = false
@@ -292,6 +300,35 @@ func (r *Releases) Versions(ctx context.Context, pub releases.Publisher, product
 		}
 	}
 	return out, st, nil
+}
+
+// failedOrigin reports whether err, a lookup's, says that the origin
+// gives no answer now (unreachable, failing, too slow, its circuit
+// open), or that ctx ended: not one about the version looked up (none
+// such, or a document that fails its checks).
+func failedOrigin(ctx context.Context, err error) bool {
+	if err == nil {
+		return false
+	}
+	if ctx.Err() != nil {
+		return true
+	}
+	var oe *failure.OriginError
+	if !errors.As(failure.FromOrigin(err), &oe) {
+		return false
+	}
+	switch oe.Kind {
+	case failure.OriginFailed:
+		// A timeout, a failed connection, a 5xx or a 429 is the
+		// origin's; another 4xx, or an answer that is malformed or too
+		// large, the version's.
+		var ne net.Error
+		return oe.Timeout || oe.StatusCode >= 500 || oe.StatusCode == http.StatusTooManyRequests ||
+			oe.StatusCode == 0 && errors.As(err, &ne)
+	case failure.CircuitOpen, failure.UntrustedCertificate, failure.HostNotAllowed:
+		return true
+	}
+	return false
 }
 
 // Sums is releases.Releases.Sums behind the policy.

@@ -717,3 +717,59 @@ deny_version "releases.hashicorp.com/hashicorp/terraform" {
 		t.Errorf("1.7.0: %v, want denied", err)
 	}
 }
+
+// An origin that fails the first lookup of a list's dating is asked for
+// no other version's SHA256SUMS in that list: each lookup may wait the
+// origin's whole time limit, and the versions left undated are held, as
+// they would be by the lookups' failures.
+func TestReleasesListStopsLookingUpWhenTheOriginFails(t *testing.T) {
+	o, side, clock, _ := releasesRig(t)
+	rel := side.Served
+	now := clock.Now()
+	o.SetSignedAt(now.Add(-90 * 24 * time.Hour))
+	recent := []string{"1.6.1", "1.6.2", "1.7.0", "1.7.1"}
+	for _, v := range recent {
+		o.Add("hashicorp", "terraform", v, "linux_amd64")
+		o.SetVersionSignedAt("terraform", v, now.Add(-24*time.Hour))
+	}
+	// Listed with no minimum release age: nothing is looked up, and the
+	// list is held fresh.
+	if got := listedVersions(t, rel, releases.HashiCorp, "terraform"); len(got) != 6 {
+		t.Fatalf("listed %v, want all six versions", got)
+	}
+	side.Engine.SetPolicy(enginetest.DecodePolicy(t, `minimum_release_age = "72h"`))
+	o.SetDown(true)
+	got := listedVersions(t, rel, releases.HashiCorp, "terraform")
+	if len(got) != 0 {
+		t.Errorf("listed %v with the origin down, want none: no version could be dated", got)
+	}
+	asked := 0
+	for _, v := range append(recent, "1.6.0", "1.5.7") {
+		if o.Hits("/hc/terraform/"+v+"/terraform_"+v+"_SHA256SUMS") > 0 {
+			asked++
+		}
+	}
+	if asked != 1 {
+		t.Errorf("%d versions' SHA256SUMS asked of an origin that failed the first, want 1", asked)
+	}
+}
+
+// A lookup that fails for its version alone (a SHA256SUMS missing, or
+// signed by a key nobody trusts) leaves the list's other lookups to go
+// on: the versions below it are dated.
+func TestReleasesListLooksOnPastAVersionsFailure(t *testing.T) {
+	o, side, clock, _ := releasesRig(t)
+	rel := side.Served
+	now := clock.Now()
+	o.SetSignedAt(now.Add(-90 * 24 * time.Hour))
+	o.Add("hashicorp", "terraform", "1.7.0", "linux_amd64")
+	o.Add("hashicorp", "terraform", "1.7.1", "linux_amd64")
+	o.Add("hashicorp", "terraform", "1.7.2", "linux_amd64")
+	o.SignWithOtherKey("terraform_1.7.2_SHA256SUMS")
+	o.Withhold("terraform_1.7.1_SHA256SUMS", true)
+	side.Engine.SetPolicy(enginetest.DecodePolicy(t, `minimum_release_age = "72h"`))
+	got := listedVersions(t, rel, releases.HashiCorp, "terraform")
+	if !slices.Equal(got, []string{"1.7.0", "1.6.0", "1.5.7"}) {
+		t.Errorf("listed %v, want [1.7.0 1.6.0 1.5.7]: 1.7.0 signed long ago, the two above it undatable", got)
+	}
+}
