@@ -341,6 +341,14 @@ func sortList(list *List) {
 	})
 }
 
+// PreRelease reports whether version is a pre-release: a hyphen before
+// its build metadata ("1.10.0-rc1"; not "1.9.1+ci-2", a build of a
+// release).
+func PreRelease(version string) bool {
+	pre, _, _ := strings.Cut(version, "+")
+	return strings.Contains(pre, "-")
+}
+
 // CompareVersions orders two versions as versions (-1 when a is older).
 func CompareVersions(a, b string) int {
 	va, _ := versions.ParseVersion(a)

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/tfmirror/tfmirror/v2/mirror"
@@ -254,7 +253,7 @@ func (r *Releases) Versions(ctx context.Context, pub releases.Publisher, product
 		}
 		rel := policy.Release{At: r.rel.ListingTime(pub, product, l.Version), Known: true}
 		anchor := oldRelease
-		if preRelease(l.Version) {
+		if releases.PreRelease(l.Version) {
 			anchor = oldEnough
 		}
 		// Only versions below the one old enough are taken to be as old:
@@ -280,7 +279,7 @@ func (r *Releases) Versions(ctx context.Context, pub releases.Publisher, product
 					if oldEnough == "" {
 						oldEnough = l.Version
 					}
-					if oldRelease == "" && !preRelease(l.Version) {
+					if oldRelease == "" && !releases.PreRelease(l.Version) {
 						oldRelease = l.Version
 					}
 				}
@@ -380,13 +379,6 @@ func (r *Releases) StoredVersion(pub releases.Publisher, product, version string
 		return &gate.PolicyError{Kind: "cli", Address: addr, Version: version, Verdict: v}
 	}
 	return nil
-}
-
-// preRelease says whether a listed version is a pre-release
-// ("1.7.0-alpha1"; not a build, "1.7.0+b").
-func preRelease(version string) bool {
-	pre, _, _ := strings.Cut(version, "+")
-	return strings.Contains(pre, "-")
 }
 
 func later(a, b time.Time) time.Time {

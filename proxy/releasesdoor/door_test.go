@@ -924,3 +924,19 @@ func TestSignaturesListedAreServedDuringKeyRotation(t *testing.T) {
 		t.Errorf("version index: %d %v %s, want %s and the .sig", status, err, body, keyed)
 	}
 }
+
+// TestOpenTofuLatestTakesABuildOfARelease: a release with build metadata
+// holding a hyphen ("1.9.1+ci-2") is a release, not a pre-release, and is
+// the latest when it is the newest.
+func TestOpenTofuLatestTakesABuildOfARelease(t *testing.T) {
+	r := newRig(t, nil)
+	r.origin.Add("opentofu", "tofu", "1.9.1+ci-2", "linux_amd64")
+	r.origin.Add("opentofu", "tofu", "1.10.0-rc1", "linux_amd64")
+	status, latest, _ := r.get(t, "/releases/opentofu/latest")
+	var doc struct {
+		TagName string `json:"tag_name"`
+	}
+	if err := json.Unmarshal(latest, &doc); err != nil || status != 200 || doc.TagName != "v1.9.1+ci-2" {
+		t.Errorf("latest: %d %s (%v), want v1.9.1+ci-2", status, latest, err)
+	}
+}

@@ -66,7 +66,7 @@ func (d *Door) opentofu(w http.ResponseWriter, r *http.Request, parts []string) 
 			return
 		}
 		for _, v := range list.Versions { // newest first, held versions left out
-			if !strings.Contains(v.Version, "-") {
+			if !releases.PreRelease(v.Version) {
 				d.writeJSON(w, r, githubRelease{TagName: "v" + v.Version}, st.Stale)
 				return
 			}
