@@ -117,6 +117,46 @@ func (e *LimitError) Error() string {
 // that is not found, or that needs credentials this fetch may not use.
 var ErrSource = errors.New("module source host refused the package")
 
+// ErrBadPackage matches a fetch that failed on what its source host sent:
+// an archive that is not one or is cut short, an entry of a type modules
+// cannot have, a Git repository without the ref asked for, a tree or
+// .gitmodules Git refuses, a package without the location's //SUBDIR.
+// Fetch marks so every error it fails with but those of the system it
+// runs on (the disk's: *fs.PathError, *os.LinkError, *os.SyscallError),
+// of its context, and those it says more of (*LimitError, ErrSource,
+// ErrUnsupported, safetree.ErrUnsafe). An error that holds a failure of
+// the network that brought the bytes may be marked too: that failure, as
+// the client that reached the source host reports it, is to be read
+// first. The error's message is the one it marks.
+var ErrBadPackage = errors.New("module source host sent no package the mirror can read")
+
+// badPackageError marks Err as the package's (ErrBadPackage).
+type badPackageError struct{ Err error }
+
+func (e *badPackageError) Error() string   { return e.Err.Error() }
+func (e *badPackageError) Unwrap() []error { return []error{ErrBadPackage, e.Err} }
+
+// sourceFailure returns err, failed with by a fetch whose context is ctx,
+// marked ErrBadPackage unless it is the system's, ctx's, one that says
+// more of itself, or marked already (see ErrBadPackage).
+func sourceFailure(ctx context.Context, err error) error {
+	var (
+		limit *LimitError
+		path  *fs.PathError
+		link  *os.LinkError
+		sys   *os.SyscallError
+	)
+	switch {
+	case err == nil, ctx.Err() != nil,
+		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
+		errors.As(err, &limit), errors.Is(err, ErrSource), errors.Is(err, ErrUnsupported),
+		errors.Is(err, safetree.ErrUnsafe), errors.Is(err, ErrBadPackage),
+		errors.As(err, &path), errors.As(err, &link), errors.As(err, &sys):
+		return err
+	}
+	return &badPackageError{Err: err}
+}
+
 // Fetcher fetches packages.
 type Fetcher struct {
 	// HTTP is the client for Git's smart HTTP protocol.
@@ -200,11 +240,11 @@ func (f *Fetcher) Fetch(ctx context.Context, a Address, dst io.Writer) (Result, 
 		err = tw.finish()
 	}
 	if err != nil {
-		return Result{}, err
+		return Result{}, sourceFailure(ctx, err)
 	}
 	if a.Subdir != "" && !strings.ContainsAny(a.Subdir, "*?[") {
 		if st, err := os.Stat(filepath.Join(root, filepath.FromSlash(a.Subdir))); err != nil || !st.IsDir() {
-			return Result{}, fmt.Errorf("the package has no directory %q (the location's //SUBDIR)", a.Subdir)
+			return Result{}, &badPackageError{Err: fmt.Errorf("the package has no directory %q (the location's //SUBDIR)", a.Subdir)}
 		}
 	}
 	res.Files, err = writeTarGz(root, tw.isExec, dst)

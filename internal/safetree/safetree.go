@@ -16,6 +16,9 @@
 //     anything of it is made: os.Root walks a name one directory at a
 //     time, so a name of d directories costs in the order of d² system
 //     calls, and a tar file's extended header lets a name be a megabyte.
+//     So is one with a directory or file name longer than
+//     MaxComponentBytes, which the system would refuse with its own
+//     error, a failure of the disk's rather than of the tree.
 //   - Nothing is written through a link: an entry whose parent path holds
 //     a link (given to this Writer, or found on disk) or a file is
 //     refused.
@@ -79,6 +82,10 @@ const (
 	MaxDepth = 64
 	// MaxNameBytes is the longest name taken, a system's PATH_MAX.
 	MaxNameBytes = 4096
+	// MaxComponentBytes is the longest directory or file name within a
+	// name, a system's NAME_MAX (Linux's, in bytes; macOS and Windows
+	// take 255 characters).
+	MaxComponentBytes = 255
 )
 
 // Writer writes one tree under a directory. Its methods are not safe for
@@ -132,6 +139,11 @@ func CleanName(name string) (string, error) {
 	}
 	if depth := strings.Count(n, "/") + 1; depth > MaxDepth {
 		return "", fmt.Errorf("%w: the name %.64q... is nested %d deep, more than the %d taken", ErrUnsafe, name, depth, MaxDepth)
+	}
+	for part := range strings.SplitSeq(n, "/") {
+		if len(part) > MaxComponentBytes {
+			return "", fmt.Errorf("%w: the name %.64q... holds a directory or file name of %d bytes, more than the %d taken", ErrUnsafe, name, len(part), MaxComponentBytes)
+		}
 	}
 	return n, nil
 }
@@ -288,8 +300,9 @@ func (w *Writer) File(name string, perm fs.FileMode, size int64, r io.Reader) er
 	return err
 }
 
-// maxTarget is the longest link target taken (a system's PATH_MAX).
-const maxTarget = 4096
+// maxTarget is the longest link target taken: a system's PATH_MAX, less
+// the NUL that ends it (Linux refuses a longer one).
+const maxTarget = 4095
 
 // Symlink records the link name to target, created by Finish. A target
 // that is empty, absolute or too long is refused at once; where it

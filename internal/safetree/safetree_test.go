@@ -364,8 +364,9 @@ func TestCheckLinks(t *testing.T) {
 	}
 }
 
-// TestWriterRefusesDeepNames: a name nested deeper than MaxDepth, or
-// longer than MaxNameBytes, is refused before anything of it is made
+// TestWriterRefusesDeepNames: a name nested deeper than MaxDepth, longer
+// than MaxNameBytes, or holding a directory or file name longer than
+// MaxComponentBytes, is refused before anything of it is made
 // (os.Root walks a name one directory at a time, so making a name of d
 // directories costs in the order of d² system calls: a tar entry named
 // "a/" 4,000 times took minutes), and a name at the bound is written.
@@ -375,6 +376,10 @@ func TestWriterRefusesDeepNames(t *testing.T) {
 		strings.Repeat("a/", 4000) + "f",
 		strings.Repeat("a/", 500_000) + "f",
 		strings.Repeat("x", MaxNameBytes-2) + "/f/g",
+		// A directory or file name the system refuses to make
+		// (ENAMETOOLONG): refused as the tree's, not failed as the disk's.
+		strings.Repeat("x", MaxComponentBytes+1),
+		"d/" + strings.Repeat("x", MaxComponentBytes+1) + "/f",
 	} {
 		s := newScene(t)
 		w, err := Open(s.root, Options{})
@@ -401,6 +406,46 @@ func TestWriterRefusesDeepNames(t *testing.T) {
 	defer w.Close()
 	if err := w.File(strings.Repeat("a/", MaxDepth-1)+"f", 0o644, 1, strings.NewReader("x")); err != nil {
 		t.Errorf("a name %d deep: %v", MaxDepth, err)
+	}
+	if err := w.File("d/"+strings.Repeat("x", MaxComponentBytes), 0o644, 1, strings.NewReader("x")); err != nil {
+		t.Errorf("a file name of %d bytes: %v", MaxComponentBytes, err)
+	}
+}
+
+// TestWriterRefusesLinkTargetsTooLong: a link whose target is longer than
+// the system makes one (Linux: 4,095 bytes) is refused as the tree's, not
+// failed by the system at Finish; one at the bound is made.
+func TestWriterRefusesLinkTargetsTooLong(t *testing.T) {
+	target := func(n int) string { return strings.Repeat("./", (n-1)/2) + strings.Repeat("f", 2-n%2) }
+	for _, n := range []int{maxTarget + 1, MaxNameBytes + 1} {
+		s := newScene(t)
+		w, err := Open(s.root, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(target(n)) != n {
+			t.Fatalf("target of %d bytes, want %d", len(target(n)), n)
+		}
+		err = w.Symlink("l", target(n))
+		if err == nil {
+			err = w.Finish()
+		}
+		if !errors.Is(err, ErrUnsafe) {
+			t.Errorf("a link target of %d bytes: %v, want ErrUnsafe", n, err)
+		}
+		w.Close()
+	}
+	s := newScene(t)
+	w, err := Open(s.root, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := w.Symlink("l", target(maxTarget)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Finish(); err != nil {
+		t.Errorf("a link target of %d bytes: %v", maxTarget, err)
 	}
 }
 

@@ -47,7 +47,8 @@ const (
 	// the operator's to fix (a CA to add).
 	UntrustedCertificate
 	// ModuleSource: a module's source is not one the mirror fetches, its
-	// host refused the package, or the package is over a limit or one
+	// host refused the package or sent none the mirror can read
+	// (modsource.ErrBadPackage), or the package is over a limit or one
 	// its zip cannot hold (modsource.ErrLinkLoop).
 	ModuleSource
 )
@@ -97,7 +98,10 @@ func (e *OriginError) Unwrap() error { return e.Err }
 // it; any other err (nil included) is returned as it is. Where err holds
 // more than one, the kind is the first of: NotFound, HostNotAllowed and
 // NoService (the origin has no such thing), CircuitOpen,
-// UntrustedCertificate, ModuleSource, OriginFailed.
+// UntrustedCertificate, ModuleSource, OriginFailed; a package its source
+// host sent that cannot be read (modsource.ErrBadPackage) is ModuleSource
+// only when no failure of the origin's is held with it (a connection cut
+// short is OriginFailed, and keeps its Timeout).
 func FromOrigin(err error) error {
 	if err == nil {
 		return nil
@@ -134,6 +138,8 @@ func FromOrigin(err error) error {
 		e.Kind = ModuleSource
 	case isOrigin:
 		e.Kind = OriginFailed
+	case errors.Is(err, modsource.ErrBadPackage):
+		e.Kind = ModuleSource
 	default:
 		return err
 	}

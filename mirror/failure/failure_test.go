@@ -42,6 +42,10 @@ func TestFromOrigin(t *testing.T) {
 		{"module source unsupported", &modsource.UnsupportedError{Scheme: "hg"}, failure.ModuleSource, 0, false, 0, false, modsource.ErrUnsupported},
 		{"module over a limit", fmt.Errorf("x: %w", &modsource.LimitError{Detail: "too many files"}), failure.ModuleSource, 0, false, 0, false, nil},
 		{"module source refused", fmt.Errorf("%w: 403", modsource.ErrSource), failure.ModuleSource, 0, false, 0, false, modsource.ErrSource},
+		{"module package unreadable", fmt.Errorf("%w: not a gzip archive", modsource.ErrBadPackage), failure.ModuleSource, 0, false, 0, false, modsource.ErrBadPackage},
+		// The connection that brought the package failed first: the
+		// origin's failure, as it is (a timeout stays one).
+		{"module package cut short by a timeout", fmt.Errorf("%w: %w", modsource.ErrBadPackage, origin(0, context.DeadlineExceeded)), failure.OriginFailed, 0, true, 0, false, modsource.ErrBadPackage},
 		{"origin status", fmt.Errorf("listing: %w", origin(http.StatusBadGateway, nil)), failure.OriginFailed, http.StatusBadGateway, false, 0, false, nil},
 		{"origin timeout", origin(0, context.DeadlineExceeded), failure.OriginFailed, 0, true, 0, false, context.DeadlineExceeded},
 	} {

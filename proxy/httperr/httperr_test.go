@@ -193,6 +193,8 @@ func TestStatusOfOriginFailures(t *testing.T) {
 		{"unsupported module source", fmt.Errorf("acme/vpc/aws 1.0.0: %w", &modsource.UnsupportedError{Scheme: "hg", Detail: "not fetched"}), http.StatusBadGateway},
 		{"module over a limit", fmt.Errorf("acme/vpc/aws 1.0.0: %w", &modsource.LimitError{Detail: "more than 10 files"}), http.StatusBadGateway},
 		{"module source refused", fmt.Errorf("%w: HTTP 403", modsource.ErrSource), http.StatusBadGateway},
+		{"module package unreadable", fmt.Errorf("%w: not a gzip archive", modsource.ErrBadPackage), http.StatusBadGateway},
+		{"module package cut short by a timeout", fmt.Errorf("%w: %w", modsource.ErrBadPackage, timeout), http.StatusGatewayTimeout},
 		{"version not found over an origin failure", fmt.Errorf("%w: %w", records.ErrVersionNotFound, &discovery.OriginError{Host: "registry.example", Op: discovery.OpPackage, StatusCode: 500}), http.StatusNotFound},
 		{"no origin failure", errors.New("something else"), http.StatusInternalServerError},
 	} {
