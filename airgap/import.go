@@ -113,6 +113,9 @@ func Import(ctx context.Context, engine Engine, in string, opts ImportOptions, r
 		defer os.RemoveAll(tmp)
 		lim := unpackLimits{maxFileBytes: opts.MaxFileBytes, maxEntries: opts.MaxEntries, space: diskSpace(engine.AirGap().DiskHeadroom, tmp)}
 		if err := untar(ctx, in, tmp, lim); err != nil {
+			if ctx.Err() != nil {
+				return sum, ctx.Err() // interrupted: nothing was refused
+			}
 			return sum, fmt.Errorf("%s refused: %w", opts.Shown, err)
 		}
 		dir = tmp
@@ -480,7 +483,7 @@ func (b *bundle) publisherVouches(p addrs.Provider, dir string, ef *evidenceFile
 		}
 		if _, err := checkDetached(keys, doc.Content, doc.Signature); err != nil {
 			if issuer != "" && hasKeyID(keys, issuer) {
-				return fmt.Errorf("%s does not verify with the key %s pinned for %s: it was changed after it was signed (%v)", path, issuer, ns, err)
+				return fmt.Errorf("%s does not verify with the key %s pinned for %s: %s", path, issuer, ns, signatureRefusal(keys, issuer, err))
 			}
 			return fmt.Errorf("%s is signed by key %s, which is not among the keys pinned for %s (--trusted-publisher-keys)", path, orUnknown(issuer), ns)
 		}

@@ -7,9 +7,11 @@ import (
 	"io"
 	"math"
 	"strings"
+	"time"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
 	"github.com/ProtonMail/go-crypto/openpgp/armor"
+	pgperrors "github.com/ProtonMail/go-crypto/openpgp/errors"
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
 	svchost "github.com/hashicorp/terraform-svchost"
 
@@ -122,6 +124,11 @@ func (k *ExportKey) Fingerprint() string {
 func (k *ExportKey) sign(data []byte) ([]byte, error) {
 	var buf bytes.Buffer
 	if err := openpgp.ArmoredDetachSign(&buf, k.entity, bytes.NewReader(data), nil); err != nil {
+		id := keyID(k.entity.PrimaryKey.KeyId)
+		if at, ok := keyExpiry(k.keyring(), id); ok && at.Before(time.Now()) {
+			return nil, fmt.Errorf("the export key %s expired on %s: give one with its expiry extended, or another (--export-key, whose public key the importing side must then trust) (%w)",
+				id, at.UTC().Format(time.DateOnly), err)
+		}
 		return nil, err
 	}
 	buf.WriteString("\n")
@@ -241,4 +248,55 @@ func hasKeyID(keyring openpgp.EntityList, id string) bool {
 		}
 	}
 	return false
+}
+
+// signatureRefusal says why a signature by the key of ID id, one of
+// keyring's, did not verify (err, checkDetached's): the key expired
+// (naming when), the signature expired, or the key is revoked, which a
+// renewed or another key mends, not another bundle; otherwise what it
+// signs was changed after it was signed.
+func signatureRefusal(keyring openpgp.EntityList, id string, err error) string {
+	switch {
+	case errors.Is(err, pgperrors.ErrKeyExpired):
+		when := "has expired"
+		if at, ok := keyExpiry(keyring, id); ok {
+			when = "expired on " + at.UTC().Format(time.DateOnly)
+		}
+		return fmt.Sprintf("the key %s, and a signature is judged by its key's validity now: give the key with its expiry extended, or sign again with a valid one (%v)", when, err)
+	case errors.Is(err, pgperrors.ErrSignatureExpired):
+		return fmt.Sprintf("the signature has expired (%v)", err)
+	case errors.Is(err, pgperrors.ErrKeyRevoked):
+		return fmt.Sprintf("the key is revoked (%v)", err)
+	}
+	return fmt.Sprintf("it was changed after it was signed (%v)", err)
+}
+
+// keyExpiry returns when the key of ID id in keyring (a primary key or a
+// subkey) expires, by its self-signatures (a subkey's, no later than its
+// primary key's), and false when it does not.
+func keyExpiry(keyring openpgp.EntityList, id string) (time.Time, bool) {
+	expiry := func(pk *packet.PublicKey, sig *packet.Signature) (time.Time, bool) {
+		if pk == nil || sig == nil || sig.KeyLifetimeSecs == nil || *sig.KeyLifetimeSecs == 0 {
+			return time.Time{}, false
+		}
+		return pk.CreationTime.Add(time.Duration(*sig.KeyLifetimeSecs) * time.Second), true
+	}
+	for _, e := range keyring {
+		self, _ := e.PrimarySelfSignature()
+		primary, primaryOK := expiry(e.PrimaryKey, self)
+		if keyID(e.PrimaryKey.KeyId) == id {
+			return primary, primaryOK
+		}
+		for _, sk := range e.Subkeys {
+			if sk.PublicKey == nil || keyID(sk.PublicKey.KeyId) != id {
+				continue
+			}
+			at, ok := expiry(sk.PublicKey, sk.Sig)
+			if primaryOK && (!ok || primary.Before(at)) {
+				at, ok = primary, true
+			}
+			return at, ok
+		}
+	}
+	return time.Time{}, false
 }

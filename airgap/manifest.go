@@ -286,7 +286,7 @@ func readManifest(dir string, keyring openpgp.EntityList) (*manifest, error) {
 	}
 	if _, err := checkDetached(keyring, data, sig); err != nil {
 		if issuer != "" && hasKeyID(keyring, issuer) {
-			return nil, &manifestError{Signer: issuer, Msg: fmt.Sprintf("does not verify with the trusted export key %s: it was changed after it was signed (%v)", issuer, err)}
+			return nil, &manifestError{Signer: issuer, Msg: fmt.Sprintf("does not verify with the trusted export key %s: %s", issuer, signatureRefusal(keyring, issuer, err))}
 		}
 		return nil, &manifestError{Signer: issuer, Msg: fmt.Sprintf("is signed by key %s, which is not among the trusted export keys (--trusted-export-keys)", orUnknown(issuer))}
 	}

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/dustin/go-humanize"
 
@@ -88,11 +89,15 @@ func blocks(n int64) int64 { return (n + entryBlock - 1) / entryBlock * entryBlo
 // header's size, and again as its bytes, counted as written, go on).
 // On error, dir holds part of the tar file: the caller removes it.
 func untar(ctx context.Context, path, dir string, lim unpackLimits) error {
-	f, err := os.Open(path)
+	f, err := openTar(ctx, path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
+	// A FIFO's read waits for its writer's next bytes: an interrupt ends
+	// it (a regular file's reads do not wait, and take no deadline).
+	stop := context.AfterFunc(ctx, func() { f.SetReadDeadline(time.Now()) })
+	defer stop()
 	br := bufio.NewReader(f)
 	var r io.Reader = br
 	if magic, err := br.Peek(2); err == nil && magic[0] == 0x1f && magic[1] == 0x8b {
@@ -184,6 +189,51 @@ func untar(ctx context.Context, path, dir string, lim unpackLimits) error {
 			}
 		}
 	}
+}
+
+// openTar opens the tar file at path for reading. A FIFO (a stream the
+// operator pipes in) is opened as given, waiting for its writer, until
+// ctx is done: then this process opens it for writing, as the writer its
+// open waits for, so that the open returns and is closed, and the
+// goroutine that waited on it ends.
+func openTar(ctx context.Context, path string) (*os.File, error) {
+	if info, err := os.Stat(path); err != nil || info.Mode()&fs.ModeNamedPipe == 0 {
+		return os.Open(path)
+	}
+	type opened struct {
+		f   *os.File
+		err error
+	}
+	done := make(chan opened, 1)
+	go func() {
+		f, err := os.Open(path)
+		done <- opened{f, err}
+	}()
+	select {
+	case o := <-done:
+		return o.f, o.err
+	case <-ctx.Done():
+	}
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for range 500 {
+		w, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+		switch {
+		case err == nil:
+			w.Close()
+		case !errors.Is(err, syscall.ENXIO): // ENXIO: the open is not under way yet
+			return nil, ctx.Err() // left to end when a writer comes
+		}
+		select {
+		case o := <-done:
+			if o.f != nil {
+				o.f.Close()
+			}
+			return nil, ctx.Err()
+		case <-tick.C:
+		}
+	}
+	return nil, ctx.Err()
 }
 
 // refuseKind refuses every kind of entry but regular files and
