@@ -6,6 +6,7 @@ import (
 	"compress/bzip2"
 	"compress/gzip"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -190,6 +191,8 @@ type Result struct {
 	Commit string
 	// Files is the number of files written.
 	Files int
+	// Tree is the package's PackageTree.
+	Tree string
 }
 
 // Fetch fetches the package of a (the whole repository or archive, not
@@ -247,7 +250,7 @@ func (f *Fetcher) Fetch(ctx context.Context, a Address, dst io.Writer) (Result, 
 			return Result{}, &badPackageError{Err: fmt.Errorf("the package has no directory %q (the location's //SUBDIR)", a.Subdir)}
 		}
 	}
-	res.Files, err = writeTarGz(root, tw.isExec, dst)
+	res.Files, res.Tree, err = writeTarGz(root, tw.isExec, dst)
 	return res, err
 }
 
@@ -585,7 +588,7 @@ var fixedTime = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 // and returns how many files it holds, each 0755 when exec says so (by
 // its name in the tree), else 0644: not as the disk kept it. A tree with
 // a link that resolves outside it is refused.
-func writeTarGz(root string, exec func(string) bool, w io.Writer) (int, error) {
+func writeTarGz(root string, exec func(string) bool, w io.Writer) (int, string, error) {
 	type entry struct {
 		rel string
 		fi  fs.FileInfo
@@ -604,7 +607,7 @@ func writeTarGz(root string, exec func(string) bool, w io.Writer) (int, error) {
 		return nil
 	})
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	slices.SortFunc(entries, func(a, b entry) int { return strings.Compare(a.rel, b.rel) })
 	// No link out of the package, however the tree came to hold it.
@@ -613,16 +616,17 @@ func writeTarGz(root string, exec func(string) bool, w io.Writer) (int, error) {
 		if e.fi.Mode()&fs.ModeSymlink != 0 {
 			target, err := os.Readlink(filepath.Join(root, filepath.FromSlash(e.rel)))
 			if err != nil {
-				return 0, err
+				return 0, "", err
 			}
 			links[e.rel] = target
 		}
 	}
 	if err := safetree.CheckLinks(links); err != nil {
-		return 0, fmt.Errorf("module package refused: %w", err)
+		return 0, "", fmt.Errorf("module package refused: %w", err)
 	}
 	gz, _ := gzip.NewWriterLevel(w, gzip.BestCompression)
 	tw := tar.NewWriter(gz)
+	tree, content := newTreeDigest(), sha256.New()
 	files := 0
 	for _, e := range entries {
 		h := &tar.Header{Name: e.rel, ModTime: fixedTime}
@@ -638,25 +642,27 @@ func writeTarGz(root string, exec func(string) bool, w io.Writer) (int, error) {
 			}
 		}
 		if err := tw.WriteHeader(h); err != nil {
-			return 0, err
+			return 0, "", err
 		}
+		content.Reset()
 		if h.Typeflag == tar.TypeReg {
 			f, err := os.Open(filepath.Join(root, filepath.FromSlash(e.rel)))
 			if err != nil {
-				return 0, err
+				return 0, "", err
 			}
-			_, err = io.Copy(tw, f)
+			_, err = io.Copy(io.MultiWriter(tw, content), f)
 			f.Close()
 			if err != nil {
-				return 0, err
+				return 0, "", err
 			}
 			files++
 		}
+		tree.add(h, content)
 	}
 	if err := tw.Close(); err != nil {
-		return 0, err
+		return 0, "", err
 	}
-	return files, gz.Close()
+	return files, tree.sum(), gz.Close()
 }
 
 // Unpack writes the files of a package as Fetch wrote it (a tar.gz) under

@@ -241,7 +241,7 @@ func TestWriteTarGzRefusesLinksOut(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if _, err := writeTarGz(root, func(string) bool { return false }, io.Discard); err == nil || !strings.Contains(err.Error(), "link") {
+			if _, _, err := writeTarGz(root, func(string) bool { return false }, io.Discard); err == nil || !strings.Contains(err.Error(), "link") {
 				t.Errorf("writeTarGz = %v, want a refusal of the link", err)
 			}
 		})

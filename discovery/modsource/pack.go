@@ -87,6 +87,6 @@ func PackRoot(ctx context.Context, root *os.Root, tempDir string, dst io.Writer,
 	if err != nil {
 		return Result{}, err
 	}
-	files, err := writeTarGz(tmp, tw.isExec, dst)
-	return Result{Files: files}, err
+	files, tree, err := writeTarGz(tmp, tw.isExec, dst)
+	return Result{Files: files, Tree: tree}, err
 }

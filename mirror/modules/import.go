@@ -64,8 +64,11 @@ type ImportOutcome struct {
 // (Config.ModuleLimits: its size, and that it unpacks within the limits
 // of files and entries, with names and links inside it) and its sha256
 // against in.SHA256; a version the cache has a record of already must
-// agree with it (the same location, and the same sha256 once known), so
-// an import never changes what the mirror serves of a version. The
+// agree with it (the same location, and the same package once known:
+// its sha256, or its tree for the same package in other bytes, which
+// the record takes when the cache no longer holds its own; see
+// records.ModuleRecord.Tree), so an import never changes what the mirror
+// serves of a version. The
 // package is committed first, then the record, written last; a version
 // that fails any check leaves no record. A host that is not an allowed
 // origin becomes local-only, as with Import.
@@ -115,9 +118,9 @@ func (s *Modules) ImportModule(ctx context.Context, in Imported) (ImportOutcome,
 			return out, s.refuseModule(m, in.Version, verify.ReasonChecksum, fmt.Sprintf("the import gives location %q, the cache holds %q", redact.Location(rec.Location), redact.Location(cached.Location)))
 		}
 		rec.Location, rec.Package = cached.Location, cached.Package // the full one, for fetching
-		if cached.SHA256 != "" && in.SHA256 != "" && cached.SHA256 != in.SHA256 {
-			return out, s.refuseModule(m, in.Version, verify.ReasonChecksum, fmt.Sprintf("the import vouches for sha256 %s, the cache holds %s", in.SHA256, cached.SHA256))
-		}
+		// A package of another sha256 is staged and judged by its tree
+		// below: the same package in other bytes (compressed by another
+		// Go release's compressor) is the one the cache holds.
 		if cached.SHA256 != "" && cached.SHA256 == in.SHA256 {
 			if info, err := s.store.StatBlob(cached.SHA256); err == nil {
 				out.Present, out.Size = true, info.Size
@@ -128,19 +131,31 @@ func (s *Modules) ImportModule(ctx context.Context, in Imported) (ImportOutcome,
 	// Staged and checked: a new version, a local module (no sha256 is
 	// vouched for, its bytes decide), or a package the cache no longer
 	// holds.
-	sum, size, err := s.stageModule(ctx, imp, m, in, rec)
+	sum, tree, size, err := s.stageModule(ctx, imp, m, in, rec)
 	if err != nil {
 		return out, err
 	}
+	renewed := false // the package the cache names, in other bytes
 	if haveCached && cached.SHA256 != "" && cached.SHA256 != sum {
-		return out, s.refuseModule(m, in.Version, verify.ReasonChecksum, fmt.Sprintf("the imported package has sha256 %s, the cache holds %s", sum, cached.SHA256))
+		if !s.trees.same(ctx, cached, tree, in.Commit) {
+			return out, s.refuseModule(m, in.Version, verify.ReasonChecksum, fmt.Sprintf("the imported package has sha256 %s, the cache holds %s", sum, cached.SHA256))
+		}
+		if info, err := s.store.StatBlob(cached.SHA256); err == nil {
+			out.Present, out.Size = true, info.Size
+			return out, nil
+		}
+		renewed = true
+		rec = cached
 	}
 	out.Size = size
 	if haveCached && cached.SHA256 == sum {
 		out.Present = true
 	}
-	if !haveCached || cached.SHA256 == "" {
-		rec.SHA256, rec.Size, rec.FetchedAt = sum, size, s.cfg.Now().UTC()
+	if !haveCached || cached.SHA256 == "" || renewed {
+		rec.SHA256, rec.Size, rec.Tree = sum, size, tree
+		if !renewed {
+			rec.FetchedAt = s.cfg.Now().UTC()
+		}
 		if err := s.store.PutMeta(key, &rec); err != nil {
 			s.metrics.CacheWriteFailed()
 			return out, fmt.Errorf("storing module record: %w", err)
@@ -159,77 +174,84 @@ func (s *Modules) ImportModule(ctx context.Context, in Imported) (ImportOutcome,
 
 // stageModule reads in's package into the scratch directory within the
 // module limits, checks its sha256 and that it unpacks within them, and
-// commits it to the blob store as part of imp. It returns the sha256 and
-// size.
-func (s *Modules) stageModule(ctx context.Context, imp *lifetime.Import, m addrs.Module, in Imported, rec records.ModuleRecord) (string, int64, error) {
+// commits it to the blob store as part of imp. It returns the sha256,
+// the tree (modsource.PackageTree) and the size.
+func (s *Modules) stageModule(ctx context.Context, imp *lifetime.Import, m addrs.Module, in Imported, rec records.ModuleRecord) (string, string, int64, error) {
 	body, size, err := in.Open(ctx)
 	if err != nil {
-		return "", 0, err
+		return "", "", 0, err
 	}
 	defer body.Close()
 	limits := s.cfg.Limits
 	max := modsource.MaxPackageBytes(limits)
 	if size > max {
-		return "", 0, modsource.PackageLimitError(fmt.Sprintf("the package is %d bytes, more than the %d allowed", size, max))
+		return "", "", 0, modsource.PackageLimitError(fmt.Sprintf("the package is %d bytes, more than the %d allowed", size, max))
 	}
 	spool, err := os.CreateTemp(s.cfg.ScratchDir, scratch.Pattern(scratch.Module, "import", ".tar.gz"))
 	if err != nil {
-		return "", 0, err
+		return "", "", 0, err
 	}
 	defer func() { spool.Close(); os.Remove(spool.Name()) }()
 	h := sha256.New()
 	n, err := io.Copy(io.MultiWriter(spool, h), io.LimitReader(body, max+1))
 	if err != nil {
-		return "", 0, fmt.Errorf("reading the package: %w", err)
+		return "", "", 0, fmt.Errorf("reading the package: %w", err)
 	}
 	if n > max {
-		return "", 0, modsource.PackageLimitError(fmt.Sprintf("the package is larger than the %d bytes allowed", max))
+		return "", "", 0, modsource.PackageLimitError(fmt.Sprintf("the package is larger than the %d bytes allowed", max))
 	}
 	sum := hex.EncodeToString(h.Sum(nil))
 	if in.SHA256 != "" && sum != in.SHA256 {
-		return "", 0, s.refuseModule(m, in.Version, verify.ReasonChecksum, fmt.Sprintf("the package has sha256 %s, the import vouches for %s", sum, in.SHA256))
+		return "", "", 0, s.refuseModule(m, in.Version, verify.ReasonChecksum, fmt.Sprintf("the package has sha256 %s, the import vouches for %s", sum, in.SHA256))
 	}
 	// It must unpack within the limits, as the clients unpack it.
 	dir, err := os.MkdirTemp(s.cfg.ScratchDir, scratch.Pattern(scratch.Module, "check", ""))
 	if err != nil {
-		return "", 0, err
+		return "", "", 0, err
 	}
 	defer os.RemoveAll(dir)
 	if _, err := spool.Seek(0, io.SeekStart); err != nil {
-		return "", 0, err
+		return "", "", 0, err
 	}
 	if err := modsource.Unpack(ctx, spool, dir, limits); err != nil {
 		var le *modsource.LimitError
 		if errors.As(err, &le) || ctx.Err() != nil {
-			return "", 0, fmt.Errorf("module %s %s: %w", m, in.Version, err)
+			return "", "", 0, fmt.Errorf("module %s %s: %w", m, in.Version, err)
 		}
-		return "", 0, s.refuseModule(m, in.Version, verify.ReasonBadArchive, err.Error())
+		return "", "", 0, s.refuseModule(m, in.Version, verify.ReasonBadArchive, err.Error())
 	}
 	if rec.Subdir != "" && !strings.ContainsAny(rec.Subdir, "*?[") {
 		if st, err := os.Stat(filepath.Join(dir, filepath.FromSlash(rec.Subdir))); err != nil || !st.IsDir() {
-			return "", 0, s.refuseModule(m, in.Version, verify.ReasonBadArchive, fmt.Sprintf("the package has no directory %q (the location's //SUBDIR)", rec.Subdir))
+			return "", "", 0, s.refuseModule(m, in.Version, verify.ReasonBadArchive, fmt.Sprintf("the package has no directory %q (the location's //SUBDIR)", rec.Subdir))
 		}
 	}
 	if _, err := spool.Seek(0, io.SeekStart); err != nil {
-		return "", 0, err
+		return "", "", 0, err
+	}
+	tree, err := modsource.PackageTree(ctx, spool, limits)
+	if err != nil {
+		return "", "", 0, fmt.Errorf("module %s %s: %w", m, in.Version, err)
+	}
+	if _, err := spool.Seek(0, io.SeekStart); err != nil {
+		return "", "", 0, err
 	}
 	imp.Importing(sum) // an imported package is not fetched again
 	if _, err := s.store.StatBlob(sum); err == nil {
-		return sum, n, nil
+		return sum, tree, n, nil
 	}
 	w, err := s.store.NewBlobWriter(sum)
 	if err != nil {
-		return "", 0, fmt.Errorf("staging module package: %w", err)
+		return "", "", 0, fmt.Errorf("staging module package: %w", err)
 	}
 	defer w.Close()
 	if _, err := io.Copy(w, spool); err != nil {
-		return "", 0, fmt.Errorf("staging module package: %w", err)
+		return "", "", 0, fmt.Errorf("staging module package: %w", err)
 	}
 	if _, err := w.Commit(""); err != nil {
 		s.metrics.CacheWriteFailed()
-		return "", 0, fmt.Errorf("storing module package: %w", err)
+		return "", "", 0, fmt.Errorf("storing module package: %w", err)
 	}
-	return sum, n, nil
+	return sum, tree, n, nil
 }
 
 // refuseModule is an imported module version refused as an integrity

@@ -76,6 +76,7 @@ type Modules struct {
 	// (checkPackage), by sha256: nil for one that passed, else why it
 	// was refused.
 	checked *memo.Memo[string, error]
+	trees   *packageTrees // what packages hold (records.ModuleRecord.Tree)
 }
 
 // Parts are the engine's components the module side takes; all but
@@ -181,7 +182,7 @@ func New(cfg Config, parts Parts, origin Origin, store Store, metrics Metrics) (
 		return nil, errors.New("modules: a fetch timeout and a version list TTL are required")
 	}
 	return &Modules{life: parts.Life, recs: parts.Records, hosts: parts.Hosts, gate: parts.Gate, notFound: parts.NotFound, cfg: cfg, origin: origin, store: store, log: cfg.Logger, metrics: metrics,
-		checked: memo.New[string, error](maxChecked)}, nil
+		checked: memo.New[string, error](maxChecked), trees: &packageTrees{store: store, life: parts.Life, log: cfg.Logger, metrics: metrics}}, nil
 }
 
 // Origin is what the engine needs for registry modules from origin
@@ -713,6 +714,9 @@ func (s *Modules) OpenModule(ctx context.Context, m addrs.Module, version versio
 	switch {
 	case pkg != nil:
 		s.metrics.CacheLookup("module_package", true)
+		if rec.Tree == "" {
+			s.trees.keep(ctx, m, version, rec.SHA256)
+		}
 		return pkg, nil
 	case err == nil:
 		s.metrics.CacheLookup("module_package", false)
@@ -891,7 +895,15 @@ func (s *Modules) fetchModule(ctx context.Context, m addrs.Module, version versi
 	if size, err = spool.Seek(0, io.SeekCurrent); err != nil {
 		return nil, err
 	}
-	if rec.SHA256 != "" && rec.SHA256 != sum {
+	// The package first stored, in other bytes (compressed by another Go
+	// release's compressor): the record takes them.
+	renewed := rec.SHA256 != "" && rec.SHA256 != sum && s.trees.same(ctx, rec, res.Tree, res.Commit)
+	if renewed {
+		s.log.Info("module package fetched again is the one first mirrored, in other bytes; its record takes them", "module", m.String(),
+			"version", rec.Version, "package", rec.Shown(), "sha256", sum, "first", rec.SHA256)
+		replaces = rec.SHA256
+	}
+	if rec.SHA256 != "" && rec.SHA256 != sum && !renewed {
 		detail := fmt.Sprintf("%s %s at %s: sha256 %s, first mirrored as %s", m, rec.Version, rec.Shown(), sum, rec.SHA256)
 		if rec.Commit != "" && res.Commit != rec.Commit {
 			detail += fmt.Sprintf(" (commit %s, first %s: the tag moved)", res.Commit, rec.Commit)
@@ -905,19 +917,20 @@ func (s *Modules) fetchModule(ctx context.Context, m addrs.Module, version versi
 		return nil, err
 	}
 	s.checked.Put(sum, s.checked.Generation(), nil) // made by today's rules
-	if rec.SHA256 == "" {
+	if rec.SHA256 == "" || renewed {
 		// In turn with ImportModule, which may have completed the record
-		// since this fetch read it: the first sha256 stays.
+		// since this fetch read it: the first package stays.
 		s.life.Imports().Lock()
 		var now records.ModuleRecord
-		if _, err := s.store.GetMeta(records.ModuleRecordKey(m, version), &now); err == nil && now.SHA256 != "" && now.SHA256 != sum && now.SHA256 != replaces {
+		if _, err := s.store.GetMeta(records.ModuleRecordKey(m, version), &now); err == nil && now.SHA256 != "" && now.SHA256 != sum && now.SHA256 != replaces &&
+			!s.trees.same(ctx, now, res.Tree, res.Commit) {
 			s.life.Imports().Unlock()
 			s.metrics.VerificationFailed(string(verify.ReasonChecksum))
 			detail := fmt.Sprintf("%s %s at %s: sha256 %s, but %s was stored meanwhile", m, rec.Version, rec.Shown(), sum, now.SHA256)
 			s.log.Error("module package changed at its source; refused", "module", m.String(), "version", rec.Version, "detail", detail)
 			return nil, &verify.Error{Reason: verify.ReasonChecksum, Detail: detail, Err: ErrChanged}
 		}
-		rec.SHA256, rec.Size, rec.Commit, rec.FetchedAt = sum, size, res.Commit, s.cfg.Now().UTC()
+		rec.SHA256, rec.Size, rec.Tree, rec.Commit, rec.FetchedAt = sum, size, res.Tree, res.Commit, s.cfg.Now().UTC()
 		err := s.store.PutMeta(records.ModuleRecordKey(m, version), rec)
 		s.life.Imports().Unlock()
 		if err != nil {

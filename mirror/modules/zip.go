@@ -215,7 +215,8 @@ func (s *Zips) openZipBlob(rec records.ModuleZipRecord, src records.Source) *Zip
 
 // makeModuleZip makes and stores the zip of version of m, checking it
 // against first, the record of the zip first made, when there is one,
-// and recording it otherwise.
+// and recording it otherwise, or when it was made of the package first
+// recorded in other bytes.
 func (s *Zips) makeModuleZip(ctx context.Context, m addrs.Module, version versions.Version, first *records.ModuleZipRecord) (*records.ModuleZipRecord, error) {
 	pkg, err := s.mods.OpenModule(ctx, m, version)
 	if err != nil {
@@ -238,7 +239,11 @@ func (s *Zips) makeModuleZip(ctx context.Context, m addrs.Module, version versio
 	}
 	rec := &records.ModuleZipRecord{Schema: records.Schema, Module: m.String(), Version: pkg.Record.Version,
 		Package: pkg.SHA256, SHA256: hex.EncodeToString(h.Sum(nil)), Size: size}
-	if first != nil && (first.SHA256 != rec.SHA256 || first.Package != rec.Package) {
+	// A zip is judged by its bytes: the package it is made of may be the
+	// one first recorded in other bytes (fetched again, compressed by
+	// another Go release: see records.ModuleRecord.Tree), and then its
+	// zip is the same.
+	if first != nil && first.SHA256 != rec.SHA256 {
 		detail := fmt.Sprintf("%s %s: zip sha256 %s of package %s, first made as %s of package %s", m, rec.Version, rec.SHA256, rec.Package, first.SHA256, first.Package)
 		s.mods.metrics.VerificationFailed(string(verify.ReasonChecksum))
 		s.mods.log.Error("module zip made again differs from the first; refused", "module", m.String(), "version", rec.Version, "detail", detail)
@@ -247,7 +252,7 @@ func (s *Zips) makeModuleZip(ctx context.Context, m addrs.Module, version versio
 	if err := s.mods.storeSpool(rec.SHA256, spool, "module zip"); err != nil {
 		return nil, err
 	}
-	if first == nil {
+	if first == nil || first.Package != rec.Package {
 		key := records.ModuleZipKey(m, version)
 		if err := s.mods.recs.Put(key, rec); err != nil {
 			s.mods.metrics.CacheWriteFailed()

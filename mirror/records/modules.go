@@ -67,8 +67,16 @@ type ModuleRecord struct {
 	Commit string `json:"commit,omitempty"`
 	// SHA256 is the sha256 of the normalized package (a tar.gz), "" until
 	// it was first fetched; Size its length.
-	SHA256    string    `json:"sha256,omitempty"`
-	Size      int64     `json:"size,omitempty"`
+	SHA256 string `json:"sha256,omitempty"`
+	Size   int64  `json:"size,omitempty"`
+	// Tree is the package's modsource.PackageTree: what it holds, whatever
+	// bytes its compression took. A package fetched again (after its blob
+	// was evicted) or imported is the one recorded when its tree is,
+	// though its sha256 may not be (the same package compressed by
+	// another Go release's compressor); the record then takes the new
+	// sha256. "" in a record of an earlier release, until its package is
+	// next read from the cache.
+	Tree      string    `json:"tree,omitempty"`
 	FetchedAt time.Time `json:"fetched_at,omitzero"`
 	// Provenance is how the package reached the cache: fetched from its
 	// source (ProvenanceOrigin), loaded by ImportModule from an export
