@@ -17,10 +17,9 @@ import (
 const TreePrefix = "t1:"
 
 // PackageTree returns the digest of what a package as Fetch wrote it (a
-// tar.gz) holds, read within limits: each entry's type, name,
-// permissions, link target and the sha256 of its bytes, in the
-// archive's order, and nothing of how the tar or its compression spelled
-// them. Two packages of one tree are the same package, whatever their
+// tar.gz) holds, read within limits: each entry's type, name, mode,
+// owner, link target and the sha256 of its bytes, in the archive's
+// order, and nothing of how the tar or its compression spelled them. Two packages of one tree are the same package, whatever their
 // sha256: the compressor of another Go release (Go 1.27's, for one)
 // writes other bytes for the same files, so the same package fetched
 // again by a mirror built with it has another sha256 and the same tree.
@@ -66,9 +65,14 @@ type treeDigest struct{ h hash.Hash }
 func newTreeDigest() *treeDigest { return &treeDigest{h: sha256.New()} }
 
 // add takes in the entry h, whose bytes (a regular file's; nothing for
-// another entry) content hashed.
+// another entry) content hashed: all of its mode (setuid, setgid and
+// sticky bits included), owner and group as well, which an unpacker may
+// apply, though Fetch writes none but the permissions; not its time,
+// which Fetch fixes and no client is judged by, nor how the tar spelled
+// it (its format, its PAX records).
 func (t *treeDigest) add(h *tar.Header, content hash.Hash) {
-	line := strconv.Itoa(int(h.Typeflag)) + " " + strconv.FormatInt(h.Mode&0o777, 8) + " " +
+	line := strconv.Itoa(int(h.Typeflag)) + " " + strconv.FormatInt(h.Mode, 8) + " " +
+		strconv.Itoa(h.Uid) + " " + strconv.Itoa(h.Gid) + " " + strconv.Quote(h.Uname) + " " + strconv.Quote(h.Gname) + " " +
 		strconv.Quote(h.Name) + " " + strconv.Quote(h.Linkname) + " " + hex.EncodeToString(content.Sum(nil)) + "\n"
 	t.h.Write([]byte(line))
 }

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // recompress reads a package tar.gz and writes its tar again through
@@ -106,5 +107,41 @@ func TestPackageTreeIsWhatThePackageHolds(t *testing.T) {
 	gz.Close()
 	if _, err := PackageTree(ctx, &tarBomb, Limits{MaxEntries: 10}); !errors.As(err, new(*LimitError)) {
 		t.Errorf("over the entry limit: %v", err)
+	}
+}
+
+// What an unpacker may apply beyond the permissions (a setuid bit, an
+// owner) makes another tree, though Fetch writes none of it: a package
+// from elsewhere (an import) that carries it is not the package first
+// stored.
+func TestPackageTreeTakesWhatAnUnpackerMayApply(t *testing.T) {
+	one := func(h tar.Header) string {
+		t.Helper()
+		var b bytes.Buffer
+		gz := gzip.NewWriter(&b)
+		tw := tar.NewWriter(gz)
+		h.Name, h.Typeflag, h.Size = "run.sh", tar.TypeReg, 3
+		tw.WriteHeader(&h)
+		tw.Write([]byte("#!\n"))
+		tw.Close()
+		gz.Close()
+		tree, err := PackageTree(context.Background(), &b, Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tree
+	}
+	plain := one(tar.Header{Mode: 0o755})
+	for what, h := range map[string]tar.Header{
+		"a setuid bit": {Mode: 0o4755},
+		"an owner":     {Mode: 0o755, Uid: 1000},
+		"a group name": {Mode: 0o755, Gname: "wheel"},
+	} {
+		if one(h) == plain {
+			t.Errorf("%s: the same tree", what)
+		}
+	}
+	if one(tar.Header{Mode: 0o755, ModTime: time.Unix(1e9, 0)}) != plain {
+		t.Error("a time: another tree")
 	}
 }
