@@ -188,7 +188,7 @@ func carriedBy(rel string) (carried, bool) {
 func (ef *exportFiles) earlier() []carried {
 	byName := map[string]carried{}
 	for rel := range ef.prior {
-		if c, ok := carriedBy(rel); ok && fileExists(filepath.Join(ef.out, filepath.FromSlash(rel))) {
+		if c, ok := carriedBy(rel); ok && ef.dir.exists(filepath.Join(ef.out, filepath.FromSlash(rel))) {
 			byName[c.String()] = c
 		}
 	}
@@ -209,7 +209,10 @@ func (ef *exportFiles) judge(c carried, err error, report func(string), sum *Exp
 	if !leftOut(err, c.String(), report, sum) {
 		return false, nil
 	}
-	return true, ef.withdrawCarried(c)
+	if err := ef.withdrawCarried(c); err != nil {
+		return true, fmt.Errorf("withdrawing %s: %w", c, err)
+	}
+	return true, nil
 }
 
 // judgeCarried judges every version the manifest of the earlier export

@@ -278,12 +278,17 @@ func cachedModules(engine Engine) ([]modules.Cached, error) {
 // with their evidence, judges the versions an earlier export into out
 // wrote that it has not (judgeCarried), then writes index.json and
 // VERSION.json of every provider in out, as `terraform providers mirror`
-// does, and last the manifest signed by key.
+// does, and last the manifest signed by key. Every file of out is read
+// and written through one root (outdir.go): nothing outside out, and no
+// link in it.
 func exportDir(ctx context.Context, engine Engine, pkgs Served, sel Selection, selected []mirror.CachedVersion, out string, key *ExportKey, report func(string), sum *ExportSummary) error {
-	if err := os.MkdirAll(out, 0o755); err != nil {
+	dir, err := openOutDir(out)
+	if err != nil {
 		return err
 	}
-	files := newExportFiles(out, key)
+	defer dir.Close()
+	out = dir.path
+	files := newExportFiles(dir, key)
 	for _, cv := range selected {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -315,10 +320,10 @@ func exportDir(ctx context.Context, engine Engine, pkgs Served, sel Selection, s
 	if err := judgeCarried(ctx, pkgs, cli, files, report, sum); err != nil {
 		return err
 	}
-	if err := writeIndexes(out, files); err != nil {
+	if err := writeIndexes(files); err != nil {
 		return err
 	}
-	unlisted, err := writeManifest(out, key, files)
+	unlisted, err := writeManifest(key, files)
 	if err != nil {
 		return fmt.Errorf("writing the manifest: %w", err)
 	}
@@ -392,7 +397,7 @@ func exportVersion(engine Engine, sel Selection, cv mirror.CachedVersion, out st
 		return err
 	}
 	dir := filepath.Join(out, p.Hostname.ForDisplay(), p.Namespace, p.Type)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := files.dir.mkdirAll(dir); err != nil {
 		return err
 	}
 	cached := map[string]bool{}
@@ -431,11 +436,11 @@ func exportVersion(engine Engine, sel Selection, cv mirror.CachedVersion, out st
 	return failed
 }
 
-// exportArchive writes the cached archive sha to path unless path has
-// those bytes already, and records it in files; it reports whether it
-// wrote, and how many bytes.
+// exportArchive writes the cached archive sha to path (mode 0644) unless
+// path is a regular file with those bytes already, and records it in
+// files; it reports whether it wrote, and how many bytes.
 func exportArchive(engine Engine, sha, path string, files *exportFiles) (bool, int64, error) {
-	if got, n, err := fileSHA256Size(path); err == nil && got == sha {
+	if got, n, err := files.dir.sha256Size(path); err == nil && got == sha {
 		files.add(path, n, sha)
 		return false, 0, nil
 	}
@@ -444,50 +449,23 @@ func exportArchive(engine Engine, sha, path string, files *exportFiles) (bool, i
 		return false, 0, err
 	}
 	defer arc.Close()
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+	var n int64
+	err = files.dir.write(path, 0o644, func(w io.Writer) error {
+		h := sha256.New()
+		var err error
+		if n, err = io.Copy(io.MultiWriter(w, h), arc); err != nil {
+			return err
+		}
+		if got := hex.EncodeToString(h.Sum(nil)); got != sha {
+			return fmt.Errorf("the cached archive has sha256 %s, want %s", got, sha)
+		}
+		return nil
+	})
 	if err != nil {
-		return false, 0, err
-	}
-	defer os.Remove(tmp.Name())
-	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(tmp, h), arc)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return false, 0, err
-	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != sha {
-		return false, 0, fmt.Errorf("the cached archive has sha256 %s, want %s", got, sha)
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		return false, 0, err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
 		return false, 0, err
 	}
 	files.add(path, n, sha)
 	return true, n, nil
-}
-
-func fileSHA256(path string) (string, error) {
-	sha, _, err := fileSHA256Size(path)
-	return sha, err
-}
-
-// fileSHA256Size returns the sha256 and size of the file at path.
-func fileSHA256Size(path string) (string, int64, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", 0, err
-	}
-	defer f.Close()
-	h := sha256.New()
-	n, err := io.Copy(h, f)
-	if err != nil {
-		return "", 0, err
-	}
-	return hex.EncodeToString(h.Sum(nil)), n, nil
 }
 
 // writeEvidence writes the evidence of the exported platforms of ev into
@@ -510,7 +488,7 @@ func writeEvidence(dir string, p addrs.Provider, ev *records.Evidence, exported 
 				continue
 			}
 			zip := filepath.Join(dir, addrs.ArchiveName(p.Type, ev.Version, pl))
-			got, n, err := fileSHA256Size(zip)
+			got, n, err := files.dir.sha256Size(zip)
 			if err != nil || got != pkg.SHA256 {
 				continue
 			}
@@ -616,20 +594,18 @@ type mirrorArchive struct {
 }
 
 // writeIndexes writes index.json and every VERSION.json of each provider
-// directory (HOST/NAMESPACE/TYPE) in out from the packed archives there,
-// as `terraform providers mirror` does after every run, and records them
-// in files.
-func writeIndexes(out string, files *exportFiles) error {
-	dirs, err := filepath.Glob(filepath.Join(out, "*", "*", "*"))
+// directory (HOST/NAMESPACE/TYPE) in files' directory from the packed
+// archives there, as `terraform providers mirror` does after every run,
+// and records them in files. A link in the way of a provider directory,
+// or in place of an archive, is passed over (outdir.go).
+func writeIndexes(files *exportFiles) error {
+	dirs, err := providerDirs(files.dir)
 	if err != nil {
 		return err
 	}
 	for _, dir := range dirs {
-		if info, err := os.Stat(dir); err != nil || !info.IsDir() {
-			continue
-		}
 		typ := filepath.Base(dir)
-		entries, err := os.ReadDir(dir)
+		entries, err := files.dir.readDir(dir)
 		if err != nil {
 			return err
 		}
@@ -643,13 +619,8 @@ func writeIndexes(out string, files *exportFiles) error {
 			if err != nil {
 				continue
 			}
-			f, err := os.Open(filepath.Join(dir, e.Name()))
+			f, info, err := files.dir.open(filepath.Join(dir, e.Name()))
 			if err != nil {
-				return err
-			}
-			info, err := f.Stat()
-			if err != nil {
-				f.Close()
 				return err
 			}
 			h1, err := verify.H1(f, info.Size())
@@ -677,4 +648,27 @@ func writeIndexes(out string, files *exportFiles) error {
 		}
 	}
 	return nil
+}
+
+// providerDirs lists the directories three levels under dir's top
+// (HOST/NAMESPACE/TYPE, and whatever else is that deep), in order, each
+// reached through directories only: a link on the way is passed over.
+func providerDirs(dir *outDir) ([]string, error) {
+	dirs := []string{dir.path}
+	for range 3 {
+		var next []string
+		for _, d := range dirs {
+			entries, err := dir.readDir(d)
+			if err != nil {
+				continue // an unreadable directory holds no provider: passed over
+			}
+			for _, e := range entries {
+				if e.IsDir() {
+					next = append(next, filepath.Join(d, e.Name()))
+				}
+			}
+		}
+		dirs = next
+	}
+	return dirs, nil
 }

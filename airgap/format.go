@@ -20,8 +20,6 @@ package airgap
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/tfmirror/tfmirror/v2/discovery/registryjson"
@@ -108,28 +106,4 @@ func IsTarName(path string) bool {
 		}
 	}
 	return false
-}
-
-// writeFileIfChanged writes data to path through a temporary file, unless
-// path holds data already. It reports whether it wrote.
-func writeFileIfChanged(path string, data []byte) (bool, error) {
-	if old, err := os.ReadFile(path); err == nil && string(old) == string(data) {
-		return false, nil
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
-	if err != nil {
-		return false, err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return false, err
-	}
-	if err := tmp.Close(); err != nil {
-		return false, err
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		return false, err
-	}
-	return true, os.Rename(tmp.Name(), path)
 }

@@ -62,9 +62,11 @@ type manifestFile struct {
 }
 
 // exportFiles records the files an export wrote or checked, by path
-// relative to its top, for its manifest.
+// relative to its top, for its manifest. Every file of out is read and
+// written through dir (outdir.go).
 type exportFiles struct {
 	out   string
+	dir   *outDir
 	files map[string]manifestFile
 	// prior are the files that the manifest an earlier export into out
 	// signed with the same key lists.
@@ -74,10 +76,10 @@ type exportFiles struct {
 	judged map[string]bool
 }
 
-// newExportFiles starts the record of an export into out by key.
-func newExportFiles(out string, key *ExportKey) *exportFiles {
-	ef := &exportFiles{out: out, files: map[string]manifestFile{}, prior: map[string]manifestFile{}, judged: map[string]bool{}}
-	if m, err := readManifest(out, key.keyring()); err == nil {
+// newExportFiles starts the record of an export into dir by key.
+func newExportFiles(dir *outDir, key *ExportKey) *exportFiles {
+	ef := &exportFiles{out: dir.path, dir: dir, files: map[string]manifestFile{}, prior: map[string]manifestFile{}, judged: map[string]bool{}}
+	if m, err := readManifestWith(dir.readCapped, dir.path, key.keyring()); err == nil {
 		for _, f := range m.Files {
 			ef.prior[f.Path] = f
 		}
@@ -90,9 +92,11 @@ func newExportFiles(out string, key *ExportKey) *exportFiles {
 // an earlier export into out wrote of a version the package policy
 // refuses now, or cannot judge (carried.go), which this export must
 // neither carry nor sign again (an export carries what the mirror
-// serves). A dir that does not exist holds nothing to withdraw.
+// serves). A dir that does not exist holds nothing to withdraw; one
+// reached through a link in out is refused (outDir): what the link leads
+// to is not the export's to remove.
 func (ef *exportFiles) withdraw(dir string, match func(name string) bool) error {
-	entries, err := os.ReadDir(dir)
+	entries, err := ef.dir.readDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
@@ -104,7 +108,7 @@ func (ef *exportFiles) withdraw(dir string, match func(name string) bool) error 
 			continue
 		}
 		path := filepath.Join(dir, e.Name())
-		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := ef.dir.remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
 		delete(ef.prior, ef.rel(path))
@@ -117,7 +121,7 @@ func (ef *exportFiles) withdraw(dir string, match func(name string) bool) error 
 // directory is dir when no archive of any version is left there (it is
 // written again from those that are, writeIndexes).
 func (ef *exportFiles) withdrawIndex(dir, typ string) error {
-	entries, err := os.ReadDir(dir)
+	entries, err := ef.dir.readDir(dir)
 	if err != nil {
 		return nil // nothing left to withdraw
 	}
@@ -145,7 +149,7 @@ func (ef *exportFiles) readVouched(path string, limit int64) ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("%s is not in the manifest of an earlier export by this key", path)
 	}
-	data, err := readCapped(path, limit)
+	data, err := ef.dir.readCapped(path, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -168,10 +172,10 @@ func (ef *exportFiles) addData(path string, data []byte) {
 	ef.add(path, int64(len(data)), hex.EncodeToString(sum[:]))
 }
 
-// writeFile writes data to path unless it holds data already (see
-// writeFileIfChanged), and records it.
+// writeFile writes data to path (mode 0644) unless it holds data
+// already (see outDir.writeIfChanged), and records it.
 func (ef *exportFiles) writeFile(path string, data []byte) (bool, error) {
-	wrote, err := writeFileIfChanged(path, data)
+	wrote, err := ef.dir.writeIfChanged(path, data, 0o644)
 	if err == nil {
 		ef.addData(path, data)
 	}
@@ -190,25 +194,18 @@ func (ef *exportFiles) writeJSON(path string, v any) (bool, error) {
 	return ef.writeFile(path, data)
 }
 
-// writeManifest writes the manifest of the export in out and its
-// signature by key: every file recorded in ef, and every other file in
+// writeManifest writes the manifest of the export in ef's directory, out,
+// and its signature by key: every file recorded in ef, and every other file in
 // out that the manifest an earlier export signed with the same key lists
 // with the same size and sha256 (an incremental export keeps covering
 // what earlier ones wrote). Other files are left out, and returned (paths
 // relative to out): an import refuses the versions they belong to.
-func writeManifest(out string, key *ExportKey, ef *exportFiles) ([]string, error) {
-	prior := ef.prior
+func writeManifest(key *ExportKey, ef *exportFiles) ([]string, error) {
+	prior, out := ef.prior, ef.out
 	m := manifest{Format: manifestFormat, Signer: key.Fingerprint(), Files: []manifestFile{}}
 	var unlisted []string
-	err := filepath.WalkDir(out, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(out, path)
-		if err != nil {
-			return err
-		}
-		rel = filepath.ToSlash(rel)
+	err := ef.dir.walk(func(path string, d fs.DirEntry) error {
+		rel := ef.rel(path)
 		if d.IsDir() || rel == manifestName || rel == manifestSigName {
 			return nil
 		}
@@ -218,7 +215,7 @@ func writeManifest(out string, key *ExportKey, ef *exportFiles) ([]string, error
 		}
 		if f, ok := prior[rel]; ok && d.Type().IsRegular() {
 			if info, err := d.Info(); err == nil && info.Size() == f.Size {
-				if sha, err := fileSHA256(path); err == nil && sha == f.SHA256 {
+				if sha, _, err := ef.dir.sha256Size(path); err == nil && sha == f.SHA256 {
 					m.Files = append(m.Files, f)
 					return nil
 				}
@@ -240,10 +237,10 @@ func writeManifest(out string, key *ExportKey, ef *exportFiles) ([]string, error
 	if err != nil {
 		return nil, fmt.Errorf("signing the manifest: %w", err)
 	}
-	if _, err := writeFileIfChanged(filepath.Join(out, manifestName), data); err != nil {
+	if _, err := ef.dir.writeIfChanged(filepath.Join(out, manifestName), data, 0o644); err != nil {
 		return nil, err
 	}
-	if _, err := writeFileIfChanged(filepath.Join(out, manifestSigName), sig); err != nil {
+	if _, err := ef.dir.writeIfChanged(filepath.Join(out, manifestSigName), sig, 0o644); err != nil {
 		return nil, err
 	}
 	return unlisted, nil
@@ -266,8 +263,14 @@ func (e *manifestError) Error() string { return e.Msg }
 // nor signature; a *manifestError, whose message names no file, when it
 // vouches for nothing; errors reading it.
 func readManifest(dir string, keyring openpgp.EntityList) (*manifest, error) {
-	data, derr := readCapped(filepath.Join(dir, manifestName), maxManifestBytes)
-	sig, serr := readCapped(filepath.Join(dir, manifestSigName), maxSignatureBytes)
+	return readManifestWith(readCapped, dir, keyring)
+}
+
+// readManifestWith is readManifest, reading the manifest and its
+// signature with read (an export's through its outDir).
+func readManifestWith(read func(path string, limit int64) ([]byte, error), dir string, keyring openpgp.EntityList) (*manifest, error) {
+	data, derr := read(filepath.Join(dir, manifestName), maxManifestBytes)
+	sig, serr := read(filepath.Join(dir, manifestSigName), maxSignatureBytes)
 	switch {
 	case errors.Is(derr, os.ErrNotExist) && errors.Is(serr, os.ErrNotExist):
 		return nil, fmt.Errorf("%w in %s", errNoManifest, dir)

@@ -63,7 +63,7 @@ func paths(m *manifest) []string {
 func TestManifestWriteAndVerify(t *testing.T) {
 	out := t.TempDir()
 	key := newKey(t, "exporter")
-	files := newExportFiles(out, key)
+	files := newExportFiles(outFor(t, out), key)
 	if err := os.MkdirAll(filepath.Join(out, "h", "n", "t"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestManifestWriteAndVerify(t *testing.T) {
 		t.Fatal(err)
 	}
 	write(t, filepath.Join(out, "h", "n", "t", "stranger.zip"), "not written nor checked")
-	unlisted, err := writeManifest(out, key, files)
+	unlisted, err := writeManifest(key, files)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,23 +151,23 @@ func TestManifestWriteAndVerify(t *testing.T) {
 func TestManifestIncremental(t *testing.T) {
 	out := t.TempDir()
 	key := newKey(t, "exporter")
-	first := newExportFiles(out, key)
+	first := newExportFiles(outFor(t, out), key)
 	if _, err := first.writeFile(filepath.Join(out, "kept.zip"), []byte("kept")); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := first.writeFile(filepath.Join(out, "changed.zip"), []byte("before")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := writeManifest(out, key, first); err != nil {
+	if _, err := writeManifest(key, first); err != nil {
 		t.Fatal(err)
 	}
 	write(t, filepath.Join(out, "changed.zip"), "after!")
 
-	second := newExportFiles(out, key)
+	second := newExportFiles(outFor(t, out), key)
 	if _, err := second.writeFile(filepath.Join(out, "new.zip"), []byte("new")); err != nil {
 		t.Fatal(err)
 	}
-	unlisted, err := writeManifest(out, key, second)
+	unlisted, err := writeManifest(key, second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,8 +183,8 @@ func TestManifestIncremental(t *testing.T) {
 	}
 
 	// Another key does not inherit what this one listed.
-	third := newExportFiles(out, newKey(t, "other"))
-	unlisted, err = writeManifest(out, newKey(t, "other"), third)
+	third := newExportFiles(outFor(t, out), newKey(t, "other"))
+	unlisted, err = writeManifest(newKey(t, "other"), third)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -154,7 +154,7 @@ func exportModule(ctx context.Context, engine Engine, cm modules.Cached, out str
 		return fmt.Errorf("version %q cannot name a file", rec.Version)
 	}
 	dir := moduleDir(out, m)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := files.dir.mkdirAll(dir); err != nil {
 		return err
 	}
 	wrote, n, err := exportArchive(engine, rec.SHA256, filepath.Join(dir, rec.Version+".tar.gz"), files)

@@ -106,6 +106,7 @@ type ociLayoutExport struct {
 	arts   Artifacts
 	names  oci.Names
 	out    string
+	dir    *outDir      // out, through which every file of it is read and written (outdir.go)
 	files  *exportFiles // records what exportArchive wrote (not signed)
 	sum    *LayoutSummary
 	tags   map[string][]layoutTag // repository -> tags written
@@ -139,10 +140,13 @@ func ExportOCILayout(ctx context.Context, engine Engine, arts Artifacts, names o
 	if err != nil {
 		return sum, err
 	}
-	if err := os.MkdirAll(out, 0o755); err != nil {
+	dir, err := openOutDir(out)
+	if err != nil {
 		return sum, err
 	}
-	x := &ociLayoutExport{ctx: ctx, engine: engine, arts: arts, names: names, out: out, files: &exportFiles{out: out, files: map[string]manifestFile{}, prior: map[string]manifestFile{}}, sum: &sum, tags: map[string][]layoutTag{}, kept: map[string]int64{}, dropped: map[string][]string{}}
+	defer dir.Close()
+	out = dir.path
+	x := &ociLayoutExport{ctx: ctx, engine: engine, arts: arts, names: names, out: out, dir: dir, files: &exportFiles{out: out, dir: dir, files: map[string]manifestFile{}, prior: map[string]manifestFile{}}, sum: &sum, tags: map[string][]layoutTag{}, kept: map[string]int64{}, dropped: map[string][]string{}}
 	for _, cv := range selected {
 		if err := ctx.Err(); err != nil {
 			return sum, err
@@ -191,7 +195,7 @@ func ExportOCILayout(ctx context.Context, engine Engine, arts Artifacts, names o
 	for repo := range x.dropped {
 		// A repository of refused versions alone is rewritten only when
 		// an earlier export made it.
-		if _, ok := x.tags[repo]; !ok && fileExists(filepath.Join(x.out, filepath.FromSlash(repo), ocispec.ImageIndexFile)) {
+		if _, ok := x.tags[repo]; !ok && x.dir.exists(filepath.Join(x.out, filepath.FromSlash(repo), ocispec.ImageIndexFile)) {
 			repos = append(repos, repo)
 		}
 	}
@@ -254,7 +258,7 @@ func (x *ociLayoutExport) drop(repo, version string) {
 // A layout whose name the repository prefixes do not give cannot be
 // judged, and is reported.
 func (x *ociLayoutExport) judgeEarlier(report func(string)) error {
-	repos, err := layoutRepositories(x.out)
+	repos, err := layoutRepositories(x.dir)
 	if err != nil {
 		return err
 	}
@@ -273,7 +277,7 @@ func (x *ociLayoutExport) judgeEarlier(report func(string)) error {
 		for _, tag := range x.dropped[repo] {
 			seen[tag] = true
 		}
-		tags, err := layoutTags(x.out, repo)
+		tags, err := layoutTags(x.dir, repo)
 		if err != nil {
 			return err
 		}
@@ -318,18 +322,18 @@ func (x *ociLayoutExport) judgeEarlier(report func(string)) error {
 
 // layoutTags returns the tags of repo's index.json in out (none when it
 // has none it reads).
-func layoutTags(out, repo string) ([]string, error) {
-	byTag, err := earlierIndex(filepath.Join(out, filepath.FromSlash(repo)))
+func layoutTags(out *outDir, repo string) ([]string, error) {
+	byTag, err := earlierIndex(out, filepath.Join(out.path, filepath.FromSlash(repo)))
 	return slices.Sorted(maps.Keys(byTag)), err
 }
 
 // earlierIndex returns the manifests of the layout index.json in dir
-// (written by an earlier export) by their tags: none when it has none it
-// reads (no file, or not an index); an error only when the file cannot be
-// read.
-func earlierIndex(dir string) (map[string]ocispec.Descriptor, error) {
+// under out (written by an earlier export) by their tags: none when it
+// has none it reads (no file, or not an index); an error only when the
+// file cannot be read.
+func earlierIndex(out *outDir, dir string) (map[string]ocispec.Descriptor, error) {
 	byTag := map[string]ocispec.Descriptor{}
-	b, err := readCapped(filepath.Join(dir, ocispec.ImageIndexFile), oci.MaxManifestSize)
+	b, err := out.readCapped(filepath.Join(dir, ocispec.ImageIndexFile), oci.MaxManifestSize)
 	if errors.Is(err, os.ErrNotExist) {
 		return byTag, nil
 	}
@@ -491,7 +495,7 @@ func (x *ociLayoutExport) heldManifest(repo string, d digest.Digest) (oci.Docume
 	if d.Validate() != nil || d.Algorithm() != digest.SHA256 {
 		return oci.Document{}, false
 	}
-	b, err := readCapped(filepath.Join(x.out, filepath.FromSlash(repo), "blobs", "sha256", d.Encoded()), oci.MaxManifestSize)
+	b, err := x.dir.readCapped(filepath.Join(x.out, filepath.FromSlash(repo), "blobs", "sha256", d.Encoded()), oci.MaxManifestSize)
 	if err != nil {
 		return oci.Document{}, false
 	}
@@ -517,7 +521,7 @@ func (x *ociLayoutExport) heldBlob(repo, sha string) (int64, bool) {
 	if n, ok := x.kept[path]; ok {
 		return n, true
 	}
-	got, n, err := fileSHA256Size(path)
+	got, n, err := x.dir.sha256Size(path)
 	if err != nil || got != sha {
 		return 0, false
 	}
@@ -603,7 +607,7 @@ func (x *ociLayoutExport) manifestWithLayer(repo string, doc oci.Document) error
 // moduleZip writes the module zip of digest d of repo to path, unless it
 // is there.
 func (x *ociLayoutExport) moduleZip(repo, path string, d digest.Digest) (bool, int64, error) {
-	if got, _, err := fileSHA256Size(path); err == nil && got == d.Encoded() {
+	if got, _, err := x.dir.sha256Size(path); err == nil && got == d.Encoded() {
 		return false, 0, nil
 	}
 	parsed, err := x.names.Parse(repo)
@@ -615,7 +619,7 @@ func (x *ociLayoutExport) moduleZip(repo, path string, d digest.Digest) (bool, i
 		return false, 0, err
 	}
 	defer z.Close()
-	n, err := writeBlob(path, d, z.Content())
+	n, err := x.writeBlob(path, d, z.Content())
 	return err == nil, n, err
 }
 
@@ -634,7 +638,7 @@ func (x *ociLayoutExport) blobPath(repo string, d digest.Digest) (string, error)
 		return "", err
 	}
 	dir := filepath.Join(x.out, filepath.FromSlash(repo), "blobs", string(d.Algorithm()))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := x.dir.mkdirAll(dir); err != nil {
 		return "", err
 	}
 	return filepath.Join(dir, d.Encoded()), nil
@@ -647,50 +651,43 @@ func (x *ociLayoutExport) blobBytes(repo string, d digest.Digest, b []byte) erro
 	if err != nil {
 		return err
 	}
-	if have, err := os.ReadFile(path); err == nil && bytes.Equal(have, b) {
+	if have, err := x.dir.readCapped(path, int64(len(b))); err == nil && bytes.Equal(have, b) {
 		x.count(false, 0)
 		return nil
 	}
-	n, err := writeBlob(path, d, bytes.NewReader(b))
+	n, err := x.writeBlob(path, d, bytes.NewReader(b))
 	if err == nil {
 		x.count(true, n)
 	}
 	return err
 }
 
-// writeBlob writes r to path through a temporary file, checking that it
-// has digest d.
-func writeBlob(path string, d digest.Digest, r io.Reader) (int64, error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
-	if err != nil {
-		return 0, err
-	}
-	defer os.Remove(tmp.Name())
-	v := d.Verifier()
-	n, err := io.Copy(io.MultiWriter(tmp, v), r)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return 0, err
-	}
-	if !v.Verified() {
-		return 0, fmt.Errorf("the bytes of blob %s do not have its digest", d)
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		return 0, err
-	}
-	return n, os.Rename(tmp.Name(), path)
+// writeBlob writes r to path (mode 0644) through a temporary file,
+// checking that it has digest d.
+func (x *ociLayoutExport) writeBlob(path string, d digest.Digest, r io.Reader) (int64, error) {
+	var n int64
+	err := x.dir.write(path, 0o644, func(w io.Writer) error {
+		v := d.Verifier()
+		var err error
+		if n, err = io.Copy(io.MultiWriter(w, v), r); err != nil {
+			return err
+		}
+		if !v.Verified() {
+			return fmt.Errorf("the bytes of blob %s do not have its digest", d)
+		}
+		return nil
+	})
+	return n, err
 }
 
 // writeIndex writes repo's oci-layout and index.json: the tags written
 // by this export, and those of an earlier one not written again.
 func (x *ociLayoutExport) writeIndex(repo string) error {
 	dir := filepath.Join(x.out, filepath.FromSlash(repo))
-	if _, err := writeFileIfChanged(filepath.Join(dir, ocispec.ImageLayoutFile), []byte(`{"imageLayoutVersion":"`+ocispec.ImageLayoutVersion+`"}`)); err != nil {
+	if _, err := x.dir.writeIfChanged(filepath.Join(dir, ocispec.ImageLayoutFile), []byte(`{"imageLayoutVersion":"`+ocispec.ImageLayoutVersion+`"}`), 0o644); err != nil {
 		return err
 	}
-	byTag, err := earlierIndex(dir)
+	byTag, err := earlierIndex(x.dir, dir)
 	if err != nil {
 		return err
 	}
@@ -716,7 +713,7 @@ func (x *ociLayoutExport) writeIndex(repo string) error {
 	if err != nil {
 		return err
 	}
-	_, err = writeFileIfChanged(filepath.Join(dir, ocispec.ImageIndexFile), append(b, '\n'))
+	_, err = x.dir.writeIfChanged(filepath.Join(dir, ocispec.ImageIndexFile), append(b, '\n'), 0o644)
 	return err
 }
 
@@ -767,7 +764,7 @@ fi
 // (those of earlier exports included), in order; a layout without an
 // index.json has none.
 func (x *ociLayoutExport) writeScript() (string, error) {
-	repos, err := layoutRepositories(x.out)
+	repos, err := layoutRepositories(x.dir)
 	if err != nil {
 		return "", err
 	}
@@ -779,7 +776,7 @@ func (x *ociLayoutExport) writeScript() (string, error) {
 			// shell line): left out.
 			continue
 		}
-		idx, err := readCapped(filepath.Join(x.out, filepath.FromSlash(repo), ocispec.ImageIndexFile), oci.MaxManifestSize)
+		idx, err := x.dir.readCapped(filepath.Join(x.out, filepath.FromSlash(repo), ocispec.ImageIndexFile), oci.MaxManifestSize)
 		if errors.Is(err, os.ErrNotExist) {
 			// An export killed, or out of space, between the layout's
 			// oci-layout and its index.json: no tags to push, and no
@@ -803,26 +800,25 @@ func (x *ociLayoutExport) writeScript() (string, error) {
 	}
 	b.WriteString(pushScriptTail)
 	path := filepath.Join(x.out, PushScriptName)
-	if _, err := writeFileIfChanged(path, []byte(b.String())); err != nil {
-		return "", err
+	if wrote, err := x.dir.writeIfChanged(path, []byte(b.String()), 0o755); err != nil || wrote {
+		return path, err
 	}
-	return path, os.Chmod(path, 0o755)
+	return path, x.dir.chmod(path, 0o755)
 }
 
 // layoutRepositories lists the repositories of the layouts under out:
-// the directories holding an oci-layout file, as slash paths.
-func layoutRepositories(out string) ([]string, error) {
+// the directories holding an oci-layout file, as slash paths. A link in
+// out is not followed.
+func layoutRepositories(dir *outDir) ([]string, error) {
 	var repos []string
-	err := filepath.WalkDir(out, func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
+	out := dir.path
+	err := dir.walk(func(p string, d os.DirEntry) error {
 		if d.IsDir() && d.Name() == "blobs" && p != out {
-			if _, err := os.Stat(filepath.Join(filepath.Dir(p), ocispec.ImageLayoutFile)); err == nil {
+			if dir.exists(filepath.Join(filepath.Dir(p), ocispec.ImageLayoutFile)) {
 				return filepath.SkipDir
 			}
 		}
-		if !d.IsDir() && d.Name() == ocispec.ImageLayoutFile {
+		if d.Type().IsRegular() && d.Name() == ocispec.ImageLayoutFile {
 			rel, err := filepath.Rel(out, filepath.Dir(p))
 			if err != nil {
 				return err

@@ -151,14 +151,14 @@ func TestLongRepositoryNameUntaggedFromEarlierExport(t *testing.T) {
 	// name.
 	longRepo := long.Module(tarballModule)
 	copyTree(t, filepath.Join(out, filepath.FromSlash(short.Module(tarballModule))), filepath.Join(out, filepath.FromSlash(longRepo)))
-	if tags, err := layoutTags(out, longRepo); err != nil || len(tags) != 1 {
+	if tags, err := layoutTags(outFor(t, out), longRepo); err != nil || len(tags) != 1 {
 		t.Fatalf("the earlier layout's tags: %q, %v", tags, err)
 	}
 	sum, err := ExportOCILayout(context.Background(), engine, servedBy(t, engine, side), long, Selection{}, out, func(string) {})
 	if err != nil || sum.LongNames != 1 || sum.Failed != 0 {
 		t.Fatalf("export: %+v, %v; want the module left out for its name", sum, err)
 	}
-	if tags, err := layoutTags(out, longRepo); err != nil || len(tags) != 0 {
+	if tags, err := layoutTags(outFor(t, out), longRepo); err != nil || len(tags) != 0 {
 		t.Errorf("the long name's layout still tags %q (%v), which no registry takes", tags, err)
 	}
 	script, err := os.ReadFile(filepath.Join(out, PushScriptName))

@@ -226,7 +226,7 @@ func exportRelease(engine Engine, sel Selection, h releases.HeldVersion, mr mani
 		return nil
 	}
 	dir := filepath.Join(out, filepath.FromSlash(mr.dir()))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := files.dir.mkdirAll(dir); err != nil {
 		return err
 	}
 	sumsName := releases.SumsName(s.Publisher, s.Product, s.Version)
@@ -302,7 +302,7 @@ func keepEarlier(dir string, s *releases.Sums, rf *releaseFile, files *exportFil
 			continue
 		}
 		path := filepath.Join(dir, name)
-		if got, n, err := fileSHA256Size(path); err == nil && got == sha {
+		if got, n, err := files.dir.sha256Size(path); err == nil && got == sha {
 			files.add(path, n, got)
 			rf.Archives = append(rf.Archives, name)
 		}

@@ -142,7 +142,7 @@ func importCLI(t *testing.T, engine Engine, in string, key *ExportKey) (ImportSu
 // compromised exporting mirror could make.
 func resign(t *testing.T, out string, key *ExportKey) {
 	t.Helper()
-	ef := &exportFiles{out: out, files: map[string]manifestFile{}, prior: map[string]manifestFile{}}
+	ef := &exportFiles{out: out, dir: outFor(t, out), files: map[string]manifestFile{}, prior: map[string]manifestFile{}}
 	err := filepath.WalkDir(out, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !d.Type().IsRegular() {
 			return err
@@ -160,7 +160,7 @@ func resign(t *testing.T, out string, key *ExportKey) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := writeManifest(out, key, ef); err != nil {
+	if _, err := writeManifest(key, ef); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -1,0 +1,319 @@
+package airgap
+
+// The directory an export writes. An output directory may have come back
+// from the other side of the air gap (the medium an earlier export was
+// carried on), and what is in it is a stranger's: a link in it, to a
+// directory or a file, could lead the export's writes, its withdrawals
+// and its reads of what is there already anywhere the mirror's user may
+// write or read. So the directory export and the OCI layout export open
+// OUT once, as an *os.Root, and every read, write, rename and removal
+// under it goes through outDir, by OUT-relative names: the root keeps
+// each of them inside OUT, whatever links are in it or come to be.
+// Within OUT, outDir follows no link either:
+//
+//   - a link where the export needs a directory (a provider's host,
+//     namespace or type, modules/..., releases/..., an OCI repository
+//     and its blobs/) is refused, an *outLinkError naming it: the
+//     version that needs it fails, and is reported;
+//   - a link where the export writes a file (an archive, evidence,
+//     index.json, the manifest) is replaced by the file, as the file
+//     there would be: the rename of the written file takes its name, and
+//     what the link leads to is neither read nor changed;
+//   - a link where the export reads a file it keeps (an archive an
+//     earlier export wrote, that export's evidence, a CLI version's
+//     record, the earlier manifest) is not read: the file counts as not
+//     there, and is written again, or left out of the signed manifest
+//     and reported;
+//   - withdrawing a version removes regular files only, never through a
+//     link; a link in the way of its directory stops the export, named.
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/tfmirror/tfmirror/v2/internal/inputfile"
+)
+
+// outDir is OUT, the directory an export writes, opened as a root. Its
+// methods take the paths the export builds (OUT joined with names) and
+// act on their OUT-relative names through the root; their errors name
+// the paths under OUT.
+type outDir struct {
+	root *os.Root
+	path string // OUT, as messages show it
+}
+
+// outLinkError refuses a link in OUT where an export needs a directory,
+// or would read a file.
+type outLinkError struct{ path string }
+
+func (e *outLinkError) Error() string {
+	return e.path + " is a symbolic link: an export writes into its directory only, and follows no link in it (remove the link, or export into another directory)"
+}
+
+// openOutDir makes the directory path (mode 0755) unless it is there,
+// and opens it as the root of an export. A link at path itself is
+// followed: the operator named it.
+func openOutDir(path string) (*outDir, error) {
+	path = filepath.Clean(path)
+	if err := os.MkdirAll(path, 0o755); err != nil {
+		return nil, err
+	}
+	root, err := os.OpenRoot(path)
+	if err != nil {
+		return nil, err
+	}
+	return &outDir{root: root, path: path}, nil
+}
+
+func (o *outDir) Close() error { return o.root.Close() }
+
+// name is the OUT-relative name of path, a path under OUT; "." for OUT.
+func (o *outDir) name(path string) (string, error) {
+	rel, err := filepath.Rel(o.path, filepath.Clean(path))
+	if err != nil || rel != "." && !filepath.IsLocal(rel) {
+		return "", fmt.Errorf("%s is not in the export's directory %s", path, o.path)
+	}
+	return rel, nil
+}
+
+// shown is the path under OUT of the OUT-relative name.
+func (o *outDir) shown(name string) string {
+	return filepath.Join(o.path, name)
+}
+
+// shownErr makes the OUT-relative names in err (the root's) paths under
+// OUT, as the messages of the path-based calls named them.
+func (o *outDir) shownErr(err error) error {
+	var pe *fs.PathError
+	var le *os.LinkError
+	var ke *inputfile.KindError
+	switch {
+	case errors.As(err, &ke) && !filepath.IsAbs(ke.Path):
+		if ke.Kind == inputfile.Kind(fs.ModeSymlink) {
+			return &outLinkError{path: o.shown(ke.Path)}
+		}
+		ke.Path = o.shown(ke.Path)
+	case errors.As(err, &pe) && !filepath.IsAbs(pe.Path):
+		pe.Path = o.shown(pe.Path)
+	case errors.As(err, &le) && !filepath.IsAbs(le.New):
+		le.Old, le.New = o.shown(le.Old), o.shown(le.New)
+	}
+	return err
+}
+
+// dirs checks that name (OUT-relative) and every directory above it in
+// OUT is a directory, no link, making those that are not there (mode
+// 0755) when create.
+func (o *outDir) dirs(name string, create bool) error {
+	if name == "." {
+		return nil
+	}
+	parts := strings.Split(name, string(filepath.Separator))
+	for i := range parts {
+		p := filepath.Join(parts[:i+1]...)
+		info, err := o.root.Lstat(p)
+		if create && errors.Is(err, fs.ErrNotExist) {
+			if err = o.root.Mkdir(p, 0o755); err == nil || errors.Is(err, fs.ErrExist) {
+				info, err = o.root.Lstat(p)
+			}
+		}
+		switch {
+		case err != nil:
+			return o.shownErr(err)
+		case info.Mode()&fs.ModeSymlink != 0:
+			return &outLinkError{path: o.shown(p)}
+		case !info.IsDir():
+			return fmt.Errorf("%s is not a directory", o.shown(p))
+		}
+	}
+	return nil
+}
+
+// mkdirAll makes the directory path under OUT and those above it (mode
+// 0755) unless they are there; a link on the way is refused.
+func (o *outDir) mkdirAll(path string) error {
+	name, err := o.name(path)
+	if err != nil {
+		return err
+	}
+	return o.dirs(name, true)
+}
+
+// open opens the regular file at path under OUT for reading, through no
+// link: a link on the way, or at path, is refused.
+func (o *outDir) open(path string) (*os.File, fs.FileInfo, error) {
+	name, err := o.name(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := o.dirs(filepath.Dir(name), false); err != nil {
+		return nil, nil, err
+	}
+	f, info, err := inputfile.OpenIn(o.root, name)
+	if err != nil {
+		return nil, nil, o.shownErr(err)
+	}
+	return f, info, nil
+}
+
+// exists reports whether there is something at path under OUT, with no
+// link on the way to it.
+func (o *outDir) exists(path string) bool {
+	name, err := o.name(path)
+	if err != nil || o.dirs(filepath.Dir(name), false) != nil {
+		return false
+	}
+	_, err = o.root.Lstat(name)
+	return err == nil
+}
+
+// readCapped reads the regular file at path under OUT (open), failing
+// when it is larger than limit.
+func (o *outDir) readCapped(path string, limit int64) ([]byte, error) {
+	f, _, err := o.open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return readAllCapped(f, path, limit)
+}
+
+// sha256Size returns the sha256 and size of the regular file at path
+// under OUT (open).
+func (o *outDir) sha256Size(path string) (string, int64, error) {
+	f, _, err := o.open(path)
+	if err != nil {
+		return "", 0, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return "", 0, err
+	}
+	return hex.EncodeToString(h.Sum(nil)), n, nil
+}
+
+// readDir lists the directory at path under OUT, reached through no
+// link; the entries' types are their own (a link is a link).
+func (o *outDir) readDir(path string) ([]fs.DirEntry, error) {
+	name, err := o.name(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := o.dirs(name, false); err != nil {
+		return nil, err
+	}
+	f, err := inputfile.OpenDirIn(o.root, name)
+	if err != nil {
+		return nil, o.shownErr(err)
+	}
+	defer f.Close()
+	entries, err := f.ReadDir(-1)
+	return entries, o.shownErr(err)
+}
+
+// remove removes the file at path under OUT (a link there is removed
+// itself, not what it leads to).
+func (o *outDir) remove(path string) error {
+	name, err := o.name(path)
+	if err != nil {
+		return err
+	}
+	if err := o.dirs(filepath.Dir(name), false); err != nil {
+		return err
+	}
+	return o.shownErr(o.root.Remove(name))
+}
+
+// write writes the file at path under OUT (its directory there already,
+// reached through no link) with mode perm, through a temporary file
+// beside it that fill writes and that is then renamed to path: whatever
+// was at path (a link included, which is not followed) is replaced
+// whole, or left as it was.
+func (o *outDir) write(path string, perm fs.FileMode, fill func(io.Writer) error) error {
+	name, err := o.name(path)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Dir(name)
+	if err := o.dirs(dir, false); err != nil {
+		return err
+	}
+	var tmp string
+	var f *os.File
+	for range 100 {
+		tmp = filepath.Join(dir, ".tmp-"+rand.Text())
+		f, err = o.root.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+		if !errors.Is(err, fs.ErrExist) {
+			break
+		}
+	}
+	if err != nil {
+		return o.shownErr(err)
+	}
+	defer o.root.Remove(tmp)
+	err = fill(f)
+	if err == nil {
+		err = f.Chmod(perm)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return o.shownErr(err)
+	}
+	return o.shownErr(o.root.Rename(tmp, name))
+}
+
+// writeIfChanged writes data to path under OUT with mode perm (write),
+// unless path is a regular file holding data already, which it leaves as
+// it is. It reports whether it wrote.
+func (o *outDir) writeIfChanged(path string, data []byte, perm fs.FileMode) (bool, error) {
+	if f, _, err := o.open(path); err == nil {
+		old, rerr := readAllCapped(f, path, int64(len(data)))
+		f.Close()
+		if rerr == nil && string(old) == string(data) {
+			return false, nil
+		}
+	}
+	return true, o.write(path, perm, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// chmod sets the mode of the regular file at path under OUT to perm: a
+// link there, or on the way, is refused.
+func (o *outDir) chmod(path string, perm fs.FileMode) error {
+	f, _, err := o.open(path)
+	if err != nil {
+		return err
+	}
+	f.Close()
+	name, err := o.name(path)
+	if err != nil {
+		return err
+	}
+	return o.shownErr(o.root.Chmod(name, perm))
+}
+
+// walk walks OUT as fs.WalkDir does, through the root: a link is an
+// entry of its own, never followed. fn gets the paths under OUT.
+func (o *outDir) walk(fn func(path string, d fs.DirEntry) error) error {
+	return fs.WalkDir(o.root.FS(), ".", func(name string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return o.shownErr(err)
+		}
+		return fn(o.shown(filepath.FromSlash(name)), d)
+	})
+}
