@@ -130,21 +130,30 @@ func (s *Modules) ImportModule(ctx context.Context, in Imported) (ImportOutcome,
 	}
 	// Staged and checked: a new version, a local module (no sha256 is
 	// vouched for, its bytes decide), or a package the cache no longer
-	// holds.
-	sum, tree, size, err := s.stageModule(ctx, imp, m, in, rec)
-	if err != nil {
-		return out, err
-	}
+	// holds. Judged before it is stored: a package of another tree, or
+	// one the cache holds in its own bytes, leaves nothing behind.
 	renewed := false // the package the cache names, in other bytes
-	if haveCached && cached.SHA256 != "" && cached.SHA256 != sum {
-		if !s.trees.same(ctx, cached, tree, in.Commit) {
-			return out, s.refuseModule(m, in.Version, verify.ReasonChecksum, fmt.Sprintf("the imported package has sha256 %s, the cache holds %s", sum, cached.SHA256))
+	sum, tree, size, err := s.stageModule(ctx, imp, m, in, rec, func(sum, tree string) (bool, error) {
+		if !haveCached || cached.SHA256 == "" || cached.SHA256 == sum {
+			return true, nil
+		}
+		// By its tree only: the commit an import names is its word, and
+		// nothing binds the package's files to it (a fetch, which
+		// resolves the commit itself, may go by it).
+		if !s.trees.same(ctx, cached, tree, "") {
+			return false, s.refuseModule(m, in.Version, verify.ReasonChecksum, fmt.Sprintf("the imported package has sha256 %s, the cache holds %s", sum, cached.SHA256))
 		}
 		if info, err := s.store.StatBlob(cached.SHA256); err == nil {
 			out.Present, out.Size = true, info.Size
-			return out, nil
+			return false, nil
 		}
 		renewed = true
+		return true, nil
+	})
+	if err != nil || out.Present {
+		return out, err
+	}
+	if renewed {
 		rec = cached
 	}
 	out.Size = size
@@ -173,10 +182,12 @@ func (s *Modules) ImportModule(ctx context.Context, in Imported) (ImportOutcome,
 }
 
 // stageModule reads in's package into the scratch directory within the
-// module limits, checks its sha256 and that it unpacks within them, and
-// commits it to the blob store as part of imp. It returns the sha256,
-// the tree (modsource.PackageTree) and the size.
-func (s *Modules) stageModule(ctx context.Context, imp *lifetime.Import, m addrs.Module, in Imported, rec records.ModuleRecord) (string, string, int64, error) {
+// module limits, checks its sha256 and that it unpacks within them, and,
+// when judge (given its sha256 and tree) says so, commits it to the blob
+// store as part of imp. It returns the sha256, the tree
+// (modsource.PackageTree) and the size, or judge's error.
+func (s *Modules) stageModule(ctx context.Context, imp *lifetime.Import, m addrs.Module, in Imported, rec records.ModuleRecord,
+	judge func(sum, tree string) (bool, error)) (string, string, int64, error) {
 	body, size, err := in.Open(ctx)
 	if err != nil {
 		return "", "", 0, err
@@ -231,6 +242,9 @@ func (s *Modules) stageModule(ctx context.Context, imp *lifetime.Import, m addrs
 	tree, err := modsource.PackageTree(ctx, spool, limits)
 	if err != nil {
 		return "", "", 0, fmt.Errorf("module %s %s: %w", m, in.Version, err)
+	}
+	if keep, err := judge(sum, tree); err != nil || !keep {
+		return sum, tree, n, err
 	}
 	if _, err := spool.Seek(0, io.SeekStart); err != nil {
 		return "", "", 0, err

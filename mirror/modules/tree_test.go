@@ -5,17 +5,24 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/apparentlymart/go-versions/versions"
 	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/cache"
+	"github.com/tfmirror/tfmirror/v2/discovery/modsource"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/cachetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest/harness"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 	"github.com/tfmirror/tfmirror/v2/mirror/modules"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
+	"github.com/tfmirror/tfmirror/v2/verify"
 )
 
 // otherBytes is pkg, a package tar.gz, compressed again at another
@@ -235,5 +242,269 @@ func TestImportModuleInOtherBytesIsTheSamePackage(t *testing.T) {
 	if _, err := mods.ImportModule(ctx, modules.Imported{Module: harness.TarballModule, Version: "0.1.0", Location: loc,
 		SHA256: sha256Hex(changed), Open: opener(changed)}); err == nil {
 		t.Error("an import of another tree: accepted")
+	}
+}
+
+// An import names the Git commit of its package, but nothing binds the
+// package's files to that commit: a version of a Git module whose record
+// (of an earlier release) has no tree, its package evicted, is not
+// another package for a bundle that names its commit. The fetch, which
+// resolves the commit itself, is what the commit vouches for.
+func TestImportModuleCommitDoesNotVouchForTheFiles(t *testing.T) {
+	t.Parallel()
+	h := harness.New(t, harness.Options{Config: harness.Config{ScratchDir: t.TempDir()}})
+	ctx := context.Background()
+	mods := h.Engine.Modules()
+	m := addrs.Module{Hostname: harness.OriginHost, Namespace: "acme", Name: "gitmod", System: "aws"}
+	v := enginetest.MustModuleVersion(t, "1.0.0")
+	loc := "git::https://" + harness.OriginHost + "/acme/gitmod.git?ref=v1.0.0"
+	commit := strings.Repeat("c", 40)
+	first := fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# first\n")})
+	if _, err := mods.ImportModule(ctx, modules.Imported{Module: m, Version: "1.0.0", Location: loc, Commit: commit,
+		SHA256: sha256Hex(first), Open: opener(first)}); err != nil {
+		t.Fatal(err)
+	}
+	// As an earlier release kept it, fetched from its source at that
+	// commit, and evicted.
+	key := records.ModuleRecordKey(m, v)
+	var rec records.ModuleRecord
+	if _, err := h.Store.GetMeta(key, &rec); err != nil || rec.Kind != modsource.KindGit || rec.Commit != commit {
+		t.Fatalf("record %+v, %v", rec, err)
+	}
+	rec.Tree, rec.Provenance = "", records.ProvenanceOrigin
+	if err := h.Store.PutMeta(key, &rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := cachetest.DeleteBlob(h.Store, rec.SHA256); err != nil {
+		t.Fatal(err)
+	}
+
+	other := fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# other\n")})
+	_, err := mods.ImportModule(ctx, modules.Imported{Module: m, Version: "1.0.0", Location: loc, Commit: commit,
+		SHA256: sha256Hex(other), Open: opener(other)})
+	if !errors.Is(err, verify.ErrIntegrity) {
+		t.Errorf("an import of other files naming the commit: %v, want an integrity error", err)
+	}
+	if _, err := h.Store.GetMeta(key, &rec); err != nil || rec.SHA256 != sha256Hex(first) {
+		t.Errorf("the record names %s, want the package first stored (%s)", rec.SHA256, sha256Hex(first))
+	}
+}
+
+// Versions of one package (two versions of a module at one tarball, or
+// one commit) each take its tree when read from the cache, each record
+// in turn, not only the first read.
+func TestModuleRecordsOfOnePackageEachTakeTheTree(t *testing.T) {
+	t.Parallel()
+	h := harness.New(t, harness.Options{Config: harness.Config{ScratchDir: t.TempDir()}})
+	o := h.Origin
+	o.AddTarball("m.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# one\n")}))
+	o.AddModule("acme", "tarball", "aws", "0.1.0", o.TarballURL("m.tar.gz"))
+	o.AddModule("acme", "tarball", "aws", "0.2.0", o.TarballURL("m.tar.gz"))
+	ctx := context.Background()
+	mods := h.Engine.Modules()
+	var tree string
+	for _, raw := range []string{"0.1.0", "0.2.0"} {
+		pkg, err := mods.OpenModule(ctx, harness.TarballModule, enginetest.MustModuleVersion(t, raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pkg.Close()
+		tree = pkg.Record.Tree
+	}
+	// As an earlier release kept them.
+	for _, raw := range []string{"0.1.0", "0.2.0"} {
+		key := records.ModuleRecordKey(harness.TarballModule, enginetest.MustModuleVersion(t, raw))
+		var rec records.ModuleRecord
+		h.Store.GetMeta(key, &rec)
+		rec.Tree = ""
+		if err := h.Store.PutMeta(key, &rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, raw := range []string{"0.1.0", "0.2.0"} {
+		v := enginetest.MustModuleVersion(t, raw)
+		pkg, err := mods.OpenModule(ctx, harness.TarballModule, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pkg.Close()
+		var rec records.ModuleRecord
+		if _, err := h.Store.GetMeta(records.ModuleRecordKey(harness.TarballModule, v), &rec); err != nil || rec.Tree != tree {
+			t.Errorf("%s read from the cache: its record's tree %q (%v), want %q", raw, rec.Tree, err, tree)
+		}
+	}
+}
+
+// notWritable is a cache whose records cannot be written once full is
+// set (cache.ErrNotWritable: a disk below its reserve, a database open
+// read-only), and that counts the opens of blob sha.
+type notWritable struct {
+	harness.Store
+	full  atomic.Bool
+	sha   atomic.Value // string
+	opens atomic.Int64
+}
+
+func (s *notWritable) PutMeta(key string, v any) error {
+	if s.full.Load() {
+		return fmt.Errorf("storing %s: %w", key, cache.ErrNotWritable)
+	}
+	return s.Store.PutMeta(key, v)
+}
+
+func (s *notWritable) OpenBlob(sha string) (cache.BlobReader, error) {
+	if want, _ := s.sha.Load().(string); want == sha {
+		s.opens.Add(1)
+	}
+	return s.Store.OpenBlob(sha)
+}
+
+// warnings counts the records of a logger at Warn or above, and hands
+// every record to next.
+type warnings struct {
+	slog.Handler
+	n *atomic.Int64
+}
+
+func (w warnings) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelWarn {
+		w.n.Add(1)
+	}
+	return w.Handler.Handle(ctx, r)
+}
+
+func (w warnings) WithAttrs(a []slog.Attr) slog.Handler { return warnings{w.Handler.WithAttrs(a), w.n} }
+func (w warnings) WithGroup(g string) slog.Handler      { return warnings{w.Handler.WithGroup(g), w.n} }
+
+// A record of an earlier release that cannot take its tree, the cache
+// not writable, is served as ever: its package is not read again for its
+// tree at every download, nor a warning logged for each.
+func TestModuleRecordTreeOnACacheNotWritable(t *testing.T) {
+	t.Parallel()
+	var store *notWritable
+	var warned atomic.Int64
+	h := harness.New(t, harness.Options{
+		Config: harness.Config{ScratchDir: t.TempDir(), Logger: slog.New(warnings{enginetest.Logger(t).Handler(), &warned})},
+		Wrap:   func(s harness.Store) harness.Store { store = &notWritable{Store: s}; return store }})
+	o := h.Origin
+	o.AddTarball("m.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# one\n")}))
+	o.AddModule("acme", "tarball", "aws", "0.1.0", o.TarballURL("m.tar.gz"))
+	v := enginetest.MustModuleVersion(t, "0.1.0")
+	mods := h.Engine.Modules()
+	pkg, _, err := openAll(mods, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := records.ModuleRecordKey(harness.TarballModule, v)
+	var rec records.ModuleRecord
+	h.Store.GetMeta(key, &rec)
+	rec.Tree = "" // as an earlier release kept it
+	if err := h.Store.PutMeta(key, &rec); err != nil {
+		t.Fatal(err)
+	}
+	store.sha.Store(pkg.SHA256)
+	store.full.Store(true)
+	warned.Store(0)
+	const downloads = 5
+	for range downloads {
+		if _, got, err := openAll(mods, v); err != nil || len(got) == 0 {
+			t.Fatalf("download from a cache not writable: %v", err)
+		}
+	}
+	if n := store.opens.Load(); n > downloads+1 {
+		t.Errorf("the package was opened %d times for %d downloads: read again for its tree each time", n, downloads)
+	}
+	if n := warned.Load(); n > 0 {
+		t.Errorf("%d warnings for %d downloads from a cache not writable", n, downloads)
+	}
+}
+
+// An import whose package the cache holds already in other bytes, or
+// that is refused for holding another tree, leaves no blob behind: the
+// cache's size is what its records name.
+func TestImportModuleInOtherBytesLeavesNoBlob(t *testing.T) {
+	t.Parallel()
+	h := harness.New(t, harness.Options{Config: harness.Config{ScratchDir: t.TempDir()}})
+	o := h.Origin
+	o.AddTarball("m.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# one\n")}))
+	loc := o.TarballURL("m.tar.gz")
+	o.AddModule("acme", "tarball", "aws", "0.1.0", loc)
+	ctx := context.Background()
+	v := enginetest.MustModuleVersion(t, "0.1.0")
+	mods := h.Engine.Modules()
+	_, now, err := openAll(mods, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := otherBytes(t, now)
+	if res, err := mods.ImportModule(ctx, modules.Imported{Module: harness.TarballModule, Version: "0.1.0", Location: loc,
+		SHA256: sha256Hex(other), Open: opener(other)}); err != nil || !res.Present {
+		t.Fatalf("import of the cached package in other bytes: %+v, %v", res, err)
+	}
+	if _, err := h.Store.StatBlob(sha256Hex(other)); err == nil {
+		t.Error("the import of a package the cache holds left its other bytes in the cache")
+	}
+	changed := fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# two\n")})
+	if _, err := mods.ImportModule(ctx, modules.Imported{Module: harness.TarballModule, Version: "0.1.0", Location: loc,
+		SHA256: sha256Hex(changed), Open: opener(changed)}); !errors.Is(err, verify.ErrIntegrity) {
+		t.Fatalf("an import of another tree: %v", err)
+	}
+	if _, err := h.Store.StatBlob(sha256Hex(changed)); err == nil {
+		t.Error("the import refused left its package in the cache")
+	}
+}
+
+// A Git module's record of an earlier release, its package evicted
+// before it took its tree, is judged by its commit when the package is
+// fetched again, when that commit is one this mirror resolved: the same
+// commit is the same package, in whatever bytes. The commit of an
+// imported record is the import's word, which nothing bound its files
+// to: another package fetched at that commit is refused.
+func TestModuleFetchedAgainAtTheCommitOfItsRecord(t *testing.T) {
+	t.Parallel()
+	h := harness.New(t, harness.Options{Config: harness.Config{ScratchDir: t.TempDir()}})
+	o := h.Origin
+	commit, err := o.AddGitRepo("vpc", map[string][]byte{"main.tf": []byte("# one\n")}, "v1.0.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.AddModule("acme", "vpc", "aws", "1.0.0", "git::"+o.GitURL("vpc")+"?ref=v1.0.0")
+	ctx := context.Background()
+	v := enginetest.MustModuleVersion(t, "1.0.0")
+	key := records.ModuleRecordKey(harness.Module, v)
+	mods := h.Engine.Modules()
+	pkg, err := mods.OpenModule(ctx, harness.Module, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now, _ := io.ReadAll(pkg.Content())
+	pkg.Close()
+	if pkg.Record.Commit != commit {
+		t.Fatalf("record's commit %q, want %q", pkg.Record.Commit, commit)
+	}
+
+	asFirstStored(t, h, harness.Module, "1.0.0", otherBytes(t, now), false)
+	if pkg, err := mods.OpenModule(ctx, harness.Module, v); err != nil {
+		t.Errorf("fetched again at the commit this mirror resolved: %v", err)
+	} else {
+		pkg.Close()
+	}
+
+	// Imported by an earlier release, naming the commit, with other files.
+	lie := fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# not the commit's\n")})
+	rec := asFirstStored(t, h, harness.Module, "1.0.0", lie, false)
+	rec.Provenance = records.ProvenanceImported
+	if err := h.Store.PutMeta(key, &rec); err != nil {
+		t.Fatal(err)
+	}
+	if pkg, err := mods.OpenModule(ctx, harness.Module, v); !errors.Is(err, modules.ErrChanged) {
+		if pkg != nil {
+			pkg.Close()
+		}
+		t.Errorf("an imported record's package, other files at its commit fetched again: %v, want ErrChanged", err)
+	}
+	h.Store.GetMeta(key, &rec)
+	if rec.SHA256 != sha256Hex(lie) {
+		t.Errorf("the record names %s, want the package imported (%s)", rec.SHA256, sha256Hex(lie))
 	}
 }
