@@ -77,6 +77,7 @@ type Modules struct {
 	// was refused.
 	checked *memo.Memo[string, error]
 	trees   *packageTrees // what packages hold (records.ModuleRecord.Tree)
+	refused *refusals     // what the mirror refused of a source a moment ago
 }
 
 // Parts are the engine's components the module side takes; all but
@@ -182,7 +183,7 @@ func New(cfg Config, parts Parts, origin Origin, store Store, metrics Metrics) (
 		return nil, errors.New("modules: a fetch timeout and a version list TTL are required")
 	}
 	return &Modules{life: parts.Life, recs: parts.Records, hosts: parts.Hosts, gate: parts.Gate, notFound: parts.NotFound, cfg: cfg, origin: origin, store: store, log: cfg.Logger, metrics: metrics,
-		checked: memo.New[string, error](maxChecked), trees: &packageTrees{store: store, life: parts.Life, log: cfg.Logger, metrics: metrics}}, nil
+		checked: memo.New[string, error](maxChecked), trees: &packageTrees{store: store, life: parts.Life, log: cfg.Logger, metrics: metrics}, refused: newRefusals(cfg.Now, parts.NotFound)}, nil
 }
 
 // Origin is what the engine needs for registry modules from origin
@@ -841,10 +842,17 @@ func (s *Modules) CheckCachedPackage(ctx context.Context, rec records.ModuleReco
 // refuse, which the record stored may still name ("" for none): it is
 // replaced, as a record without sha256 is completed.
 func (s *Modules) fetchModule(ctx context.Context, m addrs.Module, version versions.Version, rec records.ModuleRecord, replaces string) (_ *records.ModuleRecord, err error) {
+	// What the source gave was refused a moment ago: the same answer,
+	// with nothing downloaded (refusals).
+	refusal := refusalKey(s.cfg.Limits, "fetch", records.ModuleRecordKey(m, version), rec.Location, rec.SHA256, replaces)
+	if err := s.refused.get(refusal); err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	var size int64
 	defer func() {
 		s.metrics.ModuleFetch(string(rec.Kind), moduleOutcome(ctx, err), size, time.Since(start))
+		s.refused.note(refusal, err)
 	}()
 	mo, err := s.moduleOrigin("module package")
 	if err != nil {

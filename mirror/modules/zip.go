@@ -223,6 +223,12 @@ func (s *Zips) makeModuleZip(ctx context.Context, m addrs.Module, version versio
 		return nil, err
 	}
 	defer pkg.Close()
+	// A package that could not be made a zip a moment ago is not
+	// unpacked again (refusals).
+	refusal := refusalKey(s.mods.cfg.Limits, "zip", pkg.SHA256)
+	if err := s.mods.refused.get(refusal); err != nil {
+		return nil, err
+	}
 	spool, err := os.CreateTemp(s.mods.cfg.ScratchDir, scratch.Pattern(scratch.Module, "", ".zip"))
 	if err != nil {
 		return nil, err
@@ -231,7 +237,9 @@ func (s *Zips) makeModuleZip(ctx context.Context, m addrs.Module, version versio
 	h := sha256.New()
 	if _, err := modsource.WriteZip(ctx, pkg.Content(), io.MultiWriter(spool, h), s.mods.cfg.ScratchDir, s.mods.cfg.Limits); err != nil {
 		s.mods.log.Error("module package cannot be made a zip", "module", m.String(), "version", pkg.Record.Version, "error", err)
-		return nil, fmt.Errorf("module %s %s as a zip: %w", m, pkg.Record.Version, err)
+		err = fmt.Errorf("module %s %s as a zip: %w", m, pkg.Record.Version, err)
+		s.mods.refused.note(refusal, err)
+		return nil, err
 	}
 	size, err := spool.Seek(0, io.SeekCurrent)
 	if err != nil {
