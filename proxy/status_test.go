@@ -109,8 +109,9 @@ func TestStatusHTML(t *testing.T) {
 	if !strings.Contains(body, `linux_amd64 <span class="ok"`) || strings.Count(body, "✓</span>") != 1 {
 		t.Errorf("want exactly one cached mark, on linux_amd64:\n%s", body)
 	}
-	if !strings.Contains(body, "1 archive cached, 283 B in all.") {
-		t.Errorf("page lacks the cache totals:\n%s", body)
+	totals := fmt.Sprintf("1 archive cached, %d B in all.", len(h.origin.Archive(ns, typ, "1.0.0", "linux_amd64")))
+	if !strings.Contains(body, totals) {
+		t.Errorf("page lacks the cache totals %q:\n%s", totals, body)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -180,10 +181,22 @@ var plain = func() (t [utf8.RuneSelf]bool) {
 	return t
 }()
 
+// invalidUTF8 is what slog.JSONHandler writes for a byte that is not
+// UTF-8, as the Go release the program was built with has it write: the
+// escape \ufffd up to Go 1.26, the character U+FFFD itself from Go 1.27.
+var invalidUTF8 = func() string {
+	var b strings.Builder
+	slog.NewJSONHandler(&b, nil).Handle(context.Background(), slog.NewRecord(time.Time{}, slog.LevelInfo, "\xff", 0)) //nolint:errcheck // a Builder does not fail
+	if strings.Contains(b.String(), `"msg":"\ufffd"`) {
+		return `\ufffd`
+	}
+	return "\ufffd"
+}()
+
 // appendString appends s as a JSON string, escaped as slog.JSONHandler
 // escapes it: '"', '\\' and control characters (\n, \r and \t by name,
-// the others as \u00XX), invalid UTF-8 as \ufffd, and U+2028 and U+2029;
-// not HTML's '<', '>' and '&'.
+// the others as \u00XX), invalid UTF-8 as slog writes it (invalidUTF8),
+// and U+2028 and U+2029; not HTML's '<', '>' and '&'.
 func appendString(b []byte, s string) []byte {
 	const hex = "0123456789abcdef"
 	b = append(b, '"')
@@ -222,7 +235,7 @@ func appendString(b []byte, s string) []byte {
 		switch {
 		case r == utf8.RuneError && size == 1:
 			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
+			b = append(b, invalidUTF8...)
 		case r == '\u2028' || r == '\u2029':
 			b = append(b, s[start:i]...)
 			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])

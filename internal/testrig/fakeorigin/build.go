@@ -44,7 +44,7 @@ func zipArchive(k akey, pad int64) []byte {
 	var buf bytes.Buffer
 	buf.Grow(int(max(pad, 0)) + 1024)
 	zw := zip.NewWriter(&buf)
-	h := &zip.FileHeader{Name: fmt.Sprintf("terraform-provider-%s_v%s", k.typ, k.version), Method: zip.Deflate, Modified: fixedTime()}
+	h := &zip.FileHeader{Name: fmt.Sprintf("terraform-provider-%s_v%s", k.typ, k.version), Method: zip.Store, Modified: fixedTime()}
 	h.SetMode(0o755)
 	f, err := zw.CreateHeader(h)
 	if err != nil {
