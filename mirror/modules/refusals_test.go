@@ -1,9 +1,6 @@
 package modules_test
 
 import (
-	"archive/tar"
-	"bytes"
-	"compress/gzip"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -59,22 +56,7 @@ func TestModuleZipRefusalRemembered(t *testing.T) {
 	t.Parallel()
 	h := harness.New(t, harness.Options{Config: harness.Config{NotFoundTTL: time.Minute}})
 	o := h.Origin
-	var tgz bytes.Buffer
-	gz := gzip.NewWriter(&tgz)
-	tw := tar.NewWriter(gz)
-	for _, h := range []*tar.Header{
-		{Name: "main.tf", Typeflag: tar.TypeReg, Mode: 0o644, Size: 2},
-		{Name: "sub/", Typeflag: tar.TypeDir, Mode: 0o755},
-		{Name: "sub/up", Typeflag: tar.TypeSymlink, Linkname: ".."},
-	} {
-		tw.WriteHeader(h)
-		if h.Size > 0 {
-			tw.Write([]byte("#\n"))
-		}
-	}
-	tw.Close()
-	gz.Close()
-	o.AddTarball("vpc.tar.gz", tgz.Bytes())
+	o.AddTarball("vpc.tar.gz", linkLoopPackage(t))
 	o.AddModule("acme", "vpc", "aws", "1.0.0", o.TarballURL("vpc.tar.gz"))
 	_, _, first := readModuleZip(t, h, "1.0.0")
 	_, _, again := readModuleZip(t, h, "1.0.0")

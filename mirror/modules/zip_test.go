@@ -141,12 +141,10 @@ func TestModuleZipMadeOnceStableAndSealed(t *testing.T) {
 	}
 }
 
-// A package that a zip cannot hold (a link to a directory holding it)
-// is refused, and nothing is recorded.
-func TestModuleZipRefusesLinkLoop(t *testing.T) {
-	t.Parallel()
-	h := harness.New(t, harness.Options{})
-	o := h.Origin
+// linkLoopPackage is a package a zip cannot hold: a link to a directory
+// holding it.
+func linkLoopPackage(t *testing.T) []byte {
+	t.Helper()
 	var tgz bytes.Buffer
 	gz := gzip.NewWriter(&tgz)
 	tw := tar.NewWriter(gz)
@@ -164,7 +162,16 @@ func TestModuleZipRefusesLinkLoop(t *testing.T) {
 	}
 	tw.Close()
 	gz.Close()
-	o.AddTarball("vpc.tar.gz", tgz.Bytes())
+	return tgz.Bytes()
+}
+
+// A package that a zip cannot hold (a link to a directory holding it)
+// is refused, and nothing is recorded.
+func TestModuleZipRefusesLinkLoop(t *testing.T) {
+	t.Parallel()
+	h := harness.New(t, harness.Options{})
+	o := h.Origin
+	o.AddTarball("vpc.tar.gz", linkLoopPackage(t))
 	o.AddModule("acme", "vpc", "aws", "1.0.0", o.TarballURL("vpc.tar.gz"))
 	if _, _, err := h.Engine.Modules().ModuleVersions(context.Background(), harness.Module); err != nil {
 		t.Fatal(err)
