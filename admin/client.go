@@ -83,6 +83,13 @@ func Dial(ctx context.Context, dataDir string) (*Client, error) {
 	}}}, nil
 }
 
+// maxAnswer bounds the answer of one call that the client reads. It is
+// the serving process's, which may be large: a prune lists every version
+// it removed (or, dry run, would remove), an export or an import every
+// version it wrote, and a large cache has tens of thousands. A var, for
+// tests.
+var maxAnswer int64 = 256 << 20
+
 // ErrNoServer: no process listens on the admin socket.
 var ErrNoServer = errors.New("no tfmirror serves this data directory")
 
@@ -104,9 +111,14 @@ func (c *Client) call(ctx context.Context, path string, req, out any) error {
 		return fmt.Errorf("running tfmirror: %w", err)
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1))
 	if err != nil {
 		return fmt.Errorf("running tfmirror: %w", err)
+	}
+	if int64(len(data)) > maxAnswer {
+		// Not read whole: said so, rather than as JSON cut short. The
+		// serving process did the work, and its log says what it did.
+		return fmt.Errorf("running tfmirror: its answer to %s is larger than %d MiB, more than is read; its log says what it did", path, maxAnswer>>20)
 	}
 	if resp.StatusCode != http.StatusOK {
 		return DecodeError(resp.StatusCode, data)
