@@ -136,7 +136,12 @@ func runPrune(args []string, lookupEnv func(string) (string, bool), stdout, stde
 		return 2
 	}
 	res, err := dd.ops.Prune(ctx, req)
-	printPruned(stdout, res)
+	// What a failed prune did, when it says (a prune that failed part
+	// way, here); a call whose answer was lost says nothing, and no total
+	// of none is printed for it.
+	if err == nil || len(res.Removals) > 0 {
+		printPruned(stdout, res)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "tfmirror cache prune: %v\n", err)
 		return 1

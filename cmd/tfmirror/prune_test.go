@@ -3,10 +3,14 @@ package main
 import (
 	"bytes"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tfmirror/tfmirror/v2/admin"
 )
 
 // cacheInProcess runs `tfmirror cache NAME` (run) on dataDir in this
@@ -66,5 +70,37 @@ func TestCachePrune(t *testing.T) {
 	}
 	if _, _, code := pruneInProcess(t, dataDir, tfRegistry+"/acme/widget"); code != 2 {
 		t.Errorf("a provider without versions: exit %d, want 2", code)
+	}
+}
+
+// A prune through a serve whose answer does not come back whole (the
+// serve failed, or the answer was lost) prints no total: the versions
+// removed are not known, and "removed the packages of 0 versions" would
+// say what is not so.
+func TestCachePruneFailedPrintsNoTotal(t *testing.T) {
+	t.Parallel()
+	dataDir := filepath.Join(t.TempDir(), "data")
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("unix", admin.SocketPath(dataDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/prune" {
+			w.WriteHeader(http.StatusOK)
+			io.WriteString(w, "{}")
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusInternalServerError)
+		io.WriteString(w, `{"error":"the prune failed"}`)
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	out, errOut, code := pruneInProcess(t, dataDir, tfRegistry+"/acme/widget", "0.2.0")
+	if code != 1 || strings.Contains(out, "removed the packages of") {
+		t.Errorf("exit %d, stdout %q (stderr %q); want 1 and no total", code, out, errOut)
 	}
 }
