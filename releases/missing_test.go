@@ -103,3 +103,32 @@ func TestMissingFileNotRememberedOnFailure(t *testing.T) {
 		t.Errorf("%d misses answered from memory, want none", n)
 	}
 }
+
+// TestMissingSumsRemembered: a listed release the origin published
+// without its SHA256SUMS (or before it): asked for again and again (a
+// version list under a minimum release age looks its newest versions up
+// on every request), it costs one origin request while the miss is
+// remembered, each answered not found; once the time has passed, the
+// SHA256SUMS published since is found.
+func TestMissingSumsRemembered(t *testing.T) {
+	o := startOrigin(t)
+	const sums = "tofu_1.8.0_SHA256SUMS"
+	const sumsPath = "/tofu/download/v1.8.0/" + sums
+	o.Withhold(sums, true)
+	r := newRig(t, o, "", false)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i := range 10 {
+		if _, err := r.rel.Sums(ctx, releases.OpenTofu, "tofu", "1.8.0"); !isNotFound(err) {
+			t.Fatalf("ask %d: %v, want not found", i, err)
+		}
+	}
+	if n := o.Hits(sumsPath); n != 1 {
+		t.Errorf("ten asks for %s made %d origin requests, want 1", sums, n)
+	}
+	o.Withhold(sums, false)
+	r.clock.Add(10*time.Minute + time.Second) // the default ListTTL
+	if _, err := r.rel.Sums(ctx, releases.OpenTofu, "tofu", "1.8.0"); err != nil {
+		t.Fatalf("once published and the miss's time past: %v", err)
+	}
+}

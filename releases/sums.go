@@ -194,7 +194,22 @@ func (r *Releases) sumsOf(ctx context.Context, pub Publisher, product, version s
 				return nil, err
 			}
 		}
-		return r.fetchSums(ctx, pub, product, version)
+		// A listed release whose SHA256SUMS the origin lacks is not
+		// asked for again until the list's time to live has passed (a
+		// version list under a minimum release age looks its newest
+		// versions up on every request), as a file passed through is
+		// not (passThrough).
+		name := SumsName(pub, product, version)
+		if err := r.missing.known(key, name); err != nil {
+			return nil, err
+		}
+		s, err = r.fetchSums(ctx, pub, product, version)
+		if errors.Is(err, ErrNotFound) && !r.cfg.Offline {
+			if list, st, lerr := r.list(ctx, pub, product, r.cfg.ListTTL); lerr == nil && !st.Stale && list.Has(version) {
+				r.missing.remember(key)
+			}
+		}
+		return s, err
 	})
 	if err != nil {
 		return nil, err
