@@ -698,13 +698,10 @@ func unpack(ctx context.Context, r io.Reader, dir string, limits Limits) (map[st
 	return tw.exec, tw.finish()
 }
 
-// CheckPackageLinks reads a package as Fetch wrote it (a tar.gz), within
-// limits, and refuses it when one of its links resolves outside it: from
-// where the link really is, through a chain of the package's links
-// included, or when a name is one Unpack refuses (under .git in any
-// spelling, holding a control character). Names are read as Unpack reads them. For packages kept before
-// every package was checked so (a cache check), which Unpack refuses.
-func CheckPackageLinks(ctx context.Context, r io.Reader, limits Limits) error {
+// eachEntry reads a package as Fetch wrote it (a tar.gz) within limits
+// (its bytes, entries and unpacked bytes) and calls fn with each entry, in
+// the archive's order, and a reader of its bytes, until fn fails.
+func eachEntry(ctx context.Context, r io.Reader, limits Limits, fn func(h *tar.Header, body io.Reader) error) error {
 	b := &budget{limits: limits}
 	gz, err := gzip.NewReader(&meteredReader{r: r, m: &meter{max: MaxPackageBytes(limits), what: "the package", setting: settingMaxPackage}})
 	if err != nil {
@@ -712,12 +709,10 @@ func CheckPackageLinks(ctx context.Context, r io.Reader, limits Limits) error {
 	}
 	defer gz.Close()
 	tr := tar.NewReader(&inflateReader{ctx: ctx, r: gz, b: b})
-	names := &treeWriter{whole: true}
-	links := map[string]string{}
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
-			break
+			return nil
 		}
 		if err != nil {
 			var le *LimitError
@@ -729,22 +724,40 @@ func CheckPackageLinks(ctx context.Context, r io.Reader, limits Limits) error {
 		if err := b.entry(); err != nil {
 			return err
 		}
-		n, err := names.name(h.Name)
-		if err != nil {
+		if err := fn(h, tr); err != nil {
 			return err
 		}
-		if n != "" {
-			// The writer's rules on a name (control characters, depth),
-			// which a package kept before one of them was added may break.
-			if _, err := safetree.CleanName(n); err != nil {
-				return fmt.Errorf("module package refused: %w", err)
-			}
-			if h.Typeflag == tar.TypeSymlink {
-				links[n] = h.Linkname
-			} else {
-				delete(links, n) // the later entry wins
-			}
+	}
+}
+
+// CheckPackageLinks reads a package as Fetch wrote it (a tar.gz), within
+// limits, and refuses it when one of its links resolves outside it: from
+// where the link really is, through a chain of the package's links
+// included, or when a name is one Unpack refuses (under .git in any
+// spelling, holding a control character). Names are read as Unpack reads them. For packages kept before
+// every package was checked so (a cache check), which Unpack refuses.
+func CheckPackageLinks(ctx context.Context, r io.Reader, limits Limits) error {
+	names := &treeWriter{whole: true}
+	links := map[string]string{}
+	err := eachEntry(ctx, r, limits, func(h *tar.Header, _ io.Reader) error {
+		n, err := names.name(h.Name)
+		if err != nil || n == "" {
+			return err
 		}
+		// The writer's rules on a name (control characters, depth),
+		// which a package kept before one of them was added may break.
+		if _, err := safetree.CleanName(n); err != nil {
+			return fmt.Errorf("module package refused: %w", err)
+		}
+		if h.Typeflag == tar.TypeSymlink {
+			links[n] = h.Linkname
+		} else {
+			delete(links, n) // the later entry wins
+		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if err := safetree.CheckLinks(links); err != nil {
 		return fmt.Errorf("module package refused: %w", err)

@@ -2,11 +2,9 @@ package modsource
 
 import (
 	"archive/tar"
-	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"hash"
 	"io"
@@ -19,44 +17,28 @@ const TreePrefix = "t1:"
 // PackageTree returns the digest of what a package as Fetch wrote it (a
 // tar.gz) holds, read within limits: each entry's type, name, mode,
 // owner, link target and the sha256 of its bytes, in the archive's
-// order, and nothing of how the tar or its compression spelled them. Two packages of one tree are the same package, whatever their
-// sha256: the compressor of another Go release (Go 1.27's, for one)
-// writes other bytes for the same files, so the same package fetched
-// again by a mirror built with it has another sha256 and the same tree.
+// order, and nothing of how the tar or its compression spelled them.
+// Two packages of one tree are the same package, whatever their sha256:
+// the compressor of another Go release (Go 1.27's, for one) writes other
+// bytes for the same files, so the same package fetched again by a
+// mirror built with it has another sha256 and the same tree.
 // Fetch returns the digest of the package it writes (Result.Tree).
 func PackageTree(ctx context.Context, r io.Reader, limits Limits) (string, error) {
-	b := &budget{limits: limits}
-	gz, err := gzip.NewReader(&meteredReader{r: r, m: &meter{max: MaxPackageBytes(limits), what: "the package", setting: settingMaxPackage}})
-	if err != nil {
-		return "", fmt.Errorf("the package is not a gzip archive: %w", err)
-	}
-	defer gz.Close()
-	tr := tar.NewReader(&inflateReader{ctx: ctx, r: gz, b: b})
-	t := newTreeDigest()
-	content := sha256.New()
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return t.sum(), nil
-		}
-		if err != nil {
-			var le *LimitError
-			if errors.As(err, &le) || ctx.Err() != nil {
-				return "", err
-			}
-			return "", fmt.Errorf("reading the package's tar archive: %w", err)
-		}
-		if err := b.entry(); err != nil {
-			return "", err
-		}
+	t, content := newTreeDigest(), sha256.New()
+	err := eachEntry(ctx, r, limits, func(h *tar.Header, body io.Reader) error {
 		content.Reset()
 		if h.Typeflag == tar.TypeReg {
-			if _, err := io.Copy(content, tr); err != nil {
-				return "", fmt.Errorf("reading the package's tar archive: %w", err)
+			if _, err := io.Copy(content, body); err != nil {
+				return fmt.Errorf("reading the package's tar archive: %w", err)
 			}
 		}
 		t.add(h, content)
+		return nil
+	})
+	if err != nil {
+		return "", err
 	}
+	return t.sum(), nil
 }
 
 // treeDigest is the digest PackageTree returns, made entry by entry.
