@@ -124,13 +124,7 @@ func (r *Releases) passThrough(ctx context.Context, pub Publisher, product, vers
 		if !errors.Is(err, ErrNotFound) {
 			return data, err
 		}
-		// Remembered only for a release the version list has, as the
-		// origin last answered it (not a stale list): a file a listed
-		// release lacks, not a version the list does not know.
-		list, st, lerr := r.list(ctx, pub, product, r.cfg.ListTTL)
-		if lerr == nil && !st.Stale && list.Has(version) {
-			r.missing.remember(key)
-		}
+		r.rememberMissing(ctx, pub, product, version, key)
 		return nil, err
 	})
 	if err != nil {
@@ -143,8 +137,20 @@ func (r *Releases) passThrough(ctx context.Context, pub Publisher, product, vers
 	return data, nil
 }
 
-// missingFiles remembers the optional files of releases that the origin
-// answered 404, by fileKey, each until a time to live has passed; at most
+// rememberMissing remembers the file under key, which the origin
+// answered 404 for, as missing: only for a release the version list has,
+// as the origin last answered it (not a stale list), so that it is a
+// file a listed release lacks, not a version the list does not know.
+func (r *Releases) rememberMissing(ctx context.Context, pub Publisher, product, version, key string) {
+	list, st, err := r.list(ctx, pub, product, r.cfg.ListTTL)
+	if err == nil && !st.Stale && list.Has(version) {
+		r.missing.remember(key)
+	}
+}
+
+// missingFiles remembers the files of releases that the origin answered
+// 404 (optional files passed through, by fileKey; SHA256SUMS, by
+// sumsKey), each until a time to live has passed; at most
 // maxMissingFiles, the least recently used forgotten first.
 type missingFiles struct {
 	memo *memo.Memo[string, time.Time] // until when

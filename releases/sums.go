@@ -205,9 +205,7 @@ func (r *Releases) sumsOf(ctx context.Context, pub Publisher, product, version s
 		}
 		s, err = r.fetchSums(ctx, pub, product, version)
 		if errors.Is(err, ErrNotFound) && !r.cfg.Offline {
-			if list, st, lerr := r.list(ctx, pub, product, r.cfg.ListTTL); lerr == nil && !st.Stale && list.Has(version) {
-				r.missing.remember(key)
-			}
+			r.rememberMissing(ctx, pub, product, version, key)
 		}
 		return s, err
 	})
