@@ -903,23 +903,22 @@ func (s *Modules) fetchModule(ctx context.Context, m addrs.Module, version versi
 	if size, err = spool.Seek(0, io.SeekCurrent); err != nil {
 		return nil, err
 	}
-	// The package first stored, in other bytes (compressed by another Go
-	// release's compressor): the record takes them.
-	renewed := rec.SHA256 != "" && rec.SHA256 != sum && s.trees.same(ctx, rec, res.Tree, res.Commit)
-	if renewed {
+	renewed := false // the package first stored, in other bytes: the record takes them
+	if rec.SHA256 != "" && rec.SHA256 != sum {
+		if !s.trees.same(ctx, rec, res.Tree, res.Commit) {
+			detail := fmt.Sprintf("%s %s at %s: sha256 %s, first mirrored as %s", m, rec.Version, rec.Shown(), sum, rec.SHA256)
+			if rec.Commit != "" && res.Commit != rec.Commit {
+				detail += fmt.Sprintf(" (commit %s, first %s: the tag moved)", res.Commit, rec.Commit)
+			}
+			s.metrics.VerificationFailed(string(verify.ReasonChecksum))
+			s.log.Error("module package changed at its source; refused, nothing was cached", "module", m.String(),
+				"version", rec.Version, "detail", detail)
+			return nil, &verify.Error{Reason: verify.ReasonChecksum, Detail: detail, Err: ErrChanged}
+		}
+		// The same files (compressed by another Go release's compressor).
 		s.log.Info("module package fetched again is the one first mirrored, in other bytes; its record takes them", "module", m.String(),
 			"version", rec.Version, "package", rec.Shown(), "sha256", sum, "first", rec.SHA256)
-		replaces = rec.SHA256
-	}
-	if rec.SHA256 != "" && rec.SHA256 != sum && !renewed {
-		detail := fmt.Sprintf("%s %s at %s: sha256 %s, first mirrored as %s", m, rec.Version, rec.Shown(), sum, rec.SHA256)
-		if rec.Commit != "" && res.Commit != rec.Commit {
-			detail += fmt.Sprintf(" (commit %s, first %s: the tag moved)", res.Commit, rec.Commit)
-		}
-		s.metrics.VerificationFailed(string(verify.ReasonChecksum))
-		s.log.Error("module package changed at its source; refused, nothing was cached", "module", m.String(),
-			"version", rec.Version, "detail", detail)
-		return nil, &verify.Error{Reason: verify.ReasonChecksum, Detail: detail, Err: ErrChanged}
+		renewed, replaces = true, rec.SHA256
 	}
 	if err := s.storeSpool(sum, spool, "module package"); err != nil {
 		return nil, err

@@ -70,10 +70,7 @@ func (r *refusals) get(key string) error {
 // refusal of what a source gave (lasting: see refusals), and does
 // nothing otherwise.
 func (r *refusals) note(key string, err error) {
-	if r.period == nil || !lasting(err) {
-		return
-	}
-	if r.period.TTL() <= 0 {
+	if r.period == nil || r.period.TTL() <= 0 || !lasting(err) {
 		return
 	}
 	r.mu.Lock()
