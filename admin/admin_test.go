@@ -79,6 +79,10 @@ func TestAdminHandler(t *testing.T) {
 		{"bad address", "/v1/versions", `{"provider":"random"}`, 400, "want [HOST/]NAMESPACE/TYPE"},
 		{"bad version", "/v1/ensure", "{" + random + `,"version":"x","platform":"linux_amd64"}`, 400, `version "x"`},
 		{"bad json", "/v1/versions", `{`, 400, "request body"},
+		// A field this release does not know is a caller of another
+		// release: refused, not acted on without it.
+		{"unknown field", "/v1/versions", `{"provider":"registry.terraform.io/hashicorp/random","keep_latest":3}`, 400, `unknown field "keep_latest"`},
+		{"trailing data", "/v1/versions", `{"provider":"registry.terraform.io/hashicorp/random"} {}`, 400, "request body"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			status, body := post(tc.path, tc.body)

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -117,6 +118,22 @@ func (a *API) serve(level slog.Level, msg string, op func(context.Context, addrs
 	})
 }
 
+// decodeRequest reads body, one JSON object, into req. A field req has
+// not is refused: the caller is of another release, and what it asked
+// with the field is not what this release would do without it (a prune
+// or an export narrowed by it would not be).
+func decodeRequest(body []byte, req any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(req); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("more than one JSON value")
+	}
+	return nil
+}
+
 // handle serves an admin operation whose request body is a Req; op
 // returns the answer, and the request's attributes and what it did for
 // the log. A success is logged at level as msg; a failure at a level by
@@ -128,7 +145,7 @@ func handle[Req any](a *API, level slog.Level, msg string, op func(context.Conte
 		var req Req
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequest))
 		if err == nil {
-			if err = json.Unmarshal(body, &req); err != nil {
+			if err = decodeRequest(body, &req); err != nil {
 				err = httperr.BadRequest("request body: %v", err)
 			}
 		} else {
