@@ -206,6 +206,12 @@ func exportTar(ctx context.Context, engine Engine, pkgs Served, sel Selection, s
 			return fmt.Errorf("writing %s: %w", out, err)
 		}
 	}
+	// The mode of a directory export's files (outDir.write), not the
+	// temporary file's own 0600: the bundle is read on the other side of
+	// the gap, often by another user.
+	if err := f.Chmod(0o644); err != nil {
+		return fmt.Errorf("writing %s: %w", out, err)
+	}
 	// Synced before it takes out's name, so that a power loss after the
 	// export said it was done leaves the whole file, not an empty one.
 	if err := f.Sync(); err != nil {
