@@ -17,6 +17,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
 	"os"
 	"os/exec"
@@ -25,6 +27,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -417,6 +420,61 @@ func TestHCInstallThroughTheMirror(t *testing.T) {
 		t.Fatal("hc-install accepted checksums signed by another key")
 	}
 }
+
+// TestHCInstallBehindAPathPrefix: behind a reverse proxy that serves the
+// mirror under a path (--public-url https://proxy/tfmirror/, the proxy
+// stripping /tfmirror), hc-install, pointed at the door through the
+// proxy, installs Terraform: the path it joins of its base URL and each
+// build's url (the public URL's path and the door's prefix, twice) is
+// the door's own.
+func TestHCInstallBehindAPathPrefix(t *testing.T) {
+	c := newCLIOrigin(t)
+	var mirrorURL atomic.Pointer[url.URL]
+	var mirrorTransport atomic.Pointer[http.Transport]
+	front := httptest.NewServer(&httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.SetURL(mirrorURL.Load())
+			r.Out.URL.Path = strings.TrimPrefix(r.In.URL.Path, "/tfmirror")
+			r.Out.URL.RawPath = ""
+		},
+		Transport: roundTripperFunc(func(r *http.Request) (*http.Response, error) { return mirrorTransport.Load().RoundTrip(r) }),
+	})
+	t.Cleanup(front.Close)
+	c.start(t, filepath.Join(t.TempDir(), "data"), "--public-url", front.URL+"/tfmirror/")
+	u, err := url.Parse(c.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mirrorURL.Store(u)
+	ca, err := os.ReadFile(c.caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}
+	t.Cleanup(tr.CloseIdleConnections)
+	mirrorTransport.Store(tr)
+
+	ev := &hcreleases.ExactVersion{
+		Product:          hcproduct.Terraform,
+		Version:          hcversion.Must(hcversion.NewVersion("1.6.0")),
+		InstallDir:       t.TempDir(),
+		ApiBaseURL:       front.URL + "/tfmirror/releases/hashicorp",
+		ArmoredPublicKey: c.origin.HashiCorpKey,
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	path, err := ev.Install(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.checkInstalled(t, path, "hashicorp", "terraform", "1.6.0", "Terraform v1.6.0")
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // TestSyncCLIThenSealed: sync takes CLI versions from a manifest's cli
 // blocks (verified as the door verifies them); a sealed mirror on that

@@ -22,6 +22,7 @@ import (
 	"html/template"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/tfmirror/tfmirror/v2/mirror"
@@ -104,21 +105,38 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, fmt.Errorf("%w: no such path", releases.ErrNotFound))
 		return
 	}
+	// hc-install joins its base URL with the path of each build's url
+	// (made for a base whose path is the releases site's root): the
+	// path of the mirror's URL and the door's own prefix, twice, is the
+	// door's own path. Behind a proxy that serves the mirror under a
+	// path, the first is gone and the second has it.
+	hc := string(releases.HashiCorp) + "/"
+	if doubled, ok := strings.CutPrefix(rest, hc+d.publicPath(r)+strings.TrimPrefix(Prefix, "/")+hc); ok {
+		rest = hc + doubled
+	}
 	parts := strings.Split(rest, "/")
 	switch releases.Publisher(parts[0]) {
 	case releases.HashiCorp:
-		if len(parts) > 3 && parts[1] == "releases" && parts[2] == string(releases.HashiCorp) {
-			// hc-install joins its base URL with the path of each build's
-			// url (made for a base whose path is the releases site's
-			// root): the door's own prefix, twice, is its own path.
-			parts = parts[2:]
-		}
 		d.hashicorp(w, r, parts[1:])
 	case releases.OpenTofu:
 		d.opentofu(w, r, parts[1:])
 	default:
 		d.fail(w, r, fmt.Errorf("%w: no such publisher", releases.ErrNotFound))
 	}
+}
+
+// publicPath is the path of the mirror's URL for r without its first
+// slash: "" at the root, else ending in a slash.
+func (d *Door) publicPath(r *http.Request) string {
+	u, err := url.Parse(d.cfg.MirrorURL(r))
+	if err != nil {
+		return ""
+	}
+	p := strings.TrimPrefix(u.Path, "/")
+	if p != "" && !strings.HasSuffix(p, "/") {
+		p += "/"
+	}
+	return p
 }
 
 // authorized checks the client token when Config.Auth is set.
