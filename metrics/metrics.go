@@ -31,7 +31,7 @@ var (
 	Routes = []string{"index", "version", "archive", "registry_versions", "registry_download",
 		"registry_shasums", "registry_signature", "module_versions", "module_download", "module_package",
 		"oci_ping", "oci_token", "oci_tags", "oci_manifest", "oci_blob", "oci_referrers",
-		"status", "metrics", "health", "other"}
+		"releases_archive", "releases", "status", "metrics", "health", "other"}
 	CacheKinds = []string{"discovery", "versions", "package", "archive", "module_versions", "module_location", "module_package", "module_zip"}
 	Operations = []string{"discovery", "versions", "package", "shasums", "signature", "archive", "archive_size", "module_versions", "module_location", "module_source"}
 	Outcomes   = []string{"success", "not_found", "error", "timeout", "refused", "untrusted", "proxy"}

@@ -29,11 +29,19 @@ type RequestObserver interface {
 // index, version, archive, registry_versions, registry_download,
 // registry_shasums, registry_signature, module_versions, module_download,
 // module_package, the OCI front door's oci_ping, oci_token, oci_tags,
-// oci_manifest, oci_blob and oci_referrers, status, metrics, health or
-// other.
+// oci_manifest, oci_blob and oci_referrers, the CLI releases door's
+// releases_archive and releases, status, metrics, health or other.
 func Route(path string) string {
 	if path == "/v2" || strings.HasPrefix(path, "/v2/") {
 		return ociRoute(path)
+	}
+	if strings.HasPrefix(path, releasesPrefix) {
+		// Before the network mirror's: an OpenTofu archive's path
+		// (/releases/opentofu/vVERSION/FILE.zip) has its depth.
+		if strings.HasSuffix(path, ".zip") {
+			return "releases_archive"
+		}
+		return "releases"
 	}
 	if rest, ok := strings.CutPrefix(path, "/"+registryRoot+"/"); ok {
 		return registryRoute(rest)

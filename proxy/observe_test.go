@@ -80,3 +80,25 @@ func TestOCIRouteLabels(t *testing.T) {
 		}
 	}
 }
+
+// The CLI releases door's requests have route labels of their own: an
+// OpenTofu archive or HashiCorp's product document, whose paths have the
+// network mirror's depth, is not counted as a provider archive or
+// index.json, nor are the others lumped with unknown paths.
+func TestReleasesRouteLabels(t *testing.T) {
+	t.Parallel()
+	for path, want := range map[string]string{
+		"/releases/opentofu/v1.8.1/tofu_1.8.1_linux_amd64.zip":                                    "releases_archive",
+		"/releases/hashicorp/terraform/1.9.0/terraform_1.9.0_linux_amd64.zip":                     "releases_archive",
+		"/releases/hashicorp/terraform/index.json":                                                "releases",
+		"/releases/hashicorp/terraform/1.9.0/index.json":                                          "releases",
+		"/releases/hashicorp/terraform/1.9.0/terraform_1.9.0_SHA256SUMS":                          "releases",
+		"/releases/opentofu/api.json":                                                             "releases",
+		"/releases/":                                                                              "releases",
+		"/registry.terraform.io/hashicorp/random/terraform-provider-random_1.0.0_linux_amd64.zip": "archive",
+	} {
+		if got := Route(path); got != want {
+			t.Errorf("Route(%s) = %s, want %s", path, got, want)
+		}
+	}
+}
