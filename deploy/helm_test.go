@@ -418,6 +418,54 @@ unsignedHosts: [tf.corp.example]
 	configCheck(t, "config lists", "tfmirror.json", w.config)
 }
 
+// TestHelmChartConfigFileSpelling: a setting in config named as the
+// configuration file names it (cache_max_bytes, the spelling of
+// docs/configuration.md and the kustomize ConfigMaps) is the flag's
+// (cache-max-bytes) to the chart's checks too, not only in the rendered
+// file: they passed it by, so that an upstream proxy's password went into
+// the ConfigMap, plain HTTP was served on the port the probes reach over
+// HTTPS, and a cache larger than its claim was taken. Both spellings of
+// one setting keep rendering as before: the file's wins.
+func TestHelmChartConfigFileSpelling(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, values, want string }{
+		{"upstream proxy", "config: {upstream_proxy: \"http://u:p@proxy:3128\"}", "set upstreamProxy.existingSecret instead"},
+		{"plain HTTP", "config: {insecure_http: true}", "config.insecure-http: set insecureHTTP instead"},
+		{"the metrics address", "config: {metrics_listen: \":9091\"}", "the Service and the probes"},
+		{"a cache larger than its claim", "config: {cache_max_bytes: 60GiB}", "config.cache-max-bytes 60GiB does not fit"},
+		{"client tokens", "replicaCount: 3\nsharedStore: {enabled: true, url: s3://b/p, key: {existingSecret: k}}\nconfig: {cache_max_bytes: 6GiB, auth_tokens_file: /etc/extra/tokens}", "config.auth-tokens-file: set auth.existingSecret instead"},
+		{"an unsigned host that is no origin", "config: {allowed_origins: registry.terraform.io}\nunsignedHosts: [registry.opentofu.org]", "registry.opentofu.org is not among config.allowed-origins"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var values map[string]any
+			if err := yaml.Unmarshal([]byte(tc.values), &values); err != nil {
+				t.Fatal(err)
+			}
+			_, err := helmRender(values)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want one saying %q", err, tc.want)
+			}
+		})
+	}
+	t.Run("accepted", func(t *testing.T) {
+		var values map[string]any
+		if err := yaml.Unmarshal([]byte("config: {log_level: debug, public_url: \"https://tfmirror.example.com/\", cache_max_bytes: 20GiB}\nunsignedHosts: [registry.opentofu.org]\n"), &values); err != nil {
+			t.Fatal(err)
+		}
+		m, notes := helmTemplate(t, "file spelling", values)
+		w := checkWorkload(t, m)
+		for k, want := range map[string]string{"TFMIRROR_LOG_LEVEL": "debug", "TFMIRROR_PUBLIC_URL": "https://tfmirror.example.com/", "TFMIRROR_CACHE_MAX_BYTES": "20GiB"} {
+			if w.env[k] != want {
+				t.Errorf("%s=%q, want %q", k, w.env[k], want)
+			}
+		}
+		if !strings.Contains(notes, `url = "https://tfmirror.example.com/"`) {
+			t.Errorf("the NOTES do not point Terraform at config.public_url:\n%s", notes)
+		}
+		configCheck(t, "file spelling", "tfmirror.json", w.config)
+	})
+}
+
 // TestHelmChartConfigNumbers: a whole number written as a YAML number
 // (cache-max-bytes: 6442450944) reaches tfmirror as its digits, which it
 // takes; toString wrote 6.442450944e+09, which it refuses.

@@ -173,6 +173,34 @@ func TestAssetsFromTheTag(t *testing.T) {
 	}
 }
 
+// TestDocsBuildNoDockerfile: the image is assembled from the release's
+// binaries by cmd/tfmirror-image, and the repository has no Dockerfile, so
+// no guide tells an operator to build it with docker build or a
+// --build-arg, which they could not follow.
+func TestDocsBuildNoDockerfile(t *testing.T) {
+	t.Parallel()
+	for _, f := range []string{"../Dockerfile", "Dockerfile", "../.dockerignore"} {
+		if _, err := os.Stat(f); err == nil {
+			t.Skipf("%s exists: the docs may build the image with it", f)
+		}
+	}
+	docs, _ := filepath.Glob("../docs/*.md")
+	readmes, _ := filepath.Glob("*/*/README.md")
+	more, _ := filepath.Glob("*/*/*/README.md")
+	build := regexp.MustCompile(`\bdocker build\b|--build-arg\b|\bDockerfile\b`)
+	for _, file := range slices.Concat([]string{"../README.md", "../RELEASING.md", "../SECURITY.md"}, docs, readmes, more) {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(data), "\n") {
+			if build.MatchString(line) {
+				t.Errorf("%s:%d: %q: there is no Dockerfile; the release's image is assembled by deploy/cmd/tfmirror-image (docs/install.md)", file, i+1, strings.TrimSpace(line))
+			}
+		}
+	}
+}
+
 // TestInstallDocsSBOMAttestation: the release attests each platform's
 // SBOM on that platform's image (release.yml: cosign attest ...
 // "$IMAGE@$platform_digest", the digest crane takes with --platform), not

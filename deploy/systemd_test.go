@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -142,6 +143,53 @@ func TestSystemdUnit(t *testing.T) {
 	}
 	if err != nil || len(complaints) > 0 {
 		t.Errorf("systemd-analyze verify: %v\n%s", err, strings.Join(complaints, "\n"))
+	}
+}
+
+// TestSystemdUnitSecretFiles: the unit runs as a dynamic user, which
+// cannot read a file only root may read (the client tokens, a key), so
+// the example files show how it gets one: a LoadCredential= of the unit,
+// its copy named in tfmirror.env. That copy is made at each start and a
+// reload reads it unchanged: a token removed from the host's file stayed
+// accepted after `systemctl reload` said it had read the file again. The
+// unit tells to restart for such a file.
+func TestSystemdUnitSecretFiles(t *testing.T) {
+	t.Parallel()
+	const credentials = "/run/credentials/tfmirror.service/"
+	text, err := os.ReadFile("systemd/tfmirror.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	loaded := map[string]bool{}
+	for _, line := range strings.Split(string(text), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimLeft(strings.TrimSpace(line), "#"), "LoadCredential="); ok {
+			id, _, _ := strings.Cut(v, ":")
+			loaded[id] = true
+		}
+	}
+	env, err := os.ReadFile("systemd/tfmirror.env")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{}
+	for _, line := range strings.Split(string(env), "\n") {
+		k, v, ok := strings.Cut(strings.TrimLeft(strings.TrimSpace(line), "#"), "=")
+		if ok && strings.HasPrefix(v, credentials) {
+			files[k] = v
+		}
+	}
+	for _, k := range []string{"TFMIRROR_TLS_KEY", "TFMIRROR_AUTH_TOKENS_FILE"} {
+		if files[k] == "" {
+			t.Errorf("tfmirror.env shows no %s read from a credential (%s...): the dynamic user cannot read a file only root may", k, credentials)
+		}
+	}
+	for k, v := range files {
+		if id := strings.TrimPrefix(v, credentials); !loaded[id] {
+			t.Errorf("tfmirror.env: %s=%s, and the unit loads no credential %s (LoadCredential=%s:...)", k, v, id, id)
+		}
+	}
+	if !regexp.MustCompile(`(?s)LoadCredential=.*systemctl restart tfmirror|systemctl restart tfmirror.*LoadCredential=`).Match(text) {
+		t.Error("the unit does not say that a credential is copied at start only: after changing its file, systemctl restart tfmirror (a reload reads the copy)")
 	}
 }
 

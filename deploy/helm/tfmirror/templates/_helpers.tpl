@@ -94,8 +94,21 @@ app.kubernetes.io/part-of: tfmirror
 {{- end }}
 {{- end }}
 
+{{/* config with every key the flag's name, as JSON: a setting named as
+     the configuration file names it (cache_max_bytes, the spelling of
+     docs/configuration.md) is the flag's (cache-max-bytes), so that the
+     chart's checks read what the rendered file says. Of two spellings of
+     one setting the file's wins (it comes after the flag's in Helm's
+     sorted order), as it did in the rendered file. */}}
+{{- define "tfmirror.config" -}}
+{{- $c := dict }}
+{{- range $k, $v := .Values.config }}{{ $_ := set $c ($k | replace "_" "-") $v }}{{ end }}
+{{- toJson $c }}
+{{- end }}
+
 {{/* Settings the chart refuses, and why. */}}
 {{- define "tfmirror.validate" -}}
+{{- $config := include "tfmirror.config" . | fromJson }}
 {{- if and (gt (int .Values.replicaCount) 1) (not .Values.sharedStore.enabled) }}
 {{- fail "replicaCount > 1 needs sharedStore.enabled: each replica would keep a cache of its own, and a ReadWriteOnce volume with Badger's lock serves one pod" }}
 {{- end }}
@@ -130,7 +143,7 @@ app.kubernetes.io/part-of: tfmirror
 {{- fail "modules.sourceCredentials.existingSecret needs modules.sourceCredentials.key, the Secret's key holding the file" }}
 {{- end }}
 {{- $origins := list }}
-{{- $allowed := index .Values.config "allowed-origins" | default "registry.terraform.io,registry.opentofu.org" }}
+{{- $allowed := index $config "allowed-origins" | default "registry.terraform.io,registry.opentofu.org" }}
 {{- if kindIs "slice" $allowed }}{{ $allowed = join "," $allowed }}{{ end }}
 {{- range splitList "," (toString $allowed) }}
 {{- $origins = append $origins (trim . | lower) }}
@@ -143,7 +156,7 @@ app.kubernetes.io/part-of: tfmirror
 {{- /* The cache's limit and the data volume: the kubelet evicts a pod
      whose emptyDir outgrows its sizeLimit, and on a full claim the cache
      takes no more archives and /readyz fails. 0 (or none) is no limit. */}}
-{{- $cacheMax := include "tfmirror.string" (index .Values.config "cache-max-bytes" | default "0") }}
+{{- $cacheMax := include "tfmirror.string" (index $config "cache-max-bytes" | default "0") }}
 {{- with include "tfmirror.bytes" $cacheMax }}
 {{- $cache := float64 . }}
 {{- if not (include "tfmirror.pvc" $) }}
@@ -168,7 +181,7 @@ app.kubernetes.io/part-of: tfmirror
 {{- fail "originCA needs originCA.keys, the keys holding the CA certificates" }}
 {{- end }}
 {{- range list "listen" "data-dir" "metrics-listen" }}
-{{- if hasKey $.Values.config . }}
+{{- if hasKey $config . }}
 {{- fail (printf "config.%s: the chart sets the mirror's address (:8443), data directory (on the data volume at /var/lib/tfmirror) and metrics address (:9090), which the Service and the probes name" .) }}
 {{- end }}
 {{- end }}
@@ -191,12 +204,12 @@ app.kubernetes.io/part-of: tfmirror
 {{- end }}
 {{- end }}
 {{- end }}
-{{- if hasKey .Values.config "upstream-proxy" }}
+{{- if hasKey $config "upstream-proxy" }}
 {{- fail "config.upstream-proxy may carry a password and config is a ConfigMap: put the URL in a Secret and set upstreamProxy.existingSecret instead" }}
 {{- end }}
 {{- $owned := dict "origin-ca-file" "originCA" "tls-san" "tls.extraSANs" "keep-versions" "retention.keepVersions" "keep-versions-per-major" "retention.keepVersionsPerMajor" "evict-unused-after" "retention.evictUnusedAfter" "retention-interval" "retention.interval" "pins-dir" "pins.existingConfigMap" "module-source-credentials" "modules.sourceCredentials" "allow-unsigned-hosts" "unsignedHosts" "archive-max-unpacked-bytes" "archiveLimits.maxUnpackedBytes" "archive-max-entries" "archiveLimits.maxEntries" "trusted-proxies" "trustedProxies" "credentials-file" "originCredentials" "insecure-http" "insecureHTTP" "tls-cert" "tls.existingSecret" "tls-key" "tls.existingSecret" "auth-tokens-file" "auth.existingSecret" "url-signing-key-file" "urlSigningKey.existingSecret" "export-key" "exportKey.existingSecret" "trusted-export-keys" "trustedExportKeys" "trusted-publisher-keys" "trustedPublisherKeys" "shared-store" "sharedStore" "shared-store-key-file" "sharedStore.key" "shared-store-previous-key-file" "sharedStore.key.previousKey" "shared-store-id" "sharedStore.id" }}
 {{- range $flag, $value := $owned }}
-{{- if hasKey $.Values.config $flag }}
+{{- if hasKey $config $flag }}
 {{- fail (printf "config.%s: set %s instead" $flag $value) }}
 {{- end }}
 {{- end }}
@@ -207,7 +220,7 @@ app.kubernetes.io/part-of: tfmirror
      flags' syntax, as the TFMIRROR_* variables were; tfmirror reads them so. */}}
 {{- define "tfmirror.settings" -}}
 {{- $s := dict }}
-{{- range $flag, $value := .Values.config }}
+{{- range $flag, $value := include "tfmirror.config" . | fromJson }}
 {{- if kindIs "slice" $value }}
 {{- /* A list, as the file takes one for a list setting (and refuses
      for another, naming it); toString would make it one string, "[a b]". */}}
