@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
 
 const testReserve = 64 << 20
@@ -324,4 +326,30 @@ func copyDir(t *testing.T, from, to string) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// TestCrashedBelowReserveLeavesNothingRunning: a store opened below the
+// reserve on a directory whose write-ahead log needs replaying (a crash)
+// has no database until there is room, and once closed leaves nothing
+// of Badger's running: Badger's read-only Open, which refuses such a
+// directory, would leave its goroutines and caches behind at every
+// refusal, so it is not asked.
+func TestCrashedBelowReserveLeavesNothingRunning(t *testing.T) {
+	data := randomBytes(testChunk*2, 5)
+	crashed := crashedCopy(t, data)
+	before := goleak.IgnoreCurrent()
+	disk := newFakeDisk(testReserve - 1)
+	s, err := Open(Options{Dir: crashed, ChunkSize: testChunk, DiskReserve: testReserve,
+		FreeSpace: disk.FreeSpace, SpaceCheckInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.waitCount()
+	if s.db.bdb != nil {
+		t.Fatal("a database was opened on a directory needing its log replayed, below the reserve")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	goleak.VerifyNone(t, before)
 }

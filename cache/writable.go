@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dgraph-io/badger/v4"
+
 	"github.com/tfmirror/tfmirror/v2/cache/internal/disk"
 )
 
@@ -48,7 +50,11 @@ func (s *Store) afterWritableOpen(orphans map[string]int) {
 // it, disk.LockDir): the store must not go on without it.
 func (s *Store) openReadOnly() error {
 	d := s.db
-	db, err := openBadger(d.bopts.WithReadOnly(true))
+	var db *badger.DB
+	err := errNeedsReplay
+	if !needsReplay(d.bopts) {
+		db, err = openBadger(d.bopts.WithReadOnly(true))
+	}
 	if err != nil && strings.Contains(err.Error(), "Cannot acquire directory lock") {
 		return err
 	}
@@ -74,6 +80,25 @@ func (s *Store) openReadOnly() error {
 	d.log.Warn("disk full at start-up: cache opened read-only, serving what it holds until there is room",
 		"dir", d.space.Dir, "archives", archives, "bytes", bytes)
 	return nil
+}
+
+// errNeedsReplay: the database's write-ahead log needs replaying.
+var errNeedsReplay = errors.New("its write-ahead log needs replaying (the process before did not close it), which a read-only open cannot do")
+
+// needsReplay reports whether the database's write-ahead log needs
+// replaying, which Badger refuses to do read-only: a memtable file is
+// left in its directory (a database closed cleanly leaves none). Badger
+// is not asked then: an Open it refuses that way leaves the goroutines
+// and caches it started running, once per refusal, for the life of the
+// process. Only where the store holds the directory's lock itself
+// (disk.LockDir): elsewhere Badger's open is what finds another
+// process holding it.
+func needsReplay(opts badger.Options) bool {
+	if opts.InMemory || !opts.BypassLockGuard {
+		return false
+	}
+	mem, _ := filepath.Glob(filepath.Join(opts.Dir, "*.mem"))
+	return len(mem) > 0
 }
 
 // reopenWritable replaces a read-only (or missing) database by a
@@ -118,7 +143,7 @@ func (s *Store) reopenWritable() {
 func (d *database) openReadOnlyLocked() {
 	d.dbmu.Lock()
 	defer d.dbmu.Unlock()
-	if d.bdb != nil {
+	if d.bdb != nil || needsReplay(d.bopts) {
 		return
 	}
 	db, err := openBadger(d.bopts.WithReadOnly(true))
