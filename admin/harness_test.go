@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/leakcheck"
 	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/mirror/served"
 	"github.com/tfmirror/tfmirror/v2/retention"
@@ -96,7 +96,7 @@ func (h *harness) newAPI(t *testing.T, logger *slog.Logger, met Metrics, opts Op
 func TestMain(m *testing.M) {
 	// Service discovery logs through the standard logger.
 	log.SetOutput(io.Discard)
-	os.Exit(m.Run())
+	leakcheck.Main(m)
 }
 
 // socket serves a over a unix socket in a new directory, as tfmirror

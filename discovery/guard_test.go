@@ -10,18 +10,19 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
-	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/leakcheck"
 )
 
 func TestMain(m *testing.M) {
 	// disco logs its debug lines through the standard logger; keep test
 	// output readable. (Redirecting it in the program is the caller's job.)
 	log.SetOutput(io.Discard)
-	os.Exit(m.Run())
+	leakcheck.Main(m)
 }
 
 func TestIsPublicAddr(t *testing.T) {

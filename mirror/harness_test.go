@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log"
-	"os"
 	"testing"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/leakcheck"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 )
 
@@ -163,5 +163,5 @@ func (h *harness) waitCommitted(sha string) {
 func TestMain(m *testing.M) {
 	// Service discovery logs through the standard logger.
 	log.SetOutput(io.Discard)
-	os.Exit(m.Run())
+	leakcheck.Main(m)
 }

@@ -7,13 +7,13 @@ import (
 	"log"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/leakcheck"
 	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/mirror/served"
 	"github.com/tfmirror/tfmirror/v2/retention"
@@ -161,7 +161,7 @@ func (h *harness) waitCommitted(sha string) {
 func TestMain(m *testing.M) {
 	// Service discovery logs through the standard logger.
 	log.SetOutput(io.Discard)
-	os.Exit(m.Run())
+	leakcheck.Main(m)
 }
 
 // packagesOf is engine behind its package policy, as the front door

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"io"
 	"log"
-	"os"
 	"reflect"
 	"sync"
 	"testing"
@@ -19,6 +18,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/leakcheck"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/s3test"
 	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/mirror/imports"
@@ -357,7 +357,7 @@ func newSharedStore(t *testing.T, srv *s3test.Server, name string) *sharedstore.
 func TestMain(m *testing.M) {
 	// Service discovery logs through the standard logger.
 	log.SetOutput(io.Discard)
-	os.Exit(m.Run())
+	leakcheck.Main(m)
 }
 
 var (

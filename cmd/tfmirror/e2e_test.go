@@ -26,6 +26,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/leakcheck"
 	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/proxy"
 	"github.com/tfmirror/tfmirror/v2/verify"
@@ -361,6 +362,14 @@ func TestMain(m *testing.M) {
 	log.SetOutput(io.Discard)
 	code := m.Run()
 	removeBinary()
+	if code == 0 {
+		// Every goroutine a serve, sync or command started has ended
+		// with it.
+		if err := leakcheck.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "leakcheck: %v\n", err)
+			code = 1
+		}
+	}
 	os.Exit(code)
 }
 

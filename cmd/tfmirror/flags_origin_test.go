@@ -107,7 +107,7 @@ func TestMetadataTimeoutIsDerived(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer m.store.Close()
+			defer m.shutdown(t.Context())
 			if m.metadataTimeout != tc.want || m.metadataTimeout != metadataStages*m.origin.MaxRequestTime() {
 				t.Fatalf("metadata operation limit %s, want %s", m.metadataTimeout, tc.want)
 			}

@@ -44,6 +44,7 @@ func TestSharedModuleRecordKeepsAnImportStoredMeanwhile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { store.Close() })
 	s, life := newSharedOn(t, tier, store, false)
 
 	got := make(chan *records.ModuleRecord, 1)

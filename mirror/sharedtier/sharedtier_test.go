@@ -105,6 +105,7 @@ func newShared(t *testing.T, tier Tier, offline bool) (*Shared, *lifetime.Lifeti
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { store.Close() })
 	return newSharedOn(t, tier, store, offline)
 }
 
@@ -365,6 +366,7 @@ func newSharedHolderWait(t *testing.T, tier Tier, wait time.Duration) *Shared {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { store.Close() })
 	log := slog.New(slog.DiscardHandler)
 	s, err := New(Config{Timeout: time.Minute, Now: time.Now, HolderWait: wait}, tier, lifetime.New(time.Minute, nil), stored.New(store, log), store, log, noMetrics{})
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 	"log"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +19,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/leakcheck"
 	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/mirror/modules"
 	"github.com/tfmirror/tfmirror/v2/mirror/served"
@@ -175,7 +175,7 @@ func (r *rig) do(method, path string, header ...string) *http.Response {
 func TestMain(m *testing.M) {
 	// Service discovery logs through the standard logger.
 	log.SetOutput(io.Discard)
-	os.Exit(m.Run())
+	leakcheck.Main(m)
 }
 
 func sha256Digest(b []byte) string {

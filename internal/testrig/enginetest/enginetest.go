@@ -43,7 +43,8 @@ func StartOrigin(t testing.TB, opts fakeorigin.Options) *fakeorigin.Origin {
 }
 
 // OpenStore opens a cache in dir, or in memory when dir is "", with the
-// further options opts. The caller closes it.
+// further options opts, closed when the test ends (the caller may close
+// it before).
 func OpenStore(t testing.TB, dir string, opts cache.Options) *cache.Store {
 	t.Helper()
 	opts.Dir, opts.InMemory = dir, dir == ""
@@ -51,6 +52,7 @@ func OpenStore(t testing.TB, dir string, opts cache.Options) *cache.Store {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { store.Close() }) // closing twice is allowed
 	return store
 }
 
