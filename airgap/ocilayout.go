@@ -719,7 +719,7 @@ func (x *ociLayoutExport) writeIndex(repo string) error {
 
 // pushScriptHead is push.sh up to its lines: push REPOSITORY TAG copies
 // a tag with oras cp, unless PREFIX/REPOSITORY is longer than a registry
-// takes; a tag not pushed is reported and the next one pushed, and the
+// takes (the target's trailing slashes are not part of its PREFIX); a tag not pushed is reported and the next one pushed, and the
 // script then ends with status 1. Without oras it stops at its first
 // tag (a layout with none pushes nothing, and needs no oras).
 var pushScriptHead = `#!/bin/sh
@@ -735,6 +735,7 @@ set -eu
 LC_ALL=C
 export LC_ALL
 r="${1:?usage: sh push.sh REGISTRY[/PREFIX]}"
+while :; do case "$r" in */) r="${r%/}" ;; *) break ;; esac; done
 case "$r" in */*) p="${r#*/}/" ;; *) p= ;; esac
 cd "$(dirname "$0")"
 failed=0
