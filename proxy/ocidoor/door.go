@@ -282,11 +282,11 @@ func writeTagPage(w http.ResponseWriter, r *http.Request, name string, all []str
 		start++
 	}
 	page := all[start:]
-	if n < 0 && len(page) > maxTagPage {
-		n = maxTagPage
+	if n < 0 || n > maxTagPage {
+		n = maxTagPage // none asked, or more than a page holds
 	}
-	if n >= 0 && len(page) > n {
-		page = page[:min(n, maxTagPage)]
+	if len(page) > n {
+		page = page[:n]
 		if len(page) > 0 {
 			next := url.Values{"n": {strconv.Itoa(len(page))}, "last": {page[len(page)-1]}}
 			w.Header().Set("Link", fmt.Sprintf(`</v2/%s/tags/list?%s>; rel="next"`, name, next.Encode()))

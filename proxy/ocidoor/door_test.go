@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -327,6 +328,28 @@ func TestTagPaging(t *testing.T) {
 	repo.TagListPageSize = 1
 	if err := repo.Tags(context.Background(), "", func(p []string) error { tags = append(tags, p...); return nil }); err != nil || !slices.Equal(tags, want) {
 		t.Errorf("oras-go tags %v, %v", tags, err)
+	}
+}
+
+// TestTagPageBounded: a page of the tag list holds at most maxTagPage
+// tags, whatever n asks for, and says where the next page is: a client
+// asking for more than that is given the first maxTagPage and the Link,
+// never the whole list in one answer.
+func TestTagPageBounded(t *testing.T) {
+	all := make([]string, 3*maxTagPage)
+	for i := range all {
+		all[i] = fmt.Sprintf("1.0.%d", i)
+	}
+	for _, n := range []int{-1, maxTagPage + 1, 5 * maxTagPage} {
+		w := httptest.NewRecorder()
+		writeTagPage(w, httptest.NewRequest("GET", "/v2/r/tags/list", nil), "r", slices.Clone(all), n, "", false)
+		var list tagList
+		if err := json.Unmarshal(w.Body.Bytes(), &list); err != nil {
+			t.Fatal(err)
+		}
+		if len(list.Tags) != maxTagPage || w.Header().Get("Link") == "" {
+			t.Errorf("n=%d: a page of %d tags, Link %q; want %d and a Link to the next", n, len(list.Tags), w.Header().Get("Link"), maxTagPage)
+		}
 	}
 }
 
