@@ -31,9 +31,6 @@ const (
 	// packageFetchConcurrency bounds parallel package-metadata requests to
 	// one origin for one version.
 	packageFetchConcurrency = 4
-	// minForcedRefresh keeps a client asking for unknown versions from
-	// making the mirror refetch a version list more often than this.
-	minForcedRefresh = time.Minute
 )
 
 // believedMissing returns a function that reports whether rec's finding
@@ -102,12 +99,8 @@ func (s *providerRecords) listStoredAt(key string) time.Time {
 	return storedAt
 }
 
-// versionEntry finds the version k names in its version list, returns the list (it
-// dates v for the package policy) and says where it came from, refreshing
-// a list that lacks it (a release newer than the cached list). Only a list
-// that the origin answered lately says that v does not exist
-// (records.ErrVersionNotFound): when the list could not be refreshed the
-// error is why, and offline it is records.ErrOffline.
+// versionEntry finds the version k names in its version list
+// (providerlists.Lists.Entry, which says what it returns).
 //
 // Its caller asked the package policy first what it refuses whatever the
 // version's release time is (gate.Gate.CheckUndated), as the list may be
@@ -115,30 +108,7 @@ func (s *providerRecords) listStoredAt(key string) time.Time {
 // record, the caller that started it (mirror.Engine.archiveFor, through
 // providerlists.Lists.CheckVersion).
 func (s *providerRecords) versionEntry(ctx context.Context, k records.VersionKeys) (records.VersionEntry, *records.VersionList, providerlists.State, error) {
-	p, v := k.Provider, k.Version
-	list, st, err := s.lists.Versions(ctx, k.ProviderKeys, false)
-	if err != nil {
-		return records.VersionEntry{}, nil, providerlists.State{}, err
-	}
-	if e, ok := list.Find(v); ok {
-		return e, list, st, nil
-	}
-	if !st.Stale && !st.Fetched && s.cfg.Now().Sub(st.StoredAt) >= minForcedRefresh {
-		list, st, err = s.lists.Versions(ctx, k.ProviderKeys, true)
-		if err != nil {
-			return records.VersionEntry{}, nil, providerlists.State{}, err
-		}
-		if e, ok := list.Find(v); ok {
-			return e, list, st, nil
-		}
-	}
-	switch {
-	case st.Stale:
-		return records.VersionEntry{}, nil, providerlists.State{}, fmt.Errorf("%s has no version %s in its cached version list, which could not be refreshed: %w", p, v, st.Err)
-	case s.cfg.Offline:
-		return records.VersionEntry{}, nil, providerlists.State{}, fmt.Errorf("%w: %s has no version %s in its cached version list", records.ErrOffline, p, v)
-	}
-	return records.VersionEntry{}, nil, providerlists.State{}, fmt.Errorf("%w: %s has no version %s", records.ErrVersionNotFound, p, v)
+	return s.lists.Entry(ctx, k)
 }
 
 // maxPackageRounds bounds how often packageFor joins a fetch of the same

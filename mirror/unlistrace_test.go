@@ -13,6 +13,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/discovery"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
+	"github.com/tfmirror/tfmirror/v2/mirror/providerlists"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 )
 
@@ -287,7 +288,7 @@ func TestRefreshJoiningAListWriteAsksTheOrigin(t *testing.T) {
 				}
 			}
 			h.origin.AddProvider(ns, typ, []string{"1.1.0"}, []string{"linux_amd64"})
-			clock.Add(2 * minForcedRefresh) // the list fresh, old enough to be refreshed for a version it lacks
+			clock.Add(2 * providerlists.MinForcedRefresh) // the list fresh, old enough to be refreshed for a version it lacks
 
 			held.armed.Store(true)
 			written := make(chan error, 1)

@@ -15,6 +15,7 @@ package providerlists
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -190,11 +191,51 @@ func (s *Lists) previousListing(ctx context.Context, key string) (*records.Versi
 	return prev.(*records.VersionList), at
 }
 
+// MinForcedRefresh keeps a client asking for unknown versions from
+// making the mirror refetch a version list more often than this (Entry).
+const MinForcedRefresh = time.Minute
+
+// Entry finds the version k names in its version list, returns the list
+// (it dates the version for the package policy) and says where it came
+// from, refreshing a list that lacks it (a release newer than the cached
+// list) when the list is at least MinForcedRefresh old. Only a list that
+// the origin answered lately says that the version does not exist
+// (records.ErrVersionNotFound): when the list could not be refreshed the
+// error is why, and offline it is records.ErrOffline.
+func (s *Lists) Entry(ctx context.Context, k records.VersionKeys) (records.VersionEntry, *records.VersionList, State, error) {
+	p, v := k.Provider, k.Version
+	list, st, err := s.Versions(ctx, k.ProviderKeys, false)
+	if err != nil {
+		return records.VersionEntry{}, nil, State{}, err
+	}
+	if e, ok := list.Find(v); ok {
+		return e, list, st, nil
+	}
+	if !st.Stale && !st.Fetched && s.cfg.Now().Sub(st.StoredAt) >= MinForcedRefresh {
+		list, st, err = s.Versions(ctx, k.ProviderKeys, true)
+		if err != nil {
+			return records.VersionEntry{}, nil, State{}, err
+		}
+		if e, ok := list.Find(v); ok {
+			return e, list, st, nil
+		}
+	}
+	switch {
+	case st.Stale:
+		return records.VersionEntry{}, nil, State{}, fmt.Errorf("%s has no version %s in its cached version list, which could not be refreshed: %w", p, v, st.Err)
+	case s.cfg.Offline:
+		return records.VersionEntry{}, nil, State{}, fmt.Errorf("%w: %s has no version %s in its cached version list", records.ErrOffline, p, v)
+	}
+	return records.VersionEntry{}, nil, State{}, fmt.Errorf("%w: %s has no version %s", records.ErrVersionNotFound, p, v)
+}
+
 // CheckVersion is the package policy's verdict on the version k names
-// (gate.Gate.CheckProviderIn), with the provider's version list read
-// first when the policy dates its versions (gate.Gate.DatesProvider).
-// The policy is asked once for a version it does not date: its verdict
-// then needs no release time.
+// (gate.Gate.CheckProviderIn), with the version found in the provider's
+// version list first (Entry) when the policy dates its versions
+// (gate.Gate.DatesProvider): a version the list does not name is not
+// found, not held as one whose release time is not known. The policy is
+// asked once for a version it does not date: its verdict then needs no
+// release time.
 func (s *Lists) CheckVersion(ctx context.Context, k records.VersionKeys) error {
 	var list *records.VersionList
 	if s.parts.Gate.DatesProvider(k.Provider) {
@@ -203,7 +244,7 @@ func (s *Lists) CheckVersion(ctx context.Context, k records.VersionKeys) error {
 		if err := s.parts.Gate.CheckUndated(policy.Provider, k.Name, k.Version.String()); err != nil {
 			return err
 		}
-		l, _, err := s.Versions(ctx, k.ProviderKeys, false)
+		_, l, _, err := s.Entry(ctx, k)
 		if err != nil {
 			return err
 		}
