@@ -130,7 +130,7 @@ func (s *Engine) allowedEntry(ctx context.Context, k records.VersionKeys) (recor
 	if err := s.gate.CheckUndated(policy.Provider, k.Name, k.Version.String()); err != nil {
 		return records.VersionEntry{}, providerlists.State{}, err
 	}
-	entry, list, st, err := s.records.versionEntry(ctx, k)
+	entry, list, st, err := s.records.lists.Entry(ctx, k)
 	if err != nil {
 		return records.VersionEntry{}, providerlists.State{}, err
 	}

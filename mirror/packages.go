@@ -99,18 +99,6 @@ func (s *providerRecords) listStoredAt(key string) time.Time {
 	return storedAt
 }
 
-// versionEntry finds the version k names in its version list
-// (providerlists.Lists.Entry, which says what it returns).
-//
-// Its caller asked the package policy first what it refuses whatever the
-// version's release time is (gate.Gate.CheckUndated), as the list may be
-// read from the origin: the engine's API, or for the fetch of a package
-// record, the caller that started it (mirror.Engine.archiveFor, through
-// providerlists.Lists.CheckVersion).
-func (s *providerRecords) versionEntry(ctx context.Context, k records.VersionKeys) (records.VersionEntry, *records.VersionList, providerlists.State, error) {
-	return s.lists.Entry(ctx, k)
-}
-
 // maxPackageRounds bounds how often packageFor joins a fetch of the same
 // version's metadata that was for other platforms.
 const maxPackageRounds = 32
@@ -251,7 +239,7 @@ func (s *providerRecords) fetchPackage(ctx context.Context, k records.VersionKey
 		return rec, nil
 	}
 	if entry == nil {
-		e, _, _, err := s.versionEntry(ctx, k)
+		e, _, _, err := s.lists.Entry(ctx, k)
 		if err != nil {
 			return nil, err
 		}

@@ -202,6 +202,11 @@ const MinForcedRefresh = time.Minute
 // the origin answered lately says that the version does not exist
 // (records.ErrVersionNotFound): when the list could not be refreshed the
 // error is why, and offline it is records.ErrOffline.
+//
+// Its caller asked the package policy first what it refuses whatever the
+// version's release time is (gate.Gate.CheckUndated), as the list may be
+// read from the origin: the engine's API, CheckVersion, or for the fetch
+// of a package record, the caller that started it.
 func (s *Lists) Entry(ctx context.Context, k records.VersionKeys) (records.VersionEntry, *records.VersionList, State, error) {
 	p, v := k.Provider, k.Version
 	list, st, err := s.Versions(ctx, k.ProviderKeys, false)
