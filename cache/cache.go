@@ -128,6 +128,7 @@ type Store struct {
 	gc        *valueLogGC
 	stopWatch context.CancelFunc
 	watchDone chan struct{}
+	reopen    reopenBackoff      // watch's own
 	stopGC    context.CancelFunc // of the value-log GC goroutine (gc.go)
 	gcDone    chan struct{}
 

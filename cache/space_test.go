@@ -6,14 +6,18 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/logbuf"
 )
 
 const testReserve = 64 << 20
@@ -352,4 +356,33 @@ func TestCrashedBelowReserveLeavesNothingRunning(t *testing.T) {
 		t.Fatal(err)
 	}
 	goleak.VerifyNone(t, before)
+}
+
+// TestFailedReopenBacksOff: once there is room, a database that cannot
+// be opened read-write (its directory damaged) is tried again at growing
+// intervals, not at every free-space check (each second by default): each
+// try logs an error, and each failed Badger open leaves what it started
+// running. Ten checks in a row try once.
+func TestFailedReopenBacksOff(t *testing.T) {
+	crashed := crashedCopy(t, randomBytes(testChunk*2, 6))
+	// The manifest damaged: no open of it succeeds.
+	if err := os.WriteFile(filepath.Join(crashed, "MANIFEST"), []byte("not a manifest"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logs logbuf.Buffer
+	disk := newFakeDisk(testReserve - 1)
+	s, err := Open(Options{Dir: crashed, ChunkSize: testChunk, DiskReserve: testReserve,
+		FreeSpace: disk.FreeSpace, SpaceCheckInterval: time.Hour, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.waitCount()
+	disk.free.Store(1 << 30)
+	for range 10 {
+		s.checkSpace()
+	}
+	if n := strings.Count(logs.String(), "opening the cache read-write now that there is room"); n != 1 {
+		t.Errorf("%d tries to open the damaged database in ten checks, want 1:\n%s", n, logs.String())
+	}
 }

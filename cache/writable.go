@@ -102,14 +102,15 @@ func needsReplay(opts badger.Options) bool {
 }
 
 // reopenWritable replaces a read-only (or missing) database by a
-// read-write one, once there is room.
-func (s *Store) reopenWritable() {
+// read-write one, once there is room. It reports false when Badger
+// refused.
+func (s *Store) reopenWritable() bool {
 	d := s.db
 	s.stopCounting() // of the read-only database
 	d.dbmu.Lock()
 	if d.bdb != nil && !d.readOnly {
 		d.dbmu.Unlock()
-		return
+		return true
 	}
 	if d.bdb != nil {
 		if err := d.bdb.Close(); err != nil {
@@ -123,7 +124,7 @@ func (s *Store) reopenWritable() {
 		d.log.Error("opening the cache read-write now that there is room", "dir", d.space.Dir, "error", quiet(err))
 		d.openReadOnlyLocked()
 		s.stats.Clear() // answers given while there was no database
-		return
+		return false
 	}
 	// Count while dbmu is held for writing: the store is writable from
 	// here on, and a commit or delete before the counters are set would
@@ -136,6 +137,7 @@ func (s *Store) reopenWritable() {
 	d.dbmu.Unlock()
 	s.stats.Clear() // absences seen without the database
 	d.log.Info("cache opened read-write: there is room again", "dir", d.space.Dir)
+	return true
 }
 
 // openReadOnlyLocked retries the read-only database after a failed
@@ -170,6 +172,20 @@ func (s *Store) watch(ctx context.Context) {
 	}
 }
 
+// Bounds of the wait before a read-write open Badger refused is tried
+// again (checkSpace).
+const (
+	minReopenWait = 2 * time.Second
+	maxReopenWait = 5 * time.Minute
+)
+
+// reopenBackoff is when a read-write open Badger refused is tried again:
+// checkSpace's own (watch's goroutine).
+type reopenBackoff struct {
+	next time.Time
+	wait time.Duration
+}
+
 // checkSpace is one round of watch.
 func (s *Store) checkSpace() {
 	d := s.db
@@ -182,7 +198,17 @@ func (s *Store) checkSpace() {
 	d.dbmu.RUnlock()
 	switch {
 	case !writable:
-		s.reopenWritable()
+		// A database Badger refused to open is tried again at growing
+		// intervals, not at every check: each refusal is an error
+		// logged, and what Badger started for it is left running.
+		if now := time.Now(); now.After(s.reopen.next) {
+			if s.reopenWritable() {
+				s.reopen.wait = 0
+			} else {
+				s.reopen.wait = min(max(2*s.reopen.wait, minReopenWait), maxReopenWait)
+				s.reopen.next = now.Add(s.reopen.wait)
+			}
+		}
 	case !was:
 		// Writers that failed could not delete their chunks.
 		if _, err := s.cleanOrphans(); err != nil {
