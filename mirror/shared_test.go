@@ -729,6 +729,42 @@ func TestSharedStreamBrokenOffMidway(t *testing.T) {
 	}
 }
 
+// A stream from the shared tier that goes silent midway (the store, or
+// the network to it, no longer answering) does not hold the download for
+// its hour: once no byte came for the store's call timeout, the origin
+// gives the rest, and the readers get the whole, verified archive.
+func TestSharedStreamGoneSilentMidway(t *testing.T) {
+	srv, rs := newReplicas(t, 1, nil)
+	a := rs[0]
+	origin := a.origin
+	sha := origin.SHA256(ns, typ, "1.0.0", "linux_amd64")
+	want := origin.Archive(ns, typ, "1.0.0", "linux_amd64")
+	if got := a.read(context.Background(), "1.0.0", "linux_amd64"); got.err != nil || !bytes.Equal(got.body, want) {
+		t.Fatalf("first replica: %d bytes, %v", len(got.body), got.err)
+	}
+	a.waitIdle() // committed and put in the bucket
+
+	silent, err := sharedstore.Open(context.Background(), sharedstore.Config{URL: srv.StallingURL(t, bucket, sharedPrefix),
+		StoreID: sharedstore.DefaultStoreID(a.shared.Location()), Holder: "b", LeaseTTL: 30 * time.Second,
+		CallTimeout: 300 * time.Millisecond, BreakerThreshold: 2, BreakerCooldown: time.Minute, Keys: sharedKeys(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &replica{counts: &sharedCounts{}, fetches: &originFetches{}, shared: silent}
+	b.harness = &harness{t: t, origin: origin}
+	b.start(harnessOptions{cfg: Config{Shared: sharedTier{silent}, Metrics: b.fetches}})
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	got := b.read(ctx, "1.0.0", "linux_amd64")
+	if got.err != nil || !bytes.Equal(got.body, want) {
+		t.Fatalf("replica whose bucket stream went silent: %d of %d bytes in 15s, %v", len(got.body), len(want), got.err)
+	}
+	b.waitCommitted(sha)
+	if n := origin.ArchiveHits(ns, typ, "1.0.0", "linux_amd64"); n != 2 {
+		t.Errorf("%d origin downloads, want 2 (the first replica's, and the rest of the silent stream)", n)
+	}
+}
+
 // enteredOrigin reports every archive download that reaches it, then
 // holds it until gate is closed.
 type enteredOrigin struct {

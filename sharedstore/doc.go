@@ -57,8 +57,10 @@
 // other bytes, records or times.
 //
 // Every call is bounded by Config.CallTimeout (archive bodies by the
-// caller's context), and a circuit breaker stops calling a store that
-// keeps failing: calls then fail at once with ErrUnavailable until the
+// caller's context, and each of their reads by the call timeout: a body
+// gone silent fails as the store's failure, not the bytes'), and a
+// circuit breaker stops calling a store that keeps failing, silent
+// bodies counted: calls then fail at once with ErrUnavailable until the
 // cooldown has passed, and the callers go on without the shared tier.
 //
 // It is not a cache of its own and checks no signatures, only that what

@@ -78,7 +78,8 @@ type Config struct {
 	// LeaseTTL is how long a lease lasts unless renewed; its holder renews
 	// it every third of that. Default 30 seconds.
 	LeaseTTL time.Duration
-	// CallTimeout bounds every call but the transfer of an archive's body.
+	// CallTimeout bounds every call but the transfer of an archive's body,
+	// and the wait for each byte of that body.
 	// Default 10 seconds.
 	CallTimeout time.Duration
 	// BreakerThreshold is how many failed calls in a row open the breaker.
@@ -421,15 +422,17 @@ func unreadable(err error) error {
 // openObject opens the object under the full key; it returns a nil body
 // when the store does not have it, and an errUnreadable when it refuses
 // to serve it as it is stored. The call timeout bounds the wait for the
-// answer, ctx the reading of the body. The caller must close the body.
+// answer, and each read of the body (a read that gets no byte for that
+// long fails, counted toward the breaker: a store gone silent midway),
+// ctx the reading of the whole body. The caller must close the body.
 func (s *Store) openObject(ctx context.Context, op, key string) (io.ReadCloser, int64, error) {
 	var out *s3.GetObjectOutput
 	var refused error
-	bodyCtx, cancelBody := context.WithCancel(ctx)
+	bodyCtx, cancelBody := context.WithCancelCause(ctx)
 	err := s.call(ctx, op, func(cctx context.Context) (string, error) {
 		// The body must outlive cctx: the request runs on bodyCtx, which
 		// the call's timeout cancels only until the answer has come.
-		stop := context.AfterFunc(cctx, cancelBody)
+		stop := context.AfterFunc(cctx, func() { cancelBody(nil) })
 		o, err := s.client.GetObject(bodyCtx, &s3.GetObjectInput{Bucket: &s.loc.Bucket, Key: aws.String(key)})
 		if !stop() && err == nil {
 			o.Body.Close()
@@ -448,24 +451,65 @@ func (s *Store) openObject(ctx context.Context, op, key string) (io.ReadCloser, 
 		err = refused
 	}
 	if err != nil || out == nil {
-		cancelBody()
+		cancelBody(nil)
 		return nil, 0, err
 	}
 	size := int64(-1)
 	if out.ContentLength != nil {
 		size = *out.ContentLength
 	}
-	return &body{ReadCloser: out.Body, cancel: cancelBody}, size, nil
+	stalled := &stallError{op: op, idle: s.cfg.CallTimeout}
+	timer := time.AfterFunc(s.cfg.CallTimeout, func() { cancelBody(stalled) })
+	timer.Stop()
+	return &body{ReadCloser: out.Body, s: s, ctx: bodyCtx, cancel: cancelBody, timer: timer, idle: s.cfg.CallTimeout}, size, nil
 }
 
+// stallError is a body of the store's that got no byte for idle: a
+// failure of the store's (not of the object's bytes), which the reader
+// may mend from elsewhere.
+type stallError struct {
+	op   string
+	idle time.Duration
+}
+
+func (e *stallError) Error() string {
+	return fmt.Sprintf("shared store %s: no data received for %s (the call timeout)", e.op, e.idle)
+}
+
+// body is an object's body whose every read gets a byte within idle or
+// fails with a *stallError. Read calls must not overlap each other.
 type body struct {
 	io.ReadCloser
-	cancel context.CancelFunc
+	s      *Store
+	ctx    context.Context // the request's
+	cancel context.CancelCauseFunc
+	timer  *time.Timer
+	idle   time.Duration
+	err    error
+}
+
+func (b *body) Read(p []byte) (int, error) {
+	if b.err != nil {
+		return 0, b.err
+	}
+	b.timer.Reset(b.idle)
+	n, err := b.ReadCloser.Read(p)
+	b.timer.Stop()
+	var stalled *stallError
+	if err != nil && errors.As(context.Cause(b.ctx), &stalled) {
+		// net/http may end a body cleanly when its request is canceled
+		// mid-read: after a stall, EOF is not the end.
+		b.err = stalled
+		b.s.record(stalled)
+		return n, b.err
+	}
+	return n, err
 }
 
 func (b *body) Close() error {
+	b.timer.Stop()
 	err := b.ReadCloser.Close()
-	b.cancel()
+	b.cancel(nil)
 	return err
 }
 

@@ -46,7 +46,9 @@ import (
 // the signing keys inside the record. A Tier that fails is gone around:
 // its errors never fail a call the engine could answer without it. Every
 // method must be bounded in time by the implementation (bodies read from
-// OpenArchive by ctx only).
+// OpenArchive by ctx as a whole, each read by the implementation: a body
+// that goes silent must fail, not wait for ctx, so that the fetch takes
+// the rest from the origin).
 type Tier interface {
 	// OpenArchive opens the archive sha and returns its size (-1 if
 	// unknown); a nil body when the store does not have it.

@@ -1,0 +1,60 @@
+package s3test
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+// StallingURL returns the --shared-store URL of bucket with prefix through
+// a proxy on loopback whose answers to a GET of an archive (an object
+// under .../archives/) go silent after half their body, as a store (or
+// the network to it) that stops answering midway: until the request
+// ends. Everything else passes through. The proxy stops when t ends.
+func (s *Server) StallingURL(t *testing.T, bucket, prefix string) string {
+	t.Helper()
+	target, err := url.Parse(s.Endpoint())
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := &httputil.ReverseProxy{
+		// The host the client signed for is kept: versitygw checks the
+		// signature against it.
+		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(target); r.Out.Host = r.In.Host },
+		FlushInterval: -1,
+		ModifyResponse: func(resp *http.Response) error {
+			if resp.Request.Method == http.MethodGet && strings.Contains(resp.Request.URL.Path, "/archives/") && resp.ContentLength > 1 {
+				resp.Body = &stallingBody{ReadCloser: resp.Body, n: resp.ContentLength / 2, done: resp.Request.Context().Done()}
+			}
+			return nil
+		},
+	}
+	hs := httptest.NewServer(proxy)
+	t.Cleanup(hs.Close)
+	return fmt.Sprintf("s3://%s/%s?endpoint=%s&region=%s&path_style=true", bucket, prefix, hs.URL, Region)
+}
+
+// stallingBody hands out its first n bytes, then waits until done.
+type stallingBody struct {
+	io.ReadCloser
+	n    int64
+	done <-chan struct{}
+}
+
+func (b *stallingBody) Read(p []byte) (int, error) {
+	if b.n <= 0 {
+		<-b.done
+		return 0, io.EOF // as net/http may end a body whose request was canceled
+	}
+	if int64(len(p)) > b.n {
+		p = p[:b.n]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.n -= int64(n)
+	return n, err
+}

@@ -1,0 +1,70 @@
+package sharedstore_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tfmirror/tfmirror/v2/sharedstore"
+	"github.com/tfmirror/tfmirror/v2/verify"
+)
+
+// An archive's body that goes silent midway (a store, or the network to
+// it, that stops answering) fails once no byte came for the call's
+// timeout, as a failure of the store: not a verification failure, so
+// that the fetch takes the rest from the origin (mirror/fetch), and
+// counted toward the circuit breaker. Before, the read waited for the
+// caller's context alone, an archive download's hour, and every client
+// of that archive with it.
+func TestArchiveBodyStallBounded(t *testing.T) {
+	srv := startServer(t)
+	u := srv.StallingURL(t, "tfm", "replicas/a")
+	obs := &observer{}
+	s, err := sharedstore.Open(context.Background(), sharedstore.Config{URL: u, Holder: "a", Keys: testKeys(t),
+		CallTimeout: 300 * time.Millisecond, BreakerThreshold: 1, BreakerCooldown: time.Minute, Observer: obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := bytes.Repeat([]byte("provider archive "), 100000)
+	sha := shaOf(data)
+	if err := s.PutArchive(context.Background(), sha, bytes.NewReader(data), int64(len(data))); err != nil {
+		t.Fatal(err)
+	}
+	body, _, err := s.OpenArchive(context.Background(), sha)
+	if err != nil || body == nil {
+		t.Fatalf("open: %v, %v", body != nil, err)
+	}
+	defer body.Close()
+	type result struct {
+		n   int
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		b, err := io.ReadAll(body)
+		done <- result{len(b), err}
+	}()
+	select {
+	case r := <-done:
+		if r.err == nil {
+			t.Fatalf("a body that went silent after %d of %d bytes read without error", r.n, len(data))
+		}
+		if errors.As(r.err, new(*verify.Error)) {
+			t.Errorf("a body that went silent failed as a verification failure (which no origin mends): %v", r.err)
+		}
+		if !strings.Contains(r.err.Error(), "no data") {
+			t.Errorf("the error does not say the store went silent: %v", r.err)
+		}
+	case <-time.After(10 * time.Second):
+		body.Close()
+		<-done
+		t.Fatal("a body that went silent still read 10s on, the call's timeout being 300ms")
+	}
+	if !errors.Is(s.Status(), sharedstore.ErrUnavailable) {
+		t.Errorf("the store after a stalled body, breaker threshold 1: %v, want unavailable", s.Status())
+	}
+}
