@@ -4,6 +4,7 @@
 package cache
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -55,6 +56,10 @@ type database struct {
 	deletes atomic.Int64
 	gcKick  chan struct{}
 	writeMu sync.RWMutex
+
+	// tablesDamaged says a check of the LSM tree's tables found a block
+	// that fails its checksum (checkTables).
+	tablesDamaged atomic.Bool
 
 	// ping is Ping's memo; lastWrite is when a write to Badger last
 	// succeeded (UnixNano, 0: none yet), which Ping takes as its answer;
@@ -178,6 +183,54 @@ func (d *database) deleteKeys(keys [][]byte) error {
 // sync flushes what was written to disk (writes nothing new).
 func (d *database) sync() error {
 	return d.withWritable(func(db *badger.DB) error { return db.Sync() })
+}
+
+// ErrTablesDamaged is returned for what the store does not do once a
+// table of its database was found damaged where it is stored
+// (checkTables): remove chunks that no record was read for, compact the
+// tables, collect the value log's garbage.
+var ErrTablesDamaged = errors.New("a table of the cache's database is damaged where it is stored")
+
+// checkTables checks every block of the database's tables against its
+// checksum, before the store does what a pass over the tables decides or
+// writes them again: Badger's iterators, and so its compactions, end a
+// table at a block that fails its checksum without an error, so that a
+// pass over the records misses every record after it (whose archive's
+// chunks would be taken for an interrupted write's), and a compaction
+// writes the table again without what follows it, though each of those
+// keys is still read by itself. Once a check failed, it fails without
+// reading again, and the damage was logged once. In memory, nothing is
+// checked.
+func (d *database) checkTables() error {
+	if d.tablesDamaged.Load() {
+		return ErrTablesDamaged
+	}
+	err := d.withDB(func() error {
+		if d.bdb == nil || d.bopts.InMemory {
+			return nil
+		}
+		return verifyTables(d.bdb)
+	})
+	if err == nil || errors.Is(err, ErrClosed) {
+		return err
+	}
+	if !d.tablesDamaged.Swap(true) {
+		d.log.Error("a table of the cache's database is damaged where it is stored: the records after the damage are missed by passes over the records, so no chunk is removed as an interrupted write's, and the tables are not compacted nor the value log collected, until the store is opened again: check the disk",
+			"dir", d.space.Dir, "error", err)
+	}
+	return fmt.Errorf("%w: %v", ErrTablesDamaged, err)
+}
+
+// verifyTables is Badger's check of every block of db's tables. Badger
+// 4.9's check panics where it finds a damaged block (it reads the offset
+// of the block it could not read): that panic is the check's failure.
+func verifyTables(db *badger.DB) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("a block of a table fails its checksum (%v)", r)
+		}
+	}()
+	return db.VerifyChecksum()
 }
 
 // kickGC asks the value-log GC for a round now.

@@ -134,7 +134,7 @@ func (g *valueLogGC) run(ctx context.Context, interval time.Duration) {
 				d.kickGC()
 			case err != nil:
 				d.deletes.Add(1) // try again next time
-				if !errors.Is(err, ErrClosed) && !errors.Is(err, ErrNotWritable) {
+				if !errors.Is(err, ErrClosed) && !errors.Is(err, ErrNotWritable) && !errors.Is(err, ErrTablesDamaged) {
 					d.log.Warn("compacting the cache after deletions", "error", quiet(err))
 				}
 			}
@@ -161,6 +161,11 @@ func (g *valueLogGC) settleDeletes() error {
 	d := g.db
 	if d.space.Dir == "" {
 		return nil // in memory: no value log
+	}
+	// The compaction writes every table again, without what follows a
+	// damaged block.
+	if err := d.checkTables(); err != nil {
+		return err
 	}
 	return d.withWritable(func(db *badger.DB) error {
 		err := func() error {
@@ -213,6 +218,10 @@ func (g *valueLogGC) uncounted() bool {
 // file.
 func (g *valueLogGC) round() error {
 	d := g.db
+	if d.tablesDamaged.Load() {
+		// Its check of which values are live reads the tables.
+		return ErrTablesDamaged
+	}
 	return d.withWritable(func(db *badger.DB) error {
 		if !d.space.Spare(d.bopts.ValueLogFileSize) {
 			return ErrNotWritable

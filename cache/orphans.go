@@ -82,6 +82,10 @@ func (s *Blobs) removeStages(stages map[string]int) (int, error) {
 	if err != nil {
 		return 0, ignoreNoDB(err)
 	}
+	// Found by a pass over the records, which a damaged table cuts short.
+	if err := s.db.checkTables(); err != nil {
+		return 0, err
+	}
 	if err := s.db.deleteKeys(orphans); err != nil {
 		return 0, err
 	}

@@ -1,0 +1,92 @@
+package cache
+
+import (
+	"bytes"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/logbuf"
+)
+
+// A byte a failing disk changed in a table of the database (where the
+// commit records are) hides from a pass over the records every record
+// after it, though each is still read by its key: the chunks of those
+// archives are not taken for an interrupted write's and removed, and the
+// compaction after deletions, which would write the table again without
+// what follows the damage, is not run. The damage is logged.
+func TestDamagedTableLosesNoArchive(t *testing.T) {
+	dir := t.TempDir()
+	const chunk = 128 << 10
+	opts := Options{Dir: dir, DiskReserve: -1, ChunkSize: chunk}
+	s, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.waitCount()
+	// One chunk each, above the value threshold: the chunks are in the
+	// value log, the records and the chunks' keys in a table.
+	var datas [][]byte
+	for i := range 300 {
+		d := randomBytes(70<<10, uint64(100+i))
+		datas = append(datas, d)
+		put(t, s, d)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ssts, _ := filepath.Glob(filepath.Join(dir, "*.sst"))
+	if len(ssts) != 1 {
+		t.Fatalf("%d tables, want 1", len(ssts))
+	}
+	b, err := os.ReadFile(ssts[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/3] ^= 0xff // among the commit records
+	if err := os.WriteFile(ssts[0], b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	var logged logbuf.Buffer
+	opts.Logger = slog.New(slog.NewTextHandler(&logged, nil))
+	s, err = Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.waitCount() // and the clean-up after it
+	if n, _ := s.Stats(); n >= len(datas) {
+		t.Fatalf("the count saw %d archives: the damage hid none of their records", n)
+	}
+	// A deletion, and the compaction that follows deletions.
+	if err := RigOf(s).DeleteBlob(shaOf(datas[0])); err != nil {
+		t.Fatal(err)
+	}
+	s.gc.settleDeletes()
+
+	whole := 0
+	for _, d := range datas[1:] {
+		r, err := s.OpenBlob(shaOf(d))
+		if err != nil {
+			continue
+		}
+		got, err := io.ReadAll(r)
+		r.Close()
+		if err == nil && bytes.Equal(got, d) {
+			whole++
+		}
+	}
+	t.Logf("%d of %d archives read whole", whole, len(datas)-1)
+	// Those whose record or chunk key is in the damaged block are lost;
+	// a block holds a few dozen at most.
+	if whole < len(datas)-50 {
+		t.Errorf("%d of %d archives still read whole after one byte of a table was damaged", whole, len(datas)-1)
+	}
+	if !strings.Contains(logged.String(), "level=ERROR") || !strings.Contains(logged.String(), "table") {
+		t.Errorf("the damaged table was not logged as an error:\n%s", logged.String())
+	}
+}
