@@ -287,7 +287,9 @@ func TestAuth(t *testing.T) {
 }
 
 // TestTfenvAndTfswitchLayout: the listing and paths tfenv (a shell script
-// not packaged for Debian, npm or Go, so not run here) and tfswitch read.
+// not packaged for Debian, npm or Go, run only where TFMIRROR_TFENV names
+// it: cmd/tfmirror.TestTfenvInstallsTerraformThroughTheMirror) and
+// tfswitch read.
 // The requests are tfenv's (libexec/tfenv-list-remote, tfenv-install,
 // with TFENV_REMOTE at the door), and its answers are read as tfenv reads
 // them: its grep over the HTML listing, newest first, the version it
