@@ -552,6 +552,38 @@ func TestHelmChartTrustedProxies(t *testing.T) {
 	}
 }
 
+// TestHelmChartExportKeyNotes: where more than one pod may sign exports
+// (replicas, or an emptyDir that each restart empties) and no export key
+// Secret is set, NOTES.txt says that each pod signs with a key of its own
+// and to set exportKey.existingSecret; with the Secret, or one pod on a
+// claim, it says nothing of it.
+func TestHelmChartExportKeyNotes(t *testing.T) {
+	t.Parallel()
+	const shared = "sharedStore: {enabled: true, url: s3://b/p, key: {existingSecret: k}}\nconfig: {cache-max-bytes: 5GiB}\n"
+	const warning = "exportKey.existingSecret is not set"
+	for _, tc := range []struct {
+		name, values string
+		warned       bool
+	}{
+		{"one pod on a claim", "", false},
+		{"one pod on an emptyDir", "persistence: {enabled: false}\nconfig: {cache-max-bytes: 5GiB}\n", true},
+		{"two replicas", "replicaCount: 2\n" + shared, true},
+		{"two replicas, one key", "replicaCount: 2\nexportKey: {existingSecret: export-key}\n" + shared, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var values map[string]any
+			if err := yaml.Unmarshal([]byte(tc.values), &values); err != nil {
+				t.Fatal(err)
+			}
+			_, notes := helmTemplate(t, tc.name, values)
+			if got := strings.Contains(notes, warning); got != tc.warned {
+				t.Errorf("NOTES.txt says each pod signs with its own key: %v, want %v:\n%s", got, tc.warned, notes)
+			}
+		})
+	}
+}
+
 // TestHelmChartOriginCASecret: the egress proxy's CA may come from a
 // Secret as well as a ConfigMap, several keys of it, each a file of
 // origin_ca_file; the rendered settings are ones tfmirror serve accepts.
