@@ -239,7 +239,10 @@ func parsePackage(data []byte, final *url.URL, pl addrs.Platform) (*Package, err
 	} {
 		ref, err := url.Parse(f.raw)
 		if err != nil {
-			return nil, fmt.Errorf("%s is not a URL: %v", f.name, err)
+			// Not url.Parse's words, which quote the URL whole, query
+			// (a pre-signed URL's signature) included: what it found
+			// wrong.
+			return nil, fmt.Errorf("%s is not a URL: %v", f.name, stripURL(err))
 		}
 		abs := final.ResolveReference(ref)
 		if abs.Scheme != "https" || abs.Host == "" {

@@ -45,8 +45,9 @@ type transport struct {
 	retryAfterMax    time.Duration
 }
 
-// policyTransport refuses anything but https, sets the User-Agent and
-// gives each request the proxyChoice the dial guard reads.
+// policyTransport refuses anything but https, sets the User-Agent,
+// gives each request the proxyChoice the dial guard reads, and fails a
+// redirect whose Location does not parse (errBadLocation).
 type policyTransport struct {
 	next      http.RoundTripper
 	userAgent string
@@ -64,17 +65,50 @@ func (p *policyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	r := req.Clone(withProxyChoice(req.Context()))
 	r.Header.Set("User-Agent", p.userAgent)
-	return p.next.RoundTrip(r)
+	resp, err := p.next.RoundTrip(r)
+	if err == nil && unparsableRedirect(req.URL, resp) {
+		drain(resp.Body)
+		return nil, errBadLocation
+	}
+	return resp, err
+}
+
+// errBadLocation is a redirect whose Location does not parse as a URL.
+// It names no Location: net/http's own error for it ("failed to parse
+// Location header ...") spells the Location out whole, query included (a
+// pre-signed URL's signature), into the error the client's answer, the
+// status page and the log show.
+var errBadLocation = errors.New("the redirect's Location header does not parse as a URL")
+
+// unparsableRedirect reports whether resp, the answer to a request for
+// u, is a redirect that net/http would follow to a Location it cannot
+// parse.
+func unparsableRedirect(u *url.URL, resp *http.Response) bool {
+	switch resp.StatusCode {
+	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther,
+		http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+	default:
+		return false
+	}
+	loc := resp.Header.Get("Location")
+	if loc == "" {
+		return false
+	}
+	_, err := u.Parse(loc)
+	return err != nil
 }
 
 type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
-// checkRedirect follows at most maxRedirects redirects, only to https, and
+// checkRedirect follows at most maxRedirects redirects, only to https,
 // drops the Authorization header when a redirect leaves the first request's
-// host (net/http would keep it for subdomains).
+// host (net/http would keep it for subdomains), and sends no Referer:
+// net/http's names the URL redirected from, query included (a pre-signed
+// URL's signature), to the host redirected to.
 func checkRedirect(req *http.Request, via []*http.Request) error {
+	req.Header.Del("Referer")
 	if len(via) > maxRedirects {
 		return &redirectRefused{fmt.Sprintf("stopped after %d redirects", maxRedirects)}
 	}
