@@ -60,6 +60,9 @@ type database struct {
 	// tablesDamaged says a check of the LSM tree's tables found a block
 	// that fails its checksum (checkTables).
 	tablesDamaged atomic.Bool
+	// tablesChecked is when a check last found the tables whole
+	// (UnixNano): a check within tablesCheckEvery of it is not made again.
+	tablesChecked atomic.Int64
 
 	// ping is Ping's memo; lastWrite is when a write to Badger last
 	// succeeded (UnixNano, 0: none yet), which Ping takes as its answer;
@@ -191,6 +194,11 @@ func (d *database) sync() error {
 // tables, collect the value log's garbage.
 var ErrTablesDamaged = errors.New("a table of the cache's database is damaged where it is stored")
 
+// tablesCheckEvery is how long the tables found whole are taken to be
+// whole (checkTables): while the size limit or the deletions' compaction
+// press (each second), one read of the tables a minute, not one each.
+const tablesCheckEvery = time.Minute
+
 // checkTables checks every block of the database's tables against its
 // checksum, before the store does what a pass over the tables decides or
 // writes them again: Badger's iterators, and so its compactions, end a
@@ -199,11 +207,14 @@ var ErrTablesDamaged = errors.New("a table of the cache's database is damaged wh
 // chunks would be taken for an interrupted write's), and a compaction
 // writes the table again without what follows it, though each of those
 // keys is still read by itself. Once a check failed, it fails without
-// reading again, and the damage was logged once. In memory, nothing is
-// checked.
+// reading again, and the damage was logged once; one that passed is not
+// made again within tablesCheckEvery. In memory, nothing is checked.
 func (d *database) checkTables() error {
 	if d.tablesDamaged.Load() {
 		return ErrTablesDamaged
+	}
+	if at := d.tablesChecked.Load(); at != 0 && time.Since(time.Unix(0, at)) < tablesCheckEvery {
+		return nil
 	}
 	err := d.withDB(func() error {
 		if d.bdb == nil || d.bopts.InMemory {
@@ -211,6 +222,9 @@ func (d *database) checkTables() error {
 		}
 		return verifyTables(d.bdb)
 	})
+	if err == nil {
+		d.tablesChecked.Store(time.Now().UnixNano())
+	}
 	if err == nil || errors.Is(err, ErrClosed) {
 		return err
 	}

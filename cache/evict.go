@@ -430,6 +430,13 @@ func (e *evictor) pass(ctx context.Context) {
 	if s.db.writable() != nil {
 		return // deleting is writing; retried once the cache writes again
 	}
+	// What may go was decided by passes over the records (the count's,
+	// retention's: SetEvictable), which a damaged table cuts short: an
+	// archive that cannot be fetched again, whose record it hides, would
+	// be taken for one that may go.
+	if s.db.checkTables() != nil {
+		return
+	}
 	evicted := 0
 	defer func() {
 		if evicted > 0 {
