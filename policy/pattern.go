@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -104,12 +105,22 @@ func compilePattern(s string) (pattern, error) {
 		return pattern{}, fmt.Errorf("pattern %q: want HOST/NAMESPACE/TYPE (a provider) or HOST/NAMESPACE/NAME/SYSTEM (a module), each part a name or *", s)
 	}
 	p := pattern{key: key{n: len(parts)}, text: s}
-	if parts[0] == "*" {
+	switch host := parts[0]; {
+	case host == "*":
 		p.seg[0] = "*"
-	} else {
-		h, err := svchost.ForComparison(parts[0])
+	case strings.Contains(host, "*"):
+		return pattern{}, fmt.Errorf("pattern %q: %q: a * stands for a whole part, not part of one", s, host)
+	default:
+		// As the addresses are read (addrs.ParseHost): a host in Unicode
+		// or in the punycode the mirror writes it in (its log, its status
+		// page). A trailing dot is refused as the front doors refuse it:
+		// no address they take has one, so the rule would match nothing.
+		h, err := addrs.ParseHost(host)
+		if name, _, _ := strings.Cut(host, ":"); err == nil && strings.HasSuffix(name, ".") {
+			err = errors.New("trailing dot: the clients name a host without one")
+		}
 		if err != nil {
-			return pattern{}, fmt.Errorf("pattern %q: invalid host %q: %v", s, parts[0], err)
+			return pattern{}, fmt.Errorf("pattern %q: invalid host %q: %v", s, host, err)
 		}
 		p.seg[0] = string(h)
 	}

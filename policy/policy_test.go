@@ -120,6 +120,9 @@ func TestDecodeErrors(t *testing.T) {
 		{"five-part pattern", "p.hcl", "policy {\n  deny = [\"a.test/b/c/d/e\"]\n}", "p.hcl:2"},
 		{"partial wildcard", "p.hcl", "policy {\n\n  allow = [\"registry.test/acme-*/x\"]\n}", "p.hcl:3"},
 		{"bad host", "p.hcl", "policy {\n  allow = [\"bad host!/a/b\"]\n}", "p.hcl:2"},
+		{"host with a trailing dot", "p.hcl", "policy {\n  deny = [\"registry.terraform.io./hashicorp/null\"]\n}", "p.hcl:2"},
+		{"host with a port and a trailing dot", "p.hcl", "policy {\n  deny = [\"registry.test.:8443/a/*\"]\n}", "p.hcl:2"},
+		{"partial wildcard in the host", "p.hcl", "policy {\n  deny = [\"*.terraform.io/hashicorp/*\"]\n}", "p.hcl:2"},
 		{"bad provider type", "p.hcl", "policy {\n  allow = [\"registry.test/a/terraform-provider-x\"]\n}", "p.hcl:2"},
 		{"bad module system", "p.hcl", "policy {\n  allow = [\"registry.test/a/b/c_d\"]\n}", "p.hcl:2"},
 		{"not a list", "p.hcl", "policy {\n  allow = \"registry.test/a/*\"\n}", "p.hcl:2"},
@@ -354,6 +357,9 @@ func TestPatterns(t *testing.T) {
 		{"other port", "registry.test/hashicorp/*", Provider, "registry.test:8443/hashicorp/aws", false},
 		{"port pattern", "registry.test:8443/hashicorp/*", Provider, "registry.test:8443/hashicorp/aws", true},
 		{"IDN host", "bücher.example/a/*", Provider, "xn--bcher-kva.example/a/b", true},
+		{"IDN host in punycode", "xn--bcher-kva.example/a/*", Provider, "xn--bcher-kva.example/a/b", true},
+		{"IDN host in punycode, upper case, port", "XN--BCHER-KVA.example:443/a/*", Provider, "bücher.example/a/b", true},
+		{"IDN module host in punycode", "xn--bcher-kva.example/a/b/*", Module, "xn--bcher-kva.example/a/b/aws", true},
 		{"prefix is not a match", "registry.test/acme/*", Module, "registry.test/acme/x/extra", false},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -115,8 +115,11 @@ func runSealed(name string, cfg settings.Config, pol *policy.Policy, stdout, std
 		return 1
 	}
 	defer closeDataDir(dd, name, stderr)
-	dd.setPolicy(pol)
+	note := dd.setPolicy(pol)
 	fmt.Fprintf(stderr, "tfmirror %s: %s (%s)\n", name, dd.where(), cfg.DataDir)
+	if note != "" {
+		fmt.Fprintf(stderr, "tfmirror %s: %s\n", name, note)
+	}
 	if dd.viaServer && viaServer != nil {
 		if err := viaServer(); err != nil {
 			fmt.Fprintf(stderr, "tfmirror %s: %v\n", name, err)

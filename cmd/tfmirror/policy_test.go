@@ -413,6 +413,31 @@ func TestNoPolicyNote(t *testing.T) {
 	}
 }
 
+// Sync, export and import given a configuration file with a policy block
+// while a tfmirror serves the data directory work through that serve,
+// which judges by the policy in force there: they say that the file's
+// policy is not used, rather than let an operator believe that what it
+// refuses was left out.
+func TestFilePolicyThroughServeSaid(t *testing.T) {
+	t.Parallel()
+	origin := syncOrigin(t)
+	dataDir := filepath.Join(t.TempDir(), "data")
+	startMirror(t, origin, dataDir, io.Discard)
+	conf := writePolicyConfig(t, denyRandom360)
+	_, stderr, code := syncInProcess(t, origin, dataDir, "--config", conf, syncManifest(t, tfRegistry, ""))
+	if code != 0 || !strings.Contains(stderr, "working through the running tfmirror's admin socket") || !strings.Contains(stderr, filePolicyUnused) {
+		t.Errorf("sync --config through a serve: exit %d, want 0 and %q on stderr\n%s", code, filePolicyUnused, stderr)
+	}
+	code, stdout, stderr := runCommand("export", "--config", conf, "--data-dir", dataDir, filepath.Join(t.TempDir(), "export"))
+	if code != 0 || !strings.Contains(stderr, filePolicyUnused) {
+		t.Errorf("export --config through a serve: exit %d, want 0 and the note\n%s%s", code, stdout, stderr)
+	}
+	code, stdout, stderr = runCommand("export", "--data-dir", dataDir, filepath.Join(t.TempDir(), "export"))
+	if code != 0 || strings.Contains(stderr, filePolicyUnused) {
+		t.Errorf("export without --config through a serve: exit %d, want 0 and no note\n%s%s", code, stdout, stderr)
+	}
+}
+
 // Without a configuration file, policy explain asks the tfmirror serving
 // the data directory, through its admin socket, and answers by the policy
 // in force there: a version it refuses is refused (exit 1), with the

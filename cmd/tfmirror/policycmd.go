@@ -83,17 +83,29 @@ func readPolicy(f *settings.File) (*policy.Policy, error) {
 // lets through what the serve's policy would refuse.
 const noPolicyNote = "no package policy: no configuration file (--config or TFMIRROR_CONFIG), or none with a policy block: everything is allowed"
 
+// filePolicyUnused is what sync, export and import say when they work
+// through the tfmirror serving the data directory with a configuration
+// file whose policy block they would otherwise apply: the serve judges by
+// its own.
+const filePolicyUnused = "the package policy of the configuration file (--config or TFMIRROR_CONFIG) is not used: the tfmirror serving the data directory judges by the policy in force there (tfmirror policy explain without --config shows it)"
+
 // setPolicy puts p in force on the engine dd opened, and says so when
 // there is none (noPolicyNote); through a running serve, that process's
-// policy applies and p is not used.
-func (dd *dataDir) setPolicy(p *policy.Policy) {
+// policy applies and p is not used: note is then filePolicyUnused when p
+// is not nil (the configuration file has a policy block), for the
+// command to print.
+func (dd *dataDir) setPolicy(p *policy.Policy) (note string) {
 	if dd.parts == nil {
-		return
+		if dd.viaServer && p != nil {
+			return filePolicyUnused
+		}
+		return ""
 	}
 	if p == nil && dd.logger != nil {
 		dd.logger.Warn(noPolicyNote)
 	}
 	dd.parts.engine.SetPolicy(p)
+	return ""
 }
 
 // policyRefuses says whether the engine's policy refuses a stored version

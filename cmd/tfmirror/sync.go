@@ -226,7 +226,9 @@ func runSync(ctx context.Context, args []string, lookupEnv func(string) (string,
 		}
 	}()
 	fmt.Fprintf(stderr, "tfmirror sync: %s (%s)\n", dd.where(), cfg.DataDir)
-	dd.setPolicy(cfg.policy)
+	if note := dd.setPolicy(cfg.policy); note != "" {
+		fmt.Fprintf(stderr, "tfmirror sync: %s\n", note)
+	}
 	r := &syncRun{cfg: cfg, ops: dd.ops, out: stdout, status: stderr, tty: tty, now: time.Now}
 	if !r.run(ctx, spec) {
 		return 1

@@ -208,6 +208,46 @@ func TestPrecedence(t *testing.T) {
 	}
 }
 
+// A value the file gives that a flag or an environment variable
+// overrides with another is a warning at its line, naming what wins and
+// the value in force (a secret's redacted): logged at start and on every
+// reload, printed by config check, so that an edit of the file that
+// cannot take effect is not silently ignored. The same value, however
+// spelled, is no warning.
+func TestOverriddenFileValueSaid(t *testing.T) {
+	path := writeFile(t, "c.hcl", "log_level = \"warn\"\nversions_ttl = \"3m\"\nlisten = \":3\"\ncache_max_bytes = \"1GiB\"\nupstream_proxy = \"http://a.test:3128\"\n")
+	e, err := load(t, []string{"--config", path, "--log-level", "debug"}, map[string]string{
+		"TFMIRROR_VERSIONS_TTL":    "2m",
+		"TFMIRROR_CACHE_MAX_BYTES": "1073741824", // the file's value, spelled otherwise
+		"TFMIRROR_UPSTREAM_PROXY":  "http://user:secret@b.test:3128",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, w := range e.File.Warnings {
+		if w.Severity != hcl.DiagWarning || w.Subject == nil {
+			t.Errorf("not a warning with its place: %v", w)
+			continue
+		}
+		got = append(got, FormatDiagnostic(w))
+	}
+	want := []string{
+		"c.hcl:1,13-19: ", "log_level is not in force: --log-level on the command line wins over the file", `"debug"`,
+		"c.hcl:2,16-20: ", "versions_ttl is not in force: TFMIRROR_VERSIONS_TTL in the environment wins over the file", `"2m0s"`,
+		"c.hcl:5,18-38: ", "upstream_proxy is not in force: TFMIRROR_UPSTREAM_PROXY in the environment wins over the file",
+	}
+	all := strings.Join(got, "\n")
+	if len(got) != 3 || strings.Contains(all, "secret") || strings.Contains(all, "cache_max_bytes") || strings.Contains(all, "listen") {
+		t.Errorf("warnings:\n%s\nwant 3: log_level, versions_ttl, upstream_proxy (without its password)", all)
+	}
+	for _, w := range want {
+		if !strings.Contains(all, w) {
+			t.Errorf("warnings lack %q:\n%s", w, all)
+		}
+	}
+}
+
 // TestFilePolicyAndSecrets: the policy block's body is handed over
 // undecoded; a secret is shown redacted; a file others may write (its
 // group or all users) is refused, with the chmod that fixes it, and so

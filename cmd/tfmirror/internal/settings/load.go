@@ -112,6 +112,11 @@ func loadAll(fs *flag.FlagSet, args []string, lookupEnv func(string) (string, bo
 		if s.Secret {
 			l.shown[name] = redactValue(l.raw[name])
 		}
+		if src := l.Sources[name]; src == FromFlag || src == FromEnv {
+			if v, rng, ok := l.File.Value(name); ok && fileExact(s, v) != l.raw[name] {
+				l.File.Warnings = append(l.File.Warnings, overridden(s, src, rng, l.shown[name]))
+			}
+		}
 	}
 	fs.VisitAll(func(f *flag.Flag) {
 		if l.Sources[f.Name] == "" {
@@ -213,6 +218,34 @@ func (l *Loaded) named(msg string) []*Setting {
 		}
 	}
 	return out
+}
+
+// fileExact is v, the file's value of s in the flag's syntax, as exact
+// writes the value in force (a size in its unit, a duration in Go's
+// form), so that one value spelt two ways compares equal.
+func fileExact(s *Setting, v string) string {
+	fs := flag.NewFlagSet("file", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var scratch Config
+	s.Register(fs, &scratch)
+	if fs.Set(s.Name, v) != nil {
+		return v
+	}
+	return exact(fs.Lookup(s.Name).Value)
+}
+
+// overridden is the warning of a value of s the file gives at rng that
+// the flag or the environment (src) overrides with another: an edit of
+// the file that takes no effect, on a start or a reload, is said. shown
+// is the value in force, a secret's redacted.
+func overridden(s *Setting, src Source, rng hcl.Range, shown string) *hcl.Diagnostic {
+	who := "--" + s.Name + " on the command line"
+	if src == FromEnv {
+		who = EnvName(s.Name) + " in the environment"
+	}
+	return &hcl.Diagnostic{Severity: hcl.DiagWarning, Summary: "Overridden value",
+		Detail:  fmt.Sprintf("%s is not in force: %s wins over the file (the value in force is %q)", s.Attribute(), who, shown),
+		Subject: rng.Ptr()}
 }
 
 // ParseWithEnv parses args with fs, then fills every flag not given on
