@@ -152,6 +152,8 @@ func TestSignedUninstallableArchiveIsRefusedForEveryReader(t *testing.T) {
 	}{
 		{"not a zip", garbage, verify.ReasonBadArchive},
 		{"zip without the provider executable", zipOf(t, "README.md", "terraform-provider-"+typ+"x_v1.0.0", "docs/terraform-provider-"+typ), verify.ReasonBadArchive},
+		// Terraform refuses to unpack it: no package it can install.
+		{"zip with an entry climbing out of its directory", zipOf(t, exe, "../../.bashrc"), verify.ReasonBadArchive},
 		// Zip bombs: a few MiB that unpack to many GiB.
 		{"6 GiB of zeros", verifytest.Zeros(exe, 6<<30), verify.ReasonTooLarge},
 		// 64 entries of 32 MiB: 2 GiB declared, within the default limit.

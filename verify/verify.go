@@ -278,8 +278,10 @@ func H1(r io.ReaderAt, size int64) (string, error) {
 // terraform-provider-TYPE, or that followed by "_" or "." and anything
 // ("terraform-provider-random_v3.6.0", "terraform-provider-random.exe");
 // an archive that is not a readable zip, has an entry that does not
-// decompress, has entries that overlap or share a name, or has no such
-// file fails with ReasonBadArchive. One that would unpack to more bytes
+// decompress, has entries that overlap or share a name, has an entry
+// whose name holds a ".." element (split at "/" and "\", as the clients
+// split it: they refuse to unpack it), or has no such file fails with
+// ReasonBadArchive. One that would unpack to more bytes
 // or entries than lim allows fails with ReasonTooLarge, as soon as that is
 // known: from the sizes the zip declares, before anything is inflated,
 // and from the bytes actually inflated, whatever the zip declares.
@@ -290,6 +292,12 @@ func H1(r io.ReaderAt, size int64) (string, error) {
 // returned wrapped. Neither is an *Error.
 func CheckArchive(ctx context.Context, r io.ReaderAt, size int64, providerType string, lim Limits) (string, error) {
 	return hashArchive(ctx, r, size, lim, func(zr *zip.Reader) error {
+		for _, f := range zr.File {
+			if climbsOut(f.Name) {
+				return &Error{Reason: ReasonBadArchive,
+					Detail: fmt.Sprintf("the zip's entry %q would unpack outside its directory", f.Name)}
+			}
+		}
 		if !slices.ContainsFunc(zr.File, func(f *zip.File) bool { return isProviderExecutable(f, providerType) }) {
 			return &Error{Reason: ReasonBadArchive,
 				Detail: fmt.Sprintf("the zip has no terraform-provider-%s executable at its top level", providerType)}
@@ -348,6 +356,13 @@ func localName(name string) bool {
 		}
 	}
 	return true
+}
+
+// climbsOut says whether a zip entry's name holds a ".." element, its
+// elements split at "/" and "\" as the installers of Terraform and
+// OpenTofu split them before they refuse such an entry.
+func climbsOut(name string) bool {
+	return slices.Contains(strings.FieldsFunc(name, func(r rune) bool { return r == '/' || r == '\\' }), "..")
 }
 
 // CheckCLIArchive checks that the archive read through r (size bytes) is

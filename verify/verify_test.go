@@ -307,6 +307,12 @@ func TestCheckArchive(t *testing.T) {
 		{name: "another provider's executable", entries: [][2]string{{"terraform-provider-xy_v1.0.0", exe}}, want: ReasonBadArchive},
 		{name: "executable in a subdirectory", entries: [][2]string{{"bin/terraform-provider-x", exe}}, want: ReasonBadArchive},
 		{name: "directory named like the executable", entries: [][2]string{{"terraform-provider-x/", ""}}, want: ReasonBadArchive},
+		// Terraform refuses to unpack an entry with a ".." element, split
+		// at "/" and "\": such an archive is no package it can install.
+		{name: "entry climbing out", entries: [][2]string{{"terraform-provider-x", exe}, {"../../.bashrc", "x"}}, want: ReasonBadArchive},
+		{name: "entry climbing out from a subdirectory", entries: [][2]string{{"terraform-provider-x", exe}, {"docs/../../x", "x"}}, want: ReasonBadArchive},
+		{name: "entry climbing out with backslashes", entries: [][2]string{{"terraform-provider-x", exe}, {`..\..\x`, "x"}}, want: ReasonBadArchive},
+		{name: "entry whose name holds dots", entries: [][2]string{{"terraform-provider-x", exe}, {"docs/..hidden/a..b", "x"}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
