@@ -20,41 +20,11 @@ import (
 // compaction after deletions, which would write the table again without
 // what follows the damage, is not run. The damage is logged.
 func TestDamagedTableLosesNoArchive(t *testing.T) {
-	dir := t.TempDir()
-	const chunk = 128 << 10
-	opts := Options{Dir: dir, DiskReserve: -1, ChunkSize: chunk}
-	s, err := Open(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.waitCount()
-	// One chunk each, above the value threshold: the chunks are in the
-	// value log, the records and the chunks' keys in a table.
-	var datas [][]byte
-	for i := range 300 {
-		d := randomBytes(70<<10, uint64(100+i))
-		datas = append(datas, d)
-		put(t, s, d)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	ssts, _ := filepath.Glob(filepath.Join(dir, "*.sst"))
-	if len(ssts) != 1 {
-		t.Fatalf("%d tables, want 1", len(ssts))
-	}
-	b, err := os.ReadFile(ssts[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	b[len(b)/3] ^= 0xff // among the commit records
-	if err := os.WriteFile(ssts[0], b, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	opts, datas := damagedStore(t, 100, 1.0/3) // among the commit records
 
 	var logged logbuf.Buffer
 	opts.Logger = slog.New(slog.NewTextHandler(&logged, nil))
-	s, err = Open(opts)
+	s, err := Open(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,39 +69,12 @@ func TestDamagedTableLosesNoArchive(t *testing.T) {
 // one that may go. Once a table is found damaged, the size limit evicts
 // nothing until the next start, and says why once.
 func TestDamagedTableEvictsNothing(t *testing.T) {
-	dir := t.TempDir()
-	opts := Options{Dir: dir, DiskReserve: -1, ChunkSize: 128 << 10}
-	s, err := Open(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.waitCount()
-	var datas [][]byte
-	for i := range 300 {
-		d := randomBytes(70<<10, uint64(500+i))
-		datas = append(datas, d)
-		put(t, s, d)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	ssts, _ := filepath.Glob(filepath.Join(dir, "*.sst"))
-	if len(ssts) != 1 {
-		t.Fatalf("%d tables, want 1", len(ssts))
-	}
-	b, err := os.ReadFile(ssts[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	b[2*len(b)/3] ^= 0xff
-	if err := os.WriteFile(ssts[0], b, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	opts, _ := damagedStore(t, 500, 2.0/3)
 
 	var logged logbuf.Buffer
 	opts.Logger = slog.New(slog.NewTextHandler(&logged, nil))
 	opts.MaxBytes = 20 * (70 << 10) // far below what is cached
-	s, err = Open(opts)
+	s, err := Open(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,4 +91,42 @@ func TestDamagedTableEvictsNothing(t *testing.T) {
 	if !strings.Contains(logged.String(), "level=ERROR") || !strings.Contains(logged.String(), "table") {
 		t.Errorf("the damaged table was not logged as an error:\n%s", logged.String())
 	}
+}
+
+// damagedStore is a store's directory holding 300 archives of one chunk
+// each (above the value threshold: the chunks are in the value log, the
+// records and the chunks' keys in one table), with one byte of that
+// table changed at the fraction at of it, as a failing disk would; and
+// the options it was written with, and the archives.
+func damagedStore(t *testing.T, seed uint64, at float64) (Options, [][]byte) {
+	t.Helper()
+	dir := t.TempDir()
+	opts := Options{Dir: dir, DiskReserve: -1, ChunkSize: 128 << 10}
+	s, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.waitCount()
+	var datas [][]byte
+	for i := range 300 {
+		d := randomBytes(70<<10, seed+uint64(i))
+		datas = append(datas, d)
+		put(t, s, d)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ssts, _ := filepath.Glob(filepath.Join(dir, "*.sst"))
+	if len(ssts) != 1 {
+		t.Fatalf("%d tables, want 1", len(ssts))
+	}
+	b, err := os.ReadFile(ssts[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[int(float64(len(b))*at)] ^= 0xff
+	if err := os.WriteFile(ssts[0], b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return opts, datas
 }

@@ -391,12 +391,6 @@ func TestTfswitchListsThroughTheMirror(t *testing.T) {
 // with the key it is given.
 func TestHCInstallThroughTheMirror(t *testing.T) {
 	c := startCLIMirror(t)
-	ca, err := os.ReadFile(c.caFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(ca)
 	dir := t.TempDir()
 	ev := &hcreleases.ExactVersion{
 		Product:          hcproduct.Terraform,
@@ -404,7 +398,7 @@ func TestHCInstallThroughTheMirror(t *testing.T) {
 		InstallDir:       dir,
 		ApiBaseURL:       c.url + "/releases/hashicorp",
 		ArmoredPublicKey: c.origin.HashiCorpKey,
-		HTTPClient:       &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}},
+		HTTPClient:       c.client(t),
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -446,13 +440,7 @@ func TestHCInstallBehindAPathPrefix(t *testing.T) {
 		t.Fatal(err)
 	}
 	mirrorURL.Store(u)
-	ca, err := os.ReadFile(c.caFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(ca)
-	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}
+	tr := c.client(t).Transport.(*http.Transport)
 	t.Cleanup(tr.CloseIdleConnections)
 	mirrorTransport.Store(tr)
 

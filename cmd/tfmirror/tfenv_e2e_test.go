@@ -22,13 +22,7 @@ import (
 // skips.
 func tfenvBinary(t *testing.T) string {
 	t.Helper()
-	path := os.Getenv("TFMIRROR_TFENV")
-	if path == "" {
-		t.Skip("set TFMIRROR_TFENV to tfenv's bin/tfenv to run the tfenv end-to-end tests")
-	}
-	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("TFMIRROR_TFENV: %v", err)
-	}
+	path := toolFromEnv(t, "TFMIRROR_TFENV", "tfenv's bin/tfenv to run the tfenv end-to-end tests")
 	for _, tool := range []string{"bash", "curl", "unzip", "gpgv"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Fatalf("tfenv needs %s: %v", tool, err)

@@ -23,12 +23,20 @@ import (
 // test skips.
 func tofuBinary(t *testing.T) string {
 	t.Helper()
-	path := os.Getenv("TFMIRROR_TOFU")
+	return toolFromEnv(t, "TFMIRROR_TOFU", "an OpenTofu binary to run the OpenTofu end-to-end tests")
+}
+
+// toolFromEnv is the file the environment variable env names, a client
+// no package registry carries (what: which, and the tests it runs);
+// without one the test skips, in CI too.
+func toolFromEnv(t *testing.T, env, what string) string {
+	t.Helper()
+	path := os.Getenv(env)
 	if path == "" {
-		t.Skip("set TFMIRROR_TOFU to an OpenTofu binary to run the OpenTofu end-to-end tests")
+		t.Skipf("set %s to %s", env, what)
 	}
 	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("TFMIRROR_TOFU: %v", err)
+		t.Fatalf("%s: %v", env, err)
 	}
 	return path
 }
