@@ -267,16 +267,7 @@ func TestHelmChartRefuses(t *testing.T) {
 		{"the address in extraEnv", "extraEnv: [{name: TFMIRROR_LISTEN, value: \":9443\"}]", "extraEnv: TFMIRROR_LISTEN: the chart sets --listen"},
 		{"the configuration file in extraEnv", "extraEnv: [{name: TFMIRROR_CONFIG, value: /x.json}]", "the chart sets --config"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var values map[string]any
-			if err := yaml.Unmarshal([]byte(tc.values), &values); err != nil {
-				t.Fatal(err)
-			}
-			_, err := helmRender(values)
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("error %v, want one saying %q", err, tc.want)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { refusedSaying(t, tc.values, tc.want) })
 	}
 }
 
@@ -436,16 +427,7 @@ func TestHelmChartConfigFileSpelling(t *testing.T) {
 		{"client tokens", "replicaCount: 3\nsharedStore: {enabled: true, url: s3://b/p, key: {existingSecret: k}}\nconfig: {cache_max_bytes: 6GiB, auth_tokens_file: /etc/extra/tokens}", "config.auth-tokens-file: set auth.existingSecret instead"},
 		{"an unsigned host that is no origin", "config: {allowed_origins: registry.terraform.io}\nunsignedHosts: [registry.opentofu.org]", "registry.opentofu.org is not among config.allowed-origins"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var values map[string]any
-			if err := yaml.Unmarshal([]byte(tc.values), &values); err != nil {
-				t.Fatal(err)
-			}
-			_, err := helmRender(values)
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("error %v, want one saying %q", err, tc.want)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { refusedSaying(t, tc.values, tc.want) })
 	}
 	t.Run("accepted", func(t *testing.T) {
 		var values map[string]any
@@ -692,4 +674,18 @@ func TestHelmChartNameOverride(t *testing.T) {
 		t.Fatalf("Services %v: want one named %s-mirror", m.services, release)
 	}
 	checkWorkload(t, m)
+}
+
+// refusedSaying renders the chart with values (YAML) and fails unless it
+// is refused with an error holding want.
+func refusedSaying(t *testing.T, values, want string) {
+	t.Helper()
+	var v map[string]any
+	if err := yaml.Unmarshal([]byte(values), &v); err != nil {
+		t.Fatal(err)
+	}
+	_, err := helmRender(v)
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("error %v, want one saying %q", err, want)
+	}
 }

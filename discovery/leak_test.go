@@ -36,12 +36,7 @@ func TestFailedRequestLogHidesSignedQuery(t *testing.T) {
 		http.Redirect(w, r, closed+"/bucket/a.zip?"+redirected, http.StatusFound)
 	})
 	s := newTestServer(t, mux)
-	var logs logbuf.Buffer
-	c := newTestClient(t, s, func(cfg *Config) {
-		cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-		cfg.Retries = 1
-		cfg.BreakerThreshold = -1
-	})
+	c, logs := loggedClient(t, s)
 	p := testProvider(s)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -91,12 +86,7 @@ func TestUnparsableRedirectHidesSignedQuery(t *testing.T) {
 		w.WriteHeader(http.StatusFound)
 	})
 	s := newTestServer(t, mux)
-	var logs logbuf.Buffer
-	c := newTestClient(t, s, func(cfg *Config) {
-		cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-		cfg.Retries = 1
-		cfg.BreakerThreshold = -1
-	})
+	c, logs := loggedClient(t, s)
 	p := testProvider(s)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -196,4 +186,18 @@ func TestRedirectSendsNoReferer(t *testing.T) {
 	if got := referer.Load().(string); got != "" {
 		t.Errorf("the host redirected to was sent Referer %q, want none", got)
 	}
+}
+
+// loggedClient is a client of s that logs everything, at debug level,
+// into the buffer it returns; it tries each request once, and its
+// breaker never opens.
+func loggedClient(t *testing.T, s *testServer) (*Client, *logbuf.Buffer) {
+	t.Helper()
+	logs := new(logbuf.Buffer)
+	c := newTestClient(t, s, func(cfg *Config) {
+		cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		cfg.Retries = 1
+		cfg.BreakerThreshold = -1
+	})
+	return c, logs
 }

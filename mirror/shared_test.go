@@ -698,19 +698,28 @@ func (b breakingTier) OpenArchive(ctx context.Context, sha string) (io.ReadClose
 	}{broken, body}, size, nil
 }
 
-// A stream from the shared tier that breaks off midway does not fail the
-// download: the origin gives the rest, and the readers get the whole,
-// verified archive.
-func TestSharedStreamBrokenOffMidway(t *testing.T) {
+// sharedArchive starts one replica on a new bucket and has it read the
+// archive of 1.0.0 for linux_amd64, committed and put in the bucket: the
+// bucket's server, the replica, and the archive's sha256 and bytes.
+func sharedArchive(t *testing.T) (*s3test.Server, *replica, string, []byte) {
+	t.Helper()
 	srv, rs := newReplicas(t, 1, nil)
 	a := rs[0]
-	origin := a.origin
-	sha := origin.SHA256(ns, typ, "1.0.0", "linux_amd64")
-	want := origin.Archive(ns, typ, "1.0.0", "linux_amd64")
+	sha := a.origin.SHA256(ns, typ, "1.0.0", "linux_amd64")
+	want := a.origin.Archive(ns, typ, "1.0.0", "linux_amd64")
 	if got := a.read(context.Background(), "1.0.0", "linux_amd64"); got.err != nil || !bytes.Equal(got.body, want) {
 		t.Fatalf("first replica: %d bytes, %v", len(got.body), got.err)
 	}
 	a.waitIdle() // committed and put in the bucket
+	return srv, a, sha, want
+}
+
+// A stream from the shared tier that breaks off midway does not fail the
+// download: the origin gives the rest, and the readers get the whole,
+// verified archive.
+func TestSharedStreamBrokenOffMidway(t *testing.T) {
+	srv, a, sha, want := sharedArchive(t)
+	origin := a.origin
 
 	b := &replica{counts: &sharedCounts{}, fetches: &originFetches{}}
 	b.shared = newSharedStore(t, srv, "b", b.counts)
@@ -734,15 +743,8 @@ func TestSharedStreamBrokenOffMidway(t *testing.T) {
 // its hour: once no byte came for the store's call timeout, the origin
 // gives the rest, and the readers get the whole, verified archive.
 func TestSharedStreamGoneSilentMidway(t *testing.T) {
-	srv, rs := newReplicas(t, 1, nil)
-	a := rs[0]
+	srv, a, sha, want := sharedArchive(t)
 	origin := a.origin
-	sha := origin.SHA256(ns, typ, "1.0.0", "linux_amd64")
-	want := origin.Archive(ns, typ, "1.0.0", "linux_amd64")
-	if got := a.read(context.Background(), "1.0.0", "linux_amd64"); got.err != nil || !bytes.Equal(got.body, want) {
-		t.Fatalf("first replica: %d bytes, %v", len(got.body), got.err)
-	}
-	a.waitIdle() // committed and put in the bucket
 
 	silent, err := sharedstore.Open(context.Background(), sharedstore.Config{URL: srv.StallingURL(t, bucket, sharedPrefix),
 		StoreID: sharedstore.DefaultStoreID(a.shared.Location()), Holder: "b", LeaseTTL: 30 * time.Second,
