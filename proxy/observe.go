@@ -456,6 +456,11 @@ type Health struct {
 	cacheErr error // for /readyz's log
 }
 
+// healthWriteFailed is why the cache is not writable when its database
+// failed the test write or read (Store.Ping), not the disk's room: the log
+// has the error.
+const healthWriteFailed = "the cache's database failed a test write or read (the log has the error)"
+
 // Check reads the mirror's state now. Offline is the caller's to set.
 func (src *HealthSource) Check() Health {
 	var h Health
@@ -465,6 +470,11 @@ func (src *HealthSource) Check() Health {
 	h.Cache = HealthCacheWritable
 	if err := src.Store.Ping(); err != nil {
 		h.Cache, h.CacheError, h.cacheErr = HealthCacheNotWritable, err.Error(), err
+		if !errors.Is(err, cache.ErrNotWritable) && !errors.Is(err, cache.ErrClosed) {
+			// The database's own failure, which may name its files:
+			// shown to everyone who reaches the mirror, said without it.
+			h.CacheError = healthWriteFailed
+		}
 	}
 	if free := src.Store.FreeBytes(); free >= 0 {
 		h.DiskFreeBytes = &free

@@ -3,7 +3,10 @@ package proxy
 import (
 	"bytes"
 	"crypto/sha256"
+	"errors"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"strings"
 	"testing"
@@ -145,5 +148,40 @@ func TestFailureLimiterOverLimit(t *testing.T) {
 		if n != tc.want {
 			t.Errorf("after %v: wait says %d over the limit, overLimit %d", tc.after, n, tc.want)
 		}
+	}
+}
+
+// TestStatusHealthErrorNamesNoFile: when the cache's database fails the
+// test write (an I/O error, say), the status page, with a client token or
+// without, and /readyz say that it failed, not the database's error,
+// which names the data directory's files (the log has it); why the disk's
+// room stops writes is said as it is (TestStatusHealthJSON).
+func TestStatusHealthErrorNamesNoFile(t *testing.T) {
+	t.Parallel()
+	a, err := NewAuth(AuthConfig{TokenHashes: [][32]byte{sha256.Sum256([]byte(testToken))}, SigningKey: bytes.Repeat([]byte{7}, 32), URLTTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const file = "/srv/secret-data-dir/000012.vlog"
+	health := &HealthSource{Store: fakeHealthStore{pingErr: errors.New("cache: not writable: open " + file + ": input/output error"), free: -1, reserve: -1}}
+	h := newHarness(t, harnessOptions{cfg: Config{Auth: a, Health: health}})
+	for _, header := range [][]string{nil, {"Authorization", "Bearer " + testToken}} {
+		var st Status
+		raw := h.get("/?format=json", header...)
+		raw.json(t, &st)
+		page := h.get("/", append([]string{"Accept", "text/html"}, header...)...)
+		if st.Health.Cache != HealthCacheNotWritable || st.Health.CacheError != healthWriteFailed {
+			t.Errorf("health %s, want the cache not writable, its database's failure said", healthString(st.Health))
+		}
+		for what, body := range map[string][]byte{"JSON": raw.body, "page": page.body} {
+			if bytes.Contains(body, []byte(file)) {
+				t.Errorf("the status %s (token %v) names the database's file %q", what, header != nil, file)
+			}
+		}
+	}
+	rec := httptest.NewRecorder()
+	Readyz(health, slog.New(slog.DiscardHandler))(rec, httptest.NewRequest("GET", "/readyz", nil))
+	if rec.Code != http.StatusServiceUnavailable || strings.Contains(rec.Body.String(), file) {
+		t.Errorf("/readyz: %d %s; want 503 naming no file", rec.Code, rec.Body)
 	}
 }
