@@ -93,8 +93,8 @@ const maxLocationBytes = 64 << 10
 // origin's download answer gives it: the X-Terraform-Get header of a 204
 // or 200 answer, or the "location" of a 200 answer's JSON body (as
 // OpenTofu reads it). The location is go-getter syntax; one that starts
-// with "/", "./" or "../" is resolved against the download URL, as the
-// clients do. Errors: those of ModuleVersions, Op "module_location".
+// with "/", "./" or "../" is resolved against the download URL asked
+// (not one a redirect led to), as the clients do. Errors: those of ModuleVersions, Op "module_location".
 func (c *Client) ModuleLocation(ctx context.Context, m addrs.Module, version string) (string, error) {
 	return c.modules.location(ctx, m, version)
 }
@@ -150,7 +150,9 @@ func (mr *moduleRegistry) location(ctx context.Context, m addrs.Module, version 
 		if err != nil {
 			return "", originError(r, 0, fmt.Errorf("relative location %q does not parse", redact.Location(location)))
 		}
-		location = r.u.ResolveReference(ref).String()
+		// Against the URL asked, as the clients resolve it: not the
+		// one a redirect led to.
+		location = u.ResolveReference(ref).String()
 	}
 	mr.tr.log.LogAttrs(ctx, slog.LevelDebug, "module location", slog.String("module", m.String()),
 		slog.String("version", version), slog.String("location", redact.Location(location)))

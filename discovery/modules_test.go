@@ -113,3 +113,29 @@ func TestSourceHostsGuarded(t *testing.T) {
 		t.Errorf("SourceHTTPClient for a host that is not an origin: %v", err)
 	}
 }
+
+// A relative location is resolved against the download URL the client
+// asked, as Terraform's and OpenTofu's registry clients resolve it, not
+// against the URL a redirect led to: a download answer that redirects
+// (to the path with a trailing slash, as many web frameworks do) names
+// the package the clients fetch from the origin directly.
+func TestRelativeModuleLocationResolvedAgainstTheDownloadURL(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /.well-known/terraform.json", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, discoveryDoc("/v1/providers/"))
+	})
+	mux.HandleFunc("GET /v1/modules/acme/vpc/aws/1.0.0/download", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, r.URL.Path+"/", http.StatusMovedPermanently)
+	})
+	mux.HandleFunc("GET /v1/modules/acme/vpc/aws/1.0.0/download/", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Terraform-Get", "./vpc.tar.gz")
+		w.WriteHeader(http.StatusNoContent)
+	})
+	s := newTestServer(t, mux)
+	c := newTestClient(t, s, nil)
+	m := addrs.Module{Hostname: s.host, Namespace: "acme", Name: "vpc", System: "aws"}
+	want := s.url("/v1/modules/acme/vpc/aws/1.0.0/vpc.tar.gz")
+	if got, err := c.ModuleLocation(context.Background(), m, "1.0.0"); err != nil || got != want {
+		t.Errorf("ModuleLocation = %q, %v; want %q (the clients' resolution)", got, err, want)
+	}
+}

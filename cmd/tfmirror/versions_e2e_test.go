@@ -87,3 +87,29 @@ func TestTerraformDenyVersionEveryBuild(t *testing.T) {
 		t.Errorf("installed %v, want 1.0.0 (1.1.0+build is release 1.1.0, denied)", got)
 	}
 }
+
+// An origin listing one version in two spellings, "v1.0.0" first, then
+// "1.0.0" (a registry publishing from two Git tags), each with its own
+// package: terraform asks a download in the canonical spelling whichever
+// it picked from the list, and installs 1.0.0's package directly. Through
+// the mirror it installed v1.0.0's, the spelling the mirror asked the
+// origin in; it installs what a direct install does now.
+func TestTerraformModuleListedInTwoSpellingsInstallsAsDirectly(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, fakeorigin.Options{})
+	o := e.origin
+	for file, from := range map[string]string{"tagged-v.tar.gz": "v1.0.0", "tagged.tar.gz": "1.0.0"} {
+		o.AddTarball(file, fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("output \"from\" {\n  value = \"" + from + "\"\n}\n")}))
+	}
+	o.AddModule("acme", "tarball", "aws", "v1.0.0", o.TarballURL("tagged-v.tar.gz"))
+	o.AddModule("acme", "tarball", "aws", "1.0.0", o.TarballURL("tagged.tar.gz"))
+	root := "module \"tarball\" {\n  source  = \"acme/tarball/aws\"\n  version = \"1.0.0\"\n}\n"
+
+	dir, _ := directModules(t, e).initRoot(t, root)
+	want := moduleTree(t, dir)
+	if !strings.Contains(want["tarball/main.tf"], `"1.0.0"`) {
+		t.Fatalf("the direct install is not what the test expects (set-up broken): %v", want)
+	}
+	dir, _ = mirrorModules(t, e).initRoot(t, root)
+	checkSameModules(t, "through the mirror", want, moduleTree(t, dir))
+}

@@ -751,7 +751,7 @@ func (s *Modules) fetchMissing(ctx context.Context, m addrs.Module, version vers
 					if rec.Location == "" {
 						return nil, fmt.Errorf("%w: package of module %s %s, a local module imported without origin location: import it again", records.ErrNotCached, m, version)
 					}
-					return s.fetchModule(ctx, m, version, rec, "")
+					return s.fetchRelocated(ctx, m, version, rec, "")
 				})
 		})
 	if err != nil {
@@ -791,7 +791,7 @@ func (s *Modules) refetchRefused(ctx context.Context, m addrs.Module, version ve
 	recKey := records.ModuleRecordKey(m, version)
 	res, src, err := once(ctx, s, "modpkg/"+recKey+"/"+replaces, "module_package", "the module's source",
 		func(ctx context.Context) (*records.ModuleRecord, error) {
-			return s.fetchModule(ctx, m, version, fresh, replaces)
+			return s.fetchRelocated(ctx, m, version, fresh, replaces)
 		})
 	if err != nil {
 		return nil, err

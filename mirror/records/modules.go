@@ -130,14 +130,24 @@ func ModuleZipKey(m addrs.Module, v versions.Version) string {
 
 // OriginSpelling returns how the list spells v (the origin's own
 // spelling, "v1.1.0" for a client's 1.1.0: what the origin's download
-// answer is asked with), false when the list does not name it.
+// answer is asked with), false when the list does not name it. A list
+// that names v in its canonical form too ("v1.1.0" and "1.1.0", a
+// registry publishing from two tags) answers that form: the one
+// Terraform and OpenTofu ask an origin's download in, whatever spelling
+// they picked from its list.
 func (l *ModuleVersionList) OriginSpelling(v versions.Version) (string, bool) {
+	found, ok := "", false
 	for _, raw := range l.Versions {
 		if lv, err := addrs.ParseModuleVersion(raw); err == nil && lv == v {
-			return raw, true
+			if raw == v.String() {
+				return raw, true
+			}
+			if !ok {
+				found, ok = raw, true
+			}
 		}
 	}
-	return "", false
+	return found, ok
 }
 
 // ModuleVersionsServed is an origin's module version list without the

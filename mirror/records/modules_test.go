@@ -53,3 +53,22 @@ func TestOriginSpelling(t *testing.T) {
 		t.Errorf("OriginSpelling of a version not listed = %q, want none", got)
 	}
 }
+
+// TestOriginSpellingTheClientsAskIn: a list that names a version in two
+// spellings ("v1.0.0" first, then "1.0.0": a registry publishing from
+// two tags) answers the one Terraform and OpenTofu ask the origin's
+// download in, the canonical form: the mirror asks the origin what a
+// direct install asks, and serves the package a direct install gets.
+func TestOriginSpellingTheClientsAskIn(t *testing.T) {
+	t.Parallel()
+	list := &ModuleVersionList{Versions: []string{"v1.0.0", "1.0.0", "v1.1", "1.1.0", "v2.0"}}
+	for asked, want := range map[string]string{"1.0.0": "1.0.0", "v1.0.0": "1.0.0", "1.1.0": "1.1.0", "2.0.0": "v2.0"} {
+		v, err := addrs.ParseModuleVersion(asked)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, ok := list.OriginSpelling(v); !ok || got != want {
+			t.Errorf("OriginSpelling(%s) = %q, %v; want %q", asked, got, ok, want)
+		}
+	}
+}

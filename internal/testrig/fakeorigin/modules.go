@@ -114,6 +114,15 @@ func (o *Origin) AddTarball(file string, data []byte) {
 	m.tarballs[file] = bytes.Clone(data)
 }
 
+// RemoveTarball stops serving TarballURL(file): it answers 404, as a
+// location that no longer serves does (a pre-signed URL expired).
+func (o *Origin) RemoveTarball(file string) {
+	m := o.modState()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.tarballs, file)
+}
+
 // TarballURL is the https URL of a file of the tarball host.
 func (o *Origin) TarballURL(file string) string { return o.URL + "/tarballs/" + file }
 

@@ -1,0 +1,44 @@
+package modules
+
+import (
+	"context"
+	"errors"
+
+	"github.com/apparentlymart/go-versions/versions"
+
+	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/discovery/modsource"
+	"github.com/tfmirror/tfmirror/v2/internal/redact"
+	"github.com/tfmirror/tfmirror/v2/mirror/records"
+)
+
+// fetchRelocated is fetchModule of rec, the record of version of m, from
+// the location the origin gives today when the one rec keeps no longer
+// serves. A download location is not one for ever (a pre-signed URL
+// expires, a repository moves): a client asks the origin for it before
+// each install, and the record keeps the one the version was first asked
+// with. So when the fetch from rec's location fails, and rec can be made
+// again from its origin (fetchable), the origin is asked for the
+// version's location again; one that differs and names the //SUBDIR the
+// record keeps (which the download answers gave) is fetched from, the
+// package held to the record as ever (fetchModule: the one first
+// mirrored). Otherwise the first error is returned.
+func (s *Modules) fetchRelocated(ctx context.Context, m addrs.Module, version versions.Version, rec records.ModuleRecord, replaces string) (*records.ModuleRecord, error) {
+	got, err := s.fetchModule(ctx, m, version, rec, replaces)
+	if err == nil || ctx.Err() != nil || errors.As(err, new(*TimeoutError)) || !s.fetchable(m, rec) {
+		return got, err
+	}
+	loc, lerr := s.origin.ModuleLocation(ctx, m, rec.Version)
+	if lerr != nil || loc == rec.Location {
+		return nil, err
+	}
+	addr, perr := modsource.Parse(loc)
+	if perr != nil || addr.Subdir != rec.Subdir {
+		return nil, err
+	}
+	s.log.Warn("module package not fetched from the location its record keeps; the origin gives another, fetching from it",
+		"module", m.String(), "version", rec.Version, "package", rec.Shown(), "now", redact.Location(addr.Package()), "error", err)
+	moved := rec
+	moved.Location, moved.Kind, moved.Package = loc, addr.Kind, addr.Package()
+	return s.fetchModule(ctx, m, version, moved, replaces)
+}
