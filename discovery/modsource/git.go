@@ -373,11 +373,18 @@ func peelToCommit(s storer.EncodedObjectStorer, h plumbing.Hash) (*object.Commit
 func gitError(repoURL string, err error) error {
 	// go-git and net/http name the request URL in their messages.
 	err = redact.Error(err, repoURL)
-	switch {
-	case errors.Is(err, transport.ErrRepositoryNotFound):
-		return fmt.Errorf("%w: git repository %s not found (or not public: a source host's credentials are used only for the origins the operator tied them to): %w", ErrSource, redact.Location(repoURL), err)
-	case errors.Is(err, transport.ErrAuthenticationRequired), errors.Is(err, transport.ErrAuthorizationFailed):
-		return fmt.Errorf("%w: git repository %s needs credentials (a source host's credentials are used only for the origins the operator tied them to): %w", ErrSource, redact.Location(repoURL), err)
+	// For a 401, 403 or 404 go-git's error holds the source host's page
+	// (transport/http.NewErr), which may echo the request and the
+	// credential it carried: only go-git's sentinel is kept, as an
+	// archive's refusal is said by its status alone.
+	for _, refusal := range []error{transport.ErrRepositoryNotFound, transport.ErrAuthenticationRequired, transport.ErrAuthorizationFailed} {
+		if !errors.Is(err, refusal) {
+			continue
+		}
+		if refusal == transport.ErrRepositoryNotFound {
+			return fmt.Errorf("%w: git repository %s not found (or not public: a source host's credentials are used only for the origins the operator tied them to): %w", ErrSource, redact.Location(repoURL), refusal)
+		}
+		return fmt.Errorf("%w: git repository %s needs credentials (a source host's credentials are used only for the origins the operator tied them to): %w", ErrSource, redact.Location(repoURL), refusal)
 	}
 	return fmt.Errorf("git repository %s: %w", redact.Location(repoURL), err)
 }

@@ -2,6 +2,7 @@ package modsource
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -61,6 +62,36 @@ func TestSubmoduleURLsStayOnHTTPS(t *testing.T) {
 	} {
 		if got, err := resolveSubmoduleURL(parent, raw); err != nil || got != want {
 			t.Errorf("submodule URL %q = %q, %v; want %q", raw, got, err, want)
+		}
+	}
+}
+
+// TestGitRefusalBodyNotInError: a source host's answer of 401, 403 or
+// 404, whose page go-git puts whole in its error, is not in the fetch's
+// error, which the log and the client's answer show: such a page may
+// echo the request, the credential it carried included.
+func TestGitRefusalBodyNotInError(t *testing.T) {
+	const secret = "echoedcredential0123456789"
+	for _, status := range []int{http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound} {
+		srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(status)
+			io.WriteString(w, "request refused: Authorization: Bearer "+secret)
+		}))
+		f := &Fetcher{HTTP: srv.Client(), Limits: defaultLimits, TempDir: t.TempDir()}
+		a, err := Parse("git::" + srv.URL + "/repo.git?ref=v1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = f.Fetch(context.Background(), a, io.Discard)
+		srv.Close()
+		if err == nil {
+			t.Fatalf("status %d: no error", status)
+		}
+		if strings.Contains(err.Error(), secret) {
+			t.Errorf("status %d: the error carries the source host's page: %v", status, err)
+		}
+		if !strings.Contains(err.Error(), "/repo.git") || !errors.Is(err, ErrSource) {
+			t.Errorf("status %d: the error does not name the repository or is no source refusal: %v", status, err)
 		}
 	}
 }
