@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -78,6 +79,10 @@ func (a *API) Prune(ctx context.Context, req PruneRequest) (Pruned, error) {
 		}
 	}
 	rs, err := a.pruner.Prune(ctx, preq)
+	if errors.Is(err, retention.ErrPinned) {
+		// The operator's to settle: the pin goes first.
+		err = &httperr.RequestError{Status: http.StatusConflict, Msg: err.Error()}
+	}
 	out := Pruned{DryRun: req.DryRun, Removals: rs}
 	if out.Removals == nil {
 		out.Removals = []retention.Removal{}

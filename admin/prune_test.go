@@ -1,7 +1,11 @@
 package admin
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/tfmirror/tfmirror/v2/retention"
@@ -69,5 +73,28 @@ func TestNewRequiresPruner(t *testing.T) {
 	}
 	if _, err := New(h.engine, nil, h.retention, nil, nil, Options{}); err == nil {
 		t.Error("New took no packages behind the policy")
+	}
+}
+
+// pinnedPruner refuses every prune as retention refuses one naming a
+// pinned version.
+type pinnedPruner struct{}
+
+func (pinnedPruner) Prune(context.Context, retention.PruneRequest) ([]retention.Removal, error) {
+	return nil, fmt.Errorf("provider example.com/acme/widget version 1.0.0 is pinned by pins/team.lock.hcl:3: %w", retention.ErrPinned)
+}
+
+// A prune naming a pinned version is the operator's to fix (remove the
+// pin first): 409 with retention's reason, not a server error.
+func TestAdminPrunePinnedRefused(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	a, err := New(h.engine, h.packages(t), pinnedPruner{}, nil, nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, post := socket(t, a)
+	code, body := post("/v1/prune", `{"provider":"example.com/acme/widget","versions":["1.0.0"]}`)
+	if code != http.StatusConflict || !strings.Contains(string(body), "pins/team.lock.hcl:3") {
+		t.Errorf("prune of a pinned version: %d %s; want 409 naming the pin", code, body)
 	}
 }

@@ -94,6 +94,10 @@ func (r *Retainer) holdings() ([]*held, error) {
 type pinState struct {
 	src  PinSource // nil: none
 	once sync.Once // the first reading (first)
+	// reading is held by a reading from src until its pins are set: the
+	// background goroutine and a Prune read them, and the pins of an
+	// earlier reading must not replace those of a later one.
+	reading sync.Mutex
 
 	mu   sync.Mutex
 	pins *Pins
@@ -111,6 +115,8 @@ func (p *pinState) read(log *slog.Logger) bool {
 	if p.src == nil {
 		return false
 	}
+	p.reading.Lock()
+	defer p.reading.Unlock()
 	pins, changed, err := p.src.Pins()
 	p.mu.Lock()
 	defer p.mu.Unlock()

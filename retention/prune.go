@@ -17,11 +17,13 @@ type PruneRequest struct {
 	// DryRun lists what would be removed and removes nothing.
 	DryRun bool
 	// Provider, Module or CLI, with Versions, name versions to remove:
-	// then only those are removed, whatever the rules and the pins say,
+	// then only those are removed, whatever the rules say,
 	// including versions that cannot be fetched again, or that have an
 	// archive that cannot be (which leave the version list; a CLI
 	// version, its SHA256SUMS), and a withheld import set aside in a
-	// version's record. None: the rules (Config) decide.
+	// version's record; but a pinned version is not removed: the prune is
+	// refused (ErrPinned) and removes nothing. None: the rules (Config)
+	// decide.
 	Provider *addrs.Provider
 	Module   *addrs.Module
 	// CLI is a CLI product's address (Pins.CLIs).
@@ -34,6 +36,10 @@ func (req PruneRequest) isNamed() bool {
 	return req.Provider != nil || req.Module != nil || req.CLI != ""
 }
 
+// ErrPinned is Prune's answer for a named version that is pinned: a
+// pinned version is kept until its pin is removed.
+var ErrPinned = errors.New("a pinned version is kept until its pin is removed")
+
 // errNothingNamed is Prune's answer for a version the cache does not hold.
 func errNothingNamed(what, version string) error {
 	return fmt.Errorf("%w: the cache holds no version %s of %s", records.ErrVersionNotFound, version, what)
@@ -45,8 +51,13 @@ func errNothingNamed(what, version string) error {
 // left for the next pass, and not listed as removed). It returns the
 // removals made, or that would be made. The rules remove nothing while
 // the pins have never been read: they would not know what is pinned.
+// It reads the pins first: a version pinned since their last check is
+// kept (and, once a rebuild ran, kept from the size limit too).
 func (r *Retainer) Prune(ctx context.Context, req PruneRequest) ([]Removal, error) {
 	r.pins.first(r.log)
+	if r.pins.read(r.log) {
+		r.changed() // a dry run rebuilds nothing itself
+	}
 	if err := r.pins.unread(); err != nil && !req.isNamed() {
 		return nil, fmt.Errorf("the retention rules remove nothing until the pins can be read: %w", err)
 	}
@@ -239,6 +250,10 @@ func named(hs []*held, req PruneRequest) (map[*held]string, error) {
 				continue
 			}
 			if werr == nil && wv == h.Version || want == h.Raw {
+				if h.pinnedBy != "" {
+					return nil, fmt.Errorf("%s %s version %s is pinned by %s: %w; nothing was removed",
+						kind, addr, h.Raw, h.pinnedBy, ErrPinned)
+				}
 				out[h] = RuleNamed
 				found = true
 			}
