@@ -23,6 +23,15 @@ func ParseHost(s string) (svchost.Hostname, error) {
 	return svchost.ForComparison(svchost.ForDisplay(s))
 }
 
+// TrailingDot reports whether host s (before any port) ends in a dot,
+// which svchost lets through ("example.com.", even "a.."): the front
+// doors refuse such a host, as one host would have several spellings,
+// and what names one (a policy pattern) would match nothing.
+func TrailingDot(s string) bool {
+	name, _, _ := strings.Cut(s, ":")
+	return strings.HasSuffix(name, ".")
+}
+
 // hasACELabel reports whether a label of host s (before any port) is in
 // punycode ("xn--" in any case).
 func hasACELabel(s string) bool {

@@ -116,7 +116,7 @@ func compilePattern(s string) (pattern, error) {
 		// page). A trailing dot is refused as the front doors refuse it:
 		// no address they take has one, so the rule would match nothing.
 		h, err := addrs.ParseHost(host)
-		if name, _, _ := strings.Cut(host, ":"); err == nil && strings.HasSuffix(name, ".") {
+		if err == nil && addrs.TrailingDot(host) {
 			err = errors.New("trailing dot: the clients name a host without one")
 		}
 		if err != nil {

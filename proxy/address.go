@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"net/url"
-	"strings"
 	"unicode"
 	"unicode/utf8"
 
@@ -73,7 +72,7 @@ func parseHost(s string) (svchost.Hostname, error) {
 	}
 	// svchost lets trailing dots through ("example.com.", even "a.."):
 	// one host would have several cache keys, and ".." has no place in a path.
-	if name, _, _ := strings.Cut(s, ":"); strings.HasSuffix(name, ".") {
+	if addrs.TrailingDot(s) {
 		return "", httperr.BadRequest("invalid host %q: trailing dot", s)
 	}
 	return h, nil
