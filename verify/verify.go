@@ -347,15 +347,7 @@ var errNegativeOffset = errors.New("read before the start of the zip")
 // localName says whether a zip entry's name stays inside the directory
 // it is unpacked in, on every system the installers run on.
 func localName(name string) bool {
-	if name == "" || strings.ContainsAny(name, "\\:\x00") || path.IsAbs(name) {
-		return false
-	}
-	for _, el := range strings.Split(name, "/") {
-		if el == ".." {
-			return false
-		}
-	}
-	return true
+	return name != "" && !strings.ContainsAny(name, "\\:\x00") && !path.IsAbs(name) && !climbsOut(name)
 }
 
 // climbsOut says whether a zip entry's name holds a ".." element, its
