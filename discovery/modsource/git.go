@@ -377,14 +377,19 @@ func gitError(repoURL string, err error) error {
 	// (transport/http.NewErr), which may echo the request and the
 	// credential it carried: only go-git's sentinel is kept, as an
 	// archive's refusal is said by its status alone.
-	for _, refusal := range []error{transport.ErrRepositoryNotFound, transport.ErrAuthenticationRequired, transport.ErrAuthorizationFailed} {
-		if !errors.Is(err, refusal) {
-			continue
-		}
-		if refusal == transport.ErrRepositoryNotFound {
-			return fmt.Errorf("%w: git repository %s not found (or not public: a source host's credentials are used only for the origins the operator tied them to): %w", ErrSource, redact.Location(repoURL), refusal)
-		}
-		return fmt.Errorf("%w: git repository %s needs credentials (a source host's credentials are used only for the origins the operator tied them to): %w", ErrSource, redact.Location(repoURL), refusal)
+	const tied = "a source host's credentials are used only for the origins the operator tied them to"
+	var refusal error
+	what := "needs credentials (" + tied + ")"
+	switch {
+	case errors.Is(err, transport.ErrRepositoryNotFound):
+		refusal, what = transport.ErrRepositoryNotFound, "not found (or not public: "+tied+")"
+	case errors.Is(err, transport.ErrAuthenticationRequired):
+		refusal = transport.ErrAuthenticationRequired
+	case errors.Is(err, transport.ErrAuthorizationFailed):
+		refusal = transport.ErrAuthorizationFailed
+	}
+	if refusal != nil {
+		return fmt.Errorf("%w: git repository %s %s: %w", ErrSource, redact.Location(repoURL), what, refusal)
 	}
 	return fmt.Errorf("git repository %s: %w", redact.Location(repoURL), err)
 }

@@ -22,14 +22,7 @@ func TestGitErrorHidesRedirectTarget(t *testing.T) {
 			http.Redirect(w, r, "/signed/info/refs?service=git-upload-pack&X-Amz-Signature="+secret, http.StatusFound)
 		})
 		mux.HandleFunc("/signed/info/refs", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(status) })
-		srv := httptest.NewTLSServer(mux)
-		f := &Fetcher{HTTP: srv.Client(), Limits: defaultLimits, TempDir: t.TempDir()}
-		a, err := Parse("git::" + srv.URL + "/repo.git?ref=v1")
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = f.Fetch(context.Background(), a, io.Discard)
-		srv.Close()
+		err := fetchGitFrom(t, mux)
 		if err == nil {
 			t.Fatalf("status %d: no error", status)
 		}
@@ -73,17 +66,10 @@ func TestSubmoduleURLsStayOnHTTPS(t *testing.T) {
 func TestGitRefusalBodyNotInError(t *testing.T) {
 	const secret = "echoedcredential0123456789"
 	for _, status := range []int{http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound} {
-		srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		err := fetchGitFrom(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(status)
 			io.WriteString(w, "request refused: Authorization: Bearer "+secret)
 		}))
-		f := &Fetcher{HTTP: srv.Client(), Limits: defaultLimits, TempDir: t.TempDir()}
-		a, err := Parse("git::" + srv.URL + "/repo.git?ref=v1")
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = f.Fetch(context.Background(), a, io.Discard)
-		srv.Close()
 		if err == nil {
 			t.Fatalf("status %d: no error", status)
 		}
@@ -94,4 +80,19 @@ func TestGitRefusalBodyNotInError(t *testing.T) {
 			t.Errorf("status %d: the error does not name the repository or is no source refusal: %v", status, err)
 		}
 	}
+}
+
+// fetchGitFrom fetches the Git module source repo.git at v1 from a
+// server on loopback that h answers, and returns the fetch's error.
+func fetchGitFrom(t *testing.T, h http.Handler) error {
+	t.Helper()
+	srv := httptest.NewTLSServer(h)
+	defer srv.Close()
+	f := &Fetcher{HTTP: srv.Client(), Limits: defaultLimits, TempDir: t.TempDir()}
+	a, err := Parse("git::" + srv.URL + "/repo.git?ref=v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.Fetch(context.Background(), a, io.Discard)
+	return err
 }
