@@ -461,7 +461,7 @@ func (s *Store) openObject(ctx context.Context, op, key string) (io.ReadCloser, 
 	stalled := &stallError{op: op, idle: s.cfg.CallTimeout}
 	timer := time.AfterFunc(s.cfg.CallTimeout, func() { cancelBody(stalled) })
 	timer.Stop()
-	return &body{ReadCloser: out.Body, s: s, ctx: bodyCtx, cancel: cancelBody, timer: timer, idle: s.cfg.CallTimeout}, size, nil
+	return &body{ReadCloser: out.Body, s: s, ctx: bodyCtx, cancel: cancelBody, timer: timer}, size, nil
 }
 
 // stallError is a body of the store's that got no byte for idle: a
@@ -476,15 +476,15 @@ func (e *stallError) Error() string {
 	return fmt.Sprintf("shared store %s: no data received for %s (the call timeout)", e.op, e.idle)
 }
 
-// body is an object's body whose every read gets a byte within idle or
-// fails with a *stallError. Read calls must not overlap each other.
+// body is an object's body whose every read gets a byte within the call
+// timeout or fails with a *stallError. Read calls must not overlap each
+// other.
 type body struct {
 	io.ReadCloser
 	s      *Store
 	ctx    context.Context // the request's
 	cancel context.CancelCauseFunc
 	timer  *time.Timer
-	idle   time.Duration
 	err    error
 }
 
@@ -492,7 +492,7 @@ func (b *body) Read(p []byte) (int, error) {
 	if b.err != nil {
 		return 0, b.err
 	}
-	b.timer.Reset(b.idle)
+	b.timer.Reset(b.s.cfg.CallTimeout)
 	n, err := b.ReadCloser.Read(p)
 	b.timer.Stop()
 	var stalled *stallError
