@@ -58,10 +58,7 @@ func tarGzOf(t *testing.T, h *tar.Header, body string) []byte {
 func TestImportModuleJoinsTheCachedRecord(t *testing.T) {
 	t.Parallel()
 	h := harness.New(t, harness.Options{Config: harness.Config{ScratchDir: t.TempDir()}})
-	o := h.Origin
-	o.AddTarball("m.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# one\n")}))
-	loc := o.TarballURL("m.tar.gz")
-	o.AddModule("acme", "tarball", "aws", "0.1.0", loc)
+	loc := oneTarball(h, "0.1.0")
 	pkg, err := h.Engine.Modules().OpenModule(context.Background(), harness.TarballModule, enginetest.MustModuleVersion(t, "0.1.0"))
 	if err != nil {
 		t.Fatal(err)

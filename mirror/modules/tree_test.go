@@ -25,6 +25,18 @@ import (
 	"github.com/tfmirror/tfmirror/v2/verify"
 )
 
+// oneTarball puts at h's origin the tarball m.tar.gz of one file and the
+// versions of harness.TarballModule it is the package of, and returns
+// its location.
+func oneTarball(h *harness.Harness, versions ...string) string {
+	loc := h.Origin.TarballURL("m.tar.gz")
+	h.Origin.AddTarball("m.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# one\n")}))
+	for _, v := range versions {
+		h.Origin.AddModule("acme", "tarball", "aws", v, loc)
+	}
+	return loc
+}
+
 // otherBytes is pkg, a package tar.gz, compressed again at another
 // level: the same package in the bytes another Go release's compressor
 // writes.
@@ -142,9 +154,7 @@ func TestModuleFetchedAgainInOtherBytesIsTheSamePackage(t *testing.T) {
 func TestModuleRecordOfAnEarlierReleaseTakesItsTree(t *testing.T) {
 	t.Parallel()
 	h := harness.New(t, harness.Options{Config: harness.Config{ScratchDir: t.TempDir()}})
-	o := h.Origin
-	o.AddTarball("m.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# one\n")}))
-	o.AddModule("acme", "tarball", "aws", "0.1.0", o.TarballURL("m.tar.gz"))
+	oneTarball(h, "0.1.0")
 	ctx := context.Background()
 	v := enginetest.MustModuleVersion(t, "0.1.0")
 	key := records.ModuleRecordKey(harness.TarballModule, v)
@@ -206,10 +216,7 @@ func openAll(mods *modules.Modules, v versions.Version) (*modules.Package, []byt
 func TestImportModuleInOtherBytesIsTheSamePackage(t *testing.T) {
 	t.Parallel()
 	h := harness.New(t, harness.Options{Config: harness.Config{ScratchDir: t.TempDir()}})
-	o := h.Origin
-	o.AddTarball("m.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# one\n")}))
-	loc := o.TarballURL("m.tar.gz")
-	o.AddModule("acme", "tarball", "aws", "0.1.0", loc)
+	loc := oneTarball(h, "0.1.0")
 	ctx := context.Background()
 	v := enginetest.MustModuleVersion(t, "0.1.0")
 	mods := h.Engine.Modules()
@@ -296,10 +303,7 @@ func TestImportModuleCommitDoesNotVouchForTheFiles(t *testing.T) {
 func TestModuleRecordsOfOnePackageEachTakeTheTree(t *testing.T) {
 	t.Parallel()
 	h := harness.New(t, harness.Options{Config: harness.Config{ScratchDir: t.TempDir()}})
-	o := h.Origin
-	o.AddTarball("m.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# one\n")}))
-	o.AddModule("acme", "tarball", "aws", "0.1.0", o.TarballURL("m.tar.gz"))
-	o.AddModule("acme", "tarball", "aws", "0.2.0", o.TarballURL("m.tar.gz"))
+	oneTarball(h, "0.1.0", "0.2.0")
 	ctx := context.Background()
 	mods := h.Engine.Modules()
 	var tree string
@@ -386,9 +390,7 @@ func TestModuleRecordTreeOnACacheNotWritable(t *testing.T) {
 	h := harness.New(t, harness.Options{
 		Config: harness.Config{ScratchDir: t.TempDir(), Logger: slog.New(warnings{enginetest.Logger(t).Handler(), &warned})},
 		Wrap:   func(s harness.Store) harness.Store { store = &notWritable{Store: s}; return store }})
-	o := h.Origin
-	o.AddTarball("m.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# one\n")}))
-	o.AddModule("acme", "tarball", "aws", "0.1.0", o.TarballURL("m.tar.gz"))
+	oneTarball(h, "0.1.0")
 	v := enginetest.MustModuleVersion(t, "0.1.0")
 	mods := h.Engine.Modules()
 	pkg, _, err := openAll(mods, v)
@@ -425,10 +427,7 @@ func TestModuleRecordTreeOnACacheNotWritable(t *testing.T) {
 func TestImportModuleInOtherBytesLeavesNoBlob(t *testing.T) {
 	t.Parallel()
 	h := harness.New(t, harness.Options{Config: harness.Config{ScratchDir: t.TempDir()}})
-	o := h.Origin
-	o.AddTarball("m.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# one\n")}))
-	loc := o.TarballURL("m.tar.gz")
-	o.AddModule("acme", "tarball", "aws", "0.1.0", loc)
+	loc := oneTarball(h, "0.1.0")
 	ctx := context.Background()
 	v := enginetest.MustModuleVersion(t, "0.1.0")
 	mods := h.Engine.Modules()
