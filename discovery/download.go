@@ -10,12 +10,12 @@ import (
 	"path"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/internal/lowspeed"
 	"github.com/tfmirror/tfmirror/v2/internal/redact"
 )
 
@@ -212,7 +212,7 @@ func downloadRequest(p addrs.Provider, op, rawURL string) (request, error) {
 // limit on an archive. Read and Close may be called from different
 // goroutines; Read calls must not overlap each other.
 type archiveBody struct {
-	speed     *speedCheck // nil when the low-speed limit is off
+	speed     *lowspeed.Check // nil when the low-speed limit is off
 	body      io.ReadCloser
 	timer     *time.Timer
 	idle      time.Duration
@@ -248,9 +248,9 @@ func (b *archiveBody) Read(p []byte) (int, error) {
 		return n, b.err
 	}
 	b.n += int64(n)
-	b.speed.add(n)
+	b.speed.Add(n)
 	if err != nil {
-		b.speed.stop() // the body is over either way
+		b.speed.Stop() // the body is over either way
 	}
 	if err == io.EOF && b.cause() != nil {
 		// net/http can end a body cleanly when its request is canceled
@@ -276,7 +276,7 @@ func (b *archiveBody) Read(p []byte) (int, error) {
 func (b *archiveBody) Close() error {
 	b.closeOnce.Do(func() {
 		b.timer.Stop()
-		b.speed.stop()
+		b.speed.Stop()
 		b.cancel(nil)
 		err := b.err
 		if err == nil && !b.sawEOF {
@@ -287,68 +287,10 @@ func (b *archiveBody) Close() error {
 	return b.body.Close()
 }
 
-// speedCheck is the low-speed limit of one archive download. Its timer,
-// owned by the archiveBody and stopped by it, checks at the end of each
-// window that enough bytes arrived during it, and otherwise cancels the
-// download's request with a timeout as the cause.
-type speedCheck struct {
-	minBytes int64 // per window
-	window   time.Duration
-	abort    func()
-	received atomic.Int64
-
-	mu      sync.Mutex
-	last    int64 // received at the start of the current window
-	timer   *time.Timer
-	stopped bool
-}
-
 // startSpeedCheck starts the low-speed limit of a download whose request
-// cancel ends; nil when the limit is off.
-func (dl *downloads) startSpeedCheck(cancel context.CancelCauseFunc) *speedCheck {
-	if dl.minSpeed <= 0 || dl.minSpeedWindow <= 0 {
-		return nil
-	}
-	window := dl.minSpeedWindow
-	minBytes := max(1, int64(float64(dl.minSpeed)*window.Seconds()))
+// cancel ends, a timeout as the cause; nil when the limit is off.
+func (dl *downloads) startSpeedCheck(cancel context.CancelCauseFunc) *lowspeed.Check {
 	cause := &timeoutError{msg: fmt.Sprintf("fewer than %d bytes received in %s (low-speed limit %d bytes/s)",
-		minBytes, window, dl.minSpeed)}
-	s := &speedCheck{minBytes: minBytes, window: window, abort: func() { cancel(cause) }}
-	s.mu.Lock()
-	s.timer = time.AfterFunc(window, s.check)
-	s.mu.Unlock()
-	return s
-}
-
-func (s *speedCheck) add(n int) {
-	if s != nil {
-		s.received.Add(int64(n))
-	}
-}
-
-// check runs at the end of a window.
-func (s *speedCheck) check() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stopped {
-		return
-	}
-	got := s.received.Load()
-	if got-s.last < s.minBytes {
-		s.stopped = true
-		s.abort()
-		return
-	}
-	s.last = got
-	s.timer.Reset(s.window)
-}
-
-func (s *speedCheck) stop() {
-	if s == nil {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.stopped = true
-	s.timer.Stop()
+		lowspeed.MinBytes(dl.minSpeed, dl.minSpeedWindow), dl.minSpeedWindow, dl.minSpeed)}
+	return lowspeed.Start(dl.minSpeed, dl.minSpeedWindow, func() { cancel(cause) })
 }

@@ -68,3 +68,56 @@ func TestArchiveBodyStallBounded(t *testing.T) {
 		t.Errorf("the store after a stalled body, breaker threshold 1: %v, want unavailable", s.Status())
 	}
 }
+
+// An archive's body that keeps sending, a byte at a time, each sooner
+// than the call timeout, fails under the low-speed limit (Config.MinSpeed
+// over a call timeout) as a stalled one does. Before, only the wait for
+// each byte was bounded: a store dripping a byte every few seconds held
+// the download, and every client of it, for the archive timeout, an hour.
+func TestArchiveBodyDripBounded(t *testing.T) {
+	srv := startServer(t)
+	u := srv.DrippingURL(t, "tfm", "replicas/a", 50*time.Millisecond)
+	s, err := sharedstore.Open(context.Background(), sharedstore.Config{URL: u, Holder: "a", Keys: testKeys(t),
+		CallTimeout: 500 * time.Millisecond, MinSpeed: 1 << 10, BreakerThreshold: 1, BreakerCooldown: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := bytes.Repeat([]byte("provider archive "), 100000)
+	sha := shaOf(data)
+	if err := s.PutArchive(context.Background(), sha, bytes.NewReader(data), int64(len(data))); err != nil {
+		t.Fatal(err)
+	}
+	body, _, err := s.OpenArchive(context.Background(), sha)
+	if err != nil || body == nil {
+		t.Fatalf("open: %v, %v", body != nil, err)
+	}
+	defer body.Close()
+	type result struct {
+		n   int
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		b, err := io.ReadAll(body)
+		done <- result{len(b), err}
+	}()
+	select {
+	case r := <-done:
+		if r.err == nil {
+			t.Fatalf("a body dripping after %d of %d bytes read without error", r.n, len(data))
+		}
+		if errors.As(r.err, new(*verify.Error)) {
+			t.Errorf("a dripping body failed as a verification failure (which no origin mends): %v", r.err)
+		}
+		if !strings.Contains(r.err.Error(), "low-speed limit") {
+			t.Errorf("the error does not say the body was too slow: %v", r.err)
+		}
+	case <-time.After(10 * time.Second):
+		body.Close()
+		<-done
+		t.Fatal("a body dripping a byte every 50ms still read 10s on, the limit 1 KiB/s over 500ms")
+	}
+	if !errors.Is(s.Status(), sharedstore.ErrUnavailable) {
+		t.Errorf("the store after a dripping body, breaker threshold 1: %v, want unavailable", s.Status())
+	}
+}

@@ -26,6 +26,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/tfmirror/tfmirror/v2/internal/lowspeed"
 	"github.com/tfmirror/tfmirror/v2/internal/redact"
 	"github.com/tfmirror/tfmirror/v2/internal/sha256hex"
 )
@@ -82,6 +83,11 @@ type Config struct {
 	// and the wait for each byte of that body.
 	// Default 10 seconds.
 	CallTimeout time.Duration
+	// MinSpeed is the low-speed limit of an archive's body, in bytes per
+	// second: a body that averages fewer over a CallTimeout (counted
+	// from its first read) fails as a store gone silent does. Default
+	// 1 KiB; negative: no limit.
+	MinSpeed int64
 	// BreakerThreshold is how many failed calls in a row open the breaker.
 	// Default 5.
 	BreakerThreshold int
@@ -227,6 +233,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	if cfg.CallTimeout <= 0 {
 		cfg.CallTimeout = 10 * time.Second
+	}
+	if cfg.MinSpeed == 0 {
+		cfg.MinSpeed = 1 << 10
 	}
 	if cfg.BreakerThreshold <= 0 {
 		cfg.BreakerThreshold = 5
@@ -458,33 +467,37 @@ func (s *Store) openObject(ctx context.Context, op, key string) (io.ReadCloser, 
 	if out.ContentLength != nil {
 		size = *out.ContentLength
 	}
-	stalled := &stallError{op: op, idle: s.cfg.CallTimeout}
+	stalled := &stallError{op: op, why: fmt.Sprintf("no data received for %s (the call timeout)", s.cfg.CallTimeout)}
 	timer := time.AfterFunc(s.cfg.CallTimeout, func() { cancelBody(stalled) })
 	timer.Stop()
-	return &body{ReadCloser: out.Body, s: s, ctx: bodyCtx, cancel: cancelBody, timer: timer}, size, nil
+	return &body{ReadCloser: out.Body, s: s, op: op, ctx: bodyCtx, cancel: cancelBody, timer: timer}, size, nil
 }
 
-// stallError is a body of the store's that got no byte for idle: a
-// failure of the store's (not of the object's bytes), which the reader
-// may mend from elsewhere.
+// stallError is a body of the store's that got no byte for the call
+// timeout, or too few for the low-speed limit: a failure of the store's
+// (not of the object's bytes), which the reader may mend from elsewhere.
 type stallError struct {
-	op   string
-	idle time.Duration
+	op  string
+	why string
 }
 
 func (e *stallError) Error() string {
-	return fmt.Sprintf("shared store %s: no data received for %s (the call timeout)", e.op, e.idle)
+	return fmt.Sprintf("shared store %s: %s", e.op, e.why)
 }
 
 // body is an object's body whose every read gets a byte within the call
-// timeout or fails with a *stallError. Read calls must not overlap each
-// other.
+// timeout, and which gets Config.MinSpeed bytes a second over each call
+// timeout from its first read, or fails with a *stallError. Read calls
+// must not overlap each other.
 type body struct {
 	io.ReadCloser
 	s      *Store
+	op     string
 	ctx    context.Context // the request's
 	cancel context.CancelCauseFunc
 	timer  *time.Timer
+	speed  atomic.Pointer[lowspeed.Check] // from the first read; nil without a limit (Close may run beside a read)
+	read   bool                           // the first read was made
 	err    error
 }
 
@@ -492,9 +505,17 @@ func (b *body) Read(p []byte) (int, error) {
 	if b.err != nil {
 		return 0, b.err
 	}
+	if !b.read {
+		b.read = true
+		b.speed.Store(b.startSpeed())
+	}
 	b.timer.Reset(b.s.cfg.CallTimeout)
 	n, err := b.ReadCloser.Read(p)
 	b.timer.Stop()
+	b.speed.Load().Add(n)
+	if err != nil {
+		b.speed.Load().Stop() // the body is over either way
+	}
 	var stalled *stallError
 	if err != nil && errors.As(context.Cause(b.ctx), &stalled) {
 		// net/http may end a body cleanly when its request is canceled
@@ -506,8 +527,17 @@ func (b *body) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// startSpeed starts the body's low-speed limit, over a call timeout.
+func (b *body) startSpeed() *lowspeed.Check {
+	limit, window := b.s.cfg.MinSpeed, b.s.cfg.CallTimeout
+	slow := &stallError{op: b.op, why: fmt.Sprintf("fewer than %d bytes received in %s (low-speed limit %d bytes/s)",
+		lowspeed.MinBytes(limit, window), window, limit)}
+	return lowspeed.Start(limit, window, func() { b.cancel(slow) })
+}
+
 func (b *body) Close() error {
 	b.timer.Stop()
+	b.speed.Load().Stop()
 	err := b.ReadCloser.Close()
 	b.cancel(nil)
 	return err

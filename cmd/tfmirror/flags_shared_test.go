@@ -57,16 +57,25 @@ func TestSharedStoreLimitFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := sharedConfig(c); got.CallTimeout != 10*time.Second || got.BreakerThreshold != 5 || got.BreakerCooldown != 30*time.Second || got.LeaseTTL != 30*time.Second {
-		t.Errorf("defaults: timeout %v, threshold %d, cooldown %v, lease %v", got.CallTimeout, got.BreakerThreshold, got.BreakerCooldown, got.LeaseTTL)
+	if got := sharedConfig(c); got.CallTimeout != 10*time.Second || got.BreakerThreshold != 5 || got.BreakerCooldown != 30*time.Second || got.LeaseTTL != 30*time.Second || got.MinSpeed != 1<<10 {
+		t.Errorf("defaults: timeout %v, threshold %d, cooldown %v, lease %v, min speed %d", got.CallTimeout, got.BreakerThreshold, got.BreakerCooldown, got.LeaseTTL, got.MinSpeed)
 	}
 	c, err = parseServeFlags([]string{"--shared-store", "s3://b", "--shared-store-key-file", "k", "--shared-store-timeout", "3s",
-		"--shared-store-breaker-threshold", "2", "--shared-store-breaker-cooldown", "1m"}, noEnv, io.Discard)
+		"--shared-store-breaker-threshold", "2", "--shared-store-breaker-cooldown", "1m", "--shared-store-min-speed", "4KiB"}, noEnv, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := sharedConfig(c); got.CallTimeout != 3*time.Second || got.BreakerThreshold != 2 || got.BreakerCooldown != time.Minute || got.URL != "s3://b" {
+	if got := sharedConfig(c); got.CallTimeout != 3*time.Second || got.BreakerThreshold != 2 || got.BreakerCooldown != time.Minute || got.URL != "s3://b" || got.MinSpeed != 4<<10 {
 		t.Errorf("set: %+v", got)
+	}
+	// 0 turns the limit off, which the store takes as a negative figure
+	// (its 0 is its default).
+	c, err = parseServeFlags([]string{"--shared-store", "s3://b", "--shared-store-key-file", "k", "--shared-store-min-speed", "0"}, noEnv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sharedConfig(c); got.MinSpeed >= 0 {
+		t.Errorf("--shared-store-min-speed 0: the store's MinSpeed is %d, want negative (off)", got.MinSpeed)
 	}
 }
 

@@ -67,6 +67,7 @@ func sharedConfig(cfg settings.Config) sharedstore.Config {
 		StoreID:          cfg.SharedStoreID,
 		LeaseTTL:         cfg.SharedLeaseTTL,
 		CallTimeout:      cfg.SharedTimeout,
+		MinSpeed:         disabledIfZero(cfg.SharedMinSpeed),
 		BreakerThreshold: cfg.SharedBreakerThresh,
 		BreakerCooldown:  cfg.SharedBreakerCool,
 	}

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 )
 
 // StallingURL returns the --shared-store URL of bucket with prefix through
@@ -17,6 +18,21 @@ import (
 // the network to it) that stops answering midway: until the request
 // ends. Everything else passes through. The proxy stops when t ends.
 func (s *Server) StallingURL(t *testing.T, bucket, prefix string) string {
+	t.Helper()
+	return s.slowURL(t, bucket, prefix, 0)
+}
+
+// DrippingURL is StallingURL's but for the answers' second half, which
+// comes one byte every interval (shorter than the call timeout, so that
+// no read waits that long) until the request ends: a store whose
+// transfer has all but stopped.
+func (s *Server) DrippingURL(t *testing.T, bucket, prefix string, every time.Duration) string {
+	t.Helper()
+	return s.slowURL(t, bucket, prefix, every)
+}
+
+// slowURL is StallingURL's (every 0) or DrippingURL's.
+func (s *Server) slowURL(t *testing.T, bucket, prefix string, every time.Duration) string {
 	t.Helper()
 	target, err := url.Parse(s.Endpoint())
 	if err != nil {
@@ -29,7 +45,7 @@ func (s *Server) StallingURL(t *testing.T, bucket, prefix string) string {
 		FlushInterval: -1,
 		ModifyResponse: func(resp *http.Response) error {
 			if resp.Request.Method == http.MethodGet && strings.Contains(resp.Request.URL.Path, "/archives/") && resp.ContentLength > 1 {
-				resp.Body = &stallingBody{ReadCloser: resp.Body, n: resp.ContentLength / 2, done: resp.Request.Context().Done()}
+				resp.Body = &stallingBody{ReadCloser: resp.Body, n: resp.ContentLength / 2, every: every, done: resp.Request.Context().Done()}
 			}
 			return nil
 		},
@@ -39,14 +55,24 @@ func (s *Server) StallingURL(t *testing.T, bucket, prefix string) string {
 	return fmt.Sprintf("s3://%s/%s?endpoint=%s&region=%s&path_style=true", bucket, prefix, hs.URL, Region)
 }
 
-// stallingBody hands out its first n bytes, then waits until done.
+// stallingBody hands out its first n bytes, then waits until done, or
+// (every set) hands out a byte each every until done.
 type stallingBody struct {
 	io.ReadCloser
-	n    int64
-	done <-chan struct{}
+	n     int64
+	every time.Duration
+	done  <-chan struct{}
 }
 
 func (b *stallingBody) Read(p []byte) (int, error) {
+	if b.n <= 0 && b.every > 0 && len(p) > 0 {
+		select {
+		case <-b.done:
+			return 0, io.EOF
+		case <-time.After(b.every):
+			return b.ReadCloser.Read(p[:1])
+		}
+	}
 	if b.n <= 0 {
 		<-b.done
 		return 0, io.EOF // as net/http may end a body whose request was canceled

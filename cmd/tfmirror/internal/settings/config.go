@@ -70,6 +70,7 @@ type Config struct {
 	SharedStoreID       string // "": sharedstore.DefaultStoreID of the URL
 	SharedLeaseTTL      time.Duration
 	SharedTimeout       time.Duration
+	SharedMinSpeed      int64 // 0: no low-speed limit
 	SharedBreakerThresh int
 	SharedBreakerCool   time.Duration
 	UpstreamProxy       string

@@ -1,0 +1,61 @@
+package lowspeed_test
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tfmirror/tfmirror/v2/internal/lowspeed"
+)
+
+// A transfer that keeps up with the limit is never aborted; one that
+// falls below it is, once, at the end of the window it fell short in.
+func TestCheck(t *testing.T) {
+	const window = 100 * time.Millisecond
+	var aborted atomic.Int32
+	c := lowspeed.Start(1000, window, func() { aborted.Add(1) }) // 100 bytes a window
+	for range 5 {
+		c.Add(60)
+		time.Sleep(window / 2)
+	}
+	if n := aborted.Load(); n != 0 {
+		t.Fatalf("a transfer at 1,200 bytes/s under a 1,000 bytes/s limit was aborted %d times", n)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for aborted.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := aborted.Load(); n != 1 {
+		t.Fatalf("a transfer that stopped was aborted %d times within 5s, want once", n)
+	}
+	time.Sleep(3 * window)
+	if n := aborted.Load(); n != 1 {
+		t.Errorf("aborted %d times, want once", n)
+	}
+	c.Stop()
+}
+
+// Stop ends the limit: no abort comes after it, and a nil Check (the
+// limit off) takes Add and Stop.
+func TestStopAndOff(t *testing.T) {
+	var aborted atomic.Int32
+	c := lowspeed.Start(1<<20, 20*time.Millisecond, func() { aborted.Add(1) })
+	c.Stop()
+	time.Sleep(100 * time.Millisecond)
+	if n := aborted.Load(); n != 0 {
+		t.Errorf("aborted %d times after Stop", n)
+	}
+	for _, off := range []*lowspeed.Check{lowspeed.Start(0, time.Second, nil), lowspeed.Start(1, 0, nil)} {
+		if off != nil {
+			t.Fatal("a limit of 0 bytes/s or a window of 0 is not off")
+		}
+		off.Add(1)
+		off.Stop()
+	}
+	if got := lowspeed.MinBytes(1000, 30*time.Second); got != 30000 {
+		t.Errorf("MinBytes(1000/s, 30s) = %d", got)
+	}
+	if got := lowspeed.MinBytes(1, time.Millisecond); got != 1 {
+		t.Errorf("MinBytes(1/s, 1ms) = %d, want at least 1", got)
+	}
+}
