@@ -115,6 +115,11 @@ func Parse(location string) (Address, error) {
 		forced, src = strings.ToLower(m[1]), m[2]
 	}
 	src, subdir := splitSubdir(src)
+	if climbsOut(subdir) {
+		// As the clients refuse it: the package would not hold the module.
+		return Address{}, &UnsupportedError{Detail: fmt.Sprintf("subdirectory path %q leads outside of the module package", subdir)}
+	}
+	subdir = cleanSubdir(subdir)
 	if scpLike.MatchString(src) {
 		return Address{}, &UnsupportedError{Scheme: "ssh", Detail: "Git over SSH needs keys the mirror does not hold for modules"}
 	}
@@ -207,7 +212,8 @@ func Parse(location string) (Address, error) {
 // splitSubdir splits off go-getter's //SUBDIR, which follows the package
 // address (after any scheme's "://") and ends before its query, which
 // stays with the package. As go-getter, it looks for it before the query
-// only: a "//" in the query (a signature's, a URL's) is the query's.
+// only: a "//" in the query (a signature's, a URL's) is the query's. The
+// subdirectory is given as written.
 func splitSubdir(src string) (pkg, subdir string) {
 	stop := len(src)
 	if i := strings.Index(src, "?"); i >= 0 {
@@ -227,7 +233,15 @@ func splitSubdir(src string) (pkg, subdir string) {
 		pkg += subdir[q:]
 		subdir = subdir[:q]
 	}
-	return pkg, cleanSubdir(subdir)
+	return pkg, subdir
+}
+
+// climbsOut reports whether a //SUBDIR, cleaned, leads outside of its
+// package ("../x", "a/../../x", ".."; a backslash separating, as on
+// Windows), which the clients refuse.
+func climbsOut(s string) bool {
+	c := path.Clean(strings.ReplaceAll(s, `\`, "/"))
+	return s != "" && (c == ".." || strings.HasPrefix(c, "../"))
 }
 
 // CleanSubdir returns a //SUBDIR as Parse gives it: cleaned as the

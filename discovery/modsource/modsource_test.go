@@ -35,9 +35,7 @@ func TestParse(t *testing.T) {
 		// URL fetched is the one the clients would fetch.
 		{"double slash in the query", "https://h.test/m.tar.gz?sig=a//b", Address{Kind: KindArchive, URL: "https://h.test/m.tar.gz?sig=a%2F%2Fb", Format: "tar.gz"}},
 		{"double slash in the query, subdir before it", "https://h.test/m.tar.gz//sub?sig=a//b", Address{Kind: KindArchive, URL: "https://h.test/m.tar.gz?sig=a%2F%2Fb", Format: "tar.gz", Subdir: "sub"}},
-		// A Windows client separates with a backslash: a //SUBDIR climbing
-		// with it would be a directory outside the package there.
-		{"subdir climbing with backslashes", "https://h.test/m.tar.gz//..\\..\\*", Address{Kind: KindArchive, URL: "https://h.test/m.tar.gz", Format: "tar.gz", Subdir: "*"}},
+		{"subdir climbing back in", "https://h.test/m.tar.gz//modules/../vpc", Address{Kind: KindArchive, URL: "https://h.test/m.tar.gz", Format: "tar.gz", Subdir: "vpc"}},
 		{"subdir with backslashes", "git::https://h.test/mono.git//modules\\vpc?ref=v1", Address{Kind: KindGit, URL: "https://h.test/mono.git", Ref: "v1", Subdir: "modules/vpc"}},
 		{"git ref with a URL in the query", "git::https://h.test/r.git?ref=v1&x=https://y", Address{Kind: KindGit, URL: "https://h.test/r.git?x=https%3A%2F%2Fy", Ref: "v1"}},
 	} {
@@ -66,6 +64,16 @@ func TestParse(t *testing.T) {
 		{"ssh://git@h.test/org/repo.git", "ssh"},
 		{"git::ssh://h.test/org/repo.git?ref=v1", "ssh"},
 		{"https::file:///etc/m.tar.gz", "file"},
+		// A //SUBDIR leading outside of the package, which the clients
+		// refuse ("subdirectory path ... leads outside of the module
+		// package"): before, it was cleaned to a directory of the package,
+		// so that the mirror served what a direct install refuses. A
+		// Windows client separates with a backslash: climbing with it
+		// would be a directory outside the package there.
+		{"https://h.test/m.tar.gz//../x", ""},
+		{"git::https://h.test/mono.git//a/../../x?ref=v1", ""},
+		{"https://h.test/m.zip//..", ""},
+		{"https://h.test/m.tar.gz//..\\..\\*", ""},
 	} {
 		_, err := Parse(tc.in)
 		var ue *UnsupportedError
@@ -74,6 +82,9 @@ func TestParse(t *testing.T) {
 		}
 		if tc.scheme != "" && !strings.Contains(err.Error(), `"`+tc.scheme+`"`) {
 			t.Errorf("Parse(%q) error %q does not name the scheme", tc.in, err)
+		}
+		if strings.Contains(tc.in, "//..") && (err == nil || !strings.Contains(err.Error(), "leads outside of the module package")) {
+			t.Errorf("Parse(%q) error %v does not say the subdirectory leads outside of the package", tc.in, err)
 		}
 	}
 }

@@ -9,7 +9,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -410,8 +412,9 @@ func TestSharedRecordsRefusedToday(t *testing.T) {
 }
 
 // A sealed mirror's record that today's rules refuse, kept, is replaced
-// by an import of the version (an export of a mirror of today's): the
-// version is served again, from the imported record and package.
+// by an import of the version (an export of a mirror of today's, whose
+// location names a subdirectory within the package): the version is
+// served again, from the imported record and package.
 func TestImportReplacesRefusedRecord(t *testing.T) {
 	t.Parallel()
 	h := harness.New(t, harness.Options{Config: harness.Config{Offline: true}})
@@ -425,7 +428,7 @@ func TestImportReplacesRefusedRecord(t *testing.T) {
 	}
 	sum := sha256.Sum256(pkg)
 	if _, err := h.Engine.Modules().ImportModule(ctx, modules.Imported{Module: harness.Module, Version: "1.1.0",
-		Location: rec.Location, SHA256: hex.EncodeToString(sum[:]), Open: opener(pkg)}); err != nil {
+		Location: rec.Package + "//x", SHA256: hex.EncodeToString(sum[:]), Open: opener(pkg)}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := h.Engine.Modules().ModuleLocation(ctx, harness.Module, v)
@@ -434,5 +437,29 @@ func TestImportReplacesRefusedRecord(t *testing.T) {
 	}
 	if _, _, err := h.ReadModule("1.1.0"); err != nil {
 		t.Errorf("the imported package: %v", err)
+	}
+}
+
+// A location whose //SUBDIR leads outside of its package is refused, as
+// the clients refuse it ("subdirectory path ... leads outside of the
+// module package"), not cleaned into one within it: nothing is fetched
+// and no record is kept.
+func TestLocationLeadingOutsideThePackageRefused(t *testing.T) {
+	t.Parallel()
+	h := harness.New(t, harness.Options{})
+	o := h.Origin
+	o.AddTarball("vpc-1.1.0.tar.gz", fakeorigin.TarGz(map[string][]byte{"x/main.tf": []byte("# x\n")}))
+	o.AddModule("acme", "vpc", "aws", "1.1.0", o.TarballURL("vpc-1.1.0.tar.gz")+"//modules/../../x")
+	v := enginetest.MustModuleVersion(t, "1.1.0")
+	rec, err := h.Engine.Modules().ModuleLocation(context.Background(), harness.Module, v)
+	if !errors.Is(err, modsource.ErrUnsupported) || !strings.Contains(fmt.Sprint(err), "leads outside of the module package") {
+		t.Fatalf("ModuleLocation = %+v, %v; want the location refused as leading outside of the package", rec, err)
+	}
+	if got := o.Hits(fakeorigin.Tarball); got != 0 {
+		t.Errorf("the package was fetched %d times", got)
+	}
+	var kept records.ModuleRecord
+	if _, err := h.Store.GetMeta(storedKey(t), &kept); err == nil {
+		t.Errorf("a record was kept for the refused location: %+v", kept)
 	}
 }
