@@ -475,9 +475,11 @@ func (r *syncRun) planProvider(ctx context.Context, p *manifest.Provider) syncPl
 }
 
 // interrupted reports whether err is the end of ctx, the sync's (an
-// interrupt): what it stopped was not fetched, and did not fail.
+// interrupt): what it stopped was not fetched, and did not fail. The
+// end is said by ctx.Err() or by its cause, the signal that ended it,
+// which the admin socket's HTTP client answers with.
 func interrupted(ctx context.Context, err error) bool {
-	return err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled)
+	return err != nil && ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.Cause(ctx)))
 }
 
 // fetch makes sure every item is cached, --parallel at a time, showing

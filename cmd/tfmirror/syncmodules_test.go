@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -123,4 +126,50 @@ func moduleSpec(t *testing.T, dir string, modules ...string) *manifest.Spec {
 		t.Fatal(err)
 	}
 	return spec
+}
+
+// interruptingModuleOps is slowModuleOps whose UnpackModule is
+// interrupted as it starts, as the operator's Ctrl-C does (interrupt,
+// the cancel of sync's signal context, which gives its cause), and
+// answers as the engine does to a caller gone: with ctx.Err().
+type interruptingModuleOps struct {
+	slowModuleOps
+	interrupt func()
+}
+
+func (o *interruptingModuleOps) UnpackModule(ctx context.Context, _ addrs.Module, _, _ string) (admin.Module, error) {
+	o.interrupt()
+	<-ctx.Done()
+	return admin.Module{}, fmt.Errorf("waiting for the origin: %w", ctx.Err())
+}
+
+// TestSyncModuleInterruptedBySignal: a sync interrupted by SIGINT or
+// SIGTERM (whose context's cause names the signal) while a module
+// package is fetched counts that module as not synced, not as failed:
+// it prints no "failed:" line naming the signal, and says it was
+// interrupted, as for a provider's archive.
+func TestSyncModuleInterruptedBySignal(t *testing.T) {
+	const m = "registry.terraform.io/acme/m/aws"
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	ops := &interruptingModuleOps{
+		slowModuleOps: slowModuleOps{files: map[string]map[string]string{m: {"main.tf": "# none\n"}}},
+		interrupt:     func() { cancel(errors.New("interrupt signal received")) }, // as signal.NotifyContext does
+	}
+	dir := t.TempDir()
+	spec := moduleSpec(t, dir, m)
+	var out, status bytes.Buffer
+	r := &syncRun{cfg: syncConfig{Config: settings.Config{DataDir: dir}}, ops: ops, out: &out, status: &status, now: time.Now}
+	r.cfg.ModuleTimeout = time.Minute
+	if r.runProviders(ctx, spec) {
+		t.Errorf("an interrupted sync succeeded")
+	}
+	printed := out.String() + status.String()
+	t.Logf("printed:\n%s", printed)
+	if strings.Contains(printed, "failed:") || strings.Contains(printed, "signal received") {
+		t.Errorf("an interrupt was reported as a failure of the module")
+	}
+	if !strings.Contains(printed, "sync interrupted") {
+		t.Errorf("sync did not say it was interrupted")
+	}
 }

@@ -19,9 +19,11 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
+	"unicode"
 
 	svchost "github.com/hashicorp/terraform-svchost"
 
@@ -321,6 +323,12 @@ func Cause(err error, now time.Time) string {
 		if dnsErr.IsTimeout {
 			return "DNS: the lookup of " + dnsErr.Name + " timed out"
 		}
+		if !plainWords(dnsErr.Err) {
+			// The resolver's socket error ("read udp ADDR->SERVER:53:
+			// ..."), which names the mirror's address and the DNS
+			// server's: not for everyone.
+			return "DNS: the lookup of " + dnsErr.Name + " failed; the row's error says how"
+		}
 		return "DNS: the lookup of " + dnsErr.Name + " failed: " + dnsErr.Err
 	case errors.Is(err, discovery.ErrPrivateAddress):
 		return "refused: the origin resolves to a private address (allow_private_origins allows it)"
@@ -341,6 +349,15 @@ func Cause(err error, now time.Time) string {
 	// URL, which the status page shows only to a client with a token (in
 	// the row's error), while the cause is shown to everyone.
 	return "the request failed; its error says how"
+}
+
+// plainWords reports whether s is words only (letters, spaces, hyphens
+// and apostrophes), as the resolvers' own sentences are ("server
+// misbehaving"): no address, port or path.
+func plainWords(s string) bool {
+	return s != "" && !strings.ContainsFunc(s, func(r rune) bool {
+		return !unicode.IsLetter(r) && r != ' ' && r != '-' && r != '\''
+	})
 }
 
 // proxyFailure says how the upstream proxy failed, naming neither its

@@ -338,3 +338,48 @@ func TestCauseNamesNoUpstreamProxy(t *testing.T) {
 		})
 	}
 }
+
+// TestCauseNamesNoDNSServer: a lookup that failed because the DNS server
+// could not be asked is said without the resolver's own words, which name
+// the mirror's address and the DNS server's (an internal one): the cause
+// is shown to everyone who reaches the status page.
+func TestCauseNamesNoDNSServer(t *testing.T) {
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := pc.LocalAddr().String() // nothing reads there once closed
+	pc.Close()
+	_, port, _ := net.SplitHostPort(closed)
+	r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "udp", closed)
+	}}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	_, lookupErr := r.LookupHost(ctx, "registry.example")
+	var dnsErr *net.DNSError
+	if !errors.As(lookupErr, &dnsErr) || !strings.Contains(dnsErr.Err, "127.0.0.1") {
+		// A host that does not ask DNS (hosts: files): the resolver's
+		// error as it is where it does.
+		t.Logf("the lookup did not ask the DNS server: %v", lookupErr)
+		lookupErr = &net.DNSError{Err: "read udp 127.0.0.1:40000->" + closed + ": read: connection refused",
+			Name: "registry.example", Server: closed, IsTemporary: true}
+	}
+	got := Cause(&discovery.OriginError{Host: "registry.example", Op: discovery.OpDiscovery, Err: lookupErr}, now)
+	t.Logf("error %q, cause %q", lookupErr, got)
+	if !strings.Contains(got, "DNS") || !strings.Contains(got, "registry.example") {
+		t.Errorf("Cause = %q, want it to say the lookup of registry.example failed", got)
+	}
+	for _, h := range []string{"127.0.0.1", port} {
+		if strings.Contains(got, h) {
+			t.Errorf("Cause = %q names %q", got, h)
+		}
+	}
+	// The resolver's own sentences are repeated.
+	got = Cause(&discovery.OriginError{Host: "h", Err: &net.DNSError{Err: "server misbehaving", Name: "registry.example", Server: "10.0.0.53:53"}}, now)
+	if want := "DNS: the lookup of registry.example failed: server misbehaving"; got != want {
+		t.Errorf("Cause = %q, want %q", got, want)
+	}
+}
