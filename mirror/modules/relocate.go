@@ -40,5 +40,32 @@ func (s *Modules) fetchRelocated(ctx context.Context, m addrs.Module, version ve
 		"module", m.String(), "version", rec.Version, "package", rec.Shown(), "now", redact.Location(addr.Package()), "error", err)
 	moved := rec
 	moved.Location, moved.Kind, moved.Package = loc, addr.Kind, addr.Package()
-	return s.fetchModule(ctx, m, version, moved, replaces)
+	got, err = s.fetchModule(ctx, m, version, moved, replaces)
+	if err == nil && rec.SHA256 != "" {
+		// fetchModule wrote no record (its package is the one the record
+		// names): the record takes the location that served.
+		s.keepLocation(m, version, rec.Location, *got)
+	}
+	return got, err
+}
+
+// keepLocation stores the location, kind and package of got, the record
+// of version of m fetched from a location other than from, in the
+// version's stored record, when it still keeps from and got's package:
+// in turn with ImportModule, whose record is never written over. A
+// failure to store is logged: the package was fetched all the same.
+func (s *Modules) keepLocation(m addrs.Module, version versions.Version, from string, got records.ModuleRecord) {
+	key := records.ModuleRecordKey(m, version)
+	s.life.Imports().Lock()
+	defer s.life.Imports().Unlock()
+	var now records.ModuleRecord
+	if _, err := s.store.GetMeta(key, &now); err != nil || now.Location != from || now.SHA256 != got.SHA256 {
+		return
+	}
+	now.Location, now.Kind, now.Package = got.Location, got.Kind, got.Package
+	if err := s.store.PutMeta(key, now); err != nil {
+		s.metrics.CacheWriteFailed()
+		s.log.Warn("module record not updated with the location its package was fetched from; the next fetch asks the origin again",
+			"module", m.String(), "version", got.Version, "error", err)
+	}
 }
