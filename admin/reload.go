@@ -25,6 +25,9 @@ type Reloaded struct {
 	// changed: their lines (the policy's rules, as tfmirror config check
 	// lists them) added and removed.
 	Parts []PartChange `json:"parts"`
+	// Warnings are the configuration file's warnings, each with its file
+	// and line (a value a flag or the environment overrides).
+	Warnings []string `json:"warnings,omitempty"`
 	// Tokens is how many client tokens are in force after the tokens file
 	// was read again; absent without client authentication.
 	Tokens *int `json:"tokens,omitempty"`

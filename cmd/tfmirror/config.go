@@ -233,6 +233,7 @@ func (m *server) reload() (admin.Reloaded, error) {
 		for _, p := range res.Parts {
 			out.Parts = append(out.Parts, admin.PartChange{Name: p.Name, Added: p.Added, Removed: p.Removed})
 		}
+		out.Warnings = res.Warnings
 		if err == nil {
 			inForce = configInForce(res)
 		}

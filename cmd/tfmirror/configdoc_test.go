@@ -153,7 +153,7 @@ over the default. The status page (HTML, and ` + "`?format=json`" + `'s ` + "`co
 value in effect and where it came from (` + "`flag`, `env`, `file` or `default`" + `), secrets redacted; with
 client authentication on, only to requests with a token. A value the file gives that a flag or a
 variable overrides with another is a warning with its line (` + "`tfmirror.hcl:3,13-19: Overridden value: log_level is not in force: TFMIRROR_LOG_LEVEL in the environment wins over the file`" + `),
-logged at start and on each reload and printed by ` + "`tfmirror config check`" + `: an edit of the file that
+logged at start and on each reload and printed by ` + "`tfmirror config check`" + ` and ` + "`tfmirror reload`" + `: an edit of the file that
 cannot take effect is said, not ignored.
 
 **Refused whole.** An attribute that names no setting, a value of the wrong type, a duration or a

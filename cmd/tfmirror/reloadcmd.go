@@ -149,6 +149,9 @@ func printReloaded(w io.Writer, res admin.Reloaded) {
 	if !changed && res.File != "" {
 		fmt.Fprintln(w, "  nothing changed in force")
 	}
+	for _, warning := range res.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", warning)
+	}
 	if res.Tokens != nil {
 		fmt.Fprintf(w, "client tokens: %d in force\n", *res.Tokens)
 	}

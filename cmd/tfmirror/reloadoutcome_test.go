@@ -154,3 +154,29 @@ func TestReloadRefusalSaysWhatWasPutInForce(t *testing.T) {
 		}
 	}
 }
+
+// A reload says what of the file is not in force because a flag or the
+// environment wins over it, as the log and tfmirror config check say it:
+// an operator who edits such a value and runs tfmirror reload learns
+// there that the edit changed nothing.
+func TestReloadSaysOverriddenValues(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "tfmirror.hcl")
+	if err := os.WriteFile(conf, []byte("log_level = \"info\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m, _ := reloadingServer(t, []string{"--config", conf, "--data-dir", filepath.Join(dir, "data"), "--insecure-http", "--log-level", "warn"})
+	if err := os.WriteFile(conf, []byte("log_level = \"debug\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res, err := m.reload()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	printReloaded(&out, res)
+	if !strings.Contains(out.String(), "warning: ") || !strings.Contains(out.String(), "log_level is not in force: --log-level on the command line wins over the file") ||
+		!strings.Contains(out.String(), conf+":1") {
+		t.Errorf("tfmirror reload printed:\n%s\nwant a warning, with the file's line, that log_level is not in force", out.String())
+	}
+}

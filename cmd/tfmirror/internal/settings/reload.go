@@ -133,6 +133,9 @@ type Reloaded struct {
 	Applied []Change
 	Restart []Change
 	Parts   []PartChange
+	// Warnings are the file's warnings (a value a flag or the
+	// environment overrides), as FormatDiagnostic writes them.
+	Warnings []string
 }
 
 // Changed are the names of what the reload put in force: the Live
@@ -188,6 +191,7 @@ func (r *Reloader) reload(cur *Effective) (Reloaded, error) {
 	}
 	for _, w := range next.File.warnings() {
 		r.cfg.Logger.Warn("configuration file: "+FormatDiagnostic(w), "file", configPath(next))
+		res.Warnings = append(res.Warnings, FormatDiagnostic(w))
 	}
 	if len(restart) > 0 {
 		r.cfg.Logger.Warn("settings changed in the configuration file take effect only after a restart; their values in force stay",
