@@ -488,11 +488,28 @@ func TestKnownModulesURL(t *testing.T) {
 	}
 }
 
-// discoveryCounter counts the discoveries observed, by outcome.
+// discoveryCounter counts the discoveries observed, by outcome, and,
+// as a Watcher, those that ended, with their errors.
 type discoveryCounter struct {
 	noObserver
 	mu       sync.Mutex
 	outcomes []string
+	ended    []error
+}
+
+func (o *discoveryCounter) OriginDone(_, op string, err error) {
+	if op != OpDiscovery {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.ended = append(o.ended, err)
+}
+
+func (o *discoveryCounter) ends() []error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.ended)
 }
 
 func (o *discoveryCounter) OriginRequest(_, op, outcome string, _ time.Duration) {
@@ -576,14 +593,15 @@ func TestCloseEndsWaitingCallersWithErrClosed(t *testing.T) {
 // A discovery that no caller waits for any more goes on for the next one
 // (TestDiscoveryCallerCancelDoesNotCancelLeader), but not past Close:
 // Close ends it, and returns once it has ended, rather than leave it to
-// run its request timeout and retries after the mirror shut down. A
-// discovery asked for after Close fails at once.
+// run its request timeout and retries after the mirror shut down; called
+// off so, it is no failure of the origin's, and not counted. A discovery
+// asked for after Close fails at once.
 func TestCloseEndsDiscoveryUnderWay(t *testing.T) {
 	s, arrived := stallingOrigin(t)
 	obs := &discoveryCounter{}
-	c := newTestClient(t, s, func(cfg *Config) { cfg.Observer = obs; cfg.RequestTimeout = time.Minute })
+	c := newTestClient(t, s, func(cfg *Config) { cfg.Observer = obs; cfg.Watcher = obs; cfg.RequestTimeout = time.Minute })
 	askAndLeave(t, c, s.host, arrived)
-	if got := obs.seen(); len(got) != 0 {
+	if got := obs.ends(); len(got) != 0 {
 		t.Fatalf("discovery ended before Close: %v", got)
 	}
 	closed := make(chan struct{})
@@ -593,8 +611,11 @@ func TestCloseEndsDiscoveryUnderWay(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Close did not return within 10s (the discovery under way has a minute)")
 	}
-	if got := obs.seen(); len(got) != 1 {
-		t.Errorf("discoveries observed when Close returned: %v, want the one under way, ended", got)
+	if got := obs.ends(); len(got) != 1 || !errors.Is(got[0], context.Canceled) {
+		t.Errorf("discoveries ended when Close returned: %v, want the one under way, called off", got)
+	}
+	if got := obs.seen(); len(got) != 0 {
+		t.Errorf("the discovery Close called off was counted: %v", got)
 	}
 	if _, err := c.ProvidersURL(context.Background(), s.host); !errors.Is(err, ErrClosed) {
 		t.Errorf("discovery after Close: %v, want ErrClosed", err)

@@ -34,16 +34,25 @@ type downloads struct {
 // FetchDocument downloads a small document of p's package, such as its
 // SHA256SUMS or their signature, reading at most limit bytes (limit <= 0
 // means Config.MaxDocumentBytes). The Op of its errors is "signature" when
-// the URL's file name ends in .sig, "shasums" when it contains SHA256SUMS,
-// "document" otherwise. Any status other than 200, 404 included, is an
+// the URL's file name ends in .sig or .gpgsig, "shasums" when it contains
+// SHA256SUMS, "document" otherwise. Any status other than 200, 404 included, is an
 // *OriginError: the registry named this URL, so its absence is an origin
 // fault, not a missing provider. ErrHostNotAllowed (wrapped) when p's
 // host is not allowed; rawURL itself may name any host.
 func (c *Client) FetchDocument(ctx context.Context, p addrs.Provider, rawURL string, limit int64) ([]byte, error) {
-	return c.downloads.fetchDocument(ctx, p, rawURL, limit)
+	return c.downloads.fetchDocument(ctx, p, rawURL, limit, false)
 }
 
-func (dl *downloads) fetchDocument(ctx context.Context, p addrs.Provider, rawURL string, limit int64) (_ []byte, err error) {
+// FetchFile is FetchDocument for a file that its origin may not have, a
+// file of a CLI release (package releases): its 404 is the origin's
+// answer, not its failure, ErrNotFound (wrapped) as a registry's 404 for
+// what it lacks is, and counted as not_found, not as an error.
+func (c *Client) FetchFile(ctx context.Context, p addrs.Provider, rawURL string, limit int64) ([]byte, error) {
+	return c.downloads.fetchDocument(ctx, p, rawURL, limit, true)
+}
+
+// fetchDocument is FetchDocument, or FetchFile when absentNotFound.
+func (dl *downloads) fetchDocument(ctx context.Context, p addrs.Provider, rawURL string, limit int64, absentNotFound bool) (_ []byte, err error) {
 	if err := dl.tr.checkHost(p.Hostname); err != nil {
 		return nil, err
 	}
@@ -62,7 +71,11 @@ func (dl *downloads) fetchDocument(ctx context.Context, p addrs.Provider, rawURL
 	defer end()
 	defer resp.Body.Close()
 	r.u = resp.Request.URL
-	if resp.StatusCode != http.StatusOK {
+	switch {
+	case resp.StatusCode == http.StatusNotFound && absentNotFound:
+		drain(resp.Body)
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, redact.URL(r.u))
+	case resp.StatusCode != http.StatusOK:
 		drain(resp.Body)
 		return nil, originError(r, resp.StatusCode, statusError(resp.Status))
 	}
@@ -84,11 +97,11 @@ func (dl *downloads) fetchDocument(ctx context.Context, p addrs.Provider, rawURL
 func (c *Client) FetchSums(ctx context.Context, p addrs.Provider, pkg *Package, sumsLimit, signatureLimit int64) (sums, signature []byte, err error) {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() (err error) {
-		sums, err = c.downloads.fetchDocument(gctx, p, pkg.SHASumsURL, sumsLimit)
+		sums, err = c.downloads.fetchDocument(gctx, p, pkg.SHASumsURL, sumsLimit, false)
 		return err
 	})
 	g.Go(func() (err error) {
-		signature, err = c.downloads.fetchDocument(gctx, p, pkg.SHASumsSignatureURL, signatureLimit)
+		signature, err = c.downloads.fetchDocument(gctx, p, pkg.SHASumsSignatureURL, signatureLimit, false)
 		return err
 	})
 	if err := g.Wait(); err != nil {
@@ -103,7 +116,7 @@ func documentOp(rawURL string) string {
 		name = path.Base(u.Path)
 	}
 	switch {
-	case strings.HasSuffix(name, ".sig"):
+	case strings.HasSuffix(name, ".sig"), strings.HasSuffix(name, ".gpgsig"):
 		return OpSignature
 	case strings.Contains(name, "SHA256SUMS"):
 		return OpShasums

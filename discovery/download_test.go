@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -65,6 +66,63 @@ func TestFetchDocument(t *testing.T) {
 				t.Fatalf("got %q, want %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestFetchFileAbsentIsNotFound: a file FetchFile asks for that the
+// origin answers 404 is the origin's answer (ErrNotFound, counted
+// not_found), where FetchDocument's 404, for a URL a registry named, is
+// its failure, as another status is FetchFile's; an OpenPGP signature
+// named .gpgsig is a signature.
+func TestFetchFileAbsentIsNotFound(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/r/", http.NotFound)
+	mux.HandleFunc("/r/teapot/", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusTeapot) })
+	s := newTestServer(t, mux)
+	c := newTestClient(t, s, nil)
+	p := testProvider(s)
+	ctx := context.Background()
+
+	_, err := c.FetchFile(ctx, p, s.url("/r/tofu_1.8.0_SHA256SUMS.sig"), 1024)
+	if !errors.Is(err, ErrNotFound) || Outcome(err) != "not_found" {
+		t.Errorf("FetchFile of a file the origin lacks: %v, outcome %q; want ErrNotFound, not_found", err, Outcome(err))
+	}
+	_, err = c.FetchDocument(ctx, p, s.url("/r/SHA256SUMS.sig"), 1024)
+	wantOriginError(t, err, OpSignature, http.StatusNotFound)
+	if errors.Is(err, ErrNotFound) || Outcome(err) != "error" {
+		t.Errorf("FetchDocument of a URL the registry named that is missing: %v, outcome %q; want an origin failure, error", err, Outcome(err))
+	}
+	_, err = c.FetchFile(ctx, p, s.url("/r/teapot/tofu_1.8.0_SHA256SUMS.gpgsig"), 1024)
+	wantOriginError(t, err, OpSignature, http.StatusTeapot)
+}
+
+// TestFetchSumsTwinCalledOffIsNotCounted: when one of FetchSums' two
+// downloads fails, the other is called off by the mirror, which says
+// nothing of the origin: only the failure is counted, not a second one
+// for the download called off (as the status page's origin rows count
+// no request the mirror cancelled).
+func TestFetchSumsTwinCalledOffIsNotCounted(t *testing.T) {
+	released := make(chan struct{})
+	t.Cleanup(func() { close(released) })
+	mux := http.NewServeMux()
+	mux.HandleFunc("/r/gone.sig", http.NotFound)
+	mux.HandleFunc("/r/stalled/SHA256SUMS", func(w http.ResponseWriter, r *http.Request) {
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+		case <-released:
+		}
+	})
+	s := newTestServer(t, mux)
+	obs := &opCounter{}
+	c := newTestClient(t, s, func(cfg *Config) { cfg.Observer = obs })
+	pkg := &Package{SHASumsURL: s.url("/r/stalled/SHA256SUMS"), SHASumsSignatureURL: s.url("/r/gone.sig")}
+	_, _, err := c.FetchSums(context.Background(), testProvider(s), pkg, 1024, 1024)
+	wantOriginError(t, err, OpSignature, http.StatusNotFound)
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if want := []string{OpSignature + ":error"}; !slices.Equal(obs.ops, want) {
+		t.Errorf("observed %v, want %v", obs.ops, want)
 	}
 }
 

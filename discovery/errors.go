@@ -214,7 +214,7 @@ const (
 	OpPackage   = "package"
 	OpShasums   = "shasums"
 	OpSignature = "signature"
-	OpDocument  = "document" // FetchDocument of a URL that is neither SHA256SUMS nor a signature
+	OpDocument  = "document" // FetchDocument or FetchFile of a URL that is neither SHA256SUMS nor a signature
 	OpArchive   = "archive"
 	// OpArchiveSize learns an archive's size from its first byte (ArchiveSize).
 	OpArchiveSize = "archive_size"

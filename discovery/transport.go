@@ -308,19 +308,21 @@ func drain(body io.ReadCloser) {
 	body.Close()
 }
 
-// Observer receives what the client observes of origins. Origins are
-// reported by the provider's origin host, also for downloads from other
 // observe reports the outcome of an operation that started at start; it
 // is deferred with a pointer to the operation's named error result. An
 // operation that failed because service discovery did (its failure was
 // reported as OpDiscovery, or is remembered from one that was) sent no
-// request of its own, and is not reported again.
+// request of its own, and is not reported again. One the mirror called
+// off (context.Canceled: the other download of FetchSums failed, the
+// mirror shuts down) says nothing of the origin, and is not counted.
 func (t *transport) observe(host svchost.Hostname, op string, start time.Time, err *error) {
 	var oe *OriginError
 	if op != OpDiscovery && errors.As(*err, &oe) && oe.Op == OpDiscovery {
 		return
 	}
-	t.observer.OriginRequest(string(host), op, Outcome(*err), time.Since(start))
+	if !errors.Is(*err, context.Canceled) {
+		t.observer.OriginRequest(string(host), op, Outcome(*err), time.Since(start))
+	}
 	if t.watcher != nil {
 		t.watcher.OriginDone(string(host), op, *err)
 	}

@@ -33,7 +33,7 @@ var (
 		"oci_ping", "oci_token", "oci_tags", "oci_manifest", "oci_blob", "oci_referrers",
 		"releases_archive", "releases", "status", "metrics", "health", "other"}
 	CacheKinds = []string{"discovery", "versions", "package", "archive", "module_versions", "module_location", "module_package", "module_zip"}
-	Operations = []string{"discovery", "versions", "package", "shasums", "signature", "archive", "archive_size", "module_versions", "module_location", "module_source"}
+	Operations = []string{"discovery", "versions", "package", "shasums", "signature", "document", "archive", "archive_size", "module_versions", "module_location", "module_source"}
 	Outcomes   = []string{"success", "not_found", "error", "timeout", "refused", "untrusted", "proxy"}
 	Reasons    = []string{"signature", "missing_checksum", "checksum_mismatch", "bad_archive", "archive_too_large", "name_mismatch"}
 	// SyncOutcomes are the outcomes of packages `tfmirror sync` asks a

@@ -19,7 +19,7 @@ import (
 // noOrigin is an origin that answers nothing.
 type noOrigin struct{}
 
-func (noOrigin) FetchDocument(context.Context, addrs.Provider, string, int64) ([]byte, error) {
+func (noOrigin) FetchFile(context.Context, addrs.Provider, string, int64) ([]byte, error) {
 	return nil, errors.New("no origin")
 }
 

@@ -28,7 +28,7 @@ type heldOrigin struct {
 	returned atomic.Bool
 }
 
-func (o *heldOrigin) FetchDocument(ctx context.Context, _ addrs.Provider, _ string, _ int64) ([]byte, error) {
+func (o *heldOrigin) FetchFile(ctx context.Context, _ addrs.Provider, _ string, _ int64) ([]byte, error) {
 	select {
 	case o.entered <- struct{}{}:
 	default:

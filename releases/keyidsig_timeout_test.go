@@ -22,11 +22,11 @@ type stallKeyIDSig struct {
 	keyID string
 }
 
-func (s stallKeyIDSig) FetchDocument(ctx context.Context, p addrs.Provider, raw string, limit int64) ([]byte, error) {
+func (s stallKeyIDSig) FetchFile(ctx context.Context, p addrs.Provider, raw string, limit int64) ([]byte, error) {
 	if strings.HasSuffix(raw, "."+s.keyID+".sig") {
 		<-ctx.Done()
 	}
-	return s.Origin.FetchDocument(ctx, p, raw, limit)
+	return s.Origin.FetchFile(ctx, p, raw, limit)
 }
 
 // A .sig made by a key not in force, whose .KEYID.sig the origin does

@@ -59,7 +59,9 @@ var ErrNotFound = records.ErrVersionNotFound
 // (*discovery.Client): documents and archives, each from a URL whose host
 // the client allows (p names that host; only p.Hostname is used).
 type Origin interface {
-	FetchDocument(ctx context.Context, p addrs.Provider, rawURL string, limit int64) ([]byte, error)
+	// FetchFile fetches a small file; one the origin answers 404 for is
+	// discovery.ErrNotFound.
+	FetchFile(ctx context.Context, p addrs.Provider, rawURL string, limit int64) ([]byte, error)
 	OpenArchive(ctx context.Context, p addrs.Provider, rawURL string) (io.ReadCloser, int64, error)
 }
 
@@ -383,9 +385,8 @@ func (r *Releases) fetchDocument(ctx context.Context, raw string, limit int64) (
 	if err != nil {
 		return nil, err
 	}
-	data, err := r.origin.FetchDocument(ctx, p, raw, limit)
-	var oe *discovery.OriginError
-	if errors.As(err, &oe) && oe.StatusCode == 404 {
+	data, err := r.origin.FetchFile(ctx, p, raw, limit)
+	if errors.Is(err, discovery.ErrNotFound) {
 		return nil, fmt.Errorf("%w: the origin has no %s", ErrNotFound, lastSegment(raw))
 	}
 	return data, err
