@@ -33,9 +33,15 @@ var (
 		"oci_ping", "oci_token", "oci_tags", "oci_manifest", "oci_blob", "oci_referrers",
 		"releases_archive", "releases", "status", "metrics", "health", "other"}
 	CacheKinds = []string{"discovery", "versions", "package", "archive", "module_versions", "module_location", "module_package", "module_zip"}
-	Operations = []string{"discovery", "versions", "package", "shasums", "signature", "document", "archive", "archive_size", "module_versions", "module_location", "module_source"}
-	Outcomes   = []string{"success", "not_found", "error", "timeout", "refused", "untrusted", "proxy"}
-	Reasons    = []string{"signature", "missing_checksum", "checksum_mismatch", "bad_archive", "archive_too_large", "name_mismatch"}
+	// StaleKinds are the kinds of tfmirror_stale_responses_total: what is
+	// served stale when its origin fails.
+	StaleKinds = []string{"versions", "module_versions", "package", "discovery"}
+	// CoalescedKinds are the kinds of tfmirror_coalesced_requests_total:
+	// the fetches a request may join.
+	CoalescedKinds = []string{"versions", "package", "archive", "module_versions", "module_location", "module_package", "module_zip", "release"}
+	Operations     = []string{"discovery", "versions", "package", "shasums", "signature", "document", "archive", "archive_size", "module_versions", "module_location", "module_source"}
+	Outcomes       = []string{"success", "not_found", "error", "timeout", "refused", "untrusted", "proxy"}
+	Reasons        = []string{"signature", "missing_checksum", "checksum_mismatch", "bad_archive", "archive_too_large", "name_mismatch"}
 	// SyncOutcomes are the outcomes of packages `tfmirror sync` asks a
 	// running mirror for: fetched from the origin, already cached, failed.
 	SyncOutcomes = []string{"fetched", "cached", "failed"}
@@ -378,12 +384,13 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 	for _, k := range CacheKinds {
 		m.hits[k] = m.cacheHits.WithLabelValues(k)
 		m.misses[k] = m.cacheMisses.WithLabelValues(k)
+	}
+	for _, k := range CoalescedKinds {
 		m.coalesced.WithLabelValues(k)
+	}
+	for _, k := range StaleKinds {
 		m.stale.WithLabelValues(k)
 	}
-	// What is coalesced beside the cache's kinds: a version's release
-	// time looked up from its signature.
-	m.coalesced.WithLabelValues("release")
 	for _, r := range Reasons {
 		m.verifyFails.WithLabelValues(r)
 	}
