@@ -197,16 +197,28 @@ func (l *Lifetime) CoalesceWithin(ctx context.Context, wait time.Duration, kind,
 		defer t.Stop()
 		waited = t.C
 	}
+	// A caller whose fn did not run joined work under way: counted as
+	// coalesced however its wait ends. (One that stops waiting before its
+	// own fn's goroutine began, within microseconds of asking, is counted
+	// so too.)
 	select {
 	case res := <-ch:
-		if !led.Load() {
-			l.metrics.Coalesced(kind)
-		}
+		l.countJoined(kind, &led)
 		return res.Val, res.Err
 	case <-ctx.Done():
+		l.countJoined(kind, &led)
 		return nil, fmt.Errorf("waiting for the origin: %w", ctx.Err())
 	case <-waited:
+		l.countJoined(kind, &led)
 		return nil, fmt.Errorf("%w after %s", ErrStillWaiting, wait)
+	}
+}
+
+// countJoined counts a caller of CoalesceWithin whose fn did not run (led
+// false) as coalesced under kind.
+func (l *Lifetime) countJoined(kind string, led *atomic.Bool) {
+	if !led.Load() {
+		l.metrics.Coalesced(kind)
 	}
 }
 

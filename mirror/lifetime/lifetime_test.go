@@ -72,6 +72,55 @@ func TestCoalesceRunsOnceForAll(t *testing.T) {
 	}
 }
 
+// A caller that joined work under way is counted as coalesced whether it
+// waits for the result or stops waiting first (its context ends, or its
+// wait for a stale answer runs out): it started no fetch of its own. The
+// caller that started the work is not counted, whichever way it ends.
+func TestCoalescedCountedWhenTheJoinerStopsWaiting(t *testing.T) {
+	met := &countCoalesced{}
+	l := New(time.Minute, met)
+	release := make(chan struct{})
+	var runs atomic.Int32
+	fn := func(ctx context.Context) (any, error) {
+		runs.Add(1)
+		select {
+		case <-release:
+			return "done", nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	leaderDone := make(chan error, 1)
+	go func() {
+		_, err := l.CoalesceWithin(t.Context(), 10*time.Millisecond, "k", "key", fn)
+		leaderDone <- err
+	}()
+	for runs.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	if err := <-leaderDone; !errors.Is(err, ErrStillWaiting) {
+		t.Fatalf("the caller that started the work: %v, want ErrStillWaiting", err)
+	}
+	if _, err := l.CoalesceWithin(t.Context(), 10*time.Millisecond, "k", "key", fn); !errors.Is(err, ErrStillWaiting) {
+		t.Fatalf("a caller whose wait ran out: %v, want ErrStillWaiting", err)
+	}
+	gone, cancel := context.WithTimeout(t.Context(), 10*time.Millisecond)
+	defer cancel()
+	if _, err := l.Coalesce(gone, "k", "key", fn); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a caller whose context ended: %v", err)
+	}
+	close(release)
+	if v, err := l.Coalesce(t.Context(), "k", "key2", func(context.Context) (any, error) { return "alone", nil }); v != "alone" || err != nil {
+		t.Fatalf("a caller alone: %v, %v", v, err)
+	}
+	if n := runs.Load(); n != 1 {
+		t.Errorf("fn ran %d times, want 1", n)
+	}
+	if n := met.n.Load(); n != 2 {
+		t.Errorf("coalesced %d, want 2 (the two callers that joined and stopped waiting)", n)
+	}
+}
+
 // Once stopped, no work is taken; Wait waits for the work under way, and
 // Cancel ends its contexts.
 func TestStopWaitCancel(t *testing.T) {
