@@ -62,6 +62,11 @@ type moduleFile struct {
 	// leave the cache, works only where it needed no credentials.
 	Location string `json:"location,omitempty"`
 	Commit   string `json:"commit,omitempty"`
+	// RegistryCredentials says Location is a package URL that its
+	// origin said to fetch with the registry's credential
+	// (records.ModuleRecord.RegistryCredentials); the credential is not
+	// in the export. Absent in the files of earlier releases.
+	RegistryCredentials bool `json:"registry_credentials,omitempty"`
 	// Local says the module has no origin (imported as a local module).
 	Local  bool   `json:"local,omitempty"`
 	SHA256 string `json:"sha256"`
@@ -168,7 +173,7 @@ func exportModule(ctx context.Context, engine Engine, cm modules.Cached, out str
 		sum.ModulesPresent++
 	}
 	mf := moduleFile{Format: moduleFileFormat, Module: m.String(), Version: rec.Version, Location: redact.Location(rec.Location),
-		Commit: rec.Commit, Local: rec.Provenance == records.ProvenanceUnsigned, SHA256: rec.SHA256, Size: rec.Size}
+		RegistryCredentials: rec.RegistryCredentials, Commit: rec.Commit, Local: rec.Provenance == records.ProvenanceUnsigned, SHA256: rec.SHA256, Size: rec.Size}
 	_, err = files.writeJSON(filepath.Join(dir, rec.Version+".json"), mf)
 	return err
 }
@@ -300,7 +305,7 @@ func importModulePackage(ctx context.Context, engine Engine, b *bundle, m addrs.
 		return fmt.Errorf("%s gives sha256 %s, the manifest %s", b.shownPath(b.rel(jsonPath)), mf.SHA256, shas[pkgRel])
 	}
 	res, err := engine.Modules().ImportModule(ctx, modules.Imported{Module: m, Version: version, Location: mf.Location,
-		Commit: mf.Commit, Local: mf.Local, SHA256: shas[pkgRel], Open: openFile(b.open, pkgPath)})
+		RegistryCredentials: mf.RegistryCredentials, Commit: mf.Commit, Local: mf.Local, SHA256: shas[pkgRel], Open: openFile(b.open, pkgPath)})
 	if err != nil {
 		return fmt.Errorf("%s: %w", b.shownPath(pkgRel), err)
 	}

@@ -2,6 +2,7 @@ package airgap
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -11,8 +12,11 @@ import (
 	"testing"
 	"time"
 
+	svchost "github.com/hashicorp/terraform-svchost"
+
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/cache"
+	"github.com/tfmirror/tfmirror/v2/discovery"
 	"github.com/tfmirror/tfmirror/v2/discovery/modsource"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
@@ -22,14 +26,15 @@ import (
 )
 
 // newEngine returns an engine on a fresh in-memory cache: connected to
-// origin, or sealed when origin is nil.
-func newEngine(t *testing.T, origin *fakeorigin.Origin) *mirror.Engine {
+// origin (its client's configuration changed by mods), or sealed when
+// origin is nil.
+func newEngine(t *testing.T, origin *fakeorigin.Origin, mods ...func(*discovery.Config)) *mirror.Engine {
 	t.Helper()
 	store := enginetest.OpenStore(t, "", cache.Options{})
 	cfg := mirror.Config{AllowedOrigins: []string{enginetest.OriginHost}, Logger: enginetest.Logger(t), ScratchDir: t.TempDir()}
 	var o mirror.Origin
 	if origin != nil {
-		o = enginetest.OriginClient(t, origin)
+		o = enginetest.OriginClient(t, origin, mods...)
 	} else {
 		cfg.Offline = true
 		o = enginetest.OriginClient(t, enginetest.StartOrigin(t, fakeorigin.Options{}))
@@ -346,5 +351,52 @@ func TestImportReadsNothingOutsideTheDirectory(t *testing.T) {
 			_, data := moduleBytes(t, engine, m, list.Versions[0])
 			t.Errorf("module %s imported from outside the directory: %v", m, unpackModule(t, data))
 		}
+	}
+}
+
+// A module whose origin answered its download in OpenTofu's direct form
+// with "use_registry_credentials": true (a package URL, here one without
+// an extension, fetched with the origin's token) is exported with its
+// record saying so, without the token, and imported as such: the
+// importing mirror serves the same package, and would fetch it again the
+// same way.
+func TestExportImportModuleOfAPackageURL(t *testing.T) {
+	const token = "registry-tok-airgap-3"
+	origin := enginetest.StartOrigin(t, fakeorigin.Options{})
+	origin.AddTarball("vpc-0.1.0", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# private\n")}))
+	origin.RequireTarballToken("vpc-0.1.0", token)
+	origin.AddDirectModule("acme", "tarball", "aws", "0.1.0", origin.TarballURL("vpc-0.1.0"), true)
+	src := newEngine(t, origin, func(cfg *discovery.Config) {
+		cfg.Credentials = func(h svchost.Hostname) string { return token }
+	})
+	_, want := moduleBytes(t, src, tarballModule, "0.1.0")
+	out, key := filepath.Join(t.TempDir(), "out"), newKey(t, "exporter")
+	var reports []string
+	sum, err := Export(context.Background(), src, servedBy(t, src, nil), Selection{}, out, key, func(s string) { reports = append(reports, s) })
+	if err != nil || sum.Failed != 0 || sum.Modules != 1 {
+		t.Fatalf("export: %+v, %v, %q", sum, err, reports)
+	}
+	doc, err := os.ReadFile(filepath.Join(out, filepath.FromSlash(tarballRel+".json")))
+	var mf struct {
+		RegistryCredentials bool `json:"registry_credentials"`
+	}
+	if err == nil {
+		err = json.Unmarshal(doc, &mf)
+	}
+	if err != nil || !mf.RegistryCredentials || strings.Contains(string(doc), token) {
+		t.Errorf("the exported record is %s (%v); want registry_credentials, and no token", doc, err)
+	}
+
+	sealed := newEngine(t, nil)
+	isum, reports := importInto(t, sealed, out, ImportOptions{Trust: Trust{ExportKeys: publicOf(t, key)}})
+	if isum.Modules != 1 || isum.Failed != 0 || len(reports) != 0 {
+		t.Fatalf("import: %+v, %q", isum, reports)
+	}
+	rec, err := sealed.Modules().ModuleLocation(context.Background(), tarballModule, enginetest.MustModuleVersion(t, "0.1.0"))
+	if err != nil || !rec.RegistryCredentials || rec.Location != origin.TarballURL("vpc-0.1.0") {
+		t.Fatalf("record %+v, %v", rec, err)
+	}
+	if _, got := moduleBytes(t, sealed, tarballModule, "0.1.0"); string(got) != string(want) {
+		t.Error("the sealed mirror serves another package than the exporter's")
 	}
 }

@@ -176,8 +176,8 @@ func (noOrigin) ModuleVersions(context.Context, addrs.Module) ([]string, error) 
 	return nil, errNoOrigin
 }
 
-func (noOrigin) ModuleLocation(context.Context, addrs.Module, string) (string, error) {
-	return "", errNoOrigin
+func (noOrigin) ModuleLocation(context.Context, addrs.Module, string) (discovery.ModuleDownload, error) {
+	return discovery.ModuleDownload{}, errNoOrigin
 }
 
 func (noOrigin) OpenSource(context.Context, svchost.Hostname, string) (io.ReadCloser, int64, error) {

@@ -89,29 +89,51 @@ func (mr *moduleRegistry) versions(ctx context.Context, m addrs.Module) (_ []str
 // maxLocationBytes limits a download answer's body and location.
 const maxLocationBytes = 64 << 10
 
+// ModuleDownload is a module version's download answer: where its
+// package is, and how it is to be fetched.
+type ModuleDownload struct {
+	// Location is where the package is. Without RegistryCredentials, a
+	// location in go-getter syntax (see ModuleLocation); with it, the
+	// package's own URL, absolute.
+	Location string
+	// RegistryCredentials says the answer was OpenTofu's direct form with
+	// "use_registry_credentials": true: the registry serves the package
+	// itself at Location, a URL OpenTofu downloads as it is (no
+	// go-getter syntax: no //SUBDIR, no ?archive=; the archive's format
+	// is what its bytes are) with the registry host's credential. A
+	// fetch of it sends the origin's token through WithRegistryCredential.
+	RegistryCredentials bool
+}
+
 // ModuleLocation returns where the package of version of m is, as the
 // origin's download answer gives it: the X-Terraform-Get header of a 204
 // or 200 answer, or the "location" of a 200 answer's JSON body (as
 // OpenTofu reads it). The location is go-getter syntax; one that starts
 // with "/", "./" or "../" is resolved against the download URL asked
-// (not one a redirect led to), as the clients do. Errors: those of ModuleVersions, Op "module_location".
-func (c *Client) ModuleLocation(ctx context.Context, m addrs.Module, version string) (string, error) {
+// (not one a redirect led to), as the clients do. A 200 answer whose
+// JSON body says "use_registry_credentials": true is OpenTofu's direct
+// form (ModuleDownload.RegistryCredentials): its "location" is the
+// package's URL, whatever the header says, and any relative one is
+// resolved against the download URL asked, as OpenTofu resolves it.
+// "use_registry_credentials": false, and an answer without it, are read
+// as before. Errors: those of ModuleVersions, Op "module_location".
+func (c *Client) ModuleLocation(ctx context.Context, m addrs.Module, version string) (ModuleDownload, error) {
 	return c.modules.location(ctx, m, version)
 }
 
-func (mr *moduleRegistry) location(ctx context.Context, m addrs.Module, version string) (_ string, err error) {
+func (mr *moduleRegistry) location(ctx context.Context, m addrs.Module, version string) (_ ModuleDownload, err error) {
 	if err := mr.tr.checkHost(m.Hostname); err != nil {
-		return "", err
+		return ModuleDownload{}, err
 	}
 	defer mr.tr.observe(m.Hostname, OpModuleLocation, time.Now(), &err)
 	u, err := mr.moduleURL(ctx, m, version, "download")
 	if err != nil {
-		return "", err
+		return ModuleDownload{}, err
 	}
 	r := request{p: moduleProvider(m), op: OpModuleLocation, u: u, accept: "application/json"}
 	resp, reqCtx, end, err := mr.tr.send(ctx, r, mr.tr.requestContext(ctx))
 	if err != nil {
-		return "", err
+		return ModuleDownload{}, err
 	}
 	defer end()
 	defer resp.Body.Close()
@@ -120,43 +142,62 @@ func (mr *moduleRegistry) location(ctx context.Context, m addrs.Module, version 
 	case http.StatusOK, http.StatusNoContent:
 	case http.StatusNotFound:
 		drain(resp.Body)
-		return "", fmt.Errorf("%w: module %s version %s", ErrNotFound, m, version)
+		return ModuleDownload{}, fmt.Errorf("%w: module %s version %s", ErrNotFound, m, version)
 	default:
 		drain(resp.Body)
-		return "", originError(r, resp.StatusCode, statusError(resp.Status))
+		return ModuleDownload{}, originError(r, resp.StatusCode, statusError(resp.Status))
 	}
 	data, err := mr.tr.readBody(ctx, reqCtx, r, resp.Body, maxLocationBytes)
 	if err != nil {
-		return "", err
+		return ModuleDownload{}, err
 	}
-	location := resp.Header.Get("X-Terraform-Get")
-	if location == "" && resp.StatusCode == http.StatusOK {
-		var body struct {
-			Location string `json:"location"`
-		}
-		if err := decodeObject(data, &body); err != nil {
-			return "", originError(r, 0, err)
-		}
-		location = body.Location
+	var body struct {
+		Location string `json:"location"`
+		// Absent or null: the answer is not OpenTofu's direct form.
+		UseRegistryCredentials *bool `json:"use_registry_credentials"`
 	}
+	var bodyErr error
+	if resp.StatusCode == http.StatusOK {
+		bodyErr = decodeObject(data, &body)
+	}
+	out := ModuleDownload{Location: resp.Header.Get("X-Terraform-Get")}
+	if bodyErr == nil && body.UseRegistryCredentials != nil && *body.UseRegistryCredentials {
+		out = ModuleDownload{Location: body.Location, RegistryCredentials: true}
+	} else if out.Location == "" && resp.StatusCode == http.StatusOK {
+		if bodyErr != nil {
+			return ModuleDownload{}, originError(r, 0, bodyErr)
+		}
+		out.Location = body.Location
+	}
+	location := out.Location
 	if location == "" {
-		return "", originError(r, 0, errors.New("download answer names no location (no X-Terraform-Get, no JSON location)"))
+		return ModuleDownload{}, originError(r, 0, errors.New("download answer names no location (no X-Terraform-Get, no JSON location)"))
 	}
 	if len(location) > maxLocationBytes || strings.ContainsAny(location, "\r\n\x00") {
-		return "", originError(r, 0, errors.New("download answer's location is malformed"))
+		return ModuleDownload{}, originError(r, 0, errors.New("download answer's location is malformed"))
 	}
-	if strings.HasPrefix(location, "/") || strings.HasPrefix(location, "./") || strings.HasPrefix(location, "../") {
+	if out.RegistryCredentials {
+		// A URL, not go-getter syntax: any relative reference is
+		// resolved, as OpenTofu resolves it.
 		ref, err := url.Parse(location)
 		if err != nil {
-			return "", originError(r, 0, fmt.Errorf("relative location %q does not parse", redact.Location(location)))
+			return ModuleDownload{}, originError(r, 0, fmt.Errorf("package URL %q does not parse", redact.Location(location)))
+		}
+		location = u.ResolveReference(ref).String()
+	} else if strings.HasPrefix(location, "/") || strings.HasPrefix(location, "./") || strings.HasPrefix(location, "../") {
+		ref, err := url.Parse(location)
+		if err != nil {
+			return ModuleDownload{}, originError(r, 0, fmt.Errorf("relative location %q does not parse", redact.Location(location)))
 		}
 		// Against the URL asked, as the clients resolve it: not the
 		// one a redirect led to.
 		location = u.ResolveReference(ref).String()
 	}
+	out.Location = location
 	mr.tr.log.LogAttrs(ctx, slog.LevelDebug, "module location", slog.String("module", m.String()),
-		slog.String("version", version), slog.String("location", redact.Location(location)))
-	return location, nil
+		slog.String("version", version), slog.String("location", redact.Location(location)),
+		slog.Bool("registry_credentials", out.RegistryCredentials))
+	return out, nil
 }
 
 // moduleURL resolves path segments, each escaped, against the modules.v1
@@ -191,9 +232,11 @@ func (mr *moduleRegistry) moduleURL(ctx context.Context, m addrs.Module, segment
 // OpenSource starts downloading a module package (an archive) from
 // rawURL, a source host that the download location of a module of origin
 // host named. It is OpenArchive with Op "module_source", and anonymous:
-// the origin's token is not sent, not even to the origin host itself;
-// only a SourceCredential that ctx carries (WithSourceCredential) is, to
-// its own host.
+// the origin's token is not sent, not even to the origin host itself,
+// unless ctx asks for it for rawURL's host (WithRegistryCredential: a
+// package the origin's download answer said to fetch with its
+// credential); else only a SourceCredential that ctx carries
+// (WithSourceCredential) is, to its own host.
 func (c *Client) OpenSource(ctx context.Context, origin svchost.Hostname, rawURL string) (io.ReadCloser, int64, error) {
 	return c.downloads.open(ctx, addrs.Provider{Hostname: origin}, OpModuleSource, rawURL, true)
 }

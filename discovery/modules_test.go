@@ -61,8 +61,8 @@ func TestModuleRegistryProtocol(t *testing.T) {
 		"1.0.0": "git::https://git.example.test/vpc.git?ref=v1.0.0",
 		"1.1.0": s.url("/v1/modules/acme/vpc/aws/1.1.0/archives/vpc-1.1.0.tar.gz"),
 	} {
-		if got, err := c.ModuleLocation(ctx, m, version); err != nil || got != want {
-			t.Errorf("ModuleLocation(%s) = %q, %v; want %q", version, got, err, want)
+		if got, err := c.ModuleLocation(ctx, m, version); err != nil || got != (ModuleDownload{Location: want}) {
+			t.Errorf("ModuleLocation(%s) = %+v, %v; want %q", version, got, err, want)
 		}
 	}
 	if _, err := c.ModuleLocation(ctx, m, "1.2.0"); err == nil || !strings.Contains(err.Error(), "no location") {
@@ -135,7 +135,7 @@ func TestRelativeModuleLocationResolvedAgainstTheDownloadURL(t *testing.T) {
 	c := newTestClient(t, s, nil)
 	m := addrs.Module{Hostname: s.host, Namespace: "acme", Name: "vpc", System: "aws"}
 	want := s.url("/v1/modules/acme/vpc/aws/1.0.0/vpc.tar.gz")
-	if got, err := c.ModuleLocation(context.Background(), m, "1.0.0"); err != nil || got != want {
-		t.Errorf("ModuleLocation = %q, %v; want %q (the clients' resolution)", got, err, want)
+	if got, err := c.ModuleLocation(context.Background(), m, "1.0.0"); err != nil || got != (ModuleDownload{Location: want}) {
+		t.Errorf("ModuleLocation = %+v, %v; want %q (the clients' resolution)", got, err, want)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/base64"
 	"net/url"
+
+	svchost "github.com/hashicorp/terraform-svchost"
 )
 
 // SourceCredential is a credential for one module source host (a Git
@@ -68,4 +70,39 @@ func sourceAuthorization(ctx context.Context, u *url.URL, git bool) string {
 		return ""
 	}
 	return c.authorization(u, git)
+}
+
+type registryCredentialKey struct{}
+
+// WithRegistryCredential returns ctx asking for the origin's own token
+// (Config.Credentials of the origin host that OpenSource is called for)
+// on the module source requests made on it to packageURL's host: a
+// package that the origin's download answer said to fetch with the
+// registry's credential (ModuleDownload.RegistryCredentials), as OpenTofu
+// fetches it. The token goes, as a bearer token, only over https and
+// only to that host: a redirect to another host drops it, and requests
+// to other hosts are anonymous. Where the origin host has a token, it
+// takes the place of a SourceCredential for that host; where it has
+// none, the requests go as they would without ctx's asking (the package
+// host's refusal then says why). The token never leaves this package.
+func WithRegistryCredential(ctx context.Context, packageURL string) context.Context {
+	u, err := url.Parse(packageURL)
+	if err != nil || u.Host == "" {
+		return ctx
+	}
+	return context.WithValue(ctx, registryCredentialKey{}, hostKey(u))
+}
+
+// registryAuthorization is the Authorization header of the origin's
+// token for a module source request to u on ctx (WithRegistryCredential),
+// "" for none.
+func (t *transport) registryAuthorization(ctx context.Context, origin svchost.Hostname, u *url.URL) string {
+	host, ok := ctx.Value(registryCredentialKey{}).(string)
+	if !ok || u == nil || u.Scheme != "https" || hostKey(u) != host || t.credentials == nil {
+		return ""
+	}
+	if tok := t.credentials(origin); tok != "" {
+		return "Bearer " + tok
+	}
+	return ""
 }

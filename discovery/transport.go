@@ -190,8 +190,14 @@ func (t *transport) do(ctx, reqCtx context.Context, r request) (*http.Response, 
 	}
 	if r.op == OpModuleSource {
 		// Only a credential the caller tied to this fetch, only to its
-		// host (checkRedirect drops it when a redirect leaves that host).
-		if a := sourceAuthorization(reqCtx, r.u, false); a != "" {
+		// host (checkRedirect drops it when a redirect leaves that host):
+		// the origin's token where its download answer asked for it,
+		// else the operator's source credential.
+		a := t.registryAuthorization(reqCtx, r.p.Hostname, r.u)
+		if a == "" {
+			a = sourceAuthorization(reqCtx, r.u, false)
+		}
+		if a != "" {
 			req.Header.Set("Authorization", a)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/cache"
+	"github.com/tfmirror/tfmirror/v2/discovery"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/cachetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
@@ -129,7 +130,7 @@ type heldLocations struct {
 	release chan struct{}
 }
 
-func (o heldLocations) ModuleLocation(ctx context.Context, m addrs.Module, version string) (string, error) {
+func (o heldLocations) ModuleLocation(ctx context.Context, m addrs.Module, version string) (discovery.ModuleDownload, error) {
 	select {
 	case o.asked <- struct{}{}:
 	default:
@@ -137,7 +138,7 @@ func (o heldLocations) ModuleLocation(ctx context.Context, m addrs.Module, versi
 	select {
 	case <-o.release:
 	case <-ctx.Done():
-		return "", ctx.Err()
+		return discovery.ModuleDownload{}, ctx.Err()
 	}
 	return o.Origin.ModuleLocation(ctx, m, version)
 }

@@ -47,7 +47,8 @@ type Address struct {
 	// default branch.
 	Ref string
 	// Format is the archive's format: "tar.gz", "tgz", "tar.bz2",
-	// "tbz2" or "zip".
+	// "tbz2" or "zip"; "" for a package URL (ParseDirect), whose format
+	// is what its bytes are.
 	Format string
 	// Subdir is the //SUBDIR part, "" for none. The whole package is
 	// fetched; the clients use the subdirectory of it.
@@ -65,6 +66,9 @@ func (a Address) Package() string {
 		}
 		return s
 	default:
+		if a.Format == "" {
+			return a.URL // a package URL: as it is
+		}
 		return a.URL + sep(a.URL) + "archive=" + a.Format
 	}
 }
@@ -207,6 +211,32 @@ func Parse(location string) (Address, error) {
 	u.RawQuery = q.Encode()
 	a.Kind, a.Format, a.URL = KindArchive, format, u.String()
 	return a, nil
+}
+
+// ParseDirect parses a package URL: the location of OpenTofu's direct
+// download answer (discovery.ModuleDownload.RegistryCredentials), which
+// is a URL, not go-getter syntax. As OpenTofu reads it, nothing of it is
+// consumed (no //SUBDIR, no ?archive=, no getter prefix: the URL is
+// fetched as it is), it may not have a fragment, and the archive's
+// format is what its bytes are (a zip, or a tar compressed by gzip or
+// bzip2; the fetch tells them apart). As every location, it must be
+// https, with a host, and carry no credentials of its own. Locations
+// this mirror cannot fetch are *UnsupportedError.
+func ParseDirect(location string) (Address, error) {
+	u, err := url.Parse(location)
+	if err != nil {
+		return Address{}, &UnsupportedError{Detail: fmt.Sprintf("package URL %q does not parse", redact.Location(location))}
+	}
+	if scheme := strings.ToLower(u.Scheme); scheme != "https" {
+		return Address{}, &UnsupportedError{Scheme: scheme, Detail: "only https package URLs are fetched"}
+	}
+	if u.Host == "" || u.User != nil {
+		return Address{}, &UnsupportedError{Detail: "package URL has no host, or carries credentials"}
+	}
+	if u.Fragment != "" {
+		return Address{}, &UnsupportedError{Detail: fmt.Sprintf("package URL %s has a fragment, which OpenTofu refuses", redact.URL(u))}
+	}
+	return Address{Kind: KindArchive, URL: u.String()}, nil
 }
 
 // splitSubdir splits off go-getter's //SUBDIR, which follows the package

@@ -3,6 +3,8 @@ package modsource
 import (
 	"archive/tar"
 	"archive/zip"
+	"bufio"
+	"bytes"
 	"compress/bzip2"
 	"compress/gzip"
 	"context"
@@ -476,7 +478,14 @@ func (f *Fetcher) fetchArchive(ctx context.Context, a Address, tw *treeWriter, t
 		return &LimitError{Detail: fmt.Sprintf("the archive is %d bytes, more than the %d allowed", size, max), Setting: settingMaxBytes}
 	}
 	r := io.Reader(body) // counted by the fetch's meter
-	switch a.Format {
+	format := a.Format
+	if format == "" {
+		// A package URL (ParseDirect): the bytes say what it is.
+		if r, format, err = sniffArchive(r); err != nil {
+			return err
+		}
+	}
+	switch format {
 	case "zip":
 		// zip needs random access: spool it first.
 		spool, err := os.CreateTemp(tmp, "archive-*.zip")
@@ -511,6 +520,29 @@ func (f *Fetcher) fetchArchive(ctx context.Context, a Address, tw *treeWriter, t
 		defer gz.Close()
 		return untar(ctx, &inflateReader{ctx: ctx, r: gz, b: b}, tw)
 	}
+}
+
+// sniffArchive tells the format of an archive whose URL does not (a
+// package URL, ParseDirect) from its first bytes, as OpenTofu does for
+// such a package: a zip, or a tar compressed by gzip or bzip2. It
+// returns a reader of the whole archive.
+func sniffArchive(r io.Reader) (io.Reader, string, error) {
+	br := bufio.NewReader(r)
+	head, err := br.Peek(6)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, "", err
+	}
+	switch {
+	case bytes.HasPrefix(head, []byte("PK\x03\x04")), bytes.HasPrefix(head, []byte("PK\x05\x06")):
+		return br, "zip", nil
+	case bytes.HasPrefix(head, []byte{0x1f, 0x8b}):
+		return br, "tar.gz", nil
+	case bytes.HasPrefix(head, []byte("BZh")):
+		return br, "tar.bz2", nil
+	case bytes.HasPrefix(head, []byte("\xfd7zXZ\x00")):
+		return nil, "", &UnsupportedError{Detail: "the package is a tar archive compressed by xz, which this mirror does not unpack (zip, tar.gz and tar.bz2 it does)"}
+	}
+	return nil, "", errors.New("the package is neither a zip archive nor a tar archive compressed by gzip or bzip2")
 }
 
 func untar(ctx context.Context, r io.Reader, tw *treeWriter) error {

@@ -39,6 +39,9 @@ type Imported struct {
 	// local module (Local).
 	Location string
 	Commit   string
+	// RegistryCredentials says Location is a package URL to be fetched
+	// with the origin's credential (records.ModuleRecord.RegistryCredentials).
+	RegistryCredentials bool
 	// Local says the module has no origin: it was never fetched, and is
 	// never fetched again. Its host may not be an allowed origin.
 	Local bool
@@ -92,14 +95,14 @@ func (s *Modules) ImportModule(ctx context.Context, in Imported) (ImportOutcome,
 		return out, fmt.Errorf("module %s: %w", m, err)
 	}
 	rec := records.ModuleRecord{Schema: records.Schema, Module: m.String(), Version: in.Version, Location: in.Location,
-		Commit: in.Commit, Provenance: records.ProvenanceImported}
+		RegistryCredentials: in.RegistryCredentials, Commit: in.Commit, Provenance: records.ProvenanceImported}
 	switch {
 	case in.Local && s.hosts.Allowed(m.Hostname):
 		return out, fmt.Errorf("module %s %s: %s is an allowed origin; a local module without origin is not imported under an origin's host", m, in.Version, m.Hostname)
 	case in.Local:
-		rec.Location, rec.Commit, rec.Provenance = "", "", records.ProvenanceUnsigned
+		rec.Location, rec.RegistryCredentials, rec.Commit, rec.Provenance = "", false, "", records.ProvenanceUnsigned
 	default:
-		addr, err := modsource.Parse(in.Location)
+		addr, err := rec.Address()
 		if err != nil {
 			return out, fmt.Errorf("module %s %s: %w", m, in.Version, err)
 		}
@@ -117,7 +120,8 @@ func (s *Modules) ImportModule(ctx context.Context, in Imported) (ImportOutcome,
 		if redact.Location(cached.Location) != redact.Location(rec.Location) {
 			return out, s.refuseModule(m, in.Version, verify.ReasonChecksum, fmt.Sprintf("the import gives location %q, the cache holds %q", redact.Location(rec.Location), redact.Location(cached.Location)))
 		}
-		rec.Location, rec.Package = cached.Location, cached.Package // the full one, for fetching
+		// The full one, for fetching, and how.
+		rec.Location, rec.Package, rec.RegistryCredentials = cached.Location, cached.Package, cached.RegistryCredentials
 		// A package of another sha256 is staged and judged by its tree
 		// below: the same package in other bytes (compressed by another
 		// Go release's compressor) is the one the cache holds.

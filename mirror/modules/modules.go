@@ -26,6 +26,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -191,7 +192,7 @@ func New(cfg Config, parts Parts, origin Origin, store Store, metrics Metrics) (
 // module calls that need an origin fail with records.ErrOffline.
 type Origin interface {
 	ModuleVersions(ctx context.Context, m addrs.Module) ([]string, error)
-	ModuleLocation(ctx context.Context, m addrs.Module, version string) (string, error)
+	ModuleLocation(ctx context.Context, m addrs.Module, version string) (discovery.ModuleDownload, error)
 	OpenSource(ctx context.Context, origin svchost.Hostname, rawURL string) (io.ReadCloser, int64, error)
 	SourceHTTPClient(origin svchost.Hostname) *http.Client
 }
@@ -395,16 +396,16 @@ func (s *Modules) ModuleLocation(ctx context.Context, m addrs.Module, version ve
 		}
 		found := s.storedRecord(key) // none, or one today's rules refuse
 		originVersion := s.originModuleVersion(ctx, m, version)
-		loc, err := mo.ModuleLocation(ctx, m, originVersion)
+		dl, err := mo.ModuleLocation(ctx, m, originVersion)
 		if err != nil {
 			return nil, err
 		}
-		addr, err := modsource.Parse(loc)
+		addr, err := records.ParseLocation(dl.Location, dl.RegistryCredentials)
 		if err != nil {
 			return nil, fmt.Errorf("module %s %s: %w", m, version, err)
 		}
-		rec := &records.ModuleRecord{Schema: records.Schema, Module: m.String(), Version: originVersion, Location: loc,
-			Kind: addr.Kind, Package: addr.Package(), Subdir: addr.Subdir}
+		rec := &records.ModuleRecord{Schema: records.Schema, Module: m.String(), Version: originVersion, Location: dl.Location,
+			RegistryCredentials: dl.RegistryCredentials, Kind: addr.Kind, Package: addr.Package(), Subdir: addr.Subdir}
 		// In turn with ImportModule: a record stored while the origin
 		// was asked (an import's, whose package may not be fetched
 		// again) is kept, not written over.
@@ -844,7 +845,7 @@ func (s *Modules) CheckCachedPackage(ctx context.Context, rec records.ModuleReco
 func (s *Modules) fetchModule(ctx context.Context, m addrs.Module, version versions.Version, rec records.ModuleRecord, replaces string) (_ *records.ModuleRecord, err error) {
 	// What the source gave was refused a moment ago: the same answer,
 	// with nothing downloaded (refusals).
-	refusal := refusalKey(s.cfg.Limits, "fetch", records.ModuleRecordKey(m, version), rec.Location, rec.SHA256, replaces)
+	refusal := refusalKey(s.cfg.Limits, "fetch", records.ModuleRecordKey(m, version), rec.Location, strconv.FormatBool(rec.RegistryCredentials), rec.SHA256, replaces)
 	if err := s.refused.get(refusal); err != nil {
 		return nil, err
 	}
@@ -858,7 +859,7 @@ func (s *Modules) fetchModule(ctx context.Context, m addrs.Module, version versi
 	if err != nil {
 		return nil, err
 	}
-	addr, err := modsource.Parse(rec.Location)
+	addr, err := rec.Address()
 	if err != nil {
 		return nil, err
 	}
@@ -869,7 +870,7 @@ func (s *Modules) fetchModule(ctx context.Context, m addrs.Module, version versi
 		},
 		Limits:      s.cfg.Limits,
 		TempDir:     s.cfg.ScratchDir,
-		Credentials: s.moduleCredentials(m.Hostname),
+		Credentials: s.moduleCredentials(m.Hostname, rec),
 	}
 	spool, err := os.CreateTemp(s.cfg.ScratchDir, scratch.Pattern(scratch.Module, "", ".tar.gz"))
 	if err != nil {
@@ -951,32 +952,50 @@ func (s *Modules) fetchModule(ctx context.Context, m addrs.Module, version versi
 	return &rec, nil
 }
 
-// moduleCredentials returns the modsource.Fetcher's Credentials for
-// modules of origin: the credential the operator tied to origin for a
-// URL's host, none otherwise.
-func (s *Modules) moduleCredentials(origin svchost.Hostname) func(context.Context, string) context.Context {
+// moduleCredentials returns the modsource.Fetcher's Credentials for rec,
+// a record of a module of origin: the origin's own credential for the
+// package URL's host when its download answer asked for it
+// (rec.RegistryCredentials: discovery.WithRegistryCredential, which the
+// origin client fills in), else the credential the operator tied to
+// origin for a URL's host, none otherwise.
+func (s *Modules) moduleCredentials(origin svchost.Hostname, rec records.ModuleRecord) func(context.Context, string) context.Context {
 	creds := s.cfg.Credentials
+	if rec.RegistryCredentials {
+		// A package URL is an archive: its URL is the only one asked.
+		return func(ctx context.Context, rawURL string) context.Context {
+			if creds != nil {
+				ctx = sourceCredential(ctx, creds, origin, rawURL)
+			}
+			return discovery.WithRegistryCredential(ctx, rawURL)
+		}
+	}
 	if creds == nil {
 		return nil
 	}
 	return func(ctx context.Context, rawURL string) context.Context {
-		u, err := url.Parse(rawURL)
-		if err != nil || u.Scheme != "https" {
-			return ctx
-		}
-		host := strings.ToLower(u.Hostname())
-		if strings.Contains(host, ":") {
-			host = "[" + host + "]"
-		}
-		if p := u.Port(); p != "" && p != "443" {
-			host += ":" + p
-		}
-		if c, ok := creds.SourceCredential(origin, host); ok {
-			c.Host = host
-			return discovery.WithSourceCredential(ctx, c)
-		}
+		return sourceCredential(ctx, creds, origin, rawURL)
+	}
+}
+
+// sourceCredential returns ctx carrying the credential creds tie to
+// origin for rawURL's host, ctx when none.
+func sourceCredential(ctx context.Context, creds SourceCredentials, origin svchost.Hostname, rawURL string) context.Context {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Scheme != "https" {
 		return ctx
 	}
+	host := strings.ToLower(u.Hostname())
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	if p := u.Port(); p != "" && p != "443" {
+		host += ":" + p
+	}
+	if c, ok := creds.SourceCredential(origin, host); ok {
+		c.Host = host
+		return discovery.WithSourceCredential(ctx, c)
+	}
+	return ctx
 }
 
 // moduleOutcome classifies a module fetch's error as a bounded label value.

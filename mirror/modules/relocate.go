@@ -7,7 +7,6 @@ import (
 	"github.com/apparentlymart/go-versions/versions"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
-	"github.com/tfmirror/tfmirror/v2/discovery/modsource"
 	"github.com/tfmirror/tfmirror/v2/internal/redact"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 )
@@ -19,7 +18,8 @@ import (
 // each install, and the record keeps the one the version was first asked
 // with. So when the fetch from rec's location fails, and rec can be made
 // again from its origin (fetchable), the origin is asked for the
-// version's location again; one that differs and names the //SUBDIR the
+// version's location again; one that differs (or now asks for, or no
+// longer asks for, the registry's credential) and names the //SUBDIR the
 // record keeps (which the download answers gave) is fetched from, the
 // package held to the record as ever (fetchModule: the one first
 // mirrored). Otherwise the first error is returned.
@@ -28,18 +28,19 @@ func (s *Modules) fetchRelocated(ctx context.Context, m addrs.Module, version ve
 	if err == nil || ctx.Err() != nil || errors.As(err, new(*TimeoutError)) || !s.fetchable(m, rec) {
 		return got, err
 	}
-	loc, lerr := s.origin.ModuleLocation(ctx, m, rec.Version)
-	if lerr != nil || loc == rec.Location {
+	dl, lerr := s.origin.ModuleLocation(ctx, m, rec.Version)
+	if lerr != nil || (dl.Location == rec.Location && dl.RegistryCredentials == rec.RegistryCredentials) {
 		return nil, err
 	}
-	addr, perr := modsource.Parse(loc)
+	addr, perr := records.ParseLocation(dl.Location, dl.RegistryCredentials)
 	if perr != nil || addr.Subdir != rec.Subdir {
 		return nil, err
 	}
 	s.log.Warn("module package not fetched from the location its record keeps; the origin gives another, fetching from it",
-		"module", m.String(), "version", rec.Version, "package", rec.Shown(), "now", redact.Location(addr.Package()), "error", err)
+		"module", m.String(), "version", rec.Version, "package", rec.Shown(), "now", redact.Location(addr.Package()),
+		"registry_credentials", dl.RegistryCredentials, "error", err)
 	moved := rec
-	moved.Location, moved.Kind, moved.Package = loc, addr.Kind, addr.Package()
+	moved.Location, moved.RegistryCredentials, moved.Kind, moved.Package = dl.Location, dl.RegistryCredentials, addr.Kind, addr.Package()
 	got, err = s.fetchModule(ctx, m, version, moved, replaces)
 	if err == nil && rec.SHA256 != "" {
 		// fetchModule wrote no record (its package is the one the record
@@ -49,7 +50,8 @@ func (s *Modules) fetchRelocated(ctx context.Context, m addrs.Module, version ve
 	return got, err
 }
 
-// keepLocation stores the location, kind and package of got, the record
+// keepLocation stores the location (with whether it needs the registry's
+// credential), kind and package of got, the record
 // of version of m fetched from a location other than from, in the
 // version's stored record, when it still keeps from and got's package:
 // in turn with ImportModule, whose record is never written over. A
@@ -62,7 +64,7 @@ func (s *Modules) keepLocation(m addrs.Module, version versions.Version, from st
 	if _, err := s.store.GetMeta(key, &now); err != nil || now.Location != from || now.SHA256 != got.SHA256 {
 		return
 	}
-	now.Location, now.Kind, now.Package = got.Location, got.Kind, got.Package
+	now.Location, now.RegistryCredentials, now.Kind, now.Package = got.Location, got.RegistryCredentials, got.Kind, got.Package
 	if err := s.store.PutMeta(key, now); err != nil {
 		s.metrics.CacheWriteFailed()
 		s.log.Warn("module record not updated with the location its package was fetched from; the next fetch asks the origin again",

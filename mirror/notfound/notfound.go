@@ -332,7 +332,7 @@ func (o providers) Package(ctx context.Context, p addrs.Provider, version string
 // (mirror/modules.Origin). *discovery.Client implements it.
 type ModuleOrigin interface {
 	ModuleVersions(ctx context.Context, m addrs.Module) ([]string, error)
-	ModuleLocation(ctx context.Context, m addrs.Module, version string) (string, error)
+	ModuleLocation(ctx context.Context, m addrs.Module, version string) (discovery.ModuleDownload, error)
 	OpenSource(ctx context.Context, origin svchost.Hostname, rawURL string) (io.ReadCloser, int64, error)
 	SourceHTTPClient(origin svchost.Hostname) *http.Client
 }
@@ -361,7 +361,7 @@ func (o modules) ModuleVersions(ctx context.Context, mod addrs.Module) (out []st
 	return out, err
 }
 
-func (o modules) ModuleLocation(ctx context.Context, mod addrs.Module, version string) (loc string, err error) {
+func (o modules) ModuleLocation(ctx context.Context, mod addrs.Module, version string) (loc discovery.ModuleDownload, err error) {
 	err = o.m.ask(mod.Hostname, modulePrefix(mod)+"location "+version+moduleAsked(mod), func() error {
 		loc, err = o.ModuleOrigin.ModuleLocation(ctx, mod, version)
 		return err

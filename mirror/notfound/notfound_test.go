@@ -65,11 +65,11 @@ func (o *origin) ModuleVersions(context.Context, addrs.Module) ([]string, error)
 	return []string{"1.0.0"}, nil
 }
 
-func (o *origin) ModuleLocation(context.Context, addrs.Module, string) (string, error) {
+func (o *origin) ModuleLocation(context.Context, addrs.Module, string) (discovery.ModuleDownload, error) {
 	if err := o.call(); err != nil {
-		return "", err
+		return discovery.ModuleDownload{}, err
 	}
-	return "https://example.com/m.tar.gz", nil
+	return discovery.ModuleDownload{Location: "https://example.com/m.tar.gz"}, nil
 }
 
 func (o *origin) OpenSource(context.Context, svchost.Hostname, string) (io.ReadCloser, int64, error) {

@@ -57,6 +57,14 @@ type ModuleRecord struct {
 	// carry credentials (a pre-signed URL): it is for fetching only, and
 	// shown, logged or exported only through Shown or redact.Location.
 	Location string `json:"location"`
+	// RegistryCredentials says Location is the package URL of OpenTofu's
+	// direct download answer with "use_registry_credentials": true
+	// (discovery.ModuleDownload): a URL, not go-getter syntax
+	// (modsource.ParseDirect), fetched with the origin's own credential
+	// for its host (discovery.WithRegistryCredential), which the record
+	// never holds. Absent (false) in every record made otherwise, and in
+	// those of earlier releases, which are read as they were.
+	RegistryCredentials bool `json:"registry_credentials,omitempty"`
 	// Kind is the source kind: git or archive.
 	Kind modsource.Kind `json:"kind"`
 	// Package is the location without its subdirectory.
@@ -84,6 +92,23 @@ type ModuleRecord struct {
 	// imported without any origin (ProvenanceUnsigned: no Location, never
 	// fetched again).
 	Provenance Provenance `json:"provenance,omitempty"`
+}
+
+// Address parses the record's Location as it was given: a package URL
+// (modsource.ParseDirect) when RegistryCredentials, else a location in
+// go-getter syntax (modsource.Parse).
+func (r ModuleRecord) Address() (modsource.Address, error) {
+	return ParseLocation(r.Location, r.RegistryCredentials)
+}
+
+// ParseLocation parses a download location: a package URL when
+// registryCredentials (discovery.ModuleDownload.RegistryCredentials),
+// else go-getter syntax.
+func ParseLocation(location string, registryCredentials bool) (modsource.Address, error) {
+	if registryCredentials {
+		return modsource.ParseDirect(location)
+	}
+	return modsource.Parse(location)
 }
 
 // Shown is the record's package (its location without subdirectory)
@@ -196,7 +221,7 @@ func SortModuleVersions(vs []string) {
 var ErrModuleRecordRefused = errors.New("stored module record refused by the rules in force")
 
 // UnmarshalJSON decodes a module record and holds it to the rules a
-// fresh one is made by: its location must parse (modsource.Parse) and
+// fresh one is made by: its location must parse (Address) and
 // give the kind and //SUBDIR the record keeps; a record without location
 // (a local module) must keep a subdirectory as modsource.CleanSubdir
 // gives it. Every read of a stored record decodes it here, so that a
@@ -227,7 +252,7 @@ func (r *ModuleRecord) check() error {
 		}
 		return nil
 	}
-	addr, err := modsource.Parse(r.Location)
+	addr, err := r.Address()
 	if err != nil {
 		return refuse(fmt.Sprintf("location %s: %v", redact.Location(r.Location), err))
 	}

@@ -78,11 +78,12 @@ func ReleasesClient(t testing.TB, o *fakeorigin.Releases) (client *discovery.Cli
 
 // OriginClient returns an origin client that trusts origin's certificate
 // and connects to origin for every host name but loopback addresses
-// (other test servers), private addresses allowed.
-func OriginClient(t testing.TB, origin *fakeorigin.Origin) *discovery.Client {
+// (other test servers), private addresses allowed; mods change its
+// configuration before it is made.
+func OriginClient(t testing.TB, origin *fakeorigin.Origin, mods ...func(*discovery.Config)) *discovery.Client {
 	t.Helper()
 	var d net.Dialer
-	client, err := discovery.New(discovery.Config{
+	cfg := discovery.Config{
 		AllowPrivate: true,
 		RootCAs:      origin.CertPool(),
 		// Retries still happen, as many as by default, without the
@@ -96,7 +97,11 @@ func OriginClient(t testing.TB, origin *fakeorigin.Origin) *discovery.Client {
 			}
 			return d.DialContext(ctx, network, addr)
 		},
-	})
+	}
+	for _, mod := range mods {
+		mod(&cfg)
+	}
+	client, err := discovery.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,9 +5,10 @@ package fakeorigin
 // on Addr.
 //
 //	GET /v1/modules/NS/NAME/SYSTEM/versions            {"modules":[{"source":...,"versions":[{"version":...}]}]}
-//	GET /v1/modules/NS/NAME/SYSTEM/VERSION/download    204, X-Terraform-Get: the location given to AddModule
+//	GET /v1/modules/NS/NAME/SYSTEM/VERSION/download    204, X-Terraform-Get: the location given to AddModule;
+//	                                                   200, {"location":...,"use_registry_credentials":...} for AddDirectModule
 //	GET /git/REPO.git/...                              git http-backend (smart HTTP, fetch only)
-//	GET /tarballs/FILE                                 bytes given to AddTarball
+//	GET /tarballs/FILE                                 bytes given to AddTarball (401 without the token of RequireTarballToken)
 //
 // Git repositories are made by AddGitRepo with the git command, which
 // must be installed, and served by running `git http-backend` as a CGI
@@ -65,9 +66,20 @@ type moduleState struct {
 	// request carried (gitauth.go).
 	gitAuth     map[string]string
 	gitAuthSeen []string
+	// tarballAuth are the tarballs that need a bearer token (file ->
+	// token); tarballAuthSeen every Authorization header a tarball
+	// request carried.
+	tarballAuth     map[string]string
+	tarballAuthSeen []string
 }
 
-type moduleVersion struct{ version, location string }
+// moduleVersion is a registered version; direct, when not nil, makes its
+// download answer OpenTofu's direct form with use_registry_credentials
+// *direct.
+type moduleVersion struct {
+	version, location string
+	direct            *bool
+}
 
 func (o *Origin) modState() *moduleState {
 	o.mu.Lock()
@@ -82,17 +94,29 @@ func (o *Origin) modState() *moduleState {
 // download answer names location (go-getter syntax, as X-Terraform-Get).
 // Registering a known version again replaces its location.
 func (o *Origin) AddModule(ns, name, system, version, location string) {
+	o.addModule(ns, name, system, moduleVersion{version: version, location: location})
+}
+
+// AddDirectModule is AddModule with the download answer in OpenTofu's
+// direct form: 200 with the JSON body {"location": location,
+// "use_registry_credentials": useRegistryCredentials}, location being
+// the package's URL.
+func (o *Origin) AddDirectModule(ns, name, system, version, location string, useRegistryCredentials bool) {
+	o.addModule(ns, name, system, moduleVersion{version: version, location: location, direct: &useRegistryCredentials})
+}
+
+func (o *Origin) addModule(ns, name, system string, mv moduleVersion) {
 	m := o.modState()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	k := o.moduleKey(ns, name, system)
 	for i, v := range m.modules[k] {
-		if v.version == version {
-			m.modules[k][i].location = location
+		if v.version == mv.version {
+			m.modules[k][i] = mv
 			return
 		}
 	}
-	m.modules[k] = append(m.modules[k], moduleVersion{version, location})
+	m.modules[k] = append(m.modules[k], mv)
 }
 
 // RemoveModule takes version of the registry module NS/NAME/SYSTEM out
@@ -121,6 +145,27 @@ func (o *Origin) RemoveTarball(file string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.tarballs, file)
+}
+
+// RequireTarballToken makes TarballURL(file) private: its requests are
+// answered 401 unless they carry "Authorization: Bearer token".
+func (o *Origin) RequireTarballToken(file, token string) {
+	m := o.modState()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.tarballAuth == nil {
+		m.tarballAuth = map[string]string{}
+	}
+	m.tarballAuth[file] = token
+}
+
+// TarballAuthSeen returns every Authorization header value that tarball
+// requests carried, to any file, in order.
+func (o *Origin) TarballAuthSeen() []string {
+	m := o.modState()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.tarballAuthSeen)
 }
 
 // TarballURL is the https URL of a file of the tarball host.
@@ -341,6 +386,10 @@ func (o *Origin) serveModuleDownload(w http.ResponseWriter, r *http.Request) {
 	defer m.mu.Unlock()
 	for _, v := range m.modules[k] {
 		if v.version == r.PathValue("version") {
+			if v.direct != nil {
+				writeJSON(w, http.StatusOK, map[string]any{"location": v.location, "use_registry_credentials": *v.direct})
+				return
+			}
 			w.Header().Set("X-Terraform-Get", v.location)
 			w.WriteHeader(http.StatusNoContent)
 			return
@@ -384,8 +433,15 @@ func (o *Origin) serveTarball(w http.ResponseWriter, r *http.Request) {
 	}
 	m := o.modState()
 	m.mu.Lock()
+	m.tarballAuthSeen = append(m.tarballAuthSeen, r.Header.Values("Authorization")...)
 	data, ok := m.tarballs[r.PathValue("file")]
+	token, private := m.tarballAuth[r.PathValue("file")]
 	m.mu.Unlock()
+	if private && r.Header.Get("Authorization") != "Bearer "+token {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="tarballs"`)
+		writeError(w, http.StatusUnauthorized)
+		return
+	}
 	if !ok {
 		writeError(w, http.StatusNotFound)
 		return

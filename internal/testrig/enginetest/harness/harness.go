@@ -19,6 +19,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/cache"
+	"github.com/tfmirror/tfmirror/v2/discovery"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 	"github.com/tfmirror/tfmirror/v2/mirror"
@@ -78,6 +79,9 @@ type Options struct {
 	Wrap func(mirror.Store) mirror.Store
 	// WrapOrigin, if set, stands between the engine and the origin client.
 	WrapOrigin func(mirror.Origin) mirror.Origin
+	// OriginConfig, if set, changes the origin client's configuration
+	// (its Credentials, say) before it is made.
+	OriginConfig func(*discovery.Config)
 }
 
 // New starts a fake origin and an engine in front of it; both end with
@@ -105,7 +109,11 @@ func (h *Harness) Start(opts Options) {
 	if opts.Wrap != nil {
 		store = opts.Wrap(h.Store)
 	}
-	var origin mirror.Origin = enginetest.OriginClient(t, h.Origin)
+	var mods []func(*discovery.Config)
+	if opts.OriginConfig != nil {
+		mods = append(mods, opts.OriginConfig)
+	}
+	var origin mirror.Origin = enginetest.OriginClient(t, h.Origin, mods...)
 	if opts.WrapOrigin != nil {
 		origin = opts.WrapOrigin(origin)
 	}

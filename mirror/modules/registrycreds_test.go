@@ -1,0 +1,154 @@
+package modules_test
+
+import (
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/apparentlymart/go-versions/versions"
+	svchost "github.com/hashicorp/terraform-svchost"
+
+	"github.com/tfmirror/tfmirror/v2/discovery"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/cachetest"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest/harness"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/logbuf"
+	"github.com/tfmirror/tfmirror/v2/mirror/records"
+)
+
+// A private registry that serves its packages itself answers a module's
+// download in OpenTofu's direct form, {"location": URL,
+// "use_registry_credentials": true}: OpenTofu fetches the package at URL
+// (a URL, whose format its bytes tell: here one without an extension)
+// with the registry host's credential. The mirror does the same with the
+// origin credential the operator configured for the registry host: the
+// package host sees the token, the module is served, and the package is
+// fetched so again once evicted, and from the location the origin gives
+// later. With "use_registry_credentials": false the package host sees no
+// credential; without an origin credential the fetch goes without one,
+// and the package host's refusal says why. The token is in no log line,
+// no error and no record.
+func TestModulePackageFetchedWithTheRegistrysCredential(t *testing.T) {
+	const token = "registry-tok-7Qx9PzW"
+	for _, tc := range []struct {
+		name       string
+		use        bool // use_registry_credentials
+		configured bool // an origin credential for the registry host
+		private    bool // the package host wants the registry's token
+		zip        bool // the package is a zip, not a tar.gz
+		ext        bool // the package URL ends in .tar.gz
+		wantOK     bool
+	}{
+		{name: "true", use: true, configured: true, private: true, wantOK: true},
+		{name: "true, a URL ending in .tar.gz", use: true, configured: true, private: true, ext: true, wantOK: true},
+		{name: "true, a zip", use: true, configured: true, private: true, zip: true, wantOK: true},
+		{name: "false", use: false, configured: true, wantOK: true},
+		{name: "true without an origin credential", use: true, private: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			logs := &logbuf.Buffer{}
+			logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+			opts := harness.Options{Config: harness.Config{Logger: logger}}
+			opts.OriginConfig = func(cfg *discovery.Config) {
+				cfg.Logger = logger
+				if tc.configured {
+					cfg.Credentials = func(h svchost.Hostname) string {
+						if h == harness.OriginHost {
+							return token
+						}
+						return ""
+					}
+				}
+			}
+			h := harness.New(t, opts)
+			o := h.Origin
+			files := map[string][]byte{"main.tf": []byte("# private\n"), "modules/a/main.tf": []byte("# a\n")}
+			pkg := fakeorigin.TarGz(files)
+			if tc.zip {
+				pkg = fakeorigin.Zip(files)
+			}
+			file := "vpc-1.0.0" // a package URL: no extension
+			if !tc.use || tc.ext {
+				file = "vpc-1.0.0.tar.gz" // go-getter syntax too
+			}
+			o.AddTarball(file, pkg)
+			if tc.private {
+				o.RequireTarballToken(file, token)
+			}
+			o.AddDirectModule("acme", "vpc", "aws", "1.0.0", o.TarballURL(file), tc.use)
+
+			got, body, err := h.ReadModule("1.0.0")
+			var errText string
+			switch {
+			case tc.wantOK && err != nil:
+				t.Fatalf("module of a direct download answer: %v", err)
+			case tc.wantOK && len(body) == 0:
+				t.Fatalf("record %+v, no bytes", got.Record)
+			case !tc.wantOK && err == nil:
+				t.Fatal("a package that wants the registry's token was fetched without one")
+			case !tc.wantOK:
+				errText = err.Error()
+				if !strings.Contains(errText, "401") {
+					t.Errorf("error %v, want it to give the package host's refusal (401)", err)
+				}
+				if n, _ := h.Store.Stats(); n != 0 {
+					t.Errorf("%d blobs cached after the refused fetch", n)
+				}
+			}
+			seen := o.TarballAuthSeen()
+			for _, v := range seen {
+				if !tc.use || !tc.configured || v != "Bearer "+token {
+					t.Errorf("package host saw Authorization %q", v)
+				}
+			}
+			if want := tc.use && tc.configured; want != (len(seen) > 0) {
+				t.Errorf("package host saw Authorization %q, want the registry's token: %v", seen, want)
+			}
+
+			v := versions.MustParseVersion("1.0.0")
+			var raw json.RawMessage
+			if _, err := h.Store.GetMeta(records.ModuleRecordKey(harness.Module, v), &raw); err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(string(raw), token) {
+				t.Errorf("the record holds the token: %s", raw)
+			}
+			if strings.Contains(string(raw), `"registry_credentials":true`) != tc.use {
+				t.Errorf("record %s, want registry_credentials %v", raw, tc.use)
+			}
+
+			if tc.wantOK && tc.use {
+				// Evicted: fetched again with the token.
+				if err := cachetest.DeleteBlob(h.Store, got.SHA256); err != nil {
+					t.Fatal(err)
+				}
+				before := len(o.TarballAuthSeen())
+				if _, again, err := h.ReadModule("1.0.0"); err != nil || string(again) != string(body) {
+					t.Fatalf("evicted, fetched again: %v", err)
+				}
+				if len(o.TarballAuthSeen()) == before {
+					t.Error("the package fetched again after its eviction went without the registry's token")
+				}
+				// Evicted, and its URL no longer serves: fetched from the
+				// origin's location of today, with the token.
+				if err := cachetest.DeleteBlob(h.Store, got.SHA256); err != nil {
+					t.Fatal(err)
+				}
+				o.RemoveTarball(file)
+				o.AddTarball("moved-1.0.0", pkg)
+				o.RequireTarballToken("moved-1.0.0", token)
+				o.AddDirectModule("acme", "vpc", "aws", "1.0.0", o.TarballURL("moved-1.0.0"), true)
+				if _, again, err := h.ReadModule("1.0.0"); err != nil || string(again) != string(body) {
+					t.Fatalf("evicted, relocated: %v", err)
+				}
+			}
+			if strings.Contains(errText, token) {
+				t.Errorf("the error reveals the token: %s", errText)
+			}
+			if l := logs.String(); strings.Contains(l, token) {
+				t.Errorf("the log reveals the token:\n%s", l)
+			}
+		})
+	}
+}
