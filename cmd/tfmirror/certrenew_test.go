@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -129,4 +131,72 @@ func clockedTLS(t *testing.T, args ...string) (*server, *atomic.Pointer[time.Tim
 		t.Fatal(err)
 	}
 	return m, clock
+}
+
+// TestGeneratedCARenewedWhileServing: a serve running when its generated
+// CA comes within weeks of its end renews the server certificate (which
+// ends with its CA) from a new CA, and warns that clients must trust the
+// new ca.pem: it used to go on handing out a chain whose CA had expired,
+// which every client refused, and said nothing.
+func TestGeneratedCARenewedWhileServing(t *testing.T) {
+	data := t.TempDir()
+	m, clock := clockedTLS(t, "--data-dir", data)
+	var logged bytes.Buffer
+	m.log = slog.New(slog.NewTextHandler(&logged, nil))
+	caFile := filepath.Join(data, "tls", certs.CAFile)
+	caBefore, err := os.ReadFile(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(caBefore)
+	ca, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := func() *x509.Certificate {
+		t.Helper()
+		c, err := m.tls.GetCertificate(&tls.ClientHelloInfo{ServerName: "localhost"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaf, err := x509.ParseCertificate(c.Certificate[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return leaf
+	}
+	// The server certificate renewed, year after year, until the CA's end.
+	for now := *clock.Load(); ; {
+		leaf := served()
+		if !leaf.NotAfter.Before(ca.NotAfter.Add(-24 * time.Hour)) {
+			break
+		}
+		now = certs.RenewAt(leaf).Add(time.Minute)
+		clock.Store(&now)
+		if served().Equal(leaf) {
+			t.Fatalf("not renewed at %s", now)
+		}
+		if now.After(ca.NotAfter) {
+			t.Fatalf("the serve reached the CA's end (%s) still handing out a certificate that outlives it", ca.NotAfter)
+		}
+	}
+	last := served()
+	if last.NotAfter.After(ca.NotAfter) {
+		t.Fatalf("the server certificate served expires %s, after its CA (%s)", last.NotAfter, ca.NotAfter)
+	}
+	now := certs.RenewAt(last).Add(time.Minute)
+	clock.Store(&now)
+	renewed := served()
+	caAfter, _ := os.ReadFile(caFile)
+	if bytes.Equal(caAfter, caBefore) {
+		t.Fatal("the CA was not made anew weeks before its end")
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(caAfter)
+	if _, err := renewed.Verify(x509.VerifyOptions{Roots: roots, DNSName: "localhost", CurrentTime: now}); err != nil {
+		t.Errorf("the certificate served against the new CA: %v", err)
+	}
+	if !strings.Contains(logged.String(), caReplacedWarning) || !strings.Contains(logged.String(), "level=WARN") {
+		t.Errorf("the new CA was not warned of; logged:\n%s", logged.String())
+	}
 }

@@ -326,6 +326,7 @@ func (m *server) setupTLS() error {
 		if err != nil {
 			return err
 		}
+		warnOutOfDate(m.log, m.cfg.TLSCert, pair.Leaf, m.clock())
 		m.cert.Store(&pair)
 	}
 	m.tls = &tls.Config{
@@ -337,6 +338,21 @@ func (m *server) setupTLS() error {
 		NextProtos: nextProtos(m.cfg.HTTP2),
 	}
 	return nil
+}
+
+// warnOutOfDate warns, at start, that the operator's certificate at path
+// (its leaf) has expired or is not valid yet at now: it is served all
+// the same, as before, and every client refuses it.
+func warnOutOfDate(log *slog.Logger, path string, leaf *x509.Certificate, now time.Time) {
+	switch {
+	case leaf == nil:
+	case now.After(leaf.NotAfter):
+		log.Warn("the certificate served (--tls-cert "+path+") expired on "+leaf.NotAfter.UTC().Format(time.RFC3339)+
+			": clients refuse it; put a renewed one in its place and restart", "tls_cert", path, "not_after", leaf.NotAfter)
+	case now.Before(leaf.NotBefore):
+		log.Warn("the certificate served (--tls-cert "+path+") is not valid before "+leaf.NotBefore.UTC().Format(time.RFC3339)+
+			": clients refuse it until then; check this machine's clock, or put another in its place and restart", "tls_cert", path, "not_before", leaf.NotBefore)
+	}
 }
 
 // useGenerated serves the generated certificate of files, issued for
@@ -411,10 +427,18 @@ func (m *server) renewIfDue() {
 
 // ensureCert has the generated CA of the data directory's tls/ issue a
 // server certificate for hosts when the one there does not name them or
-// is due for renewal at now (certs.Ensure).
+// is due for renewal at now (certs.Ensure). A CA replaced (weeks before
+// it expired) is logged as a warning: clients must trust the new one.
 func (m *server) ensureCert(hosts []string, now time.Time) (certs.Files, error) {
-	return certs.Ensure(filepath.Join(m.cfg.DataDir, "tls"), hosts, now)
+	files, err := certs.Ensure(filepath.Join(m.cfg.DataDir, "tls"), hosts, now)
+	if err == nil && files.CAReplaced {
+		m.log.Warn(caReplacedWarning, "ca_file", files.CA)
+	}
+	return files, err
 }
+
+// caReplacedWarning is logged when the generated local CA is replaced.
+const caReplacedWarning = "the generated local CA was replaced by a new one (the one there was due to expire, or not a CA of the kind tfmirror makes): clients that trust the old ca.pem refuse the mirror until they trust the new one"
 
 // clock is the time of the generated certificate (server.now).
 func (m *server) clock() time.Time {

@@ -16,12 +16,15 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/big"
 	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"time"
+
+	"github.com/tfmirror/tfmirror/v2/internal/inputfile"
 )
 
 // File names inside the directory passed to Ensure.
@@ -37,6 +40,10 @@ const (
 	serverLifetime = 397 * 24 * time.Hour
 	// renewBefore is how long before expiry a server certificate is replaced.
 	renewBefore = 30 * 24 * time.Hour
+	// The most read of a generated certificate (a chain of two) and of a
+	// key; tfmirror writes a few hundred bytes of each.
+	maxCertBytes = 64 << 10
+	maxKeyBytes  = 64 << 10
 )
 
 // Files are the paths of the generated material.
@@ -45,6 +52,10 @@ type Files struct {
 	Cert    string // server certificate chain (leaf, then CA)
 	Key     string // server private key
 	Created bool   // whether Ensure wrote a new server certificate
+	// CAReplaced says Ensure replaced the CA that was there (weeks
+	// before it expired, or one not of the kind it makes) by a new one
+	// that clients must trust instead.
+	CAReplaced bool
 }
 
 // Ensure makes sure dir holds a CA and a server certificate valid for every
@@ -65,10 +76,11 @@ func Ensure(dir string, hosts []string, now time.Time) (Files, error) {
 		Cert: filepath.Join(dir, ServerFile),
 		Key:  filepath.Join(dir, ServerKeyFile),
 	}
-	caCert, caKey, err := loadOrCreateCA(dir, now)
+	caCert, caKey, replaced, err := loadOrCreateCA(dir, now)
 	if err != nil {
 		return Files{}, err
 	}
+	f.CAReplaced = replaced
 	if serverUsable(f.Cert, f.Key, caCert, hosts, now) {
 		return f, nil
 	}
@@ -79,22 +91,46 @@ func Ensure(dir string, hosts []string, now time.Time) (Files, error) {
 	return f, nil
 }
 
-func loadOrCreateCA(dir string, now time.Time) (*x509.Certificate, *ecdsa.PrivateKey, error) {
+// loadOrCreateCA reads the CA of dir, or makes one when dir has none
+// (neither of its files); replaced says a CA there was replaced by a new
+// one: weeks before it expired, or not a CA of the kind it makes. One of its two files without the other
+// is refused, naming the one missing and what to do: a new CA would
+// replace the one clients trust.
+func loadOrCreateCA(dir string, now time.Time) (ca *x509.Certificate, key *ecdsa.PrivateKey, replaced bool, err error) {
 	certPath, keyPath := filepath.Join(dir, CAFile), filepath.Join(dir, caKeyFile)
-	pair, err := tls.LoadX509KeyPair(certPath, keyPath)
-	if err == nil {
+	certPEM, cerr := inputfile.ReadOperator(certPath, maxCertBytes)
+	keyPEM, kerr := inputfile.ReadOperator(keyPath, maxKeyBytes)
+	certMissing, keyMissing := errors.Is(cerr, fs.ErrNotExist), errors.Is(kerr, fs.ErrNotExist)
+	switch {
+	case certMissing && keyMissing:
+	case certMissing || keyMissing:
+		there, missing := certPath, keyPath
+		if certMissing {
+			there, missing = keyPath, certPath
+		}
+		return nil, nil, false, fmt.Errorf("certs: %s is missing while %s of the same generated CA is there: "+
+			"a new CA would not be trusted by the clients that trust the one there; restore %s (from a backup of the data directory), "+
+			"or remove the other to have a new CA made, which clients must then trust instead: rm %s", missing, there, missing, there)
+	case cerr != nil:
+		return nil, nil, false, fmt.Errorf("certs: reading CA: %w", cerr)
+	case kerr != nil:
+		return nil, nil, false, fmt.Errorf("certs: reading CA: %w", kerr)
+	default:
+		pair, err := tls.X509KeyPair(certPEM, keyPEM)
+		if err != nil {
+			return nil, nil, false, fmt.Errorf("certs: reading CA in %s: %w", dir, err)
+		}
 		cert, perr := x509.ParseCertificate(pair.Certificate[0])
 		key, ok := pair.PrivateKey.(*ecdsa.PrivateKey)
 		if perr == nil && ok && cert.IsCA && now.Before(cert.NotAfter.Add(-renewBefore)) {
-			return cert, key, nil
+			return cert, key, false, nil
 		}
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return nil, nil, fmt.Errorf("certs: reading CA in %s: %w", dir, err)
+		replaced = true
 	}
 
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	key, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return nil, nil, fmt.Errorf("certs: %w", err)
+		return nil, nil, false, fmt.Errorf("certs: %w", err)
 	}
 	host, _ := os.Hostname()
 	tmpl := &x509.Certificate{
@@ -109,19 +145,20 @@ func loadOrCreateCA(dir string, now time.Time) (*x509.Certificate, *ecdsa.Privat
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
-		return nil, nil, fmt.Errorf("certs: creating CA: %w", err)
+		return nil, nil, false, fmt.Errorf("certs: creating CA: %w", err)
 	}
 	cert, err := x509.ParseCertificate(der)
 	if err != nil {
-		return nil, nil, fmt.Errorf("certs: %w", err)
+		return nil, nil, false, fmt.Errorf("certs: %w", err)
 	}
-	if err := writeKey(keyPath, key); err != nil {
-		return nil, nil, err
+	kf, err := keyFile(keyPath, key)
+	if err != nil {
+		return nil, nil, false, err
 	}
-	if err := writeAtomic(certPath, pemBlock("CERTIFICATE", der), 0o644); err != nil {
-		return nil, nil, err
+	if err := writeAll(kf, file{certPath, pemBlock("CERTIFICATE", der), 0o644}); err != nil {
+		return nil, nil, false, err
 	}
-	return cert, key, nil
+	return cert, key, replaced, nil
 }
 
 // RenewAt is when Ensure stops reusing the server certificate leaf and
@@ -129,8 +166,20 @@ func loadOrCreateCA(dir string, now time.Time) (*x509.Certificate, *ecdsa.Privat
 // longer calls Ensure again then, so that it never serves one expired.
 func RenewAt(leaf *x509.Certificate) time.Time { return leaf.NotAfter.Add(-renewBefore) }
 
+// serverUsable says the server certificate at certPath, with its key at
+// keyPath, is one ca issued for hosts and not due for renewal at now.
+// Its files are read as the CA's are: one that is no regular file (a
+// FIFO) is not usable, and is replaced, never waited on.
 func serverUsable(certPath, keyPath string, ca *x509.Certificate, hosts []string, now time.Time) bool {
-	pair, err := tls.LoadX509KeyPair(certPath, keyPath)
+	certPEM, err := inputfile.ReadOperator(certPath, maxCertBytes)
+	if err != nil {
+		return false
+	}
+	keyPEM, err := inputfile.ReadOperator(keyPath, maxKeyBytes)
+	if err != nil {
+		return false
+	}
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
 		return false
 	}
@@ -158,7 +207,7 @@ func issueServer(f Files, ca *x509.Certificate, caKey *ecdsa.PrivateKey, hosts [
 		SerialNumber: serial(),
 		Subject:      pkix.Name{CommonName: hosts[0], Organization: []string{"tfmirror"}},
 		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(serverLifetime),
+		NotAfter:     serverNotAfter(ca, now),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
@@ -173,52 +222,99 @@ func issueServer(f Files, ca *x509.Certificate, caKey *ecdsa.PrivateKey, hosts [
 	if err != nil {
 		return fmt.Errorf("certs: issuing server certificate: %w", err)
 	}
-	if err := writeKey(f.Key, key); err != nil {
+	kf, err := keyFile(f.Key, key)
+	if err != nil {
 		return err
 	}
 	chain := append(pemBlock("CERTIFICATE", der), pemBlock("CERTIFICATE", ca.Raw)...)
-	return writeAtomic(f.Cert, chain, 0o644)
+	return writeAll(kf, file{f.Cert, chain, 0o644})
 }
 
-func writeKey(path string, key *ecdsa.PrivateKey) error {
+// serverNotAfter is when a server certificate ca issues at now expires:
+// serverLifetime later, or when ca does if that is sooner, so that it is
+// renewed (RenewAt), from a CA made anew then, before the chain it is
+// served with has expired.
+func serverNotAfter(ca *x509.Certificate, now time.Time) time.Time {
+	if end := now.Add(serverLifetime); end.Before(ca.NotAfter) {
+		return end
+	}
+	return ca.NotAfter
+}
+
+// keyFile is the file of key at path, mode 0600.
+func keyFile(path string, key *ecdsa.PrivateKey) (file, error) {
 	der, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
-		return fmt.Errorf("certs: %w", err)
+		return file{}, fmt.Errorf("certs: %w", err)
 	}
-	return writeAtomic(path, pemBlock("PRIVATE KEY", der), 0o600)
+	return file{path, pemBlock("PRIVATE KEY", der), 0o600}, nil
 }
 
 func pemBlock(typ string, der []byte) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der})
 }
 
-// writeAtomic writes data to a temporary file beside path and renames it
-// into place, so a crash never leaves a truncated certificate or key.
-func writeAtomic(path string, data []byte, mode os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-*")
-	if err != nil {
-		return fmt.Errorf("certs: %w", err)
+// file is a file writeAll writes: its path, content and mode.
+type file struct {
+	path string
+	data []byte
+	mode os.FileMode
+}
+
+// createTemp is os.CreateTemp; a var, for tests.
+var createTemp = os.CreateTemp
+
+// writeAll writes files (a key and its certificate) together: each to a
+// temporary file beside its path first, synced, and only once all are
+// written are they renamed into place, in order. A crash never leaves a
+// truncated certificate or key, and a write that fails (a full disk)
+// leaves none of them, never a new key beside the certificate of the
+// one it replaced.
+func writeAll(files ...file) error {
+	tmps := make([]string, 0, len(files))
+	defer func() {
+		for _, t := range tmps {
+			os.Remove(t)
+		}
+	}()
+	for _, f := range files {
+		tmp, err := stage(f)
+		if tmp != "" {
+			tmps = append(tmps, tmp)
+		}
+		if err != nil {
+			return err
+		}
 	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return fmt.Errorf("certs: %w", err)
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("certs: writing %s: %w", path, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("certs: writing %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("certs: writing %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("certs: %w", err)
+	for i, f := range files {
+		if err := os.Rename(tmps[i], f.path); err != nil {
+			return fmt.Errorf("certs: %w", err)
+		}
 	}
 	return nil
+}
+
+// stage writes f to a temporary file beside its path, and returns its
+// name (also when writing it failed, for the caller to remove).
+func stage(f file) (string, error) {
+	tmp, err := createTemp(filepath.Dir(f.path), ".tmp-"+filepath.Base(f.path)+"-*")
+	if err != nil {
+		return "", fmt.Errorf("certs: %w", err)
+	}
+	err = tmp.Chmod(f.mode)
+	if err == nil {
+		_, err = tmp.Write(f.data)
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return tmp.Name(), fmt.Errorf("certs: writing %s: %w", f.path, err)
+	}
+	return tmp.Name(), nil
 }
 
 func serial() *big.Int {

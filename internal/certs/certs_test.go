@@ -3,10 +3,13 @@ package certs
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
+	"errors"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -110,5 +113,97 @@ func TestEnsureReusesAndRenews(t *testing.T) {
 func TestEnsureNeedsHosts(t *testing.T) {
 	if _, err := Ensure(t.TempDir(), nil, time.Now()); err == nil {
 		t.Fatal("Ensure with no hosts succeeded")
+	}
+}
+
+// TestServerCertificateEndsWithItsCA: a server certificate issued in the
+// last year of its CA expires with the CA, not after it, so that it is
+// renewed (RenewAt) when the CA is, and Ensure says it made a new CA
+// then, which clients must trust instead. A serve running across the
+// CA's end used to hand out, for months, a chain whose CA had expired,
+// which every client refused, and a CA made anew at a start said nothing.
+func TestServerCertificateEndsWithItsCA(t *testing.T) {
+	dir := t.TempDir()
+	start := time.Now()
+	first, err := Ensure(dir, []string{"localhost"}, start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.CAReplaced {
+		t.Error("the first CA made is reported as replacing one")
+	}
+	caPEM, _ := os.ReadFile(first.CA)
+	ca := parseFirst(t, caPEM)
+
+	late := ca.NotAfter.Add(-200 * 24 * time.Hour)
+	f, err := Ensure(dir, []string{"localhost"}, late)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.CAReplaced {
+		t.Error("the CA was replaced 200 days before it expires")
+	}
+	chain, _ := os.ReadFile(f.Cert)
+	leaf := parseFirst(t, chain)
+	if leaf.NotAfter.After(ca.NotAfter) {
+		t.Fatalf("the server certificate issued 200 days before its CA expires (%s) expires after it (%s): clients refuse the chain once the CA has",
+			ca.NotAfter.Format(time.DateOnly), leaf.NotAfter.Format(time.DateOnly))
+	}
+
+	renew := RenewAt(leaf).Add(time.Minute)
+	f, err = Ensure(dir, []string{"localhost"}, renew)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !f.CAReplaced || !f.Created {
+		t.Fatalf("at the renewal of the CA's last server certificate: CAReplaced %v, Created %v, want both", f.CAReplaced, f.Created)
+	}
+	newCAPEM, _ := os.ReadFile(f.CA)
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(newCAPEM)
+	chain, _ = os.ReadFile(f.Cert)
+	if _, err := parseFirst(t, chain).Verify(x509.VerifyOptions{Roots: roots, DNSName: "localhost", CurrentTime: renew}); err != nil {
+		t.Errorf("the renewed server certificate against the new CA: %v", err)
+	}
+}
+
+func parseFirst(t *testing.T, pemData []byte) *x509.Certificate {
+	t.Helper()
+	block, _ := pem.Decode(pemData)
+	if block == nil {
+		t.Fatal("no PEM block")
+	}
+	c, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestCAWrittenWholeOrNotAtAll: a first start whose disk fills while it
+// writes the new CA (its key written, its certificate not) leaves
+// neither of its files, so that the next start, with room, makes the CA,
+// instead of finding a key without its certificate, which is refused (a
+// new CA would replace the one clients trust).
+func TestCAWrittenWholeOrNotAtAll(t *testing.T) {
+	dir := t.TempDir()
+	full := errors.New("no space left on device")
+	createTemp = func(d, pattern string) (*os.File, error) {
+		if strings.Contains(pattern, CAFile) {
+			return nil, full
+		}
+		return os.CreateTemp(d, pattern)
+	}
+	defer func() { createTemp = os.CreateTemp }()
+	if _, err := Ensure(dir, []string{"localhost"}, time.Now()); !errors.Is(err, full) {
+		t.Fatalf("Ensure on a full disk: %v", err)
+	}
+	createTemp = os.CreateTemp
+	left, _ := os.ReadDir(dir)
+	for _, e := range left {
+		t.Errorf("the failed write left %s", e.Name())
+	}
+	if _, err := Ensure(dir, []string{"localhost"}, time.Now()); err != nil {
+		t.Errorf("Ensure once there is room again: %v", err)
 	}
 }
