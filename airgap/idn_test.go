@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
@@ -51,5 +52,31 @@ func TestExportImportIDNProvider(t *testing.T) {
 				t.Fatalf("the sealed mirror lists %+v, %v", list, err)
 			}
 		})
+	}
+}
+
+// An archive an unsigned directory import leaves out because its name is
+// not that of a package of the directory's provider (another provider's
+// zip copied into the wrong directory) is counted as ignored and said,
+// not passed over in silence: the run could otherwise end well, the
+// package missing.
+func TestImportSaysAMisnamedArchive(t *testing.T) {
+	in := t.TempDir()
+	pdir := filepath.Join(in, "registry.test", "acme", "thing")
+	if err := os.MkdirAll(pdir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, typ := range map[string]string{"terraform-provider-thing_1.0.0_linux_amd64.zip": "thing", "terraform-provider-other_1.0.0_linux_amd64.zip": "other"} {
+		if err := os.WriteFile(filepath.Join(pdir, name), enginetest.ZipOfSize(t, typ, 1<<10, 1), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sum, reports := importInto(t, newEngine(t, nil), in, ImportOptions{AllowUnsigned: true})
+	if sum.Imported != 1 || sum.Failed != 0 {
+		t.Fatalf("import: %+v, %q; want the one package of thing", sum, reports)
+	}
+	if sum.Ignored != 1 || len(reports) != 1 || !strings.Contains(reports[0], "terraform-provider-other_1.0.0_linux_amd64.zip") ||
+		!strings.Contains(reports[0], "ignored") {
+		t.Errorf("the misnamed archive: %d ignored, reports %q; want it counted and said", sum.Ignored, reports)
 	}
 }

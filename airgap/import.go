@@ -213,7 +213,7 @@ func importDir(ctx context.Context, engine Engine, b *bundle, report func(string
 			report(fmt.Sprintf("%s: %v", filepath.Join(shown, rel), err))
 			continue
 		}
-		versions, ignored, err := scanProviderDir(b, pdir, p.Type)
+		versions, ignored, misnamed, err := scanProviderDir(b, pdir, p.Type)
 		if errors.Is(err, errTooManyEntries) {
 			return err
 		}
@@ -222,7 +222,11 @@ func importDir(ctx context.Context, engine Engine, b *bundle, report func(string
 			report(fmt.Sprintf("%s: %v", filepath.Join(shown, rel), err))
 			continue
 		}
-		sum.Ignored += ignored
+		sum.Ignored += ignored + len(misnamed)
+		for _, name := range misnamed {
+			report(fmt.Sprintf("%s: not named as a package of %s (terraform-provider-%s_VERSION_OS_ARCH.zip); ignored",
+				filepath.Join(shown, rel, name), p, p.Type))
+		}
 		for _, version := range slices.Sorted(maps.Keys(versions)) {
 			found = true
 			if err := ctx.Err(); err != nil {
@@ -346,16 +350,17 @@ func (b *bundle) readDir(dir string) ([]os.DirEntry, error) {
 }
 
 // scanProviderDir returns the packed archives in dir by version (as
-// named) and platform, and how many other entries it ignored. An entry
-// named as an archive that is not a regular file (a link, a FIFO) is
-// returned too, for importVersion to refuse by name.
-func scanProviderDir(b *bundle, dir, typ string) (map[string]map[string]string, int, error) {
+// named) and platform, how many directories it ignored (unpacked
+// layouts), and the names of the zips it ignored for not being named as
+// packages of typ (another provider's, copied into the wrong directory).
+// An entry named as an archive that is not a regular file (a link, a
+// FIFO) is returned too, for importVersion to refuse by name.
+func scanProviderDir(b *bundle, dir, typ string) (_ map[string]map[string]string, ignored int, misnamed []string, _ error) {
 	entries, err := b.readDir(dir)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
 	out := map[string]map[string]string{}
-	ignored := 0
 	for _, e := range entries {
 		version, pl, err := addrs.ParseArchiveName(typ, e.Name())
 		switch {
@@ -366,9 +371,11 @@ func scanProviderDir(b *bundle, dir, typ string) (map[string]map[string]string, 
 			out[version][pl.String()] = e.Name()
 		case e.IsDir():
 			ignored++ // unpacked layouts are not imported
+		case strings.HasSuffix(strings.ToLower(e.Name()), ".zip"):
+			misnamed = append(misnamed, e.Name())
 		}
 	}
-	return out, ignored, nil
+	return out, ignored, misnamed, nil
 }
 
 // versionFiles are the files of one version that an import read or
