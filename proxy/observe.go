@@ -5,9 +5,11 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -163,9 +165,43 @@ func Instrument(next http.Handler, log *slog.Logger, obs RequestObserver) http.H
 			rec.AddAttrs(slog.Any("", &rw.line))
 			log.Handler().Handle(ctx, rec)
 		}()
+		defer func() {
+			// Runs before the access log's line, which it sets the
+			// status and aborted of.
+			if p := recover(); p != nil {
+				aborted = rw.panicked(r, p, log, id, route)
+			}
+		}()
 		next.ServeHTTP(rw, r)
 		aborted = rw.cutOff(r)
 	})
+}
+
+// panicked handles a panic p of the handler of req, which net/http would
+// recover itself and log through the server's error log (at debug): a
+// deliberate abort (http.ErrAbortHandler: a download that failed, a
+// damaged cached copy) panics on as it came. Any other is a bug of the
+// mirror's: logged at error with its stack, and answered 500 when nothing
+// was sent yet (reported as not aborted), else broken off (aborted), with
+// the status sent. Either way the access log and the metrics count the
+// request by the status its client got, never a 200 that got nothing.
+func (r *recorder) panicked(req *http.Request, p any, log *slog.Logger, id, route string) (aborted bool) {
+	if p == http.ErrAbortHandler {
+		panic(p)
+	}
+	log.LogAttrs(req.Context(), slog.LevelError, "handler panicked", slog.String("request_id", id),
+		slog.String("route", route), slog.String("panic", fmt.Sprint(p)), slog.String("stack", string(debug.Stack())))
+	if r.status != 0 {
+		panic(http.ErrAbortHandler) // net/http closes the connection, and logs nothing more
+	}
+	h := r.Header()
+	for k := range h {
+		if k != "X-Request-Id" {
+			delete(h, k) // what the handler set for an answer it never sent (its Content-Length)
+		}
+	}
+	writeError(r, errors.New("internal error"))
+	return false
 }
 
 // cutOff reports whether the mirror's shutdown cut off the response to
@@ -317,7 +353,20 @@ func (r *recorder) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// Unwrap lets http.ResponseController reach Flush and deadlines.
+// FlushError flushes what was written, the status first when none was
+// (200, as net/http sends it), so that the status is known sent;
+// http.ResponseController.Flush calls it.
+func (r *recorder) FlushError() error {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	if f, ok := r.ResponseWriter.(interface{ FlushError() error }); ok {
+		return f.FlushError() // net/http's, httpserve's: no controller made for each flush
+	}
+	return http.NewResponseController(r.ResponseWriter).Flush()
+}
+
+// Unwrap lets http.ResponseController reach deadlines.
 func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
 // Pinger checks that the cache is usable.

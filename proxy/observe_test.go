@@ -2,12 +2,18 @@ package proxy
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/tfmirror/tfmirror/v2/internal/jsonlog"
 )
@@ -99,6 +105,109 @@ func TestReleasesRouteLabels(t *testing.T) {
 	} {
 		if got := Route(path); got != want {
 			t.Errorf("Route(%s) = %s, want %s", path, got, want)
+		}
+	}
+}
+
+// panicObserver keeps what Instrument observed of each request.
+type panicObserver struct {
+	mu   sync.Mutex
+	seen map[string]string // route: "code aborted"
+}
+
+func (o *panicObserver) ObserveRequest(route string, code int, _ time.Duration, _ int64, aborted bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.seen[route] = fmt.Sprint(code, " ", aborted)
+}
+
+// TestHandlerPanicIsAServerError: a panic in a handler (a bug of the
+// mirror's, which net/http recovers and logged through the server's error
+// log, at debug) is logged at error with its stack and the request's id,
+// and counted as what it is: answered 500 when nothing was sent yet,
+// counted as its status and aborted when the answer had begun. It was
+// counted as a 200 aborted (never in the 5xx rate the alerts watch) and
+// logged at debug only. A deliberate abort (http.ErrAbortHandler: a
+// download that failed) is left as it was: no error line of Instrument's.
+func TestHandlerPanicIsAServerError(t *testing.T) {
+	t.Parallel()
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/": // before any byte: the status page's route
+			w.Header().Set("Content-Length", "1000") // set, never sent
+			var m map[string]int
+			m["boom"]++
+		case "/a/b/c/v.zip": // after the status (sent by a flush): an archive's route
+			w.Header().Set("Content-Length", "1000")
+			http.NewResponseController(w).Flush()
+			var m map[string]int
+			m["boom"]++
+		case "/a/b/c/index.json": // a deliberate abort
+			w.WriteHeader(http.StatusOK)
+			http.NewResponseController(w).Flush()
+			panic(http.ErrAbortHandler)
+		}
+	})
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	obs := &panicObserver{seen: map[string]string{}}
+	srv := httptest.NewUnstartedServer(Instrument(next, slog.New(slog.NewJSONHandler(lockedWriter{w: &logs, mu: &mu}, nil)), obs))
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	srv.Start()
+	defer srv.Close()
+
+	resp, err := srv.Client().Get(srv.URL + "/")
+	if err != nil {
+		t.Fatalf("panic before the answer: %v; want a 500", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusInternalServerError || !strings.Contains(string(body), "internal error") || resp.Header.Get("X-Request-Id") == "" {
+		t.Errorf("panic before the answer: %d %q; want 500, internal error, with its request id", resp.StatusCode, body)
+	}
+	if resp, err := srv.Client().Get(srv.URL + "/a/b/c/v.zip"); err == nil {
+		_, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err == nil {
+			t.Errorf("panic during the answer: read whole; want it broken off")
+		}
+	}
+	if resp, err := srv.Client().Get(srv.URL + "/a/b/c/index.json"); err == nil {
+		io.ReadAll(resp.Body)
+		resp.Body.Close()
+	}
+	srv.Close() // every request's line written
+
+	obs.mu.Lock()
+	if got := obs.seen["status"]; got != "500 false" {
+		t.Errorf("panic before the answer observed as %q; want 500, not aborted", got)
+	}
+	if got := obs.seen["archive"]; got != "200 true" {
+		t.Errorf("panic during the answer observed as %q; want 200 aborted", got)
+	}
+	if got := obs.seen["index"]; got != "200 true" {
+		t.Errorf("deliberate abort observed as %q; want 200 aborted", got)
+	}
+	obs.mu.Unlock()
+	mu.Lock()
+	defer mu.Unlock()
+	var panics []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("log line %q: %v", l, err)
+		}
+		if m["msg"] == "handler panicked" {
+			panics = append(panics, m)
+		}
+	}
+	if len(panics) != 2 {
+		t.Fatalf("%d panics logged, want 2 (not the deliberate abort):\n%s", len(panics), logs.String())
+	}
+	for _, m := range panics {
+		if m["level"] != "ERROR" || m["request_id"] == "" || !strings.Contains(fmt.Sprint(m["panic"]), "nil map") ||
+			!strings.Contains(fmt.Sprint(m["stack"]), "TestHandlerPanicIsAServerError") {
+			t.Errorf("panic logged as %v; want an error with its request id, the panic and its stack", m)
 		}
 	}
 }

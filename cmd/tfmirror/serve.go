@@ -267,7 +267,7 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 	router := m.proxy.Router()
 	router.HandleFunc("/healthz", proxy.Healthz).Methods(http.MethodGet, http.MethodHead)
 	router.Handle("/readyz", proxy.Readyz(health, logger)).Methods(http.MethodGet, http.MethodHead)
-	router.Handle("/metrics", m.metrics.Handler()).Methods(http.MethodGet)
+	router.Handle("/metrics", m.metrics.Handler()).Methods(http.MethodGet, http.MethodHead)
 	// The server, not its router: it answers warm documents before routing.
 	m.handler = proxy.Instrument(m.origins.Count(m.proxy), logger, m.metrics)
 	// In front of all: the client address, for the access log and the

@@ -145,7 +145,7 @@ func (d *Door) authorized(w http.ResponseWriter, r *http.Request) bool {
 	if a == nil {
 		return true
 	}
-	if scheme, cred, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "Bearer") && a.CheckToken(r, cred) {
+	if scheme, cred, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "Bearer") && a.CheckToken(r, strings.TrimSpace(cred)) {
 		return true
 	}
 	if _, pass, ok := r.BasicAuth(); ok && a.CheckToken(r, pass) {

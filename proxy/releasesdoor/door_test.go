@@ -252,7 +252,10 @@ func TestHostileRequests(t *testing.T) {
 }
 
 // TestAuth: with client authentication, a token is needed, as Bearer or
-// as the Basic password the installers send.
+// as the Basic password the installers send. A Bearer token is read as
+// the other doors read it: the scheme in any case, and the spaces RFC 9110
+// allows around the token (the door refused a right token after two, and
+// counted it as a failed attempt).
 func TestAuth(t *testing.T) {
 	tok := "s3cret-token-for-tests"
 	auth, err := proxy.NewAuth(proxy.AuthConfig{TokenHashes: [][sha256.Size]byte{sha256.Sum256([]byte(tok))}, SigningKey: bytes.Repeat([]byte{7}, 32)})
@@ -269,6 +272,7 @@ func TestAuth(t *testing.T) {
 		{"wrong", func(q *http.Request) { q.Header.Set("Authorization", "Bearer nope") }, 401},
 		{"bearer", func(q *http.Request) { q.Header.Set("Authorization", "Bearer "+tok) }, 200},
 		{"basic", func(q *http.Request) { q.SetBasicAuth("anyone", tok) }, 200},
+		{"bearer spaced", func(q *http.Request) { q.Header.Set("Authorization", "bearer   "+tok) }, 200},
 	} {
 		req, _ := http.NewRequest("GET", r.srv.URL+"/releases/opentofu/api.json", nil)
 		tc.set(req)
