@@ -655,6 +655,17 @@ func (m *server) serve(ctx context.Context, ln net.Listener) error {
 	defer stopServers() // the metrics listener last: scraped while the mirror shuts down
 	sctx, cancel := m.shutdownContext()
 	defer cancel()
+	// The admin socket takes no new command from now on either, as the
+	// port takes no new connection: a sync, import or prune begun while
+	// the requests drain would start work the shutdown cuts off. Its
+	// commands under way drain beside the requests, to the same deadline.
+	// Closing the listener removes the socket file.
+	adminDone := make(chan error, 1)
+	if adminSrv != nil {
+		go func() { adminDone <- adminSrv.Shutdown(sctx) }()
+	} else {
+		adminDone <- nil
+	}
 	err := srv.Shutdown(sctx)
 	if err != nil {
 		msg := "requests still running at the shutdown deadline were cut off"
@@ -665,12 +676,9 @@ func (m *server) serve(ctx context.Context, ln net.Listener) error {
 		cutOff(httperr.ErrCutOff)
 		srv.Close()
 	}
-	if adminSrv != nil {
-		// Closing the listener removes the socket file.
-		if aerr := adminSrv.Shutdown(sctx); aerr != nil {
-			m.log.Warn("admin requests still running at the shutdown deadline were cut off", "error", aerr)
-			adminSrv.Close()
-		}
+	if aerr := <-adminDone; aerr != nil {
+		m.log.Warn("admin requests still running at the shutdown deadline were cut off", "error", aerr)
+		adminSrv.Close()
 	}
 	stopBackground()
 	// The engine after the server, so that no request starts work it

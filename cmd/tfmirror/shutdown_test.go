@@ -7,10 +7,12 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/tfmirror/tfmirror/v2/admin"
 	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 )
@@ -310,7 +312,8 @@ func waitRefused(t *testing.T, addr string) {
 	for {
 		c, err := net.DialTimeout("tcp", addr, 10*time.Second)
 		if err != nil {
-			if !errors.Is(err, syscall.ECONNREFUSED) {
+			// A dial that meets the listener as it closes is reset.
+			if !errors.Is(err, syscall.ECONNREFUSED) && !errors.Is(err, syscall.ECONNRESET) {
 				t.Fatalf("dial after shutdown began: %v, want connection refused", err)
 			}
 			return
@@ -352,4 +355,56 @@ func TestShutdownEndsDownloadsBeforeClosingCache(t *testing.T) {
 	if n := metric(t, tm.m.registry, "tfmirror_origin_inflight_archive_fetches"); n != 0 {
 		t.Errorf("archive fetches in flight once serve returned = %v, want 0 (the cache is closed)", n)
 	}
+}
+
+// TestAdminSocketClosesWhenShutdownBegins: once a mirror begins to shut
+// down, its admin socket takes no new command, as its port takes no new
+// connection, while a download keeps the shutdown waiting: a sync,
+// import or prune begun then would start work the shutdown is about to
+// cut off (a sync's downloads from origins, an import's writes) rather
+// than be told at once that no mirror serves the data directory.
+func TestAdminSocketClosesWhenShutdownBegins(t *testing.T) {
+	t.Parallel()
+	const typ, version, pl = "random", "1.0.0", "linux_amd64"
+	origin := newOrigin(t, fakeorigin.Options{ArchiveSize: 1 << 20})
+	origin.AddProvider("hashicorp", typ, []string{version}, []string{pl})
+	dir := t.TempDir()
+	tm := startMirror(t, origin, dir, nil, "--insecure-http", "--shutdown-timeout", "10m")
+	release := origin.GateArchives()
+	defer release()
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := tm.get(archiveURL(typ, version, pl))
+		done <- err
+	}()
+	origin.WaitArchiveStarted()
+	if c, err := admin.Dial(t.Context(), dir); err != nil {
+		t.Fatalf("admin socket before the shutdown: %v", err)
+	} else {
+		c.Close()
+	}
+	stopped := make(chan struct{})
+	go func() { defer close(stopped); tm.stop() }()
+	// The port refuses; the download keeps the shutdown waiting.
+	waitRefused(t, strings.TrimSuffix(strings.TrimPrefix(tm.url, "http://"), "/"))
+	deadline := time.Now().Add(20 * time.Second) // before the origin's silence fails the download
+	for {
+		c, err := admin.Dial(t.Context(), dir)
+		if errors.Is(err, admin.ErrNoServer) {
+			break
+		}
+		if err == nil {
+			c.Close()
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("the admin socket still takes commands 20s after the shutdown began: %v", err)
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	release()
+	if err := <-done; err != nil {
+		t.Errorf("the download in flight across the shutdown: %v", err)
+	}
+	<-stopped
 }
