@@ -400,13 +400,19 @@ func checkWorkload(t *testing.T, m *manifests) *workload {
 	}
 	checkFiles(t, m, w)
 
-	// Shutdown: the grace period outlasts --shutdown-timeout.
+	// Shutdown: a delay answering /readyz 503 first, so that the Service
+	// takes the pod out before its port closes, and a grace period that
+	// outlasts the delay and --shutdown-timeout together.
 	shutdown, err := time.ParseDuration(env["TFMIRROR_SHUTDOWN_TIMEOUT"])
 	if err != nil {
 		shutdown = 30 * time.Second
 	}
-	if grace := ptrOr(pod.Spec.TerminationGracePeriodSeconds, 30); time.Duration(grace)*time.Second <= shutdown {
-		t.Errorf("%s: terminationGracePeriodSeconds %d does not outlast the shutdown timeout %v", m.where, grace, shutdown)
+	delay, err := time.ParseDuration(env["TFMIRROR_SHUTDOWN_DELAY"])
+	if err != nil || delay <= 0 {
+		t.Errorf("%s: no --shutdown-delay (%q): a client the Service still routes to a stopping pod meets a refused connection", m.where, env["TFMIRROR_SHUTDOWN_DELAY"])
+	}
+	if grace := ptrOr(pod.Spec.TerminationGracePeriodSeconds, 30); time.Duration(grace)*time.Second <= delay+shutdown {
+		t.Errorf("%s: terminationGracePeriodSeconds %d does not outlast the shutdown delay %v and timeout %v", m.where, grace, delay, shutdown)
 	}
 
 	checkServices(t, m, w, ports)

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tfmirror/tfmirror/v2/cache"
@@ -421,6 +422,10 @@ type HealthSource struct {
 	// Now is the clock of Readyz's checks (the status page uses its
 	// server's). Default time.Now.
 	Now func() time.Time
+	// Stopping, once set, has Readyz answer 503 whatever the checks
+	// say: the mirror is shutting down and goes on serving only while
+	// a load balancer takes it out (--shutdown-delay).
+	Stopping atomic.Bool
 
 	memo healthMemo
 }
@@ -565,6 +570,10 @@ func Readyz(src *HealthSource, log *slog.Logger) http.HandlerFunc {
 		now := time.Now
 		if src != nil && src.Now != nil {
 			now = src.Now
+		}
+		if src != nil && src.Stopping.Load() {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "shutting_down"})
+			return
 		}
 		h, fresh := src.check(now())
 		if err := h.cacheErr; err != nil {

@@ -108,6 +108,8 @@ type server struct {
 	// hurry, closed by a second SIGINT or SIGTERM, ends the shutdown's
 	// wait at once; nil: only the deadline ends it.
 	hurry <-chan struct{}
+	// health is what /readyz reads; set stopping by drain.
+	health *proxy.HealthSource
 }
 
 // originCircuits reads the circuit breakers of the origin client, which
@@ -196,6 +198,7 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 	}
 	// One source of the mirror's own state, for /readyz and the status page.
 	health := &proxy.HealthSource{Store: m.store}
+	m.health = health
 	if m.shared != nil {
 		health.SharedDown = m.shared.Health
 		health.SharedRejected = m.shared.Rejected
@@ -650,6 +653,7 @@ func (m *server) serve(ctx context.Context, ln net.Listener) error {
 		return err
 	case <-ctx.Done():
 	}
+	m.drain()
 	m.log.Info("shutting down", "timeout", m.cfg.ShutdownTimeout.String(),
 		"requests", requests.Load(), "downloads", m.metrics.ArchiveFetches())
 	defer stopServers() // the metrics listener last: scraped while the mirror shuts down
@@ -697,6 +701,25 @@ func (m *server) serve(ctx context.Context, ln net.Listener) error {
 // errSecondSignal ends the shutdown's wait when a second SIGINT or
 // SIGTERM arrives.
 var errSecondSignal = errors.New("a second signal ended the wait")
+
+// drain is the shutdown's first step, --shutdown-delay: /readyz answers
+// 503 while the mirror goes on serving, so that a load balancer (a
+// Kubernetes Service) takes it out before its port stops taking
+// connections. A second signal ends it at once.
+func (m *server) drain() {
+	if m.cfg.ShutdownDelay <= 0 {
+		return
+	}
+	m.health.Stopping.Store(true)
+	m.log.Info("shutting down: /readyz answers 503, serving on while load balancers take the mirror out",
+		"delay", m.cfg.ShutdownDelay.String())
+	t := time.NewTimer(m.cfg.ShutdownDelay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-m.hurry: // nil without signals: the delay alone
+	}
+}
 
 // shutdownContext is the shutdown's wait: done at --shutdown-timeout, or
 // at once when m.hurry is closed (a second signal), which is logged.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -407,4 +408,58 @@ func TestAdminSocketClosesWhenShutdownBegins(t *testing.T) {
 		t.Errorf("the download in flight across the shutdown: %v", err)
 	}
 	<-stopped
+}
+
+// With --shutdown-delay, a SIGTERM first has /readyz answer 503 while the
+// mirror goes on serving (new connections and requests too), so that a
+// load balancer probing /readyz takes it out before its port closes;
+// then the shutdown goes on as without it. Without the delay, a client a
+// Kubernetes Service still routed to the pod met a refused connection.
+func TestShutdownDelayAnswersNotReadyWhileServing(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	origin, err := fakeorigin.Start(fakeorigin.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(origin.Close)
+	m := startProcess(t, bin, filepath.Join(t.TempDir(), "data"), origin, originCAFile(t, origin), "--shutdown-delay", "4s")
+	ready := func() (int, string) {
+		t.Helper()
+		body, resp, err := m.get(context.Background(), "readyz")
+		if resp == nil {
+			t.Fatalf("/readyz: %v", err)
+		}
+		return resp.StatusCode, string(body)
+	}
+	if code, body := ready(); code != http.StatusOK {
+		t.Fatalf("/readyz before the signal: %d %s", code, body)
+	}
+	start := time.Now()
+	if err := m.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	m.waitLog("shutting down: /readyz answers 503, serving on while load balancers take the mirror out", 10*time.Second)
+	code, body := ready()
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, `"shutting_down"`) {
+		t.Errorf("/readyz in the delay: %d %s, want 503 shutting_down", code, body)
+	}
+	// A new connection is still taken and served.
+	m.client.CloseIdleConnections()
+	if _, resp, err := m.get(context.Background(), "healthz"); err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("/healthz on a new connection in the delay: %v, %v", resp, err)
+	}
+	if m.logged("shutting down") != nil && time.Since(start) < 3*time.Second {
+		t.Error("the port's shutdown began before the delay ran out")
+	}
+	waitRefused(t, m.addr)
+	if d := time.Since(start); d < 4*time.Second {
+		t.Errorf("the port closed %v after the signal, before the 4s delay", d)
+	}
+	if err := m.wait(30 * time.Second); err != nil {
+		t.Fatalf("exit after SIGTERM: %v", err)
+	}
 }

@@ -57,6 +57,7 @@ type Config struct {
 	LogFormat           string
 	LogLevel            string
 	ShutdownTimeout     time.Duration
+	ShutdownDelay       time.Duration
 	CacheMaxBytes       int64
 	DiskReserve         int64 // 0: free space not checked
 	CacheVerifyInterval time.Duration
@@ -214,6 +215,9 @@ func (c Config) Validate() error {
 	}
 	if c.VersionsTTL <= 0 || c.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("--versions-ttl and --shutdown-timeout must be positive"))
+	}
+	if c.ShutdownDelay < 0 {
+		errs = append(errs, errors.New("--shutdown-delay must not be negative (0: none)"))
 	}
 	if c.NotFoundTTL < 0 || c.NotFoundMaxEntries <= 0 {
 		errs = append(errs, errors.New("--not-found-ttl must not be negative (0: never remembered), and --not-found-max-entries must be positive"))
