@@ -710,8 +710,9 @@ func TestDocExamples(t *testing.T) {
 		}
 	}
 	// The explain examples: "    $ tfmirror policy explain --config
-	// mirror.hcl ADDRESS VERSION" and the indented lines that follow.
-	runs := regexp.MustCompile(`(?m)^    \$ tfmirror policy explain --config mirror\.hcl (\S+) (\S+)\n((?:    .+\n)+)`).FindAllStringSubmatch(string(doc), -1)
+	// mirror.hcl --data-dir DIR ADDRESS VERSION" and the indented lines
+	// that follow.
+	runs := regexp.MustCompile(`(?m)^    \$ tfmirror policy explain --config mirror\.hcl --data-dir \S+ (\S+) (\S+)\n((?:    .+\n)+)`).FindAllStringSubmatch(string(doc), -1)
 	if len(runs) < 2 {
 		t.Fatalf("%d policy explain examples found, want a denied and a held one", len(runs))
 	}
