@@ -59,6 +59,25 @@ func codes(t *testing.T, tm *testMirror, route string) map[string]float64 {
 
 func counterValue(m *dto.Metric) float64 { return m.GetCounter().GetValue() }
 
+// requestGoroutines counts the goroutines of the process that serve a
+// client's HTTP/1.1 connection to the mirror (--insecure-http) or run an
+// archive download (the mirror's fetcher): those a request leaves behind
+// if anything is not released. Not counted: the background loops of the
+// mirrors and tests of the package, which come and go on their own
+// clocks, and the mirror's pooled HTTP/2 connections to the origin
+// (both ends), kept for the next download as they should be.
+func requestGoroutines() int {
+	buf := make([]byte, 8<<20)
+	n := 0
+	for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+		if (strings.Contains(g, "net/http.(*conn).serve") && !strings.Contains(g, "http2")) ||
+			strings.Contains(g, "/mirror/fetch.") {
+			n++
+		}
+	}
+	return n
+}
+
 // TestManyColdClientsAllLeave sends 200 requests at once for the archives
 // of 200 versions of one provider through a mirror whose origin holds
 // every archive download half way, then has every client go away at
@@ -84,7 +103,7 @@ func TestManyColdClientsAllLeave(t *testing.T) {
 	}
 	tm.client.CloseIdleConnections()
 	time.Sleep(100 * time.Millisecond)
-	goroutines, fds := runtime.NumGoroutine(), openFDs(t)
+	goroutines, fds := requestGoroutines(), openFDs(t)
 
 	release := origin.GateArchives()
 	defer release()
@@ -156,12 +175,12 @@ func TestManyColdClientsAllLeave(t *testing.T) {
 		t.Errorf("%v downloads still wait for a slot", n)
 	}
 	deadline := time.Now().Add(time.Minute)
-	for (runtime.NumGoroutine() > goroutines+5 || openFDs(t) > fds+5) && time.Now().Before(deadline) {
+	for (requestGoroutines() > goroutines || openFDs(t) > fds+5) && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
-	if n := runtime.NumGoroutine(); n > goroutines+5 {
+	if n := requestGoroutines(); n > goroutines {
 		buf := make([]byte, 1<<20)
-		t.Errorf("%d goroutines once every client left and the downloads ended, %d before:\n%s", n, goroutines, buf[:runtime.Stack(buf, true)])
+		t.Errorf("%d goroutines of requests and downloads once every client left and the downloads ended, %d before:\n%s", n, goroutines, buf[:runtime.Stack(buf, true)])
 	}
 	if n := openFDs(t); n > fds+5 {
 		t.Errorf("%d file descriptors once every client left and the downloads ended, %d before", n, fds)
