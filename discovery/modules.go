@@ -114,7 +114,9 @@ type ModuleDownload struct {
 // JSON body says "use_registry_credentials": true is OpenTofu's direct
 // form (ModuleDownload.RegistryCredentials): its "location" is the
 // package's URL, whatever the header says, and any relative one is
-// resolved against the download URL asked, as OpenTofu resolves it.
+// resolved against the download URL asked, as OpenTofu resolves it. Such
+// an answer counts only from the download URL's own host: one that a
+// redirect brought from another host is refused.
 // "use_registry_credentials": false, and an answer without it, are read
 // as before. Errors: those of ModuleVersions, Op "module_location".
 func (c *Client) ModuleLocation(ctx context.Context, m addrs.Module, version string) (ModuleDownload, error) {
@@ -162,6 +164,12 @@ func (mr *moduleRegistry) location(ctx context.Context, m addrs.Module, version 
 	}
 	out := ModuleDownload{Location: resp.Header.Get("X-Terraform-Get")}
 	if bodyErr == nil && body.UseRegistryCredentials != nil && *body.UseRegistryCredentials {
+		if answered := hostKey(resp.Request.URL); answered != hostKey(u) {
+			// Not the registry's word: a redirect led to another host,
+			// which the registry's token never reached and may not
+			// send where it likes.
+			return ModuleDownload{}, originError(r, 0, fmt.Errorf("download answer asks for the registry's credential, but comes from %s, where a redirect led, not from the host asked; refused", answered))
+		}
 		out = ModuleDownload{Location: body.Location, RegistryCredentials: true}
 	} else if out.Location == "" && resp.StatusCode == http.StatusOK {
 		if bodyErr != nil {

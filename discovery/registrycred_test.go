@@ -154,3 +154,43 @@ func TestRegistryCredentialOwnHostOnly(t *testing.T) {
 		t.Errorf("the log reveals the token:\n%s", logs.String())
 	}
 }
+
+// A direct download answer asking for the registry's credential counts
+// only from the download URL's own host: one that a redirect brought from
+// another host (which the registry's token never reached) is refused,
+// not read as the registry's word. A redirect within the host is followed
+// as ever.
+func TestModuleLocationDirectAnswerOnlyFromTheHostAsked(t *testing.T) {
+	other := newTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, `{"location":"/stolen","use_registry_credentials":true}`)
+	}))
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /.well-known/terraform.json", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, discoveryDoc("/v1/providers/"))
+	})
+	mux.HandleFunc("GET /v1/modules/acme/vpc/aws/1.0.0/download", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.url("/answer"), http.StatusFound)
+	})
+	mux.HandleFunc("GET /v1/modules/acme/vpc/aws/1.1.0/download", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/answers/1.1.0", http.StatusFound)
+	})
+	mux.HandleFunc("GET /answers/1.1.0", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, `{"location":"package","use_registry_credentials":true}`)
+	})
+	s := newTestServer(t, mux)
+	c := newTestClient(t, s, func(cfg *Config) {
+		pool := rootCAs(t, s)
+		pool.AddCert(other.srv.Certificate())
+		cfg.RootCAs = pool
+	})
+	m := addrs.Module{Hostname: s.host, Namespace: "acme", Name: "vpc", System: "aws"}
+	if got, err := c.ModuleLocation(context.Background(), m, "1.0.0"); err == nil || got.RegistryCredentials {
+		t.Errorf("an answer from the host a redirect led to: %+v, %v; want it refused", got, err)
+	} else if !strings.Contains(err.Error(), other.srv.Listener.Addr().String()) {
+		t.Errorf("the refusal %q does not name the host that answered", err)
+	}
+	want := ModuleDownload{Location: s.url("/v1/modules/acme/vpc/aws/1.1.0/package"), RegistryCredentials: true}
+	if got, err := c.ModuleLocation(context.Background(), m, "1.1.0"); err != nil || got != want {
+		t.Errorf("an answer from the host asked, after a redirect within it: %+v, %v; want %+v", got, err, want)
+	}
+}

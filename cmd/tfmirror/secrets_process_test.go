@@ -47,8 +47,10 @@ import (
 // forged signature), an origin down, an origin whose errors echo the
 // request (its Authorization header, its URL), a download redirected to
 // a pre-signed URL that answers 403 echoing it, Git source hosts whose
-// refusals (401, 403, 404) echo the request and its credential, an
-// export through the admin socket, reloads of files that do not parse
+// refusals (401, 403, 404) echo the request and its credential, a
+// registry's package URL of OpenTofu's direct download answer that
+// refuses the registry's token and echoes it, an export through the
+// admin socket, reloads of files that do not parse
 // (each with a secret where it fails) and of one that does (a new proxy
 // password), and config check of each file. It then looks for every
 // secret in the whole log at debug level, every answer (bodies and
@@ -287,7 +289,7 @@ upstream_proxy = %q
 	issued = append(issued, pkg.Query().Get("sig"))
 	get(strings.TrimPrefix((&url.URL{Path: "/registry/" + echoHost + "/v1/modules/acme/presigned/aws/1.0.0/download"}).ResolveReference(pkg).String(), "/"), nil)
 	get(downHost+"/acme/down/index.json", bearer(clientToken))
-	for _, name := range []string{"gitauth", "gitdenied", "gitmissing", "gitbroken"} {
+	for _, name := range []string{"gitauth", "gitdenied", "gitmissing", "gitbroken", "direct"} {
 		sink = &issuing
 		base := "/registry/" + echoHost + "/v1/modules/acme/" + name + "/aws/1.0.0/download"
 		if err := json.Unmarshal(want(base, bearer(clientToken), http.StatusOK), &loc); err != nil {
@@ -303,6 +305,11 @@ upstream_proxy = %q
 	if echo.hits() == 0 || !echo.sent("Bearer "+echoToken) || !echo.sent("Basic "+base64.StdEncoding.EncodeToString([]byte("bot:"+modPass))) {
 		t.Error("the echoing origin was not sent its token, or the source host's password")
 	}
+	echo.mu.Lock()
+	if !slices.Contains(echo.packageAuth, "Bearer "+echoToken) {
+		t.Errorf("the package URL of the direct download answer was sent %q, not the registry's token", echo.packageAuth)
+	}
+	echo.mu.Unlock()
 	if got := origin.LastAuthHeaders(fakeorigin.Versions); !slices.Contains(got, "Bearer "+originToken) {
 		t.Errorf("the origin was sent %q, not its token", got)
 	}
@@ -442,6 +449,9 @@ type echoOrigin struct {
 	mu   sync.Mutex
 	n    int
 	auth map[string]bool // the Authorization headers it was sent
+	// packageAuth are the Authorization headers its package URL of
+	// OpenTofu's direct download answer was sent.
+	packageAuth []string
 }
 
 func (e *echoOrigin) hits() int {
@@ -521,6 +531,23 @@ func startEchoOrigin(t *testing.T, origin *fakeorigin.Origin, sig, redirectSig s
 		})
 		mux.HandleFunc("/git/"+name+".git/", func(w http.ResponseWriter, r *http.Request) { echoed(w, r, code) })
 	}
+	// A registry that serves its packages itself, in OpenTofu's direct
+	// form: its package URL, fetched with the registry's token, refuses
+	// it and echoes it.
+	mux.HandleFunc("GET /v1/modules/acme/direct/aws/versions", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"modules":[{"versions":[{"version":"1.0.0"}]}]}`)
+	})
+	mux.HandleFunc("GET /v1/modules/acme/direct/aws/1.0.0/download", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"location":"/packages/direct/1.0.0","use_registry_credentials":true}`)
+	})
+	mux.HandleFunc("GET /packages/direct/1.0.0", func(w http.ResponseWriter, r *http.Request) {
+		e.mu.Lock()
+		e.packageAuth = append(e.packageAuth, r.Header.Get("Authorization"))
+		e.mu.Unlock()
+		echoed(w, r, http.StatusUnauthorized)
+	})
 	mux.HandleFunc("GET /objects/{file}", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Get("X-Amz-Signature") == sig {
 			http.Redirect(w, r, presigned(r, "moved/"+r.PathValue("file"), redirectSig), http.StatusFound)

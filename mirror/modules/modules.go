@@ -841,11 +841,15 @@ func (s *Modules) CheckCachedPackage(ctx context.Context, rec records.ModuleReco
 // record of version of m, and returns the record completed with its
 // sha256. replaces is the sha256 of a stored package today's rules
 // refuse, which the record stored may still name ("" for none): it is
-// replaced, as a record without sha256 is completed.
-func (s *Modules) fetchModule(ctx context.Context, m addrs.Module, version versions.Version, rec records.ModuleRecord, replaces string) (_ *records.ModuleRecord, err error) {
+// replaced, as a record without sha256 is completed. said says rec's
+// location, and its asking for the registry's credential, are the
+// origin's own download answer (originSaid, fetchFromOrigins): only then
+// is the origin's token sent with it (moduleCredentials).
+func (s *Modules) fetchModule(ctx context.Context, m addrs.Module, version versions.Version, rec records.ModuleRecord, replaces string, said bool) (_ *records.ModuleRecord, err error) {
+	withToken := rec.RegistryCredentials && said
 	// What the source gave was refused a moment ago: the same answer,
 	// with nothing downloaded (refusals).
-	refusal := refusalKey(s.cfg.Limits, "fetch", records.ModuleRecordKey(m, version), rec.Location, strconv.FormatBool(rec.RegistryCredentials), rec.SHA256, replaces)
+	refusal := refusalKey(s.cfg.Limits, "fetch", records.ModuleRecordKey(m, version), rec.Location, strconv.FormatBool(rec.RegistryCredentials), strconv.FormatBool(withToken), rec.SHA256, replaces)
 	if err := s.refused.get(refusal); err != nil {
 		return nil, err
 	}
@@ -870,7 +874,7 @@ func (s *Modules) fetchModule(ctx context.Context, m addrs.Module, version versi
 		},
 		Limits:      s.cfg.Limits,
 		TempDir:     s.cfg.ScratchDir,
-		Credentials: s.moduleCredentials(m.Hostname, rec),
+		Credentials: s.moduleCredentials(m.Hostname, withToken),
 	}
 	spool, err := os.CreateTemp(s.cfg.ScratchDir, scratch.Pattern(scratch.Module, "", ".tar.gz"))
 	if err != nil {
@@ -952,15 +956,15 @@ func (s *Modules) fetchModule(ctx context.Context, m addrs.Module, version versi
 	return &rec, nil
 }
 
-// moduleCredentials returns the modsource.Fetcher's Credentials for rec,
-// a record of a module of origin: the origin's own credential for the
-// package URL's host when its download answer asked for it
-// (rec.RegistryCredentials: discovery.WithRegistryCredential, which the
+// moduleCredentials returns the modsource.Fetcher's Credentials for a
+// fetch of a module of origin: the origin's own credential for the
+// package URL's host when withToken (the origin's own download answer
+// asked for it for that URL: discovery.WithRegistryCredential, which the
 // origin client fills in), else the credential the operator tied to
 // origin for a URL's host, none otherwise.
-func (s *Modules) moduleCredentials(origin svchost.Hostname, rec records.ModuleRecord) func(context.Context, string) context.Context {
+func (s *Modules) moduleCredentials(origin svchost.Hostname, withToken bool) func(context.Context, string) context.Context {
 	creds := s.cfg.Credentials
-	if rec.RegistryCredentials {
+	if withToken {
 		// A package URL is an archive: its URL is the only one asked.
 		return func(ctx context.Context, rawURL string) context.Context {
 			if creds != nil {

@@ -1,9 +1,14 @@
 package modules_test
 
 import (
+	"context"
 	"encoding/json"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/apparentlymart/go-versions/versions"
@@ -14,6 +19,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest/harness"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/logbuf"
+	"github.com/tfmirror/tfmirror/v2/mirror/modules"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 )
 
@@ -145,6 +151,100 @@ func TestModulePackageFetchedWithTheRegistrysCredential(t *testing.T) {
 			}
 			if strings.Contains(errText, token) {
 				t.Errorf("the error reveals the token: %s", errText)
+			}
+			if l := logs.String(); strings.Contains(l, token) {
+				t.Errorf("the log reveals the token:\n%s", l)
+			}
+		})
+	}
+}
+
+// An imported module record that asks for the registry's credential
+// (registry_credentials, as an export carries it) is the export's word,
+// not the origin's: the origin's token goes only to a package URL the
+// origin itself gives in its download answer. Once the package is
+// evicted, the mirror asks the origin for the version's download answer
+// and fetches from the location it gives there, with the token where it
+// asks for it; a package host that only the import names never sees the
+// token. Where the origin gives the import's own location, the token
+// goes there as to any location the origin names.
+func TestImportedRecordGetsNoRegistryCredentialOfItsOwn(t *testing.T) {
+	const token = "registry-tok-imported-4Rk2"
+	files := map[string][]byte{"main.tf": []byte("# private\n")}
+	pkg := fakeorigin.TarGz(files)
+	for _, tc := range []struct {
+		name string
+		// origin: what the origin answers for the version: "own" (a
+		// package URL of its own, asking for the token), "import" (the
+		// import's location, asking for the token), "none" (404).
+		origin       string
+		wantStranger bool // the import's host sees the token
+		wantOK       bool
+	}{
+		{name: "the origin gives its own package URL", origin: "own", wantOK: true},
+		{name: "the origin gives the import's location", origin: "import", wantStranger: true, wantOK: true},
+		{name: "the origin does not know the version", origin: "none", wantOK: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var strangerSaw []string
+			stranger := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				strangerSaw = append(strangerSaw, r.Header.Get("Authorization"))
+				mu.Unlock()
+				w.Write(pkg)
+			}))
+			defer stranger.Close()
+			logs := &logbuf.Buffer{}
+			logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+			h := harness.New(t, harness.Options{Config: harness.Config{Logger: logger, ScratchDir: t.TempDir()},
+				OriginConfig: func(cfg *discovery.Config) {
+					cfg.Logger = logger
+					pool := cfg.RootCAs.Clone()
+					pool.AddCert(stranger.Certificate())
+					cfg.RootCAs = pool
+					cfg.Credentials = func(h svchost.Hostname) string {
+						if h == harness.OriginHost {
+							return token
+						}
+						return ""
+					}
+				}})
+			o := h.Origin
+			o.AddTarball("vpc-1.0.0", pkg)
+			o.RequireTarballToken("vpc-1.0.0", token)
+			elsewhere := stranger.URL + "/vpc/1.0.0/package"
+			switch tc.origin {
+			case "own":
+				o.AddDirectModule("acme", "vpc", "aws", "1.0.0", o.TarballURL("vpc-1.0.0"), true)
+			case "import":
+				o.AddDirectModule("acme", "vpc", "aws", "1.0.0", elsewhere, true)
+			}
+			res, err := h.Engine.Modules().ImportModule(context.Background(), modules.Imported{Module: harness.Module, Version: "1.0.0",
+				Location: elsewhere, RegistryCredentials: true, SHA256: sha256Hex(pkg), Open: opener(pkg)})
+			if err != nil || res.Present {
+				t.Fatalf("import: %+v, %v", res, err)
+			}
+			if err := cachetest.DeleteBlob(h.Store, sha256Hex(pkg)); err != nil {
+				t.Fatal(err)
+			}
+			_, body, err := h.ReadModule("1.0.0")
+			if tc.wantOK && (err != nil || len(body) == 0) {
+				t.Errorf("the evicted package was not fetched again: %v", err)
+			}
+			mu.Lock()
+			saw := slices.Clone(strangerSaw)
+			mu.Unlock()
+			if got := slices.Contains(saw, "Bearer "+token); got != tc.wantStranger {
+				t.Errorf("the host the import names saw Authorization %q; want the origin's token %v", saw, tc.wantStranger)
+			}
+			for _, v := range saw {
+				if v != "" && v != "Bearer "+token {
+					t.Errorf("the host the import names saw Authorization %q", v)
+				}
+			}
+			if tc.origin == "own" && !slices.Contains(o.TarballAuthSeen(), "Bearer "+token) {
+				t.Errorf("the origin's own package URL saw Authorization %q, not its token", o.TarballAuthSeen())
 			}
 			if l := logs.String(); strings.Contains(l, token) {
 				t.Errorf("the log reveals the token:\n%s", l)

@@ -7,6 +7,7 @@ import (
 	"github.com/apparentlymart/go-versions/versions"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/discovery"
 	"github.com/tfmirror/tfmirror/v2/internal/redact"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 )
@@ -24,7 +25,10 @@ import (
 // package held to the record as ever (fetchModule: the one first
 // mirrored). Otherwise the first error is returned.
 func (s *Modules) fetchRelocated(ctx context.Context, m addrs.Module, version versions.Version, rec records.ModuleRecord, replaces string) (*records.ModuleRecord, error) {
-	got, err := s.fetchModule(ctx, m, version, rec, replaces)
+	if rec.RegistryCredentials && rec.Provenance != records.ProvenanceOrigin {
+		return s.fetchImportedPackageURL(ctx, m, version, rec, replaces)
+	}
+	got, err := s.fetchModule(ctx, m, version, rec, replaces, originSaid(rec))
 	if err == nil || ctx.Err() != nil || errors.As(err, new(*TimeoutError)) || !s.fetchable(m, rec) {
 		return got, err
 	}
@@ -32,22 +36,71 @@ func (s *Modules) fetchRelocated(ctx context.Context, m addrs.Module, version ve
 	if lerr != nil || (dl.Location == rec.Location && dl.RegistryCredentials == rec.RegistryCredentials) {
 		return nil, err
 	}
+	s.log.Warn("module package not fetched from the location its record keeps; the origin gives another, fetching from it",
+		"module", m.String(), "version", rec.Version, "package", rec.Shown(), "now", redact.Location(dl.Location),
+		"registry_credentials", dl.RegistryCredentials, "error", err)
+	if got, ferr, ok := s.fetchFromOrigins(ctx, m, version, rec, dl, replaces); ok {
+		return got, ferr
+	}
+	return nil, err
+}
+
+// originSaid says that rec's location, and whether it is to be fetched
+// with the registry's credential, are its origin's own download answer:
+// a record made from that answer (by this mirror, or by a replica of the
+// shared store, whose records the operator's key vouches for). An
+// imported record's are the export's word, which sends the origin's
+// token nowhere (fetchImportedPackageURL).
+func originSaid(rec records.ModuleRecord) bool {
+	return rec.Provenance == records.ProvenanceOrigin
+}
+
+// fetchFromOrigins is fetchModule of rec, the record of version of m,
+// from dl, the version's download answer that the origin gave just now
+// (with the registry's credential where dl asks for it), when dl names
+// the //SUBDIR the record keeps; the record then takes dl's location
+// (keepLocation). ok is false, and nothing fetched, when dl does not
+// parse or names another //SUBDIR.
+func (s *Modules) fetchFromOrigins(ctx context.Context, m addrs.Module, version versions.Version, rec records.ModuleRecord,
+	dl discovery.ModuleDownload, replaces string) (_ *records.ModuleRecord, _ error, ok bool) {
 	addr, perr := records.ParseLocation(dl.Location, dl.RegistryCredentials)
 	if perr != nil || addr.Subdir != rec.Subdir {
-		return nil, err
+		return nil, nil, false
 	}
-	s.log.Warn("module package not fetched from the location its record keeps; the origin gives another, fetching from it",
-		"module", m.String(), "version", rec.Version, "package", rec.Shown(), "now", redact.Location(addr.Package()),
-		"registry_credentials", dl.RegistryCredentials, "error", err)
 	moved := rec
 	moved.Location, moved.RegistryCredentials, moved.Kind, moved.Package = dl.Location, dl.RegistryCredentials, addr.Kind, addr.Package()
-	got, err = s.fetchModule(ctx, m, version, moved, replaces)
-	if err == nil && rec.SHA256 != "" {
+	got, err := s.fetchModule(ctx, m, version, moved, replaces, true)
+	if err == nil && rec.SHA256 != "" && (dl.Location != rec.Location || dl.RegistryCredentials != rec.RegistryCredentials) {
 		// fetchModule wrote no record (its package is the one the record
 		// names): the record takes the location that served.
 		s.keepLocation(m, version, rec.Location, *got)
 	}
-	return got, err
+	return got, err, true
+}
+
+// fetchImportedPackageURL is fetchRelocated of rec, an imported record
+// whose location is a package URL to be fetched with the registry's
+// credential (records.ModuleRecord.RegistryCredentials). That it is, and
+// where, is the export's word, not the origin's, and the origin's token
+// goes only where the origin itself says: the origin is asked for the
+// version's download answer, and the package fetched from the location
+// it gives, as it gives it (fetchFromOrigins), held to the record as
+// ever. Where the origin gives none this mirror can fetch (it does not
+// answer, or knows no such version), the record's location is fetched
+// without the token.
+func (s *Modules) fetchImportedPackageURL(ctx context.Context, m addrs.Module, version versions.Version, rec records.ModuleRecord, replaces string) (*records.ModuleRecord, error) {
+	dl, lerr := s.origin.ModuleLocation(ctx, m, rec.Version)
+	if lerr == nil {
+		if got, err, ok := s.fetchFromOrigins(ctx, m, version, rec, dl, replaces); ok {
+			return got, err
+		}
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	s.log.Warn("imported module record asks for the registry's credential, which goes only where the origin's own download answer says, and the origin gives no location for the version; fetching the record's location without it",
+		"module", m.String(), "version", rec.Version, "package", rec.Shown(), "error", lerr)
+	return s.fetchModule(ctx, m, version, rec, replaces, false)
 }
 
 // keepLocation stores the location (with whether it needs the registry's
