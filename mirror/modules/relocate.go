@@ -39,7 +39,7 @@ func (s *Modules) fetchRelocated(ctx context.Context, m addrs.Module, version ve
 	s.log.Warn("module package not fetched from the location its record keeps; the origin gives another, fetching from it",
 		"module", m.String(), "version", rec.Version, "package", rec.Shown(), "now", redact.Location(dl.Location),
 		"registry_credentials", dl.RegistryCredentials, "error", err)
-	if got, ferr, ok := s.fetchFromOrigins(ctx, m, version, rec, dl, replaces); ok {
+	if got, ok, ferr := s.fetchFromOrigins(ctx, m, version, rec, dl, replaces); ok {
 		return got, ferr
 	}
 	return nil, err
@@ -62,10 +62,10 @@ func originSaid(rec records.ModuleRecord) bool {
 // (keepLocation). ok is false, and nothing fetched, when dl does not
 // parse or names another //SUBDIR.
 func (s *Modules) fetchFromOrigins(ctx context.Context, m addrs.Module, version versions.Version, rec records.ModuleRecord,
-	dl discovery.ModuleDownload, replaces string) (_ *records.ModuleRecord, _ error, ok bool) {
+	dl discovery.ModuleDownload, replaces string) (_ *records.ModuleRecord, ok bool, _ error) {
 	addr, perr := records.ParseLocation(dl.Location, dl.RegistryCredentials)
 	if perr != nil || addr.Subdir != rec.Subdir {
-		return nil, nil, false
+		return nil, false, nil
 	}
 	moved := rec
 	moved.Location, moved.RegistryCredentials, moved.Kind, moved.Package = dl.Location, dl.RegistryCredentials, addr.Kind, addr.Package()
@@ -75,7 +75,7 @@ func (s *Modules) fetchFromOrigins(ctx context.Context, m addrs.Module, version 
 		// names): the record takes the location that served.
 		s.keepLocation(m, version, rec.Location, *got)
 	}
-	return got, err, true
+	return got, true, err
 }
 
 // fetchImportedPackageURL is fetchRelocated of rec, an imported record
@@ -91,7 +91,7 @@ func (s *Modules) fetchFromOrigins(ctx context.Context, m addrs.Module, version 
 func (s *Modules) fetchImportedPackageURL(ctx context.Context, m addrs.Module, version versions.Version, rec records.ModuleRecord, replaces string) (*records.ModuleRecord, error) {
 	dl, lerr := s.origin.ModuleLocation(ctx, m, rec.Version)
 	if lerr == nil {
-		if got, err, ok := s.fetchFromOrigins(ctx, m, version, rec, dl, replaces); ok {
+		if got, ok, err := s.fetchFromOrigins(ctx, m, version, rec, dl, replaces); ok {
 			return got, err
 		}
 	}
