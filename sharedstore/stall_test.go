@@ -29,44 +29,7 @@ func TestArchiveBodyStallBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data := bytes.Repeat([]byte("provider archive "), 100000)
-	sha := shaOf(data)
-	if err := s.PutArchive(context.Background(), sha, bytes.NewReader(data), int64(len(data))); err != nil {
-		t.Fatal(err)
-	}
-	body, _, err := s.OpenArchive(context.Background(), sha)
-	if err != nil || body == nil {
-		t.Fatalf("open: %v, %v", body != nil, err)
-	}
-	defer body.Close()
-	type result struct {
-		n   int
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		b, err := io.ReadAll(body)
-		done <- result{len(b), err}
-	}()
-	select {
-	case r := <-done:
-		if r.err == nil {
-			t.Fatalf("a body that went silent after %d of %d bytes read without error", r.n, len(data))
-		}
-		if errors.As(r.err, new(*verify.Error)) {
-			t.Errorf("a body that went silent failed as a verification failure (which no origin mends): %v", r.err)
-		}
-		if !strings.Contains(r.err.Error(), "no data") {
-			t.Errorf("the error does not say the store went silent: %v", r.err)
-		}
-	case <-time.After(10 * time.Second):
-		body.Close()
-		<-done
-		t.Fatal("a body that went silent still read 10s on, the call's timeout being 300ms")
-	}
-	if !errors.Is(s.Status(), sharedstore.ErrUnavailable) {
-		t.Errorf("the store after a stalled body, breaker threshold 1: %v, want unavailable", s.Status())
-	}
+	checkBodyBrokenOff(t, s, "no data", "a body that went silent, the call's timeout being 300ms")
 }
 
 // An archive's body that keeps sending, a byte at a time, each sooner
@@ -82,6 +45,16 @@ func TestArchiveBodyDripBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkBodyBrokenOff(t, s, "low-speed limit", "a body dripping a byte every 50ms, the limit 1 KiB/s over 500ms")
+}
+
+// checkBodyBrokenOff stores an archive through s, whose store breaks off
+// the second half of archive bodies (what), and reads it back: the read
+// fails within 10s with an error saying why (want), as a failure of the
+// store (not a verification failure, which no origin mends), counted
+// toward the breaker (threshold 1: open after it).
+func checkBodyBrokenOff(t *testing.T, s *sharedstore.Store, want, what string) {
+	t.Helper()
 	data := bytes.Repeat([]byte("provider archive "), 100000)
 	sha := shaOf(data)
 	if err := s.PutArchive(context.Background(), sha, bytes.NewReader(data), int64(len(data))); err != nil {
@@ -104,20 +77,20 @@ func TestArchiveBodyDripBounded(t *testing.T) {
 	select {
 	case r := <-done:
 		if r.err == nil {
-			t.Fatalf("a body dripping after %d of %d bytes read without error", r.n, len(data))
+			t.Fatalf("%s: read %d of %d bytes without error", what, r.n, len(data))
 		}
 		if errors.As(r.err, new(*verify.Error)) {
-			t.Errorf("a dripping body failed as a verification failure (which no origin mends): %v", r.err)
+			t.Errorf("%s: failed as a verification failure (which no origin mends): %v", what, r.err)
 		}
-		if !strings.Contains(r.err.Error(), "low-speed limit") {
-			t.Errorf("the error does not say the body was too slow: %v", r.err)
+		if !strings.Contains(r.err.Error(), want) {
+			t.Errorf("%s: the error does not say %q: %v", what, want, r.err)
 		}
 	case <-time.After(10 * time.Second):
 		body.Close()
 		<-done
-		t.Fatal("a body dripping a byte every 50ms still read 10s on, the limit 1 KiB/s over 500ms")
+		t.Fatalf("%s: still read 10s on", what)
 	}
 	if !errors.Is(s.Status(), sharedstore.ErrUnavailable) {
-		t.Errorf("the store after a dripping body, breaker threshold 1: %v, want unavailable", s.Status())
+		t.Errorf("the store after %s, breaker threshold 1: %v, want unavailable", what, s.Status())
 	}
 }
