@@ -15,14 +15,10 @@ type countCoalesced struct{ n atomic.Int32 }
 
 func (c *countCoalesced) Coalesced(string) { c.n.Add(1) }
 
-// Concurrent callers of one key share one run of fn, which goes on when
-// its first caller goes away; the callers that joined are counted.
-func TestCoalesceRunsOnceForAll(t *testing.T) {
-	met := &countCoalesced{}
-	l := New(time.Minute, met)
-	release := make(chan struct{})
-	var runs atomic.Int32
-	fn := func(ctx context.Context) (any, error) {
+// heldWork is work that counts its runs and answers "done" once release
+// is closed, or its context's error when that ends first.
+func heldWork(release <-chan struct{}, runs *atomic.Int32) func(context.Context) (any, error) {
+	return func(ctx context.Context) (any, error) {
 		runs.Add(1)
 		select {
 		case <-release:
@@ -31,6 +27,16 @@ func TestCoalesceRunsOnceForAll(t *testing.T) {
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// Concurrent callers of one key share one run of fn, which goes on when
+// its first caller goes away; the callers that joined are counted.
+func TestCoalesceRunsOnceForAll(t *testing.T) {
+	met := &countCoalesced{}
+	l := New(time.Minute, met)
+	release := make(chan struct{})
+	var runs atomic.Int32
+	fn := heldWork(release, &runs)
 	first, cancel := context.WithCancel(t.Context())
 	firstDone := make(chan error, 1)
 	go func() {
@@ -81,15 +87,7 @@ func TestCoalescedCountedWhenTheJoinerStopsWaiting(t *testing.T) {
 	l := New(time.Minute, met)
 	release := make(chan struct{})
 	var runs atomic.Int32
-	fn := func(ctx context.Context) (any, error) {
-		runs.Add(1)
-		select {
-		case <-release:
-			return "done", nil
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
+	fn := heldWork(release, &runs)
 	leaderDone := make(chan error, 1)
 	go func() {
 		_, err := l.CoalesceWithin(t.Context(), 10*time.Millisecond, "k", "key", fn)
