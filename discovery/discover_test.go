@@ -3,6 +3,7 @@ package discovery
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -437,6 +438,39 @@ func TestDiscoveryObeysRequestTimeout(t *testing.T) {
 	}
 	if elapsed < 2*timeout || elapsed > 2*timeout+10*time.Second {
 		t.Fatalf("discovery gave up after %s; want about 2 x %s", elapsed, timeout)
+	}
+}
+
+// TestAnswerAsTheAttemptEndsIsATimeout: an answer net/http hands out only
+// once the attempt's time has run out (the origin wrote it because the
+// cancellation closed the connection) is the attempt's timeout, retried
+// as one, not an answer whose body then fails to come.
+func TestAnswerAsTheAttemptEndsIsATimeout(t *testing.T) {
+	s := newTestServer(t, http.NotFoundHandler())
+	const timeout = 50 * time.Millisecond
+	c := newTestClient(t, s, func(cfg *Config) {
+		cfg.RequestTimeout = timeout
+		cfg.Retries = 1
+	})
+	var attempts atomic.Int32
+	c.tr.httpClient.Transport = roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		attempts.Add(1)
+		<-r.Context().Done()
+		return &http.Response{
+			Status:     "200 OK",
+			StatusCode: http.StatusOK,
+			Header:     http.Header{"Content-Type": {"application/json"}},
+			Body:       io.NopCloser(strings.NewReader(discoveryDoc("/v1/providers/"))),
+			Request:    r,
+		}, nil
+	})
+	_, err := c.ProvidersURL(context.Background(), s.host)
+	oe := wantOriginError(t, err, OpDiscovery, 0)
+	if !oe.Timeout() || Outcome(err) != "timeout" {
+		t.Fatalf("err = %v, want a timeout", err)
+	}
+	if got := attempts.Load(); got != 2 {
+		t.Fatalf("attempts = %d, want 2 (one retry)", got)
 	}
 }
 

@@ -189,6 +189,15 @@ func (t *transport) send(ctx context.Context, r request, begin func() (context.C
 		}
 		reqCtx, end := begin()
 		resp, err := t.do(ctx, reqCtx, r)
+		if err == nil && reqCtx.Err() != nil && ctx.Err() == nil {
+			// The answer came as the attempt's time ran out (net/http
+			// can hand out a response whose request was canceled as it
+			// arrived; the origin may even have written it because the
+			// cancellation closed the connection): its body cannot be
+			// read in time, so the attempt is a timeout, retried as one.
+			drain(resp.Body)
+			resp, err = nil, originError(r, 0, causeOf(reqCtx, reqCtx.Err()))
+		}
 		res, retry := classify(ctx, resp, err)
 		if breaker && t.breaker.record(host, probe, res) {
 			retry = false // this failure opened the circuit: report it, not the open circuit
