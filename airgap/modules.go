@@ -62,10 +62,13 @@ type moduleFile struct {
 	// leave the cache, works only where it needed no credentials.
 	Location string `json:"location,omitempty"`
 	Commit   string `json:"commit,omitempty"`
-	// RegistryCredentials says Location is a package URL that its
-	// origin said to fetch with the registry's credential
+	// Direct says Location is a package URL, OpenTofu's direct download
+	// answer's (records.ModuleRecord.Direct), not go-getter syntax;
+	// RegistryCredentials, which implies it, that its origin said to
+	// fetch it with the registry's credential
 	// (records.ModuleRecord.RegistryCredentials); the credential is not
 	// in the export. Absent in the files of earlier releases.
+	Direct              bool `json:"direct,omitempty"`
 	RegistryCredentials bool `json:"registry_credentials,omitempty"`
 	// Local says the module has no origin (imported as a local module).
 	Local  bool   `json:"local,omitempty"`
@@ -173,7 +176,7 @@ func exportModule(ctx context.Context, engine Engine, cm modules.Cached, out str
 		sum.ModulesPresent++
 	}
 	mf := moduleFile{Format: moduleFileFormat, Module: m.String(), Version: rec.Version, Location: redact.Location(rec.Location),
-		RegistryCredentials: rec.RegistryCredentials, Commit: rec.Commit, Local: rec.Provenance == records.ProvenanceUnsigned, SHA256: rec.SHA256, Size: rec.Size}
+		Direct: rec.PackageURL(), RegistryCredentials: rec.RegistryCredentials, Commit: rec.Commit, Local: rec.Provenance == records.ProvenanceUnsigned, SHA256: rec.SHA256, Size: rec.Size}
 	_, err = files.writeJSON(filepath.Join(dir, rec.Version+".json"), mf)
 	return err
 }
@@ -305,7 +308,7 @@ func importModulePackage(ctx context.Context, engine Engine, b *bundle, m addrs.
 		return fmt.Errorf("%s gives sha256 %s, the manifest %s", b.shownPath(b.rel(jsonPath)), mf.SHA256, shas[pkgRel])
 	}
 	res, err := engine.Modules().ImportModule(ctx, modules.Imported{Module: m, Version: version, Location: mf.Location,
-		RegistryCredentials: mf.RegistryCredentials, Commit: mf.Commit, Local: mf.Local, SHA256: shas[pkgRel], Open: openFile(b.open, pkgPath)})
+		Direct: mf.Direct, RegistryCredentials: mf.RegistryCredentials, Commit: mf.Commit, Local: mf.Local, SHA256: shas[pkgRel], Open: openFile(b.open, pkgPath)})
 	if err != nil {
 		return fmt.Errorf("%s: %w", b.shownPath(pkgRel), err)
 	}

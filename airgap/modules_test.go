@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -355,48 +356,55 @@ func TestImportReadsNothingOutsideTheDirectory(t *testing.T) {
 }
 
 // A module whose origin answered its download in OpenTofu's direct form
-// with "use_registry_credentials": true (a package URL, here one without
-// an extension, fetched with the origin's token) is exported with its
-// record saying so, without the token, and imported as such: the
-// importing mirror serves the same package, and would fetch it again the
-// same way.
+// (a package URL, here one without an extension, fetched with the
+// origin's token where "use_registry_credentials" is true, without any
+// where it is false) is exported with its record saying so, without the
+// token, and imported as such: the importing mirror serves the same
+// package, and would fetch it again the same way.
 func TestExportImportModuleOfAPackageURL(t *testing.T) {
 	const token = "registry-tok-airgap-3"
-	origin := enginetest.StartOrigin(t, fakeorigin.Options{})
-	origin.AddTarball("vpc-0.1.0", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# private\n")}))
-	origin.RequireTarballToken("vpc-0.1.0", token)
-	origin.AddDirectModule("acme", "tarball", "aws", "0.1.0", origin.TarballURL("vpc-0.1.0"), true)
-	src := newEngine(t, origin, func(cfg *discovery.Config) {
-		cfg.Credentials = func(h svchost.Hostname) string { return token }
-	})
-	_, want := moduleBytes(t, src, tarballModule, "0.1.0")
-	out, key := filepath.Join(t.TempDir(), "out"), newKey(t, "exporter")
-	var reports []string
-	sum, err := Export(context.Background(), src, servedBy(t, src, nil), Selection{}, out, key, func(s string) { reports = append(reports, s) })
-	if err != nil || sum.Failed != 0 || sum.Modules != 1 {
-		t.Fatalf("export: %+v, %v, %q", sum, err, reports)
-	}
-	doc, err := os.ReadFile(filepath.Join(out, filepath.FromSlash(tarballRel+".json")))
-	var mf struct {
-		RegistryCredentials bool `json:"registry_credentials"`
-	}
-	if err == nil {
-		err = json.Unmarshal(doc, &mf)
-	}
-	if err != nil || !mf.RegistryCredentials || strings.Contains(string(doc), token) {
-		t.Errorf("the exported record is %s (%v); want registry_credentials, and no token", doc, err)
-	}
+	for _, use := range []bool{true, false} {
+		t.Run(fmt.Sprintf("use_registry_credentials %v", use), func(t *testing.T) {
+			origin := enginetest.StartOrigin(t, fakeorigin.Options{})
+			origin.AddTarball("vpc-0.1.0", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# private\n")}))
+			if use {
+				origin.RequireTarballToken("vpc-0.1.0", token)
+			}
+			origin.AddDirectModule("acme", "tarball", "aws", "0.1.0", origin.TarballURL("vpc-0.1.0"), use)
+			src := newEngine(t, origin, func(cfg *discovery.Config) {
+				cfg.Credentials = func(h svchost.Hostname) string { return token }
+			})
+			_, want := moduleBytes(t, src, tarballModule, "0.1.0")
+			out, key := filepath.Join(t.TempDir(), "out"), newKey(t, "exporter")
+			var reports []string
+			sum, err := Export(context.Background(), src, servedBy(t, src, nil), Selection{}, out, key, func(s string) { reports = append(reports, s) })
+			if err != nil || sum.Failed != 0 || sum.Modules != 1 {
+				t.Fatalf("export: %+v, %v, %q", sum, err, reports)
+			}
+			doc, err := os.ReadFile(filepath.Join(out, filepath.FromSlash(tarballRel+".json")))
+			var mf struct {
+				Direct              bool `json:"direct"`
+				RegistryCredentials bool `json:"registry_credentials"`
+			}
+			if err == nil {
+				err = json.Unmarshal(doc, &mf)
+			}
+			if err != nil || !mf.Direct || mf.RegistryCredentials != use || strings.Contains(string(doc), token) {
+				t.Errorf("the exported record is %s (%v); want direct, registry_credentials %v, and no token", doc, err, use)
+			}
 
-	sealed := newEngine(t, nil)
-	isum, reports := importInto(t, sealed, out, ImportOptions{Trust: Trust{ExportKeys: publicOf(t, key)}})
-	if isum.Modules != 1 || isum.Failed != 0 || len(reports) != 0 {
-		t.Fatalf("import: %+v, %q", isum, reports)
-	}
-	rec, err := sealed.Modules().ModuleLocation(context.Background(), tarballModule, enginetest.MustModuleVersion(t, "0.1.0"))
-	if err != nil || !rec.RegistryCredentials || rec.Location != origin.TarballURL("vpc-0.1.0") {
-		t.Fatalf("record %+v, %v", rec, err)
-	}
-	if _, got := moduleBytes(t, sealed, tarballModule, "0.1.0"); string(got) != string(want) {
-		t.Error("the sealed mirror serves another package than the exporter's")
+			sealed := newEngine(t, nil)
+			isum, reports := importInto(t, sealed, out, ImportOptions{Trust: Trust{ExportKeys: publicOf(t, key)}})
+			if isum.Modules != 1 || isum.Failed != 0 || len(reports) != 0 {
+				t.Fatalf("import: %+v, %q", isum, reports)
+			}
+			rec, err := sealed.Modules().ModuleLocation(context.Background(), tarballModule, enginetest.MustModuleVersion(t, "0.1.0"))
+			if err != nil || !rec.Direct || rec.RegistryCredentials != use || rec.Location != origin.TarballURL("vpc-0.1.0") {
+				t.Fatalf("record %+v, %v", rec, err)
+			}
+			if _, got := moduleBytes(t, sealed, tarballModule, "0.1.0"); string(got) != string(want) {
+				t.Error("the sealed mirror serves another package than the exporter's")
+			}
+		})
 	}
 }

@@ -92,16 +92,22 @@ const maxLocationBytes = 64 << 10
 // ModuleDownload is a module version's download answer: where its
 // package is, and how it is to be fetched.
 type ModuleDownload struct {
-	// Location is where the package is. Without RegistryCredentials, a
-	// location in go-getter syntax (see ModuleLocation); with it, the
-	// package's own URL, absolute.
+	// Location is where the package is. Without Direct, a location in
+	// go-getter syntax (see ModuleLocation); with it, the package's own
+	// URL, absolute.
 	Location string
-	// RegistryCredentials says the answer was OpenTofu's direct form with
-	// "use_registry_credentials": true: the registry serves the package
-	// itself at Location, a URL OpenTofu downloads as it is (no
-	// go-getter syntax: no //SUBDIR, no ?archive=; the archive's format
-	// is what its bytes are) with the registry host's credential. A
-	// fetch of it sends the origin's token through WithRegistryCredential.
+	// Direct says the answer was OpenTofu's direct form, a JSON body
+	// with "use_registry_credentials" true or false: the registry
+	// serves the package itself (or hands out a URL that needs no
+	// credential, as a pre-signed one) at Location, a URL OpenTofu
+	// downloads as it is (no go-getter syntax: no //SUBDIR, no
+	// ?archive=; the archive's format is what its bytes are;
+	// modsource.ParseDirect).
+	Direct bool
+	// RegistryCredentials says the direct form's
+	// "use_registry_credentials" was true: Location is fetched with the
+	// registry host's credential, which a fetch sends through
+	// WithRegistryCredential. It implies Direct.
 	RegistryCredentials bool
 }
 
@@ -116,9 +122,11 @@ type ModuleDownload struct {
 // package's URL, whatever the header says, and any relative one is
 // resolved against the download URL asked, as OpenTofu resolves it. Such
 // an answer counts only from the download URL's own host: one that a
-// redirect brought from another host is refused.
-// "use_registry_credentials": false, and an answer without it, are read
-// as before. Errors: those of ModuleVersions, Op "module_location".
+// redirect brought from another host is refused. With
+// "use_registry_credentials": false the answer is the direct form too
+// (ModuleDownload.Direct: a package URL, fetched without credentials), as
+// OpenTofu reads it; an answer without it, or with null, is read as
+// before. Errors: those of ModuleVersions, Op "module_location".
 func (c *Client) ModuleLocation(ctx context.Context, m addrs.Module, version string) (ModuleDownload, error) {
 	return c.modules.location(ctx, m, version)
 }
@@ -163,14 +171,15 @@ func (mr *moduleRegistry) location(ctx context.Context, m addrs.Module, version 
 		bodyErr = decodeObject(data, &body)
 	}
 	out := ModuleDownload{Location: resp.Header.Get("X-Terraform-Get")}
-	if bodyErr == nil && body.UseRegistryCredentials != nil && *body.UseRegistryCredentials {
-		if answered := hostKey(resp.Request.URL); answered != hostKey(u) {
+	if bodyErr == nil && body.UseRegistryCredentials != nil {
+		withCredentials := *body.UseRegistryCredentials
+		if answered := hostKey(resp.Request.URL); withCredentials && answered != hostKey(u) {
 			// Not the registry's word: a redirect led to another host,
 			// which the registry's token never reached and may not
 			// send where it likes.
 			return ModuleDownload{}, originError(r, 0, fmt.Errorf("download answer asks for the registry's credential, but comes from %s, where a redirect led, not from the host asked; refused", answered))
 		}
-		out = ModuleDownload{Location: body.Location, RegistryCredentials: true}
+		out = ModuleDownload{Location: body.Location, Direct: true, RegistryCredentials: withCredentials}
 	} else if out.Location == "" && resp.StatusCode == http.StatusOK {
 		if bodyErr != nil {
 			return ModuleDownload{}, originError(r, 0, bodyErr)
@@ -184,7 +193,7 @@ func (mr *moduleRegistry) location(ctx context.Context, m addrs.Module, version 
 	if len(location) > maxLocationBytes || strings.ContainsAny(location, "\r\n\x00") {
 		return ModuleDownload{}, originError(r, 0, errors.New("download answer's location is malformed"))
 	}
-	if out.RegistryCredentials {
+	if out.Direct {
 		// A URL, not go-getter syntax: any relative reference is
 		// resolved, as OpenTofu resolves it.
 		ref, err := url.Parse(location)
@@ -204,7 +213,7 @@ func (mr *moduleRegistry) location(ctx context.Context, m addrs.Module, version 
 	out.Location = location
 	mr.tr.log.LogAttrs(ctx, slog.LevelDebug, "module location", slog.String("module", m.String()),
 		slog.String("version", version), slog.String("location", redact.Location(location)),
-		slog.Bool("registry_credentials", out.RegistryCredentials))
+		slog.Bool("direct", out.Direct), slog.Bool("registry_credentials", out.RegistryCredentials))
 	return out, nil
 }
 

@@ -16,10 +16,11 @@ import (
 )
 
 // OpenTofu's direct download answer, {"location": URL,
-// "use_registry_credentials": true}, names the package's URL (any
-// relative one resolved against the download URL asked, whatever the
-// X-Terraform-Get header says). "use_registry_credentials": false, null
-// and an answer without it are read as before; one that is not a
+// "use_registry_credentials": true or false}, names the package's URL
+// (any relative one resolved against the download URL asked, whatever
+// the X-Terraform-Get header says), fetched with the registry's
+// credential or without. "use_registry_credentials": null and an answer
+// without it are read as before (go-getter syntax); one that is not a
 // boolean is refused, as OpenTofu refuses it.
 func TestModuleLocationDirectAnswer(t *testing.T) {
 	answers := map[string]func(w http.ResponseWriter){
@@ -32,6 +33,10 @@ func TestModuleLocationDirectAnswer(t *testing.T) {
 		},
 		"1.2.0": func(w http.ResponseWriter) {
 			writeJSON(w, `{"location":"./vpc.tar.gz","use_registry_credentials":false}`)
+		},
+		"1.2.1": func(w http.ResponseWriter) {
+			w.Header().Set("X-Terraform-Get", "git::https://git.example.test/vpc.git?ref=v1.2.1")
+			writeJSON(w, `{"location":"https://bucket.example.test/vpc/1.2.1?X-Amz-Signature=abc","use_registry_credentials":false}`)
 		},
 		"1.3.0": func(w http.ResponseWriter) {
 			writeJSON(w, `{"location":"https://pkg.example.test/vpc.tar.gz//modules/a","use_registry_credentials":null}`)
@@ -51,9 +56,10 @@ func TestModuleLocationDirectAnswer(t *testing.T) {
 	c := newTestClient(t, s, nil)
 	m := addrs.Module{Hostname: s.host, Namespace: "acme", Name: "vpc", System: "aws"}
 	for version, want := range map[string]ModuleDownload{
-		"1.0.0": {Location: "https://pkg.example.test/vpc/1.0.0", RegistryCredentials: true},
-		"1.1.0": {Location: s.url("/v1/modules/acme/vpc/aws/1.1.0/package"), RegistryCredentials: true},
-		"1.2.0": {Location: s.url("/v1/modules/acme/vpc/aws/1.2.0/vpc.tar.gz")},
+		"1.0.0": {Location: "https://pkg.example.test/vpc/1.0.0", Direct: true, RegistryCredentials: true},
+		"1.1.0": {Location: s.url("/v1/modules/acme/vpc/aws/1.1.0/package"), Direct: true, RegistryCredentials: true},
+		"1.2.0": {Location: s.url("/v1/modules/acme/vpc/aws/1.2.0/vpc.tar.gz"), Direct: true},
+		"1.2.1": {Location: "https://bucket.example.test/vpc/1.2.1?X-Amz-Signature=abc", Direct: true},
 		"1.3.0": {Location: "https://pkg.example.test/vpc.tar.gz//modules/a"},
 	} {
 		if got, err := c.ModuleLocation(context.Background(), m, version); err != nil || got != want {
@@ -189,7 +195,7 @@ func TestModuleLocationDirectAnswerOnlyFromTheHostAsked(t *testing.T) {
 	} else if !strings.Contains(err.Error(), other.srv.Listener.Addr().String()) {
 		t.Errorf("the refusal %q does not name the host that answered", err)
 	}
-	want := ModuleDownload{Location: s.url("/v1/modules/acme/vpc/aws/1.1.0/package"), RegistryCredentials: true}
+	want := ModuleDownload{Location: s.url("/v1/modules/acme/vpc/aws/1.1.0/package"), Direct: true, RegistryCredentials: true}
 	if got, err := c.ModuleLocation(context.Background(), m, "1.1.0"); err != nil || got != want {
 		t.Errorf("an answer from the host asked, after a redirect within it: %+v, %v; want %+v", got, err, want)
 	}

@@ -136,50 +136,67 @@ func TestTofuModulesWithClientAuth(t *testing.T) {
 // token for the registry host in --credentials-file; the client sends
 // none to the package host) installs the module files and lock file of a
 // direct install with the token, and the package host saw the token from
-// the mirror.
+// the mirror. With "use_registry_credentials": false the package URL
+// (here a pre-signed one, without an archive extension) is fetched as it
+// is, with no credential.
 func TestTofuModuleDirectAnswerWithRegistryCredentials(t *testing.T) {
 	t.Parallel()
-	const token = "e2e-registry-token.0123456789abcdef"
-	creds := fmt.Sprintf("credentials %q {\n  token = %q\n}\n", tofuRegistry, token)
-	credsFile := filepath.Join(t.TempDir(), "credentials.tfrc")
-	if err := os.WriteFile(credsFile, []byte(creds), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	e := newTofuModulesE2E(t, "--credentials-file", credsFile)
-	o := e.origin
-	// A package URL with no archive extension, as a registry serving its
-	// own packages names them: OpenTofu tells the format by the bytes.
-	o.AddTarball("direct-pkg", fakeorigin.TarGz(map[string][]byte{
-		"main.tf":    []byte("terraform {\n  required_providers {\n    random = {\n      source  = \"hashicorp/random\"\n      version = \"3.6.0\"\n    }\n  }\n}\n"),
-		"outputs.tf": []byte("output \"from\" {\n  value = \"direct\"\n}\n"),
-	}))
-	o.RequireTarballToken("direct-pkg", token)
-	o.AddDirectModule("acme", "direct", "aws", "1.0.0", o.TarballURL("direct-pkg"), true)
-	const root = "module \"direct\" {\n  source  = \"acme/direct/aws\"\n  version = \"1.0.0\"\n}\n"
+	for _, use := range []bool{true, false} {
+		t.Run(fmt.Sprint(use), func(t *testing.T) {
+			t.Parallel()
+			const token = "e2e-registry-token.0123456789abcdef"
+			creds := fmt.Sprintf("credentials %q {\n  token = %q\n}\n", tofuRegistry, token)
+			credsFile := filepath.Join(t.TempDir(), "credentials.tfrc")
+			if err := os.WriteFile(credsFile, []byte(creds), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			e := newTofuModulesE2E(t, "--credentials-file", credsFile)
+			o := e.origin
+			// A package URL with no archive extension, as a registry
+			// serving its own packages names them: OpenTofu tells the
+			// format by the bytes.
+			o.AddTarball("direct-pkg", fakeorigin.TarGz(map[string][]byte{
+				"main.tf":    []byte("terraform {\n  required_providers {\n    random = {\n      source  = \"hashicorp/random\"\n      version = \"3.6.0\"\n    }\n  }\n}\n"),
+				"outputs.tf": []byte("output \"from\" {\n  value = \"direct\"\n}\n"),
+			}))
+			location := o.TarballURL("direct-pkg")
+			if use {
+				o.RequireTarballToken("direct-pkg", token)
+			} else {
+				location += "?X-Amz-Expires=300&X-Amz-Signature=e2e-signature"
+			}
+			o.AddDirectModule("acme", "direct", "aws", "1.0.0", location, use)
+			const root = "module \"direct\" {\n  source  = \"acme/direct/aws\"\n  version = \"1.0.0\"\n}\n"
 
-	direct := directTofuModules(t, e)
-	conf, err := os.ReadFile(direct.conf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(direct.conf, append(conf, creds...), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	dir, wantOut := direct.initRoot(t, root)
-	want, wantLock := moduleTree(t, dir), readLock(t, dir)
-	if _, ok := want["direct/main.tf"]; !ok {
-		t.Fatalf("the direct install is not what the test expects (set-up broken): %v", want)
-	}
+			direct := directTofuModules(t, e)
+			conf, err := os.ReadFile(direct.conf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(direct.conf, append(conf, creds...), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			dir, wantOut := direct.initRoot(t, root)
+			want, wantLock := moduleTree(t, dir), readLock(t, dir)
+			if _, ok := want["direct/main.tf"]; !ok {
+				t.Fatalf("the direct install is not what the test expects (set-up broken): %v", want)
+			}
 
-	o.ResetHits()
-	dir, out := mirrorTofuModules(t, e, "").initRoot(t, root)
-	checkSameModules(t, "through the mirror", want, moduleTree(t, dir))
-	checkSameInstall(t, "through the mirror", wantLock, readLock(t, dir), wantOut, out)
-	if o.Hits(fakeorigin.Tarball) != 1 {
-		t.Errorf("the package host was asked %d times through the mirror, want 1", o.Hits(fakeorigin.Tarball))
-	}
-	seen := o.TarballAuthSeen()
-	if len(seen) == 0 || seen[len(seen)-1] != "Bearer "+token {
-		t.Errorf("the package host saw the Authorization headers %q; want the registry's token last, sent by the mirror", seen)
+			o.ResetHits()
+			before := len(o.TarballAuthSeen())
+			dir, out := mirrorTofuModules(t, e, "").initRoot(t, root)
+			checkSameModules(t, "through the mirror", want, moduleTree(t, dir))
+			checkSameInstall(t, "through the mirror", wantLock, readLock(t, dir), wantOut, out)
+			if o.Hits(fakeorigin.Tarball) != 1 {
+				t.Errorf("the package host was asked %d times through the mirror, want 1", o.Hits(fakeorigin.Tarball))
+			}
+			seen := o.TarballAuthSeen()[before:]
+			switch {
+			case use && (len(seen) == 0 || seen[len(seen)-1] != "Bearer "+token):
+				t.Errorf("the package host saw the Authorization headers %q; want the registry's token last, sent by the mirror", seen)
+			case !use && len(seen) != 0:
+				t.Errorf("the package host saw the Authorization headers %q through the mirror; want none", seen)
+			}
+		})
 	}
 }

@@ -214,7 +214,7 @@ func Parse(location string) (Address, error) {
 }
 
 // ParseDirect parses a package URL: the location of OpenTofu's direct
-// download answer (discovery.ModuleDownload.RegistryCredentials), which
+// download answer (discovery.ModuleDownload.Direct), which
 // is a URL, not go-getter syntax. As OpenTofu reads it, nothing of it is
 // consumed (no //SUBDIR, no ?archive=, no getter prefix: the URL is
 // fetched as it is), it may not have a fragment, and the archive's

@@ -39,8 +39,10 @@ type Imported struct {
 	// local module (Local).
 	Location string
 	Commit   string
-	// RegistryCredentials says Location is a package URL to be fetched
+	// Direct says Location is a package URL (records.ModuleRecord.Direct);
+	// RegistryCredentials, which implies it, that it is to be fetched
 	// with the origin's credential (records.ModuleRecord.RegistryCredentials).
+	Direct              bool
 	RegistryCredentials bool
 	// Local says the module has no origin: it was never fetched, and is
 	// never fetched again. Its host may not be an allowed origin.
@@ -94,13 +96,15 @@ func (s *Modules) ImportModule(ctx context.Context, in Imported) (ImportOutcome,
 	if err != nil {
 		return out, fmt.Errorf("module %s: %w", m, err)
 	}
-	rec := records.ModuleRecord{Schema: records.Schema, Module: m.String(), Version: in.Version, Location: in.Location,
-		RegistryCredentials: in.RegistryCredentials, Commit: in.Commit, Provenance: records.ProvenanceImported}
+	rec := records.ModuleRecord{Schema: records.Schema, Module: m.String(), Version: in.Version,
+		Commit: in.Commit, Provenance: records.ProvenanceImported}
+	rec.SetDownload(in.Location, in.Direct, in.RegistryCredentials)
 	switch {
 	case in.Local && s.hosts.Allowed(m.Hostname):
 		return out, fmt.Errorf("module %s %s: %s is an allowed origin; a local module without origin is not imported under an origin's host", m, in.Version, m.Hostname)
 	case in.Local:
-		rec.Location, rec.RegistryCredentials, rec.Commit, rec.Provenance = "", false, "", records.ProvenanceUnsigned
+		rec.SetDownload("", false, false)
+		rec.Commit, rec.Provenance = "", records.ProvenanceUnsigned
 	default:
 		addr, err := rec.Address()
 		if err != nil {
@@ -121,7 +125,8 @@ func (s *Modules) ImportModule(ctx context.Context, in Imported) (ImportOutcome,
 			return out, s.refuseModule(m, in.Version, verify.ReasonChecksum, fmt.Sprintf("the import gives location %q, the cache holds %q", redact.Location(rec.Location), redact.Location(cached.Location)))
 		}
 		// The full one, for fetching, and how.
-		rec.Location, rec.Package, rec.RegistryCredentials = cached.Location, cached.Package, cached.RegistryCredentials
+		rec.SetDownload(cached.Location, cached.Direct, cached.RegistryCredentials)
+		rec.Package = cached.Package
 		// A package of another sha256 is staged and judged by its tree
 		// below: the same package in other bytes (compressed by another
 		// Go release's compressor) is the one the cache holds.

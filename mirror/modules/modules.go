@@ -400,12 +400,13 @@ func (s *Modules) ModuleLocation(ctx context.Context, m addrs.Module, version ve
 		if err != nil {
 			return nil, err
 		}
-		addr, err := records.ParseLocation(dl.Location, dl.RegistryCredentials)
+		addr, err := records.ParseLocation(dl.Location, dl.Direct)
 		if err != nil {
 			return nil, fmt.Errorf("module %s %s: %w", m, version, err)
 		}
-		rec := &records.ModuleRecord{Schema: records.Schema, Module: m.String(), Version: originVersion, Location: dl.Location,
-			RegistryCredentials: dl.RegistryCredentials, Kind: addr.Kind, Package: addr.Package(), Subdir: addr.Subdir}
+		rec := &records.ModuleRecord{Schema: records.Schema, Module: m.String(), Version: originVersion,
+			Kind: addr.Kind, Package: addr.Package(), Subdir: addr.Subdir}
+		rec.SetDownload(dl.Location, dl.Direct, dl.RegistryCredentials)
 		// In turn with ImportModule: a record stored while the origin
 		// was asked (an import's, whose package may not be fetched
 		// again) is kept, not written over.
@@ -849,7 +850,7 @@ func (s *Modules) fetchModule(ctx context.Context, m addrs.Module, version versi
 	withToken := rec.RegistryCredentials && said
 	// What the source gave was refused a moment ago: the same answer,
 	// with nothing downloaded (refusals).
-	refusal := refusalKey(s.cfg.Limits, "fetch", records.ModuleRecordKey(m, version), rec.Location, strconv.FormatBool(rec.RegistryCredentials), strconv.FormatBool(withToken), rec.SHA256, replaces)
+	refusal := refusalKey(s.cfg.Limits, "fetch", records.ModuleRecordKey(m, version), rec.Location, strconv.FormatBool(rec.PackageURL()), strconv.FormatBool(rec.RegistryCredentials), strconv.FormatBool(withToken), rec.SHA256, replaces)
 	if err := s.refused.get(refusal); err != nil {
 		return nil, err
 	}

@@ -31,10 +31,13 @@ import (
 // origin credential the operator configured for the registry host: the
 // package host sees the token, the module is served, and the package is
 // fetched so again once evicted, and from the location the origin gives
-// later. With "use_registry_credentials": false the package host sees no
-// credential; without an origin credential the fetch goes without one,
-// and the package host's refusal says why. The token is in no log line,
-// no error and no record.
+// later. With "use_registry_credentials": false the package URL (here a
+// pre-signed one, without an extension) is fetched as it is, and the
+// package host sees no credential; once its signature has expired and
+// the package is evicted, the origin's download answer of the day is
+// fetched from. Without an origin credential the fetch goes without one,
+// and the package host's refusal says why. Neither the token nor the
+// signature is in a log line or an error; the record holds no token.
 func TestModulePackageFetchedWithTheRegistrysCredential(t *testing.T) {
 	const token = "registry-tok-7Qx9PzW"
 	for _, tc := range []struct {
@@ -50,6 +53,8 @@ func TestModulePackageFetchedWithTheRegistrysCredential(t *testing.T) {
 		{name: "true, a URL ending in .tar.gz", use: true, configured: true, private: true, ext: true, wantOK: true},
 		{name: "true, a zip", use: true, configured: true, private: true, zip: true, wantOK: true},
 		{name: "false", use: false, configured: true, wantOK: true},
+		{name: "false, a zip", use: false, configured: true, zip: true, wantOK: true},
+		{name: "false, a URL ending in .tar.gz", use: false, configured: true, ext: true, wantOK: true},
 		{name: "true without an origin credential", use: true, private: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -75,14 +80,21 @@ func TestModulePackageFetchedWithTheRegistrysCredential(t *testing.T) {
 				pkg = fakeorigin.Zip(files)
 			}
 			file := "vpc-1.0.0" // a package URL: no extension
-			if !tc.use || tc.ext {
+			if tc.ext {
 				file = "vpc-1.0.0.tar.gz" // go-getter syntax too
+			}
+			const signature = "presigned-sig-9Tq2"
+			location := func(file string) string {
+				if tc.use {
+					return o.TarballURL(file)
+				}
+				return o.TarballURL(file) + "?X-Amz-Expires=300&X-Amz-Signature=" + signature
 			}
 			o.AddTarball(file, pkg)
 			if tc.private {
 				o.RequireTarballToken(file, token)
 			}
-			o.AddDirectModule("acme", "vpc", "aws", "1.0.0", o.TarballURL(file), tc.use)
+			o.AddDirectModule("acme", "vpc", "aws", "1.0.0", location(file), tc.use)
 
 			got, body, err := h.ReadModule("1.0.0")
 			var errText string
@@ -123,9 +135,13 @@ func TestModulePackageFetchedWithTheRegistrysCredential(t *testing.T) {
 			if strings.Contains(string(raw), `"registry_credentials":true`) != tc.use {
 				t.Errorf("record %s, want registry_credentials %v", raw, tc.use)
 			}
+			if !strings.Contains(string(raw), `"direct":true`) {
+				t.Errorf("record %s, want direct", raw)
+			}
 
-			if tc.wantOK && tc.use {
-				// Evicted: fetched again with the token.
+			if tc.wantOK {
+				// Evicted: fetched again, with the token where the answer
+				// asks for it.
 				if err := cachetest.DeleteBlob(h.Store, got.SHA256); err != nil {
 					t.Fatal(err)
 				}
@@ -133,27 +149,37 @@ func TestModulePackageFetchedWithTheRegistrysCredential(t *testing.T) {
 				if _, again, err := h.ReadModule("1.0.0"); err != nil || string(again) != string(body) {
 					t.Fatalf("evicted, fetched again: %v", err)
 				}
-				if len(o.TarballAuthSeen()) == before {
+				if tc.use && len(o.TarballAuthSeen()) == before {
 					t.Error("the package fetched again after its eviction went without the registry's token")
 				}
-				// Evicted, and its URL no longer serves: fetched from the
-				// origin's location of today, with the token.
+				// Evicted, and its URL no longer serves (moved; a
+				// signature expired): fetched from the origin's location
+				// of today, as it asks.
 				if err := cachetest.DeleteBlob(h.Store, got.SHA256); err != nil {
 					t.Fatal(err)
 				}
 				o.RemoveTarball(file)
 				o.AddTarball("moved-1.0.0", pkg)
-				o.RequireTarballToken("moved-1.0.0", token)
-				o.AddDirectModule("acme", "vpc", "aws", "1.0.0", o.TarballURL("moved-1.0.0"), true)
+				if tc.use {
+					o.RequireTarballToken("moved-1.0.0", token)
+				}
+				o.AddDirectModule("acme", "vpc", "aws", "1.0.0", location("moved-1.0.0"), tc.use)
 				if _, again, err := h.ReadModule("1.0.0"); err != nil || string(again) != string(body) {
 					t.Fatalf("evicted, relocated: %v", err)
 				}
+				for _, v := range o.TarballAuthSeen() {
+					if !tc.use {
+						t.Errorf("package host saw Authorization %q", v)
+					}
+				}
 			}
-			if strings.Contains(errText, token) {
-				t.Errorf("the error reveals the token: %s", errText)
-			}
-			if l := logs.String(); strings.Contains(l, token) {
-				t.Errorf("the log reveals the token:\n%s", l)
+			for _, secret := range []string{token, signature} {
+				if strings.Contains(errText, secret) {
+					t.Errorf("the error reveals %s: %s", secret, errText)
+				}
+				if l := logs.String(); strings.Contains(l, secret) {
+					t.Errorf("the log reveals %s:\n%s", secret, l)
+				}
 			}
 		})
 	}

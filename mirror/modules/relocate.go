@@ -33,12 +33,12 @@ func (s *Modules) fetchRelocated(ctx context.Context, m addrs.Module, version ve
 		return got, err
 	}
 	dl, lerr := s.origin.ModuleLocation(ctx, m, rec.Version)
-	if lerr != nil || (dl.Location == rec.Location && dl.RegistryCredentials == rec.RegistryCredentials) {
+	if lerr != nil || rec.SameDownload(dl.Location, dl.Direct, dl.RegistryCredentials) {
 		return nil, err
 	}
 	s.log.Warn("module package not fetched from the location its record keeps; the origin gives another, fetching from it",
 		"module", m.String(), "version", rec.Version, "package", rec.Shown(), "now", redact.Location(dl.Location),
-		"registry_credentials", dl.RegistryCredentials, "error", err)
+		"direct", dl.Direct, "registry_credentials", dl.RegistryCredentials, "error", err)
 	if got, ok, ferr := s.fetchFromOrigins(ctx, m, version, rec, dl, replaces); ok {
 		return got, ferr
 	}
@@ -63,14 +63,15 @@ func originSaid(rec records.ModuleRecord) bool {
 // parse or names another //SUBDIR.
 func (s *Modules) fetchFromOrigins(ctx context.Context, m addrs.Module, version versions.Version, rec records.ModuleRecord,
 	dl discovery.ModuleDownload, replaces string) (_ *records.ModuleRecord, ok bool, _ error) {
-	addr, perr := records.ParseLocation(dl.Location, dl.RegistryCredentials)
+	addr, perr := records.ParseLocation(dl.Location, dl.Direct)
 	if perr != nil || addr.Subdir != rec.Subdir {
 		return nil, false, nil
 	}
 	moved := rec
-	moved.Location, moved.RegistryCredentials, moved.Kind, moved.Package = dl.Location, dl.RegistryCredentials, addr.Kind, addr.Package()
+	moved.SetDownload(dl.Location, dl.Direct, dl.RegistryCredentials)
+	moved.Kind, moved.Package = addr.Kind, addr.Package()
 	got, err := s.fetchModule(ctx, m, version, moved, replaces, true)
-	if err == nil && rec.SHA256 != "" && (dl.Location != rec.Location || dl.RegistryCredentials != rec.RegistryCredentials) {
+	if err == nil && rec.SHA256 != "" && !rec.SameDownload(dl.Location, dl.Direct, dl.RegistryCredentials) {
 		// fetchModule wrote no record (its package is the one the record
 		// names): the record takes the location that served.
 		s.keepLocation(m, version, rec.Location, *got)
@@ -117,7 +118,8 @@ func (s *Modules) keepLocation(m addrs.Module, version versions.Version, from st
 	if _, err := s.store.GetMeta(key, &now); err != nil || now.Location != from || now.SHA256 != got.SHA256 {
 		return
 	}
-	now.Location, now.RegistryCredentials, now.Kind, now.Package = got.Location, got.RegistryCredentials, got.Kind, got.Package
+	now.SetDownload(got.Location, got.Direct, got.RegistryCredentials)
+	now.Kind, now.Package = got.Kind, got.Package
 	if err := s.store.PutMeta(key, now); err != nil {
 		s.metrics.CacheWriteFailed()
 		s.log.Warn("module record not updated with the location its package was fetched from; the next fetch asks the origin again",

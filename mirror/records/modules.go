@@ -57,13 +57,16 @@ type ModuleRecord struct {
 	// carry credentials (a pre-signed URL): it is for fetching only, and
 	// shown, logged or exported only through Shown or redact.Location.
 	Location string `json:"location"`
-	// RegistryCredentials says Location is the package URL of OpenTofu's
-	// direct download answer with "use_registry_credentials": true
-	// (discovery.ModuleDownload): a URL, not go-getter syntax
-	// (modsource.ParseDirect), fetched with the origin's own credential
-	// for its host (discovery.WithRegistryCredential), which the record
-	// never holds. Absent (false) in every record made otherwise, and in
-	// those of earlier releases, which are read as they were.
+	// Direct says Location is the package URL of OpenTofu's direct
+	// download answer (discovery.ModuleDownload.Direct): a URL, not
+	// go-getter syntax (modsource.ParseDirect). RegistryCredentials says
+	// it is fetched with the origin's own credential for its host
+	// (discovery.WithRegistryCredential), which the record never holds;
+	// it implies Direct (records of the release that first read the
+	// direct answer have it without Direct: see PackageURL). Both absent
+	// (false) in every record made otherwise, and in those of earlier
+	// releases, which are read as they were.
+	Direct              bool `json:"direct,omitempty"`
 	RegistryCredentials bool `json:"registry_credentials,omitempty"`
 	// Kind is the source kind: git or archive.
 	Kind modsource.Kind `json:"kind"`
@@ -94,21 +97,36 @@ type ModuleRecord struct {
 	Provenance Provenance `json:"provenance,omitempty"`
 }
 
+// PackageURL says the record's Location is a package URL, not go-getter
+// syntax: Direct, or RegistryCredentials (which implies it).
+func (r ModuleRecord) PackageURL() bool { return r.Direct || r.RegistryCredentials }
+
 // Address parses the record's Location as it was given: a package URL
-// (modsource.ParseDirect) when RegistryCredentials, else a location in
-// go-getter syntax (modsource.Parse).
+// (modsource.ParseDirect) when PackageURL, else a location in go-getter
+// syntax (modsource.Parse).
 func (r ModuleRecord) Address() (modsource.Address, error) {
-	return ParseLocation(r.Location, r.RegistryCredentials)
+	return ParseLocation(r.Location, r.PackageURL())
 }
 
-// ParseLocation parses a download location: a package URL when
-// registryCredentials (discovery.ModuleDownload.RegistryCredentials),
-// else go-getter syntax.
-func ParseLocation(location string, registryCredentials bool) (modsource.Address, error) {
-	if registryCredentials {
+// ParseLocation parses a download location: a package URL when direct
+// (discovery.ModuleDownload.Direct), else go-getter syntax.
+func ParseLocation(location string, direct bool) (modsource.Address, error) {
+	if direct {
 		return modsource.ParseDirect(location)
 	}
 	return modsource.Parse(location)
+}
+
+// SetDownload makes the record's location dl's: its Location, and
+// whether it is a package URL and wants the registry's credential.
+func (r *ModuleRecord) SetDownload(location string, direct, registryCredentials bool) {
+	r.Location, r.Direct, r.RegistryCredentials = location, direct || registryCredentials, registryCredentials
+}
+
+// SameDownload says the record's location is location, read the same way
+// (a package URL or not, with the registry's credential or not).
+func (r ModuleRecord) SameDownload(location string, direct, registryCredentials bool) bool {
+	return r.Location == location && r.PackageURL() == (direct || registryCredentials) && r.RegistryCredentials == registryCredentials
 }
 
 // Shown is the record's package (its location without subdirectory)
