@@ -678,17 +678,41 @@ func (s *Store) getSmall(ctx context.Context, op, key string) ([]byte, time.Time
 // putSmall stores doc under the full key, replacing any object there.
 func (s *Store) putSmall(ctx context.Context, op, key string, doc []byte) error {
 	return s.call(ctx, op, func(ctx context.Context) (string, error) {
-		out, err := s.client.PutObject(ctx, &s3.PutObjectInput{
-			Bucket: &s.loc.Bucket, Key: aws.String(key),
-			Body: bytes.NewReader(doc), ContentLength: aws.Int64(int64(len(doc))),
-			ContentType: aws.String("application/json"),
-		})
-		if err == nil {
-			s.versioned.note(s.log, s.loc.Bucket, out.VersionId)
+		for attempt := 1; ; attempt++ {
+			out, err := s.client.PutObject(ctx, &s3.PutObjectInput{
+				Bucket: &s.loc.Bucket, Key: aws.String(key),
+				Body: bytes.NewReader(doc), ContentLength: aws.Int64(int64(len(doc))),
+				ContentType: aws.String("application/json"),
+			})
+			if err == nil {
+				s.versioned.note(s.log, s.loc.Bucket, out.VersionId)
+				return "ok", nil
+			}
+			// 409 to a plain write: an operation on the object under way
+			// (S3's OperationAborted, "try again"; on an S3 server over
+			// a file system, a removal of the key's directory racing
+			// the write). Not the store failing: the write is tried
+			// again, shortly, within the call's time.
+			if statusOf(err) != http.StatusConflict || attempt == conflictAttempts {
+				return "ok", err
+			}
+			t := time.NewTimer(time.Duration(attempt) * conflictRetryDelay)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return "ok", err
+			}
 		}
-		return "ok", err
 	})
 }
+
+// A plain write answered 409 is tried conflictAttempts times in all,
+// waiting conflictRetryDelay more before each try than the last.
+const (
+	conflictAttempts   = 3
+	conflictRetryDelay = 50 * time.Millisecond
+)
 
 // versioning takes the versions writes answered with: one of their own
 // (not none, nor "null", a bucket's answer while versioning was never on
