@@ -27,6 +27,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/mirror/gate"
 	"github.com/tfmirror/tfmirror/v2/mirror/served"
+	"github.com/tfmirror/tfmirror/v2/policy"
 	"github.com/tfmirror/tfmirror/v2/proxy/httperr"
 	"github.com/tfmirror/tfmirror/v2/releases"
 )
@@ -39,6 +40,9 @@ type CLIReleases interface {
 	Sums(ctx context.Context, pub releases.Publisher, product, version string) (*releases.Sums, error)
 	// Cached reports whether the archive of sha256 sha is in the cache.
 	Cached(sha string) bool
+	// StoredRelease is what the cache knows of a version's release
+	// (policy explain), asking no origin.
+	StoredRelease(pub releases.Publisher, product, version string) policy.Release
 }
 
 var _ CLIReleases = (*served.Releases)(nil)

@@ -10,6 +10,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/mirror/unsigned"
 	"github.com/tfmirror/tfmirror/v2/policy"
 	"github.com/tfmirror/tfmirror/v2/proxy/httperr"
+	"github.com/tfmirror/tfmirror/v2/releases"
 )
 
 // PolicyRequest names a provider or module, and for a release a version.
@@ -97,6 +98,14 @@ func (a *API) Release(ctx context.Context, req PolicyRequest) (KnownRelease, err
 	kind, addr, version, err := req.parse(true)
 	if err != nil {
 		return KnownRelease{}, err
+	}
+	// A CLI product's address (releases.hashicorp.com/hashicorp/PRODUCT,
+	// get.opentofu.org/opentofu/tofu) is a provider's to the policy, and
+	// dated by the releases side as its door dates it: its SHA256SUMS
+	// signature and the listing rule, not by provider records.
+	if pub, product, ok := releases.ParseAddress(addr); ok && kind == policy.Provider && a.opts.Releases != nil {
+		rel := a.opts.Releases.StoredRelease(pub, product, version)
+		return KnownRelease{Known: rel.Known, At: rel.At}, nil
 	}
 	rel, err := a.engine.Inventory().KnownRelease(ctx, kind, addr, version, req.Window)
 	if err != nil {

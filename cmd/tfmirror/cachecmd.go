@@ -87,7 +87,10 @@ func parseCacheCommandConfig(name string, args []string, lookupEnv func(string) 
 
 // airGapResult is what runSealed reports of an export, import or check.
 type airGapResult struct {
-	summary  string   // one line for stdout
+	// summary is one line for stdout; none ("") when the command failed
+	// before it did anything, since a summary of nothing done ("exported
+	// 0 packages ..., 0 failed") would read as a success.
+	summary  string
 	failures []string // one line each for stderr
 	failed   int
 }
@@ -98,8 +101,8 @@ type airGapResult struct {
 // sealed (a command on its own never contacts an origin). viaServer, when
 // not nil, is told when it goes through a serve, and an error from it
 // stops the command (exit status 2) before op runs. It reports op's
-// failures on stderr and its summary on stdout, and returns the exit
-// status: 1 when anything failed.
+// failures on stderr and its summary, when it has one, on stdout, and
+// returns the exit status: 1 when anything failed.
 func runSealed(name string, cfg settings.Config, pol *policy.Policy, stdout, stderr io.Writer, viaServer func() error, op func(context.Context, engineOps) (airGapResult, error)) int {
 	logger, err := newLogger("text", cfg.LogLevel, stderr)
 	if err != nil {
@@ -131,7 +134,9 @@ func runSealed(name string, cfg settings.Config, pol *policy.Policy, stdout, std
 	for _, line := range res.failures {
 		fmt.Fprintf(stderr, "tfmirror %s: %s\n", name, line)
 	}
-	fmt.Fprintln(stdout, res.summary)
+	if res.summary != "" {
+		fmt.Fprintln(stdout, res.summary)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "tfmirror %s: %v\n", name, err)
 		return 1

@@ -1016,3 +1016,62 @@ func TestReleasesDoorFollowsPublicURLReload(t *testing.T) {
 		t.Errorf("after the reload: %s", u)
 	}
 }
+
+// TestPolicyExplainCLIRelease: policy explain of a CLI release under a
+// minimum release age dates the version as the releases door does, by
+// its stored SHA256SUMS signature: a version released a year ago is
+// allowed (exit 0), one released an hour ago held until its signature
+// time plus the minimum age (exit 1), with the configuration file on the
+// data directory and through the serve running on it; neither is "held
+// until its release time is learned" while the door serves it.
+func TestPolicyExplainCLIRelease(t *testing.T) {
+	c := newCLIOrigin(t)
+	old := time.Now().Add(-365 * 24 * time.Hour).Truncate(time.Second)
+	young := time.Now().Add(-time.Hour).Truncate(time.Second)
+	c.origin.SetVersionSignedAt("terraform", "1.5.7", old)
+	c.origin.SetVersionSignedAt("terraform", "1.6.0", young)
+	dataDir := filepath.Join(t.TempDir(), "data")
+	m := filepath.Join(t.TempDir(), "sync.hcl")
+	if err := os.WriteFile(m, []byte("platforms = [\""+platform+"\"]\ncli \"terraform\" {\n  versions = [\">= 1.5.0\"]\n}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := runSync(context.Background(), append(c.flags(dataDir), m), func(string) (string, bool) { return "", false }, &stdout, &stderr,
+		overrides{rootCAs: c.pool(), keepStdLog: true}); code != 0 || !strings.Contains(stdout.String(), "cli summary: 2 archives fetched") {
+		t.Fatalf("sync: exit %d\n%s\n%s", code, stdout.String(), stderr.String())
+	}
+	// The file serve reads, with the keys its SHA256SUMS are verified by.
+	conf := filepath.Join(t.TempDir(), "mirror.hcl")
+	if err := os.WriteFile(conf, []byte(fmt.Sprintf("releases_hashicorp_keys = %q\npolicy {\n  minimum_release_age = \"72h\"\n}\n", c.hcKey)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const addr = "releases.hashicorp.com/hashicorp/terraform"
+	check := func(how string, args ...string) {
+		t.Helper()
+		code, out, _ := runPolicyExplain(t, append(args, "--data-dir", dataDir, addr, "1.5.7")...)
+		if code != 0 || !strings.Contains(out, "provider "+addr+" 1.5.7: allowed\n") || !strings.Contains(out, "released:   "+old.UTC().Format(time.RFC3339)) {
+			t.Errorf("%s: 1.5.7 released a year ago: exit %d, want 0, allowed, with its release time\n%s", how, code, out)
+		}
+		code, out, _ = runPolicyExplain(t, append(args, "--data-dir", dataDir, addr, "1.6.0")...)
+		if code != 1 || !strings.Contains(out, "1.6.0: held back (min_release_age) until "+young.Add(72*time.Hour).UTC().Format(time.RFC3339)) {
+			t.Errorf("%s: 1.6.0 released an hour ago: exit %d, want 1, held until %s\n%s", how, code, young.Add(72*time.Hour).UTC().Format(time.RFC3339), out)
+		}
+	}
+	check("--config on the data directory", "--config", conf)
+	c.start(t, dataDir, "--config", conf)
+	waitAdminSocket(t, dataDir)
+	check("through the serve")
+	check("--config through the serve", "--config", conf)
+	// The door agrees: the old version's SHA256SUMS is served, the young one's held.
+	client := c.client(t)
+	for version, want := range map[string]int{"1.5.7": http.StatusOK, "1.6.0": http.StatusUnavailableForLegalReasons} {
+		resp, err := client.Get(c.url + "/releases/hashicorp/terraform/" + version + "/terraform_" + version + "_SHA256SUMS")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("the door's answer for terraform %s: %d, want %d", version, resp.StatusCode, want)
+		}
+	}
+}

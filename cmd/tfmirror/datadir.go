@@ -160,6 +160,12 @@ func writeNew(path string, write func(io.Writer) error) error {
 // --data-dir, the default of another working directory), not an empty
 // cache. nil when dir is a directory.
 func existingDataDir(dir, command string) error {
+	return noDataDir(dir, command+" reads the cache of an existing one")
+}
+
+// noDataDir says why dir is no data directory, then what the command
+// does with one (needs); nil when dir is a directory.
+func noDataDir(dir, needs string) error {
 	fi, err := os.Stat(dir)
 	if err == nil && fi.IsDir() {
 		return nil
@@ -170,7 +176,7 @@ func existingDataDir(dir, command string) error {
 	} else if err != nil {
 		why = "cannot be read: " + err.Error()
 	}
-	return fmt.Errorf("data directory %s %s: %s reads the cache of an existing one (--data-dir, TFMIRROR_DATA_DIR, data_dir)", dir, why, command)
+	return fmt.Errorf("data directory %s %s: %s (--data-dir, TFMIRROR_DATA_DIR, data_dir)", dir, why, needs)
 }
 
 // openDataDir is the one place subcommands get at a data directory: when

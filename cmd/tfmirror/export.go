@@ -135,8 +135,9 @@ func runExport(args []string, stdout, stderr io.Writer) int {
 	return runSealed("export", cfg, pol, stdout, stderr, viaServer, exportOp(req))
 }
 
-// exportOp is the export req, as runSealed runs it: its summary, and
-// the error that stopped it, said so that the operator knows what is left
+// exportOp is the export req, as runSealed runs it: its summary (none
+// when it failed before it exported or checked anything), and the error
+// that stopped it, said so that the operator knows what is left
 // at OUT when it was interrupted.
 func exportOp(req admin.ExportRequest) func(context.Context, engineOps) (airGapResult, error) {
 	return func(ctx context.Context, ops engineOps) (airGapResult, error) {
@@ -154,6 +155,9 @@ func exportOp(req admin.ExportRequest) func(context.Context, engineOps) (airGapR
 			}
 		}
 		if l := res.Layout; l != nil {
+			if err != nil && l.Repositories+l.Tags+l.Blobs+l.BlobsPresent+l.Packages+l.PackagesPresent+l.Partial+l.Held+l.LongNames+l.Failed == 0 {
+				return airGapResult{failures: res.Failures}, err // nothing done: no summary
+			}
 			summary := fmt.Sprintf("OCI layouts: %d repositories, %d tags; %d blobs written (%d bytes), %d already present; %d versions with fewer platforms than the front door's index, %d failed",
 				l.Repositories, l.Tags, l.Blobs, l.Bytes, l.BlobsPresent, l.Partial, l.Failed)
 			if l.LongNames > 0 {
@@ -163,6 +167,9 @@ func exportOp(req admin.ExportRequest) func(context.Context, engineOps) (airGapR
 				summary += fmt.Sprintf("\npush every tag into an OCI registry with: sh %s REGISTRY[/PREFIX]", l.Script)
 			}
 			return airGapResult{summary: summary, failures: res.Failures, failed: l.Failed}, err
+		}
+		if err != nil && res.Written+res.Present+res.Modules+res.ModulesPresent+res.CLIArchives+res.CLIPresent+res.Held+res.Failed == 0 {
+			return airGapResult{failures: res.Failures}, err // nothing done: no summary
 		}
 		summary := fmt.Sprintf("exported %d packages (%d bytes), %d already present, %d failed", res.Written, res.Bytes, res.Present, res.Failed)
 		if res.Modules+res.ModulesPresent > 0 {

@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -76,4 +79,77 @@ func TestExportInterruptedSaysSo(t *testing.T) {
 			t.Errorf("export to %s interrupted: %v, want %q", tc.req.Out, err, tc.want)
 		}
 	}
+}
+
+// TestAirGapCommandFailedPrintsNoSummary: an export, import or cache
+// verify that fails before it did anything says what failed on stderr
+// and exits 1, and prints no summary of nothing ("exported 0 packages
+// ..., 0 failed" reads as a success): an export whose selection names
+// what the cache lacks (a bundle and an OCI layout), an import of a
+// directory without packages, and each of the three through a serve
+// whose answer is an error.
+func TestAirGapCommandFailedPrintsNoSummary(t *testing.T) {
+	t.Parallel()
+	summaries := []string{"exported ", "OCI layouts:", "imported ", "checked "}
+	check := func(t *testing.T, what string, code int, stdout, stderr, want string) {
+		t.Helper()
+		t.Logf("%s: exit %d\nstdout:\n%sstderr:\n%s", what, code, stdout, stderr)
+		if code != 1 {
+			t.Errorf("%s: exit %d, want 1", what, code)
+		}
+		for _, s := range summaries {
+			if strings.Contains(stdout, s) {
+				t.Errorf("%s: stdout %q, want no summary", what, stdout)
+			}
+		}
+		if !strings.Contains(stderr, want) {
+			t.Errorf("%s: stderr lacks %q", what, want)
+		}
+	}
+
+	t.Run("on the data directory", func(t *testing.T) {
+		t.Parallel()
+		dataDir := t.TempDir()
+		parent := t.TempDir()
+		code, stdout, stderr := runCommand("export", "--data-dir", dataDir, "--provider", "acme/nope", filepath.Join(parent, "bundle.tar.gz"))
+		check(t, "export of a provider not cached", code, stdout, stderr, "--provider registry.terraform.io/acme/nope: the cache holds no package of it")
+		code, stdout, stderr = runCommand("export", "--data-dir", dataDir, "--format", "oci-layout", "--provider", "acme/nope", filepath.Join(parent, "layout"))
+		check(t, "OCI layout export of a provider not cached", code, stdout, stderr, "--provider registry.terraform.io/acme/nope")
+		empty := t.TempDir()
+		code, stdout, stderr = runCommand("import", "--data-dir", dataDir, empty)
+		check(t, "import of a directory without packages", code, stdout, stderr, "holds no provider packages")
+	})
+
+	t.Run("through a serve", func(t *testing.T) {
+		t.Parallel()
+		dataDir := filepath.Join(t.TempDir(), "data")
+		if err := os.MkdirAll(dataDir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		ln, err := net.Listen("unix", admin.SocketPath(dataDir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			switch r.URL.Path {
+			case "/v1/export", "/v1/import", "/v1/verify":
+				w.WriteHeader(http.StatusInternalServerError)
+				io.WriteString(w, `{"error":"the cache failed"}`)
+			default:
+				io.WriteString(w, "{}")
+			}
+		})}
+		go srv.Serve(ln)
+		t.Cleanup(func() { srv.Close() })
+		in := t.TempDir()
+		for _, args := range [][]string{
+			{"export", "--data-dir", dataDir, filepath.Join(t.TempDir(), "bundle.tar.gz")},
+			{"import", "--data-dir", dataDir, in},
+			{"cache", "verify", "--data-dir", dataDir},
+		} {
+			code, stdout, stderr := runCommand(args...)
+			check(t, args[0], code, stdout, stderr, "the cache failed")
+		}
+	})
 }

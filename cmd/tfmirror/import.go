@@ -103,6 +103,9 @@ func runImport(args []string, stdout, stderr io.Writer) int {
 			// Not a fault of the bundle: the operator stopped it.
 			err = errors.New("import interrupted: what it imported is cached (through a running serve, its log line \"admin request failed\" says what); run tfmirror import again to import the rest")
 		}
+		if err != nil && res.Imported+res.Present+res.Failed+res.Ignored+res.Modules+res.ModulesPresent+res.CLIArchives+res.CLIPresent == 0 {
+			return airGapResult{failures: res.Failures}, err // nothing done: no summary
+		}
 		summary := fmt.Sprintf("imported %d packages (%d bytes), %d already present, %d failed, %d files ignored",
 			res.Imported, res.Bytes, res.Present, res.Failed, res.Ignored)
 		if res.Modules+res.ModulesPresent > 0 {

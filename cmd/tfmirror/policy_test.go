@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -501,5 +503,31 @@ func TestReloadRefusedSaidOnce(t *testing.T) {
 	}
 	if !strings.Contains(log.String(), `"msg":"admin request failed","path":"/v1/reload"`) {
 		t.Errorf("no audit line of the reload asked:\n%s", log.String())
+	}
+}
+
+// TestPolicyExplainOfNoDataDirectory: without a configuration file,
+// policy explain answers by the policy of the tfmirror serving the data
+// directory; one that does not exist (a mistyped --data-dir, the default
+// ./tfmirror-data of another working directory) is an error, exit 1 with
+// no answer, not "allowed by default" (exit 0) of a policy that is
+// nobody's, while the serve meant refuses. With --config the file's
+// policy answers what needs no release time as before.
+func TestPolicyExplainOfNoDataDirectory(t *testing.T) {
+	t.Parallel()
+	typo := filepath.Join(t.TempDir(), "tfmirror-dta")
+	for _, args := range [][]string{{"hashicorp/random"}, {"hashicorp/random", "3.6.0"}} {
+		code, stdout, stderr := runPolicyExplain(t, append([]string{"--data-dir", typo}, args...)...)
+		if code != 1 || stdout != "" || !strings.Contains(stderr, "data directory "+typo+" does not exist") {
+			t.Errorf("explain %q without a file on a data directory not there: exit %d, stdout %q; want 1, no answer, and why", args, code, stdout)
+		}
+	}
+	if _, err := os.Stat(typo); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("policy explain made %s (%v)", typo, err)
+	}
+	conf := writePolicyConfig(t, `  deny = ["registry.terraform.io/hashicorp/random"]
+`)
+	if code, stdout, _ := runPolicyExplain(t, "--config", conf, "--data-dir", typo, "hashicorp/random", "3.6.0"); code != 1 || !strings.Contains(stdout, "refused (deny)") {
+		t.Errorf("--config, no release time needed: exit %d, want 1 and the file's answer\n%s", code, stdout)
 	}
 }

@@ -182,7 +182,13 @@ func runPolicy(args []string, lookupEnv func(string) (string, bool), stdout, std
 	}
 	if e.File == nil {
 		// Without a file, the policy is that of the serve running on the
-		// data directory, when one answers.
+		// data directory, when one answers; a data directory that is not
+		// there has none, and "allowed by default" would be a mistyped
+		// --data-dir's answer, not the serve's.
+		if err := noDataDir(e.Config.DataDir, "without --config, policy explain answers by the policy of the tfmirror serving an existing one"); err != nil {
+			fmt.Fprintf(stderr, "tfmirror policy explain: %v\n", err)
+			return 1
+		}
 		if code, asked := explainByServer(e.Config.DataDir, kind, addr, version, stdout, stderr); asked {
 			return code
 		}

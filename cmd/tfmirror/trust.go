@@ -197,8 +197,9 @@ const exportKeyUsage = "tfmirror export-key [--data-dir DIR] [--export-key FILE]
 
 // runExportKey is `tfmirror export-key`: it prints the public key of the
 // key that signs the data directory's exports (--export-key's, or the
-// data directory's, made now if there is none yet), to carry to the
-// importing side out of band.
+// data directory's, made now if there is none yet; a data directory that
+// does not exist is an error), to carry to the importing side out of
+// band.
 func runExportKey(args []string, stdout, stderr io.Writer) int {
 	var own settings.Config // export-key, as serve takes it
 	var ifs *flag.FlagSet
@@ -223,7 +224,10 @@ func runExportKey(args []string, stdout, stderr io.Writer) int {
 	where := cfg.ExportKeyFile
 	if where != "" {
 		k, err = readExportKeyFile(where)
-	} else {
+	} else if err = noDataDir(cfg.DataDir, "export-key prints the export key of an existing one, and makes it there when it has none yet: run tfmirror serve or sync on it first, or name the key with --export-key"); err == nil {
+		// A data directory that is not there is a mistake (a mistyped
+		// --data-dir): a key made in a new one would sign no export of
+		// the mirror meant.
 		var created bool
 		where = filepath.Join(cfg.DataDir, settings.ExportKeyName)
 		k, created, err = ensureDataDirKey(cfg.DataDir, leveledLogger("text", slog.LevelInfo, stderr))

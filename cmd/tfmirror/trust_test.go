@@ -397,3 +397,35 @@ func privateKeyFile(t *testing.T) string {
 	writeFile(t, path, buf.Bytes())
 	return path
 }
+
+// TestExportKeyOfNoDataDirectory: `tfmirror export-key` on a data
+// directory that is not there (a mistyped --data-dir, the default of
+// another working directory) exits 1 saying so, prints no key and makes
+// nothing: the key it would make signs no export of the mirror meant,
+// and the importing side would learn it only at its first import. On a
+// data directory without a key yet it makes one, as before; with
+// --export-key it reads that file whatever the data directory.
+func TestExportKeyOfNoDataDirectory(t *testing.T) {
+	t.Parallel()
+	typo := filepath.Join(t.TempDir(), "tfmirror-dta")
+	code, stdout, stderr := runCommand("export-key", "--data-dir", typo)
+	t.Logf("export-key: exit %d\n%s%s", code, stdout, stderr)
+	if code != 1 || stdout != "" || !strings.Contains(stderr, "data directory "+typo+" does not exist") {
+		t.Errorf("export-key on a data directory not there: exit %d, stdout %q; want 1, no key, and why", code, stdout)
+	}
+	if _, err := os.Stat(typo); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("export-key made %s (%v)", typo, err)
+	}
+
+	fresh := t.TempDir()
+	code, stdout, stderr = runCommand("export-key", "--data-dir", fresh)
+	if code != 0 || !strings.HasPrefix(stdout, "-----BEGIN PGP PUBLIC KEY BLOCK-----") || !strings.Contains(stderr, "made a new export key") {
+		t.Errorf("export-key on a data directory without a key: exit %d\n%s%s", code, stdout, stderr)
+	}
+
+	keyFile := filepath.Join(fresh, settings.ExportKeyName)
+	code, stdout, stderr = runCommand("export-key", "--data-dir", typo, "--export-key", keyFile)
+	if code != 0 || !strings.HasPrefix(stdout, "-----BEGIN PGP PUBLIC KEY BLOCK-----") {
+		t.Errorf("export-key --export-key with no data directory: exit %d\n%s%s", code, stdout, stderr)
+	}
+}

@@ -55,6 +55,9 @@ func runVerify(args []string, lookupEnv func(string) (string, bool), stdout, std
 			out.failures = append(out.failures, fmt.Sprintf("... and %d more failed (see the serving tfmirror's log)", res.Failed-len(res.Failures)))
 		}
 		out.failed = res.Failed
+		if err != nil && res.Checked+res.Failed == 0 {
+			return out, err // nothing checked: no summary
+		}
 		out.summary = fmt.Sprintf("checked %d packages, %s (%d against stored evidence, %d against their sha256): %d failed",
 			res.Checked, humanize.IBytes(uint64(res.Bytes)), res.ByEvidence, res.Checked-res.ByEvidence, res.Failed)
 		return out, err

@@ -174,6 +174,14 @@ func (r *Releases) version(ctx context.Context, pub releases.Publisher, product,
 // has just served it, to wait for the archive's commit.
 func (r *Releases) Cached(sha string) bool { return r.rel.Cached(sha) }
 
+// StoredRelease is the release time of a version as the cache dates it
+// (releases.Releases.StoredRelease: its stored SHA256SUMS signature and
+// the listing rule), what a download of it is judged by once its
+// SHA256SUMS is held; it asks no origin. policy explain reads it.
+func (r *Releases) StoredRelease(pub releases.Publisher, product, version string) policy.Release {
+	return r.rel.StoredRelease(pub, product, version)
+}
+
 // ServedBuilds are the archives of s, a SHA256SUMS this layer let
 // through (Sums), that the listings name
 // (releases.Releases.ServedBuilds): sealed, only those cached. It

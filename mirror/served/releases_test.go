@@ -206,11 +206,12 @@ var releasesNoOrigin = map[string]bool{"StoredVersion": true}
 // releasesNotServing are the methods of served.Releases that serve no
 // CLI version, each with why.
 var releasesNotServing = map[string]string{
-	"Products":     "the products configured, for the door's listing, those refused whole left out (TestReleasesProductsLeaveOutDenied)",
-	"SignerKeyID":  "the ID of the key that names a version's signature file, for the listings of the versions Versions let through; it asks no origin",
-	"Held":         "the versions this layer held back, for the status page",
-	"Cached":       "whether an archive, named by the sha256 of an answer this layer gave, is committed",
-	"ServedBuilds": "the archives of a SHA256SUMS this layer let through (Sums) that a listing names; it asks no origin",
+	"Products":      "the products configured, for the door's listing, those refused whole left out (TestReleasesProductsLeaveOutDenied)",
+	"SignerKeyID":   "the ID of the key that names a version's signature file, for the listings of the versions Versions let through; it asks no origin",
+	"Held":          "the versions this layer held back, for the status page",
+	"Cached":        "whether an archive, named by the sha256 of an answer this layer gave, is committed",
+	"ServedBuilds":  "the archives of a SHA256SUMS this layer let through (Sums) that a listing names; it asks no origin",
+	"StoredRelease": "what the cache knows of a version's release, for policy explain; it serves nothing and asks no origin",
 }
 
 // TestEveryReleasesMethodRefuses walks the method set of
