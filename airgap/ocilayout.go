@@ -133,7 +133,9 @@ type ociLayoutExport struct {
 // from providers (the engine's OCI side) and the engine's module side,
 // which makes a module version's zip from its cached package when it has
 // not been made. Each version that fails is reported and counted, and
-// the export goes on. It writes push.sh last: one oras cp line per tag.
+// the export goes on. It removes push.sh first, and writes it last: one
+// oras cp line per tag; an export that stops before its end (the error)
+// leaves none.
 func ExportOCILayout(ctx context.Context, engine Engine, arts Artifacts, names oci.Names, sel Selection, out string, report func(string)) (LayoutSummary, error) {
 	var sum LayoutSummary
 	selected, err := selectChecked(ctx, engine, sel, false, out)
@@ -146,6 +148,12 @@ func ExportOCILayout(ctx context.Context, engine Engine, arts Artifacts, names o
 	}
 	defer dir.Close()
 	out = dir.path
+	// An earlier export's push.sh goes first, and a new one is written
+	// last: an export that stops before its end (interrupted, a write
+	// that fails) leaves none, and the directory does not look finished.
+	if err := dir.remove(filepath.Join(out, PushScriptName)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return sum, err
+	}
 	x := &ociLayoutExport{ctx: ctx, engine: engine, arts: arts, names: names, out: out, dir: dir, files: &exportFiles{out: out, dir: dir, files: map[string]manifestFile{}, prior: map[string]manifestFile{}}, sum: &sum, tags: map[string][]layoutTag{}, kept: map[string]int64{}, dropped: map[string][]string{}}
 	for _, cv := range selected {
 		if err := ctx.Err(); err != nil {
@@ -206,7 +214,7 @@ func ExportOCILayout(ctx context.Context, engine Engine, arts Artifacts, names o
 		}
 		sum.Repositories++
 	}
-	script, err := x.writeScript()
+	script, err := x.writeScript(report)
 	sum.Script = script
 	return sum, err
 }
@@ -721,7 +729,11 @@ func (x *ociLayoutExport) writeIndex(repo string) error {
 // a tag with oras cp, unless PREFIX/REPOSITORY is longer than a registry
 // takes (the target's trailing slashes are not part of its PREFIX); a tag not pushed is reported and the next one pushed, and the
 // script then ends with status 1. Without oras it stops at its first
-// tag (a layout with none pushes nothing, and needs no oras).
+// tag (a layout with none pushes nothing, and needs no oras). A target
+// that is a URL (a scheme, a user and password) is refused, with status
+// 2, before anything is pushed and without being repeated: oras would
+// print it, password and all, for every tag. It goes to its own
+// directory whatever CDPATH says.
 var pushScriptHead = `#!/bin/sh
 # Pushes this OCI image layout export into an OCI registry, a repository
 # per layout, under the names the tfmirror OCI front door uses:
@@ -734,10 +746,17 @@ var pushScriptHead = `#!/bin/sh
 set -eu
 LC_ALL=C
 export LC_ALL
+unset CDPATH
 r="${1:?usage: sh push.sh REGISTRY[/PREFIX]}"
+case "$r" in
+*://* | *@* | -*)
+	# Not repeated: it may hold a password.
+	echo "push.sh: the target is REGISTRY[/PREFIX], a registry's host and a path, without a scheme (https://) or a user and password; give credentials with oras login REGISTRY" >&2
+	exit 2 ;;
+esac
 while :; do case "$r" in */) r="${r%/}" ;; *) break ;; esac; done
 case "$r" in */*) p="${r#*/}/" ;; *) p= ;; esac
-cd "$(dirname "$0")"
+cd -- "$(dirname -- "$0")"
 failed=0
 push() {
 	if [ -z "${oras_found:-}" ]; then
@@ -763,8 +782,9 @@ fi
 
 // writeScript writes push.sh: a push line per tag of every layout in out
 // (those of earlier exports included), in order; a layout without an
-// index.json has none.
-func (x *ociLayoutExport) writeScript() (string, error) {
+// index.json has none, nor has one whose index.json is not an index
+// (reported).
+func (x *ociLayoutExport) writeScript(report func(string)) (string, error) {
 	repos, err := layoutRepositories(x.dir)
 	if err != nil {
 		return "", err
@@ -789,7 +809,12 @@ func (x *ociLayoutExport) writeScript() (string, error) {
 		}
 		var index ocispec.Index
 		if err := json.Unmarshal(idx, &index); err != nil {
-			return "", fmt.Errorf("%s: %w", repo, err)
+			// Cut short (a medium pulled out before the file reached
+			// it) or not an export's: the other layouts' lines are
+			// written all the same.
+			report(fmt.Sprintf("%s: its %s is not an OCI index (%v): its tags are left out of %s; export its versions again, or remove the layout",
+				repo, ocispec.ImageIndexFile, err, PushScriptName))
+			continue
 		}
 		for _, d := range index.Manifests {
 			tag := d.Annotations[ocispec.AnnotationRefName]

@@ -149,7 +149,7 @@ func exportOp(req admin.ExportRequest) func(context.Context, engineOps) (airGapR
 			} else {
 				last := "a new signed manifest"
 				if req.Format == admin.FormatOCILayout {
-					last = "a new push.sh"
+					last = "push.sh (removed until an export finishes)"
 				}
 				err = fmt.Errorf("export interrupted: the directory %s is incomplete, without %s; run the same tfmirror export again to finish it (what it wrote is not written again)", req.Out, last)
 			}
@@ -160,6 +160,9 @@ func exportOp(req admin.ExportRequest) func(context.Context, engineOps) (airGapR
 			}
 			summary := fmt.Sprintf("OCI layouts: %d repositories, %d tags; %d blobs written (%d bytes), %d already present; %d versions with fewer platforms than the front door's index, %d failed",
 				l.Repositories, l.Tags, l.Blobs, l.Bytes, l.BlobsPresent, l.Partial, l.Failed)
+			if l.Held > 0 {
+				summary += fmt.Sprintf("\nleft out %d versions the package policy holds back (listed on stderr)", l.Held)
+			}
 			if l.LongNames > 0 {
 				summary += fmt.Sprintf("\nleft out %d versions whose repository names are longer than the %d bytes a registry takes (listed on stderr)", l.LongNames, oci.MaxRegistryNameLen)
 			}

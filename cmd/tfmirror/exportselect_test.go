@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/tfmirror/tfmirror/v2/admin"
+	"github.com/tfmirror/tfmirror/v2/airgap"
 )
 
 // TestExportOfWhatTheCacheLacksFails: `tfmirror export` naming a provider
@@ -71,7 +72,7 @@ func TestExportInterruptedSaysSo(t *testing.T) {
 	}{
 		{admin.ExportRequest{Out: "/media/usb/b.tar.gz"}, "export interrupted: nothing was written to /media/usb/b.tar.gz"},
 		{admin.ExportRequest{Out: "/media/usb/b"}, "export interrupted: the directory /media/usb/b is incomplete, without a new signed manifest; run the same tfmirror export again"},
-		{admin.ExportRequest{Out: "/media/usb/l", Format: admin.FormatOCILayout}, "without a new push.sh"},
+		{admin.ExportRequest{Out: "/media/usb/l", Format: admin.FormatOCILayout}, "the directory /media/usb/l is incomplete, without push.sh (removed until an export finishes)"},
 	} {
 		ctx, cancel := context.WithCancel(context.Background())
 		_, err := exportOp(tc.req)(ctx, interruptedExport{cancel: cancel})
@@ -152,4 +153,28 @@ func TestAirGapCommandFailedPrintsNoSummary(t *testing.T) {
 			check(t, args[0], code, stdout, stderr, "the cache failed")
 		}
 	})
+}
+
+// exportedLayout is an engine whose OCI layout export answers sum.
+type exportedLayout struct {
+	engineOps
+	sum airgap.LayoutSummary
+}
+
+func (o exportedLayout) Export(context.Context, admin.ExportRequest) (admin.Exported, error) {
+	return admin.Exported{Layout: &o.sum}, nil
+}
+
+// The summary of an OCI layout export counts the versions the package
+// policy held back, as a bundle export's does: it said "0 tags" and
+// nothing of why.
+func TestExportOCILayoutSummaryCountsHeld(t *testing.T) {
+	res, err := exportOp(admin.ExportRequest{Out: "/media/usb/l", Format: admin.FormatOCILayout})(context.Background(),
+		exportedLayout{sum: airgap.LayoutSummary{Held: 2, Script: "/media/usb/l/push.sh"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(res.summary, "left out 2 versions the package policy holds back (listed on stderr)") {
+		t.Errorf("summary:\n%s\nwant the held versions counted", res.summary)
+	}
 }
