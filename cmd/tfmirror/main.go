@@ -79,6 +79,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "reload":
 		return runReload(args[1:], os.LookupEnv, stdout, stderr)
 	case "version", "--version", "-version":
+		if len(args) > 1 {
+			// A flag or argument it does not take (a script's typo) is
+			// said, not passed over.
+			fmt.Fprintf(stderr, "tfmirror version takes no flags or arguments, got %q\n", args[1:])
+			return 2
+		}
 		fmt.Fprintln(stdout, thisBuild().Line())
 		return 0
 	case "help", "-h", "--help", "-help":

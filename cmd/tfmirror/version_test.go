@@ -170,3 +170,19 @@ func goBuildIn(t *testing.T, dir, bin string, args ...string) string {
 	}
 	return bin
 }
+
+// TestVersionRefusesArguments: `tfmirror version` with a flag or argument
+// it does not take exits 2 and says so, printing no version; without
+// any it prints the version line and exits 0.
+func TestVersionRefusesArguments(t *testing.T) {
+	for _, args := range [][]string{{"version", "--bogus"}, {"version", "extra"}, {"--version", "-v"}} {
+		var stdout, stderr strings.Builder
+		if code := run(args, &stdout, &stderr); code != 2 || stdout.Len() != 0 || !strings.Contains(stderr.String(), "takes no flags or arguments") {
+			t.Errorf("tfmirror %q: exit %d, stdout %q, stderr %q; want exit 2, nothing printed, the refusal said", args, code, stdout.String(), stderr.String())
+		}
+	}
+	var stdout, stderr strings.Builder
+	if code := run([]string{"version"}, &stdout, &stderr); code != 0 || !strings.HasPrefix(stdout.String(), "tfmirror ") {
+		t.Errorf("tfmirror version: exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
+	}
+}
