@@ -363,6 +363,9 @@ func runConfig(args []string, lookupEnv func(string) (string, bool), stdout, std
 		return 0
 	}
 	if err := fs.Parse(args[1:]); err != nil || fs.NArg() != 1 {
+		if err == nil {
+			fmt.Fprintf(stderr, "tfmirror config check: %v\n", argumentsError("one FILE", fs.Args()))
+		}
 		fmt.Fprintf(stderr, "Usage: %s\n", configUsage)
 		return 2
 	}

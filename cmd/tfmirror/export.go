@@ -61,7 +61,7 @@ func runExport(args []string, stdout, stderr io.Writer) int {
 		releasesGiven = useReleasesFlags(ifs, own, &cfg)
 	}
 	if err == nil && len(rest) != 1 {
-		err = fmt.Errorf("want one OUT (a directory, or a file ending in .tar or .tar.gz), got %d arguments", len(rest))
+		err = argumentsError("one OUT (a directory, or a file ending in .tar or .tar.gz)", rest)
 	}
 	var req admin.ExportRequest
 	if err == nil {

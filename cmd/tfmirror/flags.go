@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
 )
@@ -112,4 +113,17 @@ func serveFlags(e *settings.Effective, out io.Writer) *flag.FlagSet {
 func addEngineFlags(fs *flag.FlagSet, c *settings.Config, path *string) []string {
 	settings.AddConfigFlag(fs, path)
 	return settings.AddTakenBy(fs, c, settings.Sync)
+}
+
+// argumentsError says that a command got other positional arguments than
+// it takes (want, as its usage names them: "one OUT ..."). Flags go
+// before them, as Go's flag parsing stops at the first one: a flag among
+// them is named, with where to put it, rather than counted.
+func argumentsError(want string, rest []string) error {
+	for _, a := range rest {
+		if len(a) > 1 && strings.HasPrefix(a, "-") {
+			return fmt.Errorf("want %s, got %d arguments: %q is read as an argument, as everything after the first one is; give flags before the arguments", want, len(rest), a)
+		}
+	}
+	return fmt.Errorf("want %s, got %d arguments", want, len(rest))
 }

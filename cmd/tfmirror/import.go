@@ -71,7 +71,7 @@ func runImport(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if err == nil && len(rest) != 1 {
-		err = fmt.Errorf("want one IN (a directory, or a tar file), got %d arguments", len(rest))
+		err = argumentsError("one IN (a directory, or a tar file)", rest)
 	}
 	req := admin.ImportRequest{AllowUnsigned: allowUnsigned}
 	if err == nil {

@@ -152,7 +152,7 @@ func runPolicy(args []string, lookupEnv func(string) (string, bool), stdout, std
 	var kind policy.Kind
 	var addr, version string
 	if err == nil && (len(rest) < 1 || len(rest) > 2) {
-		err = fmt.Errorf("want ADDRESS [VERSION], got %d arguments", len(rest))
+		err = argumentsError("ADDRESS [VERSION]", rest)
 	}
 	if err == nil {
 		kind, addr, err = policy.ParseAddressAs(policy.Kind(asKind), rest[0])

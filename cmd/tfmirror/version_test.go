@@ -186,3 +186,29 @@ func TestVersionRefusesArguments(t *testing.T) {
 		t.Errorf("tfmirror version: exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
 	}
 }
+
+// TestFlagAfterArgumentsNamed: a flag given after a command's arguments
+// (read as one more argument, as Go's flag parsing stops at the first)
+// is named in the refusal, with where flags go, and the command does
+// nothing (exit 2).
+func TestFlagAfterArgumentsNamed(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "tfmirror.hcl")
+	if err := os.WriteFile(conf, []byte("listen = \"127.0.0.1:0\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"config", "check", conf, "--skip-files"},
+		{"export", "--data-dir", dir, filepath.Join(dir, "out"), "--provider", "hashicorp/random"},
+		{"import", "--data-dir", dir, filepath.Join(dir, "in"), "--allow-unsigned"},
+		{"policy", "explain", "--data-dir", dir, "hashicorp/random", "--config", conf},
+	} {
+		code, stdout, stderr := runCommand(args...)
+		if code != 2 || !strings.Contains(stderr, "give flags before the arguments") || !strings.Contains(stderr, `"`+args[len(args)-2]+`"`) && !strings.Contains(stderr, `"`+args[len(args)-1]+`"`) {
+			t.Errorf("tfmirror %q: exit %d\nstdout: %s\nstderr: %s\nwant exit 2 naming the flag given after the arguments", args, code, stdout, stderr)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "out")); err == nil {
+		t.Error("the export refused wrote its OUT")
+	}
+}
