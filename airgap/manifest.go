@@ -237,10 +237,19 @@ func writeManifest(key *ExportKey, ef *exportFiles) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("signing the manifest: %w", err)
 	}
+	// Every file the manifest names is on disk, under its name, before
+	// the manifest is; the manifest is, before the export says it is
+	// done (outDir.syncDirs).
+	if err := ef.dir.syncDirs(); err != nil {
+		return nil, err
+	}
 	if _, err := ef.dir.writeIfChanged(filepath.Join(out, manifestName), data, 0o644); err != nil {
 		return nil, err
 	}
 	if _, err := ef.dir.writeIfChanged(filepath.Join(out, manifestSigName), sig, 0o644); err != nil {
+		return nil, err
+	}
+	if err := ef.dir.syncDirs(); err != nil {
 		return nil, err
 	}
 	return unlisted, nil

@@ -826,10 +826,20 @@ func (x *ociLayoutExport) writeScript(report func(string)) (string, error) {
 	}
 	b.WriteString(pushScriptTail)
 	path := filepath.Join(x.out, PushScriptName)
-	if wrote, err := x.dir.writeIfChanged(path, []byte(b.String()), 0o755); err != nil || wrote {
-		return path, err
+	// The layouts are on disk, under their names, before the script that
+	// pushes them is; the script is, before the export says it is done
+	// (outDir.syncDirs).
+	if err := x.dir.syncDirs(); err != nil {
+		return "", err
 	}
-	return path, x.dir.chmod(path, 0o755)
+	wrote, err := x.dir.writeIfChanged(path, []byte(b.String()), 0o755)
+	if err == nil && !wrote {
+		err = x.dir.chmod(path, 0o755)
+	}
+	if err == nil {
+		err = x.dir.syncDirs()
+	}
+	return path, err
 }
 
 // layoutRepositories lists the repositories of the layouts under out:

@@ -37,7 +37,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 
 	"github.com/tfmirror/tfmirror/v2/internal/inputfile"
 )
@@ -49,6 +51,12 @@ import (
 type outDir struct {
 	root *os.Root
 	path string // OUT, as messages show it
+	// sync makes a file's or a directory's contents durable
+	// ((*os.File).Sync); tests watch it.
+	sync func(*os.File) error
+
+	mu    sync.Mutex
+	dirty map[string]bool // OUT-relative directories written into since the last syncDirs
 }
 
 // outLinkError refuses a link in OUT where an export needs a directory,
@@ -71,7 +79,7 @@ func openOutDir(path string) (*outDir, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &outDir{root: root, path: path}, nil
+	return &outDir{root: root, path: path, sync: (*os.File).Sync, dirty: map[string]bool{}}, nil
 }
 
 func (o *outDir) Close() error { return o.root.Close() }
@@ -266,13 +274,52 @@ func (o *outDir) write(path string, perm fs.FileMode, fill func(io.Writer) error
 	if err == nil {
 		err = f.Chmod(perm)
 	}
+	if err == nil {
+		// On disk before it takes its name: an export is often carried
+		// on a medium pulled out as soon as it says it is done.
+		err = o.sync(f)
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		return o.shownErr(err)
 	}
-	return o.shownErr(o.root.Rename(tmp, name))
+	if err := o.root.Rename(tmp, name); err != nil {
+		return o.shownErr(err)
+	}
+	o.mu.Lock()
+	o.dirty[dir] = true
+	o.mu.Unlock()
+	return nil
+}
+
+// syncDirs makes the names written since its last call durable: it syncs
+// each directory write renamed a file into. An export calls it before it
+// writes what says the export is whole (the signed manifest, push.sh),
+// and after, so that a power loss or a medium pulled out never leaves a
+// manifest naming a file that is not there whole.
+func (o *outDir) syncDirs() error {
+	o.mu.Lock()
+	dirs := make([]string, 0, len(o.dirty))
+	for d := range o.dirty {
+		dirs = append(dirs, d)
+	}
+	clear(o.dirty)
+	o.mu.Unlock()
+	slices.Sort(dirs)
+	for _, d := range dirs {
+		f, err := o.root.Open(d)
+		if err != nil {
+			return o.shownErr(err)
+		}
+		err = o.sync(f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("syncing %s: %w", o.shown(d), err)
+		}
+	}
+	return nil
 }
 
 // writeIfChanged writes data to path under OUT with mode perm (write),
