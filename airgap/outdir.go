@@ -57,6 +57,8 @@ type outDir struct {
 
 	mu    sync.Mutex
 	dirty map[string]bool // OUT-relative directories written into since the last syncDirs
+
+	release func() // gives OUT back for other exports (claimOut)
 }
 
 // outLinkError refuses a link in OUT where an export needs a directory,
@@ -72,17 +74,51 @@ func (e *outLinkError) Error() string {
 // followed: the operator named it.
 func openOutDir(path string) (*outDir, error) {
 	path = filepath.Clean(path)
+	release, err := claimOut(path)
+	if err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(path, 0o755); err != nil {
+		release()
 		return nil, err
 	}
 	root, err := os.OpenRoot(path)
 	if err != nil {
+		release()
 		return nil, err
 	}
-	return &outDir{root: root, path: path, sync: (*os.File).Sync, dirty: map[string]bool{}}, nil
+	return &outDir{root: root, path: path, sync: (*os.File).Sync, dirty: map[string]bool{}, release: release}, nil
 }
 
-func (o *outDir) Close() error { return o.root.Close() }
+// outsInUse are the directories exports of this process write, by
+// absolute path: two exports into one directory at once (two
+// `tfmirror export` through one serve) would each write index.json and
+// the manifest from what it read before the other wrote, losing the
+// other's tags and files.
+var outsInUse sync.Map // string -> struct{}
+
+// ErrOutInUse is an export into a directory another export of the same
+// process is writing.
+var ErrOutInUse = errors.New("another export is writing into this directory; wait for it to finish, or export elsewhere")
+
+// claimOut claims the directory path for one export; release gives it
+// back.
+func claimOut(path string) (release func(), err error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	if _, busy := outsInUse.LoadOrStore(abs, struct{}{}); busy {
+		return nil, fmt.Errorf("%s: %w", path, ErrOutInUse)
+	}
+	var once sync.Once
+	return func() { once.Do(func() { outsInUse.Delete(abs) }) }, nil
+}
+
+func (o *outDir) Close() error {
+	defer o.release()
+	return o.root.Close()
+}
 
 // name is the OUT-relative name of path, a path under OUT; "." for OUT.
 func (o *outDir) name(path string) (string, error) {

@@ -1,6 +1,8 @@
 package airgap
 
 import (
+	"context"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -64,5 +66,36 @@ func TestOutDirSyncsFilesAndTheirDirectories(t *testing.T) {
 	synced = nil
 	if err := dir.syncDirs(); err != nil || len(synced) != 0 {
 		t.Errorf("syncDirs with nothing written since: synced %q, %v", synced, err)
+	}
+}
+
+// Two exports into one directory at once (two `tfmirror export` through
+// one serve) would each write index.json and the manifest from what it
+// read before the other wrote: the second is refused while the first
+// writes, whatever the spelling of the path, and the directory is free
+// again once the first is done.
+func TestOneExportAtATimeIntoADirectory(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out")
+	first, err := openOutDir(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := openOutDir(out + "/./"); !errors.Is(err, ErrOutInUse) {
+		t.Errorf("a second export into %s while the first writes: %v, want ErrOutInUse", out, err)
+	}
+	sealed := newEngine(t, nil)
+	key := newKey(t, "exporter")
+	if _, err := Export(context.Background(), sealed, servedBy(t, sealed, nil), Selection{}, out, key, func(string) {}); !errors.Is(err, ErrOutInUse) {
+		t.Errorf("Export into %s while another writes it: %v, want ErrOutInUse", out, err)
+	}
+	side, names := ociLayoutParts(t, sealed)
+	if _, err := ExportOCILayout(context.Background(), sealed, servedBy(t, sealed, side), names, Selection{}, out, func(string) {}); !errors.Is(err, ErrOutInUse) {
+		t.Errorf("ExportOCILayout into %s while another writes it: %v, want ErrOutInUse", out, err)
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Export(context.Background(), sealed, servedBy(t, sealed, nil), Selection{}, out, key, func(string) {}); err != nil {
+		t.Errorf("Export into %s once the first is done: %v", out, err)
 	}
 }
