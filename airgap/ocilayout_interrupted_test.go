@@ -2,15 +2,10 @@ package airgap
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
-
-	digest "github.com/opencontainers/go-digest"
-	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 )
@@ -48,44 +43,5 @@ func TestExportOCILayoutInterruptedLeavesNoPushScript(t *testing.T) {
 	}
 	if _, err := os.Stat(script); err != nil {
 		t.Errorf("push.sh after the export run again: %v", err)
-	}
-}
-
-// A layout in the directory whose index.json is not an index (empty or
-// cut short: written by an earlier export to a medium pulled out, or
-// unplugged, before the file reached it) failed every later export that
-// did not tag that repository again, after writing its layouts, with no
-// push.sh: the directory was refused until the operator found the file.
-// It is reported, naming the layout, and left out of push.sh, and the
-// other layouts' lines are written.
-func TestExportOCILayoutAfterTornIndex(t *testing.T) {
-	engine := newEngine(t, nil)
-	side, names := ociLayoutParts(t, engine)
-	out := filepath.Join(t.TempDir(), "layout")
-	torn := filepath.Join(out, "providers", "example.com", "acme", "torn")
-	write(t, filepath.Join(torn, ocispec.ImageLayoutFile), `{"imageLayoutVersion":"1.0.0"}`)
-	write(t, filepath.Join(torn, ocispec.ImageIndexFile), `{"schemaVersion":2,"manifests":[{"mediaType":"application/vnd.oci.image.in`)
-	good := filepath.Join(out, "providers", "example.com", "acme", "good")
-	write(t, filepath.Join(good, ocispec.ImageLayoutFile), `{"imageLayoutVersion":"1.0.0"}`)
-	idx := ocispec.Index{Manifests: []ocispec.Descriptor{{MediaType: ocispec.MediaTypeImageIndex,
-		Digest: digest.FromString("m"), Size: 1, Annotations: map[string]string{ocispec.AnnotationRefName: "1.0.0"}}}}
-	idx.SchemaVersion = 2
-	data, _ := json.Marshal(idx)
-	write(t, filepath.Join(good, ocispec.ImageIndexFile), string(data))
-
-	var reports []string
-	sum, err := ExportOCILayout(context.Background(), engine, servedBy(t, engine, side), names, Selection{}, out, func(s string) { reports = append(reports, s) })
-	if err != nil {
-		t.Fatalf("export into a directory holding a torn index.json: %+v, %v", sum, err)
-	}
-	script, err := os.ReadFile(filepath.Join(out, PushScriptName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(script), "\npush 'providers/example.com/acme/good' '1.0.0'\n") || strings.Contains(string(script), "torn") {
-		t.Errorf("push.sh:\n%s\nwant the line of the good layout alone", script)
-	}
-	if joined := strings.Join(reports, "\n"); !strings.Contains(joined, "providers/example.com/acme/torn") || !strings.Contains(joined, "index.json") {
-		t.Errorf("reports %q, want the torn layout's index.json named", reports)
 	}
 }

@@ -295,34 +295,55 @@ func TestPushScriptTakesOnlyRepositoryNames(t *testing.T) {
 
 // An export killed (or out of disk space) between a new layout's
 // oci-layout and its index.json leaves a directory that is a layout
-// without tags. A later export that does not tag that repository again
-// (another --provider, or the version refused since) still writes
-// push.sh, with the other layouts' lines: the directory stays usable, and
-// is not refused by every export until the operator finds the layout and
-// removes it.
+// without tags; one written to a medium pulled out too early may leave an
+// index.json that is not an index (cut short). A later export that does
+// not tag that repository again (another --provider, or the version
+// refused since) still writes push.sh, with the other layouts' lines: the
+// directory stays usable, and is not refused by every export until the
+// operator finds the layout and removes it. A torn index.json is
+// reported, naming the layout.
 func TestExportOCILayoutAfterLayoutWithoutIndex(t *testing.T) {
-	engine := newEngine(t, nil)
-	side, names := ociLayoutParts(t, engine)
-	out := filepath.Join(t.TempDir(), "layout")
-	write(t, filepath.Join(out, "providers", "example.com", "acme", "half", ocispec.ImageLayoutFile), `{"imageLayoutVersion":"1.0.0"}`)
-	good := filepath.Join(out, "providers", "example.com", "acme", "good")
-	write(t, filepath.Join(good, ocispec.ImageLayoutFile), `{"imageLayoutVersion":"1.0.0"}`)
-	idx := ocispec.Index{Manifests: []ocispec.Descriptor{{MediaType: ocispec.MediaTypeImageIndex,
-		Digest: digest.FromString("m"), Size: 1, Annotations: map[string]string{ocispec.AnnotationRefName: "1.0.0"}}}}
-	idx.SchemaVersion = 2
-	data, _ := json.Marshal(idx)
-	write(t, filepath.Join(good, ocispec.ImageIndexFile), string(data))
+	for _, tc := range []struct {
+		name, index string // the broken layout's index.json, "" for none
+		wantReport  bool
+	}{
+		{name: "half"},
+		{name: "torn", index: `{"schemaVersion":2,"manifests":[{"mediaType":"application/vnd.oci.image.in`, wantReport: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			engine := newEngine(t, nil)
+			side, names := ociLayoutParts(t, engine)
+			out := filepath.Join(t.TempDir(), "layout")
+			broken := filepath.Join(out, "providers", "example.com", "acme", tc.name)
+			write(t, filepath.Join(broken, ocispec.ImageLayoutFile), `{"imageLayoutVersion":"1.0.0"}`)
+			if tc.index != "" {
+				write(t, filepath.Join(broken, ocispec.ImageIndexFile), tc.index)
+			}
+			good := filepath.Join(out, "providers", "example.com", "acme", "good")
+			write(t, filepath.Join(good, ocispec.ImageLayoutFile), `{"imageLayoutVersion":"1.0.0"}`)
+			idx := ocispec.Index{Manifests: []ocispec.Descriptor{{MediaType: ocispec.MediaTypeImageIndex,
+				Digest: digest.FromString("m"), Size: 1, Annotations: map[string]string{ocispec.AnnotationRefName: "1.0.0"}}}}
+			idx.SchemaVersion = 2
+			data, _ := json.Marshal(idx)
+			write(t, filepath.Join(good, ocispec.ImageIndexFile), string(data))
 
-	sum, err := ExportOCILayout(context.Background(), engine, servedBy(t, engine, side), names, Selection{}, out, func(s string) { t.Log(s) })
-	if err != nil {
-		t.Fatalf("export into a directory holding a layout without index.json: %+v, %v", sum, err)
-	}
-	script, err := os.ReadFile(filepath.Join(out, PushScriptName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(script), "\npush 'providers/example.com/acme/good' '1.0.0'\n") || strings.Contains(string(script), "half") {
-		t.Errorf("push.sh:\n%s\nwant the line of the layout with its tag alone", script)
+			var reports []string
+			sum, err := ExportOCILayout(context.Background(), engine, servedBy(t, engine, side), names, Selection{}, out, func(s string) { reports = append(reports, s) })
+			if err != nil {
+				t.Fatalf("export into a directory holding a broken layout: %+v, %v", sum, err)
+			}
+			script, err := os.ReadFile(filepath.Join(out, PushScriptName))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(script), "\npush 'providers/example.com/acme/good' '1.0.0'\n") || strings.Contains(string(script), tc.name) {
+				t.Errorf("push.sh:\n%s\nwant the line of the layout with its tag alone", script)
+			}
+			joined := strings.Join(reports, "\n")
+			if named := strings.Contains(joined, "providers/example.com/acme/"+tc.name) && strings.Contains(joined, "index.json"); named != tc.wantReport {
+				t.Errorf("reports %q; want the broken layout's index.json named: %v", reports, tc.wantReport)
+			}
+		})
 	}
 }
 

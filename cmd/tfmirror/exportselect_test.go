@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -124,14 +123,7 @@ func TestAirGapCommandFailedPrintsNoSummary(t *testing.T) {
 	t.Run("through a serve", func(t *testing.T) {
 		t.Parallel()
 		dataDir := filepath.Join(t.TempDir(), "data")
-		if err := os.MkdirAll(dataDir, 0o700); err != nil {
-			t.Fatal(err)
-		}
-		ln, err := net.Listen("unix", admin.SocketPath(dataDir))
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fakeServeSocket(t, dataDir, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			switch r.URL.Path {
 			case "/v1/export", "/v1/import", "/v1/verify":
@@ -140,9 +132,7 @@ func TestAirGapCommandFailedPrintsNoSummary(t *testing.T) {
 			default:
 				io.WriteString(w, "{}")
 			}
-		})}
-		go srv.Serve(ln)
-		t.Cleanup(func() { srv.Close() })
+		})
 		in := t.TempDir()
 		for _, args := range [][]string{
 			{"export", "--data-dir", dataDir, filepath.Join(t.TempDir(), "bundle.tar.gz")},

@@ -80,14 +80,7 @@ func TestCachePrune(t *testing.T) {
 func TestCachePruneFailedPrintsNoTotal(t *testing.T) {
 	t.Parallel()
 	dataDir := filepath.Join(t.TempDir(), "data")
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("unix", admin.SocketPath(dataDir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	fakeServeSocket(t, dataDir, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/v1/prune" {
 			w.WriteHeader(http.StatusOK)
 			io.WriteString(w, "{}")
@@ -96,11 +89,26 @@ func TestCachePruneFailedPrintsNoTotal(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusInternalServerError)
 		io.WriteString(w, `{"error":"the prune failed"}`)
-	})}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
+	})
 	out, errOut, code := pruneInProcess(t, dataDir, tfRegistry+"/acme/widget", "0.2.0")
 	if code != 1 || strings.Contains(out, "removed the packages of") {
 		t.Errorf("exit %d, stdout %q (stderr %q); want 1 and no total", code, out, errOut)
 	}
+}
+
+// fakeServeSocket makes the data directory dataDir and answers its admin
+// socket with h, as a running serve would answer there, until the test
+// ends.
+func fakeServeSocket(t *testing.T, dataDir string, h http.HandlerFunc) {
+	t.Helper()
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("unix", admin.SocketPath(dataDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
 }
