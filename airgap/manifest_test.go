@@ -162,6 +162,7 @@ func TestManifestIncremental(t *testing.T) {
 		t.Fatal(err)
 	}
 	write(t, filepath.Join(out, "changed.zip"), "after!")
+	first.dir.Close() // one export at a time into a directory
 
 	second := newExportFiles(outFor(t, out), key)
 	if _, err := second.writeFile(filepath.Join(out, "new.zip"), []byte("new")); err != nil {
@@ -183,6 +184,7 @@ func TestManifestIncremental(t *testing.T) {
 	}
 
 	// Another key does not inherit what this one listed.
+	second.dir.Close()
 	third := newExportFiles(outFor(t, out), newKey(t, "other"))
 	unlisted, err = writeManifest(newKey(t, "other"), third)
 	if err != nil {

@@ -151,14 +151,14 @@ func TestLongRepositoryNameUntaggedFromEarlierExport(t *testing.T) {
 	// name.
 	longRepo := long.Module(tarballModule)
 	copyTree(t, filepath.Join(out, filepath.FromSlash(short.Module(tarballModule))), filepath.Join(out, filepath.FromSlash(longRepo)))
-	if tags, err := layoutTags(outFor(t, out), longRepo); err != nil || len(tags) != 1 {
+	if tags, err := layoutTagsIn(t, out, longRepo); err != nil || len(tags) != 1 {
 		t.Fatalf("the earlier layout's tags: %q, %v", tags, err)
 	}
 	sum, err := ExportOCILayout(context.Background(), engine, servedBy(t, engine, side), long, Selection{}, out, func(string) {})
 	if err != nil || sum.LongNames != 1 || sum.Failed != 0 {
 		t.Fatalf("export: %+v, %v; want the module left out for its name", sum, err)
 	}
-	if tags, err := layoutTags(outFor(t, out), longRepo); err != nil || len(tags) != 0 {
+	if tags, err := layoutTagsIn(t, out, longRepo); err != nil || len(tags) != 0 {
 		t.Errorf("the long name's layout still tags %q (%v), which no registry takes", tags, err)
 	}
 	script, err := os.ReadFile(filepath.Join(out, PushScriptName))
@@ -172,4 +172,13 @@ func TestLongRepositoryNameUntaggedFromEarlierExport(t *testing.T) {
 	if err != nil || !tagged(t, reg, "tofu/"+long.Provider(p), "1.0.0") {
 		t.Errorf("push.sh: %v\n%s", err, output)
 	}
+}
+
+// layoutTagsIn is layoutTags of the layout repo in out, which it opens
+// and closes again: an export into out is refused while it is open.
+func layoutTagsIn(t *testing.T, out, repo string) ([]string, error) {
+	t.Helper()
+	dir := outFor(t, out)
+	defer dir.Close()
+	return layoutTags(dir, repo)
 }

@@ -57,6 +57,7 @@ type outDir struct {
 
 	mu    sync.Mutex
 	dirty map[string]bool // OUT-relative directories written into since the last syncDirs
+	above []string        // directories outside OUT that openOutDir made a directory in, not yet synced
 
 	release func() // gives OUT back for other exports (claimOut)
 }
@@ -74,12 +75,20 @@ func (e *outLinkError) Error() string {
 // followed: the operator named it.
 func openOutDir(path string) (*outDir, error) {
 	path = filepath.Clean(path)
-	release, err := claimOut(path)
-	if err != nil {
-		return nil, err
+	// The directories above those MkdirAll makes (OUT among them): each
+	// holds a new name.
+	var above []string
+	for p := path; ; p = filepath.Dir(p) {
+		if _, err := os.Lstat(p); !errors.Is(err, fs.ErrNotExist) || filepath.Dir(p) == p {
+			break
+		}
+		above = append(above, filepath.Dir(p))
 	}
 	if err := os.MkdirAll(path, 0o755); err != nil {
-		release()
+		return nil, err
+	}
+	release, err := claimOut(path)
+	if err != nil {
 		return nil, err
 	}
 	root, err := os.OpenRoot(path)
@@ -87,11 +96,11 @@ func openOutDir(path string) (*outDir, error) {
 		release()
 		return nil, err
 	}
-	return &outDir{root: root, path: path, sync: (*os.File).Sync, dirty: map[string]bool{}, release: release}, nil
+	return &outDir{root: root, path: path, sync: (*os.File).Sync, dirty: map[string]bool{}, above: above, release: release}, nil
 }
 
 // outsInUse are the directories exports of this process write, by
-// absolute path: two exports into one directory at once (two
+// absolute path, links followed: two exports into one directory at once (two
 // `tfmirror export` through one serve) would each write index.json and
 // the manifest from what it read before the other wrote, losing the
 // other's tags and files.
@@ -101,11 +110,15 @@ var outsInUse sync.Map // string -> struct{}
 // process is writing.
 var ErrOutInUse = errors.New("another export is writing into this directory; wait for it to finish, or export elsewhere")
 
-// claimOut claims the directory path for one export; release gives it
-// back.
+// claimOut claims the directory path, which is there, for one export;
+// release gives it back. The directory is claimed under the name it has
+// once links are followed, whatever name it was given.
 func claimOut(path string) (release func(), err error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
+		return nil, err
+	}
+	if abs, err = filepath.EvalSymlinks(abs); err != nil {
 		return nil, err
 	}
 	if _, busy := outsInUse.LoadOrStore(abs, struct{}{}); busy {
@@ -166,7 +179,15 @@ func (o *outDir) dirs(name string, create bool) error {
 		p := filepath.Join(parts[:i+1]...)
 		info, err := o.root.Lstat(p)
 		if create && errors.Is(err, fs.ErrNotExist) {
-			if err = o.root.Mkdir(p, 0o755); err == nil || errors.Is(err, fs.ErrExist) {
+			err = o.root.Mkdir(p, 0o755)
+			if err == nil {
+				// A new name in the directory above: durable once
+				// that one is synced (syncDirs).
+				o.mu.Lock()
+				o.dirty[filepath.Dir(p)] = true
+				o.mu.Unlock()
+			}
+			if err == nil || errors.Is(err, fs.ErrExist) {
 				info, err = o.root.Lstat(p)
 			}
 		}
@@ -331,7 +352,8 @@ func (o *outDir) write(path string, perm fs.FileMode, fill func(io.Writer) error
 }
 
 // syncDirs makes the names written since its last call durable: it syncs
-// each directory write renamed a file into. An export calls it before it
+// each directory write renamed a file into or dirs made a directory in
+// (the directories above a new OUT included). An export calls it before it
 // writes what says the export is whole (the signed manifest, push.sh),
 // and after, so that a power loss or a medium pulled out never leaves a
 // manifest naming a file that is not there whole.
@@ -342,8 +364,22 @@ func (o *outDir) syncDirs() error {
 		dirs = append(dirs, d)
 	}
 	clear(o.dirty)
+	above := o.above
+	o.above = nil
 	o.mu.Unlock()
 	slices.Sort(dirs)
+	for _, d := range above {
+		// Outside OUT: named by the operator's path, not through the root.
+		f, err := os.Open(d)
+		if err != nil {
+			return err
+		}
+		err = o.sync(f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("syncing %s: %w", d, err)
+		}
+	}
 	for _, d := range dirs {
 		f, err := o.root.Open(d)
 		if err != nil {

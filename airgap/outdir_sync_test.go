@@ -60,8 +60,8 @@ func TestOutDirSyncsFilesAndTheirDirectories(t *testing.T) {
 	if err := dir.syncDirs(); err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"dir a", "dir b"}; !slices.Equal(synced, want) {
-		t.Errorf("syncDirs synced %q, want %q: each directory written into, once", synced, want)
+	if want := []string{"dir .", "dir a", "dir b"}; !slices.Equal(synced, want) {
+		t.Errorf("syncDirs synced %q, want %q: each directory written into or made in, once", synced, want)
 	}
 	synced = nil
 	if err := dir.syncDirs(); err != nil || len(synced) != 0 {
@@ -97,5 +97,120 @@ func TestOneExportAtATimeIntoADirectory(t *testing.T) {
 	}
 	if _, err := Export(context.Background(), sealed, servedBy(t, sealed, nil), Selection{}, out, key, func(string) {}); err != nil {
 		t.Errorf("Export into %s once the first is done: %v", out, err)
+	}
+}
+
+// A directory an export makes is a new name in the directory above it:
+// syncDirs syncs that one too (up to OUT), or a medium pulled out could
+// lose the new directory, and with it every file the manifest names in
+// it, however well those were synced. A directory that was there
+// already is no new name: the one above it is not synced for it.
+func TestOutDirSyncsTheParentsOfTheDirectoriesItMakes(t *testing.T) {
+	out := t.TempDir()
+	if err := os.Mkdir(filepath.Join(out, "old"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir, err := openOutDir(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dir.Close()
+	var synced []string
+	dir.sync = func(f *os.File) error {
+		if fi, err := f.Stat(); err == nil && fi.IsDir() {
+			rel, err := filepath.Rel(out, f.Name())
+			if err != nil {
+				return err
+			}
+			synced = append(synced, rel)
+		}
+		return nil
+	}
+	write := func(path string) {
+		t.Helper()
+		if err := dir.mkdirAll(filepath.Dir(filepath.Join(out, path))); err != nil {
+			t.Fatal(err)
+		}
+		if err := dir.write(filepath.Join(out, path), 0o644, func(w io.Writer) error {
+			_, err := io.WriteString(w, "data")
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("modules/host/ns/name/1.0.0.json")
+	write("old/x.json")
+	if err := dir.syncDirs(); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{".", "modules", "modules/host", "modules/host/ns", "modules/host/ns/name", "old"}
+	for i := range want {
+		want[i] = filepath.FromSlash(want[i])
+	}
+	if !slices.Equal(synced, want) {
+		t.Errorf("syncDirs synced %q, want %q: each directory written into, and the one above each directory made", synced, want)
+	}
+}
+
+// A second export into the directory another export writes is refused
+// under any name of it, a link to it among them.
+func TestOneExportAtATimeIntoADirectoryThroughALink(t *testing.T) {
+	base := t.TempDir()
+	out := filepath.Join(base, "out")
+	if err := os.Mkdir(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	alias := filepath.Join(base, "alias")
+	if err := os.Symlink("out", alias); err != nil {
+		t.Fatal(err)
+	}
+	first, err := openOutDir(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	if second, err := openOutDir(alias); !errors.Is(err, ErrOutInUse) {
+		if err == nil {
+			second.Close()
+		}
+		t.Errorf("a second export into %s (a link to %s) while the first writes: %v, want ErrOutInUse", alias, out, err)
+	}
+}
+
+// OUT made by the export (and the directories above it it made) is a
+// new name in the directory above it: syncDirs syncs that one too, or a
+// medium pulled out could lose the whole export.
+func TestOutDirSyncsTheDirectoryAboveANewOUT(t *testing.T) {
+	base := t.TempDir()
+	out := filepath.Join(base, "new", "out")
+	dir, err := openOutDir(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dir.Close()
+	var synced []string
+	dir.sync = func(f *os.File) error {
+		if fi, err := f.Stat(); err == nil && fi.IsDir() {
+			synced = append(synced, f.Name())
+		}
+		return nil
+	}
+	if err := dir.write(filepath.Join(out, "x.json"), 0o644, func(w io.Writer) error {
+		_, err := io.WriteString(w, "data")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := dir.syncDirs(); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{base, filepath.Join(base, "new")} {
+		if !slices.Contains(synced, want) {
+			t.Errorf("syncDirs synced %q, want %s among them: it holds a directory the export made", synced, want)
+		}
+	}
+	synced = nil
+	if err := dir.syncDirs(); err != nil || len(synced) != 0 {
+		t.Errorf("syncDirs with nothing written since: synced %q, %v", synced, err)
 	}
 }
