@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -16,14 +18,61 @@ import (
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 )
 
-// openFDs is how many file descriptors the process holds.
-func openFDs(t *testing.T) int {
+// requestFDs are the file descriptors of the process that a request to
+// the mirror listening on port can leave open: sockets with an end at
+// port (the clients' connections, both ends, and the listener), and
+// files (spool and temporary files, and the cache's own). Not counted:
+// the mirror's pooled connections to the origin (both ends in this
+// process), kept for the next download as they should be, and the
+// other sockets and pipes of the process.
+func requestFDs(t *testing.T, port int) (sockets, files int) {
 	t.Helper()
 	ents, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
 		t.Skip("no /proc/self/fd")
 	}
-	return len(ents)
+	atPort := socketsAtPort(t, port)
+	for _, e := range ents {
+		target, err := os.Readlink("/proc/self/fd/" + e.Name())
+		if err != nil {
+			continue // closed since the listing
+		}
+		switch {
+		case strings.HasPrefix(target, "socket:["):
+			if atPort[strings.TrimSuffix(strings.TrimPrefix(target, "socket:["), "]")] {
+				sockets++
+			}
+		case strings.HasPrefix(target, "/"):
+			files++
+		}
+	}
+	return sockets, files
+}
+
+// socketsAtPort are the inodes of the TCP sockets with an end at port.
+func socketsAtPort(t *testing.T, port int) map[string]bool {
+	t.Helper()
+	inodes := map[string]bool{}
+	for _, table := range []string{"/proc/self/net/tcp", "/proc/self/net/tcp6"} {
+		data, err := os.ReadFile(table)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(data), "\n")[1:] {
+			f := strings.Fields(line)
+			if len(f) < 10 {
+				continue
+			}
+			for _, addr := range f[1:3] {
+				if i := strings.LastIndexByte(addr, ':'); i >= 0 {
+					if p, err := strconv.ParseUint(addr[i+1:], 16, 16); err == nil && int(p) == port {
+						inodes[f[9]] = true
+					}
+				}
+			}
+		}
+	}
+	return inodes
 }
 
 // codes are the status codes counted in tfmirror_http_requests_total for
@@ -103,7 +152,16 @@ func TestManyColdClientsAllLeave(t *testing.T) {
 	}
 	tm.client.CloseIdleConnections()
 	time.Sleep(100 * time.Millisecond)
-	goroutines, fds := requestGoroutines(), openFDs(t)
+	u, err := url.Parse(tm.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, err := strconv.Atoi(u.Port())
+	if err != nil {
+		t.Fatal(err)
+	}
+	goroutines := requestGoroutines()
+	sockets, files := requestFDs(t, port)
 
 	release := origin.GateArchives()
 	defer release()
@@ -175,15 +233,21 @@ func TestManyColdClientsAllLeave(t *testing.T) {
 		t.Errorf("%v downloads still wait for a slot", n)
 	}
 	deadline := time.Now().Add(time.Minute)
-	for (requestGoroutines() > goroutines || openFDs(t) > fds+5) && time.Now().Before(deadline) {
+	fdsLeft := func() bool {
+		// The cache may open a table or log file of its own meanwhile.
+		s, f := requestFDs(t, port)
+		return s > sockets || f > files+5
+	}
+	for (requestGoroutines() > goroutines || fdsLeft()) && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	if n := requestGoroutines(); n > goroutines {
 		buf := make([]byte, 1<<20)
 		t.Errorf("%d goroutines of requests and downloads once every client left and the downloads ended, %d before:\n%s", n, goroutines, buf[:runtime.Stack(buf, true)])
 	}
-	if n := openFDs(t); n > fds+5 {
-		t.Errorf("%d file descriptors once every client left and the downloads ended, %d before", n, fds)
+	if s, f := requestFDs(t, port); s > sockets || f > files+5 {
+		t.Errorf("%d sockets at the mirror's port and %d open files once every client left and the downloads ended, %d and %d before", s, f, sockets, files)
 	}
-	t.Logf("codes: %v", codes(t, tm, "archive"))
+	s, f := requestFDs(t, port)
+	t.Logf("codes: %v; sockets at the mirror's port %d (%d before), open files %d (%d before)", codes(t, tm, "archive"), s, sockets, f, files)
 }
