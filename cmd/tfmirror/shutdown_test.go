@@ -15,6 +15,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/v2/admin"
 	"github.com/tfmirror/tfmirror/v2/cache"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 )
 
@@ -421,11 +422,7 @@ func TestShutdownDelayAnswersNotReadyWhileServing(t *testing.T) {
 		t.Skip("builds and runs the binary")
 	}
 	bin := buildBinary(t)
-	origin, err := fakeorigin.Start(fakeorigin.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(origin.Close)
+	origin := enginetest.StartOrigin(t, fakeorigin.Options{})
 	m := startProcess(t, bin, filepath.Join(t.TempDir(), "data"), origin, originCAFile(t, origin), "--shutdown-delay", "4s")
 	ready := func() (int, string) {
 		t.Helper()
