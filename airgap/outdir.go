@@ -368,27 +368,27 @@ func (o *outDir) syncDirs() error {
 	o.above = nil
 	o.mu.Unlock()
 	slices.Sort(dirs)
-	for _, d := range above {
-		// Outside OUT: named by the operator's path, not through the root.
-		f, err := os.Open(d)
+	syncOpened := func(f *os.File, err error, shown string) error {
 		if err != nil {
 			return err
 		}
-		err = o.sync(f)
-		f.Close()
-		if err != nil {
-			return fmt.Errorf("syncing %s: %w", d, err)
+		defer f.Close()
+		if err := o.sync(f); err != nil {
+			return fmt.Errorf("syncing %s: %w", shown, err)
+		}
+		return nil
+	}
+	for _, d := range above {
+		// Outside OUT: named by the operator's path, not through the root.
+		f, err := os.Open(d)
+		if err := syncOpened(f, err, d); err != nil {
+			return err
 		}
 	}
 	for _, d := range dirs {
 		f, err := o.root.Open(d)
-		if err != nil {
-			return o.shownErr(err)
-		}
-		err = o.sync(f)
-		f.Close()
-		if err != nil {
-			return fmt.Errorf("syncing %s: %w", o.shown(d), err)
+		if err := syncOpened(f, o.shownErr(err), o.shown(d)); err != nil {
+			return err
 		}
 	}
 	return nil
