@@ -258,13 +258,7 @@ func TestPushScriptTakesOnlyRepositoryNames(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "layout")
 	pwned := filepath.Join(t.TempDir(), "pwned")
 	for _, repo := range []string{"good/repo", "x$(touch " + pwned + ")", "q'$(touch " + pwned + ")'"} {
-		dir := filepath.Join(out, repo)
-		write(t, filepath.Join(dir, ocispec.ImageLayoutFile), `{"imageLayoutVersion":"1.0.0"}`)
-		idx := ocispec.Index{Manifests: []ocispec.Descriptor{{MediaType: ocispec.MediaTypeImageManifest,
-			Digest: digest.FromString("m"), Size: 1, Annotations: map[string]string{ocispec.AnnotationRefName: "1.0.0"}}}}
-		idx.SchemaVersion = 2
-		data, _ := json.Marshal(idx)
-		write(t, filepath.Join(dir, ocispec.ImageIndexFile), string(data))
+		writeTaggedLayout(t, filepath.Join(out, repo), ocispec.MediaTypeImageManifest, "1.0.0")
 	}
 	sum, err := ExportOCILayout(context.Background(), engine, servedBy(t, engine, side), names, Selection{}, out, func(s string) { t.Log(s) })
 	if err != nil {
@@ -319,13 +313,7 @@ func TestExportOCILayoutAfterLayoutWithoutIndex(t *testing.T) {
 			if tc.index != "" {
 				write(t, filepath.Join(broken, ocispec.ImageIndexFile), tc.index)
 			}
-			good := filepath.Join(out, "providers", "example.com", "acme", "good")
-			write(t, filepath.Join(good, ocispec.ImageLayoutFile), `{"imageLayoutVersion":"1.0.0"}`)
-			idx := ocispec.Index{Manifests: []ocispec.Descriptor{{MediaType: ocispec.MediaTypeImageIndex,
-				Digest: digest.FromString("m"), Size: 1, Annotations: map[string]string{ocispec.AnnotationRefName: "1.0.0"}}}}
-			idx.SchemaVersion = 2
-			data, _ := json.Marshal(idx)
-			write(t, filepath.Join(good, ocispec.ImageIndexFile), string(data))
+			writeTaggedLayout(t, filepath.Join(out, "providers", "example.com", "acme", "good"), ocispec.MediaTypeImageIndex, "1.0.0")
 
 			var reports []string
 			sum, err := ExportOCILayout(context.Background(), engine, servedBy(t, engine, side), names, Selection{}, out, func(s string) { reports = append(reports, s) })
@@ -394,4 +382,19 @@ func TestExportOCILayoutKeepsEarlierPlatforms(t *testing.T) {
 	if len(got) != 2 || tag.Digest != door.Digest {
 		t.Errorf("tag 1.0.0 after exports of linux_amd64, then darwin_arm64: %s with %q; want the front door's index %s with both", tag.Digest, got, door.Digest)
 	}
+}
+
+// writeTaggedLayout writes at dir an OCI layout, as an earlier export
+// left it, whose index.json tags one descriptor of mediaType with tag.
+func writeTaggedLayout(t *testing.T, dir, mediaType, tag string) {
+	t.Helper()
+	write(t, filepath.Join(dir, ocispec.ImageLayoutFile), `{"imageLayoutVersion":"1.0.0"}`)
+	idx := ocispec.Index{Manifests: []ocispec.Descriptor{{MediaType: mediaType,
+		Digest: digest.FromString("m"), Size: 1, Annotations: map[string]string{ocispec.AnnotationRefName: tag}}}}
+	idx.SchemaVersion = 2
+	data, err := json.Marshal(idx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(dir, ocispec.ImageIndexFile), string(data))
 }

@@ -36,21 +36,9 @@ func TestOutDirSyncsFilesAndTheirDirectories(t *testing.T) {
 		}
 		return nil
 	}
-	write := func(path, data string) {
-		t.Helper()
-		if err := dir.mkdirAll(filepath.Dir(filepath.Join(out, path))); err != nil {
-			t.Fatal(err)
-		}
-		if err := dir.write(filepath.Join(out, path), 0o644, func(w io.Writer) error {
-			_, err := io.WriteString(w, data)
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write("a/x.zip", "archive x")
-	write("a/y.zip", "archive y")
-	write("b/z.json", "record z")
+	writeOut(t, dir, "a/x.zip", "archive x")
+	writeOut(t, dir, "a/y.zip", "archive y")
+	writeOut(t, dir, "b/z.json", "record z")
 	for _, want := range []string{"file archive x", "file archive y", "file record z"} {
 		if !slices.Contains(synced, want) {
 			t.Errorf("synced %q, want %q among them (before the file took its name)", synced, want)
@@ -126,20 +114,8 @@ func TestOutDirSyncsTheParentsOfTheDirectoriesItMakes(t *testing.T) {
 		}
 		return nil
 	}
-	write := func(path string) {
-		t.Helper()
-		if err := dir.mkdirAll(filepath.Dir(filepath.Join(out, path))); err != nil {
-			t.Fatal(err)
-		}
-		if err := dir.write(filepath.Join(out, path), 0o644, func(w io.Writer) error {
-			_, err := io.WriteString(w, "data")
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write("modules/host/ns/name/1.0.0.json")
-	write("old/x.json")
+	writeOut(t, dir, "modules/host/ns/name/1.0.0.json", "data")
+	writeOut(t, dir, "old/x.json", "data")
 	if err := dir.syncDirs(); err != nil {
 		t.Fatal(err)
 	}
@@ -195,12 +171,7 @@ func TestOutDirSyncsTheDirectoryAboveANewOUT(t *testing.T) {
 		}
 		return nil
 	}
-	if err := dir.write(filepath.Join(out, "x.json"), 0o644, func(w io.Writer) error {
-		_, err := io.WriteString(w, "data")
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	writeOut(t, dir, "x.json", "data")
 	if err := dir.syncDirs(); err != nil {
 		t.Fatal(err)
 	}
@@ -212,5 +183,22 @@ func TestOutDirSyncsTheDirectoryAboveANewOUT(t *testing.T) {
 	synced = nil
 	if err := dir.syncDirs(); err != nil || len(synced) != 0 {
 		t.Errorf("syncDirs with nothing written since: synced %q, %v", synced, err)
+	}
+}
+
+// writeOut writes data to path (slash-separated, under OUT) as an export
+// writes a file: its directories made first (outDir.mkdirAll), then the
+// file through outDir.write.
+func writeOut(t *testing.T, dir *outDir, path, data string) {
+	t.Helper()
+	name := filepath.Join(dir.path, filepath.FromSlash(path))
+	if err := dir.mkdirAll(filepath.Dir(name)); err != nil {
+		t.Fatal(err)
+	}
+	if err := dir.write(name, 0o644, func(w io.Writer) error {
+		_, err := io.WriteString(w, data)
+		return err
+	}); err != nil {
+		t.Fatal(err)
 	}
 }
