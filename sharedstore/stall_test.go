@@ -25,7 +25,7 @@ func TestArchiveBodyStallBounded(t *testing.T) {
 	u := srv.StallingURL(t, "tfm", "replicas/a")
 	obs := &observer{}
 	s, err := sharedstore.Open(context.Background(), sharedstore.Config{URL: u, Holder: "a", Keys: testKeys(t),
-		CallTimeout: 300 * time.Millisecond, BreakerThreshold: 1, BreakerCooldown: time.Minute, Observer: obs})
+		CallTimeout: 300 * time.Millisecond, SlowCall: -1, BreakerThreshold: 1, BreakerCooldown: time.Minute, Observer: obs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func TestArchiveBodyDripBounded(t *testing.T) {
 	srv := startServer(t)
 	u := srv.DrippingURL(t, "tfm", "replicas/a", 50*time.Millisecond)
 	s, err := sharedstore.Open(context.Background(), sharedstore.Config{URL: u, Holder: "a", Keys: testKeys(t),
-		CallTimeout: 500 * time.Millisecond, MinSpeed: 1 << 10, BreakerThreshold: 1, BreakerCooldown: time.Minute})
+		CallTimeout: 500 * time.Millisecond, SlowCall: -1, MinSpeed: 1 << 10, BreakerThreshold: 1, BreakerCooldown: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,5 +92,51 @@ func checkBodyBrokenOff(t *testing.T, s *sharedstore.Store, want, what string) {
 	}
 	if !errors.Is(s.Status(), sharedstore.ErrUnavailable) {
 		t.Errorf("the store after %s, breaker threshold 1: %v, want unavailable", what, s.Status())
+	}
+}
+
+// A store that answers every call, but only after more than half the
+// call timeout (Config.SlowCall's default), opens the breaker as a failing
+// one does, its answers used all the same: each request reading through
+// it would otherwise wait that long for every record, for as long as the
+// store stays so slow. A store answering within the bound leaves the
+// breaker closed. Before, only failed calls counted: the breaker never
+// opened for a store answering just within the timeout.
+func TestSlowAnswersOpenTheBreaker(t *testing.T) {
+	srv := startServer(t)
+	for _, tc := range []struct {
+		name  string
+		delay time.Duration
+		open  bool
+	}{
+		{"answers in 1.2s, the call timeout 2s", 1200 * time.Millisecond, true},
+		{"answers at once", 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			obs := &observer{}
+			s, err := sharedstore.Open(context.Background(), sharedstore.Config{
+				URL: srv.SlowAnswersURL(t, "tfm", "replicas/slow", tc.delay), Holder: "a", Keys: testKeys(t),
+				CallTimeout: 2 * time.Second, BreakerThreshold: 2, BreakerCooldown: time.Minute, Observer: obs})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			if err := s.PutMeta(ctx, "k", "v"); err != nil {
+				t.Fatalf("a slow answer is an answer: %v", err)
+			}
+			raw, _, err := s.GetMeta(ctx, "k")
+			if err != nil || string(raw) != `"v"` {
+				t.Fatalf("a slow answer is used: %s, %v", raw, err)
+			}
+			if got := errors.Is(s.Status(), sharedstore.ErrUnavailable); got != tc.open {
+				t.Fatalf("breaker open %v after two answers, want %v: %v", got, tc.open, s.Status())
+			}
+			if got := obs.down.Load(); got != tc.open {
+				t.Errorf("tfmirror_shared_store_down %v, want %v", got, tc.open)
+			}
+			if tc.open && !strings.Contains(s.Status().Error(), "slower than 1s") {
+				t.Errorf("the breaker's reason does not say the store is slow: %v", s.Status())
+			}
+		})
 	}
 }

@@ -91,6 +91,14 @@ type Config struct {
 	// BreakerThreshold is how many failed calls in a row open the breaker.
 	// Default 5.
 	BreakerThreshold int
+	// SlowCall is how long a call may take to be answered and still count
+	// as one that succeeded: a call answered later counts toward the
+	// breaker as a failed one does (its answer is used all the same), so
+	// that a store answering every call just within CallTimeout, which
+	// holds each request that reads through it for that long, is left
+	// alone for BreakerCooldown as a failing one is. Default half of
+	// CallTimeout; negative: no such bound.
+	SlowCall time.Duration
 	// BreakerCooldown is how long an open breaker refuses calls. Default
 	// 30 seconds.
 	BreakerCooldown time.Duration
@@ -240,6 +248,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.BreakerThreshold <= 0 {
 		cfg.BreakerThreshold = 5
 	}
+	if cfg.SlowCall == 0 {
+		cfg.SlowCall = cfg.CallTimeout / 2
+	}
 	if cfg.BreakerCooldown <= 0 {
 		cfg.BreakerCooldown = 30 * time.Second
 	}
@@ -338,7 +349,13 @@ func (s *Store) call(ctx context.Context, op string, fn func(ctx context.Context
 	if err != nil {
 		outcome = "error"
 	}
-	s.observe(op, outcome, s.cfg.Now().Sub(start))
+	took := s.cfg.Now().Sub(start)
+	s.observe(op, outcome, took)
+	if err == nil && s.cfg.SlowCall > 0 && took > s.cfg.SlowCall {
+		// Answered, and the answer is used; the breaker counts it.
+		s.record(fmt.Errorf("%s answered in %s, slower than %s", op, took.Round(time.Millisecond), s.cfg.SlowCall))
+		return nil
+	}
 	s.record(err)
 	if err != nil {
 		return fmt.Errorf("shared store %s: %w", op, err)

@@ -31,6 +31,34 @@ func (s *Server) DrippingURL(t *testing.T, bucket, prefix string, every time.Dur
 	return s.slowURL(t, bucket, prefix, every)
 }
 
+// SlowAnswersURL returns the --shared-store URL of bucket with prefix
+// through a proxy on loopback that holds each request for a record (an
+// object under .../meta/) for delay before passing it on: a store that
+// answers, slowly. Everything else passes through at once. The proxy
+// stops when t ends.
+func (s *Server) SlowAnswersURL(t *testing.T, bucket, prefix string, delay time.Duration) string {
+	t.Helper()
+	target, err := url.Parse(s.Endpoint())
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(target); r.Out.Host = r.In.Host },
+	}
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.Contains(r.URL.Path, "/meta/") {
+			select {
+			case <-time.After(delay):
+			case <-r.Context().Done():
+				return
+			}
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	return fmt.Sprintf("s3://%s/%s?endpoint=%s&region=%s&path_style=true", bucket, prefix, hs.URL, Region)
+}
+
 // slowURL is StallingURL's (every 0) or DrippingURL's.
 func (s *Server) slowURL(t *testing.T, bucket, prefix string, every time.Duration) string {
 	t.Helper()

@@ -484,7 +484,7 @@ var Table = []*Setting{
 		bind: sizeOf(1<<10, func(c *Config) *int64 { return &c.SharedMinSpeed })},
 	{Name: "shared-store-breaker-threshold", Group: GroupShared, Commands: Sync | OnDataDir,
 		Help: "failed --shared-store calls in a row after which the replica stops calling it for --shared-store-breaker-cooldown",
-		Doc:  "failed shared-store calls in a row that open its circuit breaker",
+		Doc:  "failed shared-store calls in a row that open its circuit breaker; a call answered after more than half of `shared_store_timeout` counts as failed (its answer is used all the same)",
 		bind: intOf(5, func(c *Config) *int { return &c.SharedBreakerThresh })},
 	{Name: "shared-store-breaker-cooldown", Group: GroupShared, Commands: Sync | OnDataDir,
 		Help: "how long the replica leaves a failing --shared-store alone (serving from its own cache and the origins) before trying it again",
