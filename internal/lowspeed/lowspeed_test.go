@@ -12,16 +12,20 @@ import (
 // falls below it is, once, at the end of the window it fell short in.
 func TestCheck(t *testing.T) {
 	// A window of a second: a transfer's pace is judged by the timer, so
-	// a loaded machine's scheduling stalls must be short beside it.
+	// a loaded machine's scheduling stalls must be short beside it. The
+	// transfer reads four times a window, twice the limit: a window's end
+	// falling on either side of a read, or a read late by half a window,
+	// leaves the window with enough (at two reads a window, one read on
+	// the wrong side of the timer left a window with 600 of 1,000 bytes).
 	const window = time.Second
 	var aborted atomic.Int32
 	c := lowspeed.Start(1000, window, func() { aborted.Add(1) }) // 1,000 bytes a window
-	for range 5 {
-		c.Add(600)
-		time.Sleep(window / 2)
+	for range 10 {
+		c.Add(500)
+		time.Sleep(window / 4)
 	}
 	if n := aborted.Load(); n != 0 {
-		t.Fatalf("a transfer at 1,200 bytes/s under a 1,000 bytes/s limit was aborted %d times", n)
+		t.Fatalf("a transfer at 2,000 bytes/s under a 1,000 bytes/s limit was aborted %d times", n)
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for aborted.Load() == 0 && time.Now().Before(deadline) {
