@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
@@ -152,9 +153,24 @@ func (s *Lists) refresh(ctx context.Context, k records.ProviderKeys) (*records.V
 	if err != nil {
 		return nil, err
 	}
+	// One line per listing, however many it skips (an origin's list may
+	// hold a million), naming the first few, each cut short.
+	var (
+		skipped int
+		such    []string
+		first   string
+	)
 	list := records.TranslateVersions(answer.Versions, func(raw string, err error) {
-		s.cfg.Logger.Warn("origin lists an invalid version; skipped", "provider", k.Name, "version", raw, "error", err)
+		if skipped++; len(such) < 3 {
+			such = append(such, shortened(raw))
+		}
+		if first == "" {
+			first = shortened(err.Error())
+		}
 	})
+	if skipped > 0 {
+		s.cfg.Logger.Warn("origin lists invalid versions or platforms, or more than a version keeps; skipped", "provider", k.Name, "skipped", skipped, "such as", such, "error", first)
+	}
 	list.Warnings = answer.Warnings
 	list.ListedAt = s.cfg.Now().UTC()
 	prev, prevAt := s.previousListing(ctx, k.Versions)
@@ -256,4 +272,13 @@ func (s *Lists) CheckVersion(ctx context.Context, k records.VersionKeys) error {
 		list = l
 	}
 	return s.parts.Gate.CheckProviderIn(ctx, k.Provider, k.Version, list)
+}
+
+// shortened is s cut to its first 128 bytes: what a log line keeps of a
+// string an origin sent, which its answer's bounds let be megabytes.
+func shortened(s string) string {
+	if len(s) <= 128 {
+		return s
+	}
+	return strings.ToValidUTF8(s[:128], "") + "..."
 }

@@ -1,6 +1,7 @@
 package records
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
@@ -10,10 +11,29 @@ import (
 	"github.com/tfmirror/tfmirror/v2/discovery"
 )
 
+// MaxPlatforms and MaxProtocols bound what one version of a provider
+// offers: a real provider builds for some twenty platforms and speaks two
+// or three protocols, while an origin's answer, within its bounds, may
+// list a hundred thousand of each, which every request for the version
+// would then go through (and ask the origin about, a platform at a
+// time). Beyond them, TranslateVersions keeps the first in the origin's
+// order and reports the rest to skip.
+const (
+	MaxPlatforms = 256
+	MaxProtocols = 64
+)
+
+var (
+	errTooManyPlatforms = fmt.Errorf("more platforms for one version than the %d a mirror keeps", MaxPlatforms)
+	errTooManyProtocols = fmt.Errorf("more protocols for one version than the %d a mirror keeps", MaxProtocols)
+)
+
 // TranslateVersions turns an origin's version list into the cached form:
 // canonical version strings (clients re-serialise "1.2" as "1.2.0" and ask
 // for that), sorted, duplicates merged. Invalid versions are reported to
-// skip and dropped, as the clients themselves do.
+// skip and dropped, as the clients themselves do, and so are the
+// platforms and protocols of a version beyond MaxPlatforms and
+// MaxProtocols.
 //
 // When the origin lists one version in several spellings ("1.0" and
 // "1.0.0"), the entry offers the platforms of all of them, and is asked
@@ -24,6 +44,11 @@ func TranslateVersions(infos []discovery.VersionInfo, skip func(raw string, err 
 	byVersion := make(map[string]*VersionEntry)
 	spellings := make(map[string][]string)      // canonical -> the origin's, in order
 	parsed := make(map[string]versions.Version) // canonical -> the version, for sorting
+	// What each entry holds already, so that merging costs time in
+	// proportion to what the origin listed: looked up in its slice, a
+	// version listing 100,000 protocols or platforms took minutes.
+	type held struct{ spelt, protocols, platforms map[string]bool }
+	heldBy := make(map[string]*held)
 	for _, info := range infos {
 		v, err := addrs.ParseSemver(info.Version)
 		if err != nil {
@@ -32,16 +57,25 @@ func TranslateVersions(infos []discovery.VersionInfo, skip func(raw string, err 
 		}
 		canon := v.String()
 		e, ok := byVersion[canon]
+		h := heldBy[canon]
 		if !ok {
 			e = &VersionEntry{Version: canon, Platforms: []string{}}
 			byVersion[canon] = e
 			parsed[canon] = v
+			h = &held{spelt: map[string]bool{}, protocols: map[string]bool{}, platforms: map[string]bool{}}
+			heldBy[canon] = h
 		}
-		if !slices.Contains(spellings[canon], info.Version) {
+		if !h.spelt[info.Version] {
+			h.spelt[info.Version] = true
 			spellings[canon] = append(spellings[canon], info.Version)
 		}
 		for _, proto := range info.Protocols {
-			if !slices.Contains(e.Protocols, proto) {
+			if !h.protocols[proto] {
+				if len(e.Protocols) == MaxProtocols {
+					skip(info.Version+" protocol "+proto, errTooManyProtocols)
+					continue
+				}
+				h.protocols[proto] = true
 				e.Protocols = append(e.Protocols, proto)
 			}
 		}
@@ -51,7 +85,12 @@ func TranslateVersions(infos []discovery.VersionInfo, skip func(raw string, err 
 				skip(info.Version+" "+name, err)
 				continue
 			}
-			if !slices.Contains(e.Platforms, name) {
+			if !h.platforms[name] {
+				if len(e.Platforms) == MaxPlatforms {
+					skip(info.Version+" "+name, errTooManyPlatforms)
+					continue
+				}
+				h.platforms[name] = true
 				e.Platforms = append(e.Platforms, name)
 			}
 		}
