@@ -19,6 +19,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/admin"
+	"github.com/tfmirror/tfmirror/v2/internal/scratch"
 	"github.com/tfmirror/tfmirror/v2/manifest"
 	"github.com/tfmirror/tfmirror/v2/mirror/unsigned"
 	"github.com/tfmirror/tfmirror/v2/policy"
@@ -64,12 +65,14 @@ func (r *syncRun) syncModules(ctx context.Context, spec *manifest.Spec) moduleSy
 	// own providers and modules; counted those whose package was counted.
 	read := map[string][]string{}
 	counted := map[string]bool{}
-	scratch, err := os.MkdirTemp(r.cfg.DataDir, "sync-modules-*")
+	// Named as module work's scratch, which the next start on the data
+	// directory removes when this process is killed before it does.
+	work, err := os.MkdirTemp(r.cfg.DataDir, scratch.Pattern(scratch.Module, "sync", ""))
 	if err != nil {
 		res.failures = append(res.failures, fmt.Sprintf("registry modules: %v", err))
 		return res
 	}
-	defer os.RemoveAll(scratch)
+	defer os.RemoveAll(work)
 	// Interrupted (ctx done), what is left is not synced, and did not
 	// fail: the sync says it was interrupted, and the next run does it.
 	for len(queue) > 0 && ctx.Err() == nil {
@@ -122,7 +125,7 @@ func (r *syncRun) syncModules(ctx context.Context, spec *manifest.Spec) moduleSy
 			read[key] = append(prev, subdirs...)
 			mod := *m
 			mod.Subdirs = subdirs
-			dir, err := os.MkdirTemp(scratch, "pkg-*")
+			dir, err := os.MkdirTemp(work, "pkg-*")
 			if err != nil {
 				res.failures = append(res.failures, fmt.Sprintf("module %s %s: %v", m.Address, v, err))
 				continue

@@ -173,3 +173,53 @@ func TestSyncModuleInterruptedBySignal(t *testing.T) {
 		t.Errorf("sync did not say it was interrupted")
 	}
 }
+
+// scratchCheckingModuleOps is slowModuleOps whose UnpackModule, once it
+// has written the package's files, does what the next start on the data
+// directory does after a sync killed at that moment (removeModuleScratch),
+// and notes whether the directory the package was written in survived it.
+type scratchCheckingModuleOps struct {
+	slowModuleOps
+	dataDir string
+	left    []string // what the removal left of the package's directory
+}
+
+func (o *scratchCheckingModuleOps) UnpackModule(ctx context.Context, m addrs.Module, version, dir string) (admin.Module, error) {
+	if _, err := o.slowModuleOps.UnpackModule(ctx, m, version, dir); err != nil {
+		return admin.Module{}, err
+	}
+	if err := removeModuleScratch(o.dataDir, discardLogger()); err != nil {
+		return admin.Module{}, err
+	}
+	for d := dir; d != o.dataDir && d != filepath.Dir(d); d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil {
+			o.left = append(o.left, d)
+		}
+	}
+	return admin.Module{}, errors.New("stopped here")
+}
+
+// TestSyncModuleScratchRemovedAfterKill: the directory a sync unpacks a
+// module package into, in the data directory, is one the next start on
+// that directory removes when the sync was killed (SIGKILL, the OOM
+// killer) before removing it itself: a package's files, up to
+// --module-max-tree-bytes, are not left there for good.
+func TestSyncModuleScratchRemovedAfterKill(t *testing.T) {
+	const m = "registry.terraform.io/acme/m/aws"
+	dir := t.TempDir()
+	dataDir, err := filepath.Abs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := &scratchCheckingModuleOps{
+		slowModuleOps: slowModuleOps{files: map[string]map[string]string{m: {"main.tf": "# none\n"}}},
+		dataDir:       dataDir,
+	}
+	spec := moduleSpec(t, dir, m)
+	r := &syncRun{cfg: syncConfig{Config: settings.Config{DataDir: dataDir}}, ops: ops, out: io.Discard, status: io.Discard, now: time.Now}
+	r.cfg.ModuleTimeout = time.Minute
+	r.syncModules(context.Background(), spec)
+	if len(ops.left) > 0 {
+		t.Errorf("what a killed sync left in the data directory survives the next start: %v", ops.left)
+	}
+}
