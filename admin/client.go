@@ -179,6 +179,18 @@ type CallError struct {
 
 func (e *CallError) Error() string { return e.Msg }
 
+// earlier says so when err is the answer of a tfmirror that has no route
+// for the call: a serve of an earlier release, which answers 404 without
+// an ErrorBody. does says what the call asked it to do ("sync CLI
+// releases").
+func earlier(err error, does string) error {
+	var ce *CallError
+	if errors.As(err, &ce) && ce.Status == http.StatusNotFound && ce.Raw {
+		return fmt.Errorf("the running tfmirror serve does not %s (is it of an earlier release? restart it): %w", does, err)
+	}
+	return err
+}
+
 // DecodeError turns a failed admin answer into an error.
 func DecodeError(status int, body []byte) error {
 	var ae ErrorBody

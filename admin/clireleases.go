@@ -272,28 +272,17 @@ func (a *API) cliRoutes(mux *http.ServeMux) {
 // CLIVersions is API.CLIVersions through the socket.
 func (c *Client) CLIVersions(ctx context.Context, req CLIRequest) ([]string, error) {
 	var out []string
-	return out, earlier(c.call(ctx, "/v1/cli/versions", req, &out))
+	return out, earlier(c.call(ctx, "/v1/cli/versions", req, &out), "sync CLI releases")
 }
 
 // EnsureCLI is API.EnsureCLI through the socket.
 func (c *Client) EnsureCLI(ctx context.Context, req CLIRequest) (CLIEnsured, error) {
 	var out CLIEnsured
-	return out, earlier(c.call(ctx, "/v1/cli/ensure", req, &out))
+	return out, earlier(c.call(ctx, "/v1/cli/ensure", req, &out), "sync CLI releases")
 }
 
 // LookCLI is API.LookCLI through the socket.
 func (c *Client) LookCLI(ctx context.Context, req CLIRequest) (CLIEnsured, error) {
 	var out CLIEnsured
-	return out, earlier(c.call(ctx, "/v1/cli/look", req, &out))
-}
-
-// earlier says so when err is the answer of a tfmirror that has no such
-// route: a serve of an earlier release, which answers 404 without an
-// ErrorBody.
-func earlier(err error) error {
-	var ce *CallError
-	if errors.As(err, &ce) && ce.Status == http.StatusNotFound && ce.Raw {
-		return fmt.Errorf("the running tfmirror serve does not sync CLI releases (is it of an earlier release? restart it): %w", err)
-	}
-	return err
+	return out, earlier(c.call(ctx, "/v1/cli/look", req, &out), "sync CLI releases")
 }

@@ -270,6 +270,20 @@ func TestCLIRefusesUnknownCaller(t *testing.T) {
 // earlier release) answers 404 without an ErrorBody; the client says
 // what that means instead of "not found".
 func TestCLIClientOfAnEarlierServe(t *testing.T) {
+	c := dialEarlierServe(t)
+	if _, err := c.CLIVersions(context.Background(), CLIRequest{Product: "terraform"}); err == nil || !strings.Contains(err.Error(), "earlier release") {
+		t.Fatalf("versions from an earlier serve: %v", err)
+	}
+	if _, err := c.EnsureCLI(context.Background(), CLIRequest{Product: "terraform", Version: "1.6.0", Platform: "linux_amd64"}); err == nil || !strings.Contains(err.Error(), "earlier release") {
+		t.Fatalf("ensure from an earlier serve: %v", err)
+	}
+}
+
+// dialEarlierServe is a client of an admin socket whose server has no
+// route at all, as a serve of an earlier release has none of the routes
+// added since: it answers every call 404 without an ErrorBody.
+func dialEarlierServe(t *testing.T) *Client {
+	t.Helper()
 	dir := t.TempDir()
 	ln, err := Listen(dir)
 	if err != nil {
@@ -283,11 +297,6 @@ func TestCLIClientOfAnEarlierServe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
-	if _, err := c.CLIVersions(context.Background(), CLIRequest{Product: "terraform"}); err == nil || !strings.Contains(err.Error(), "earlier release") {
-		t.Fatalf("versions from an earlier serve: %v", err)
-	}
-	if _, err := c.EnsureCLI(context.Background(), CLIRequest{Product: "terraform", Version: "1.6.0", Platform: "linux_amd64"}); err == nil || !strings.Contains(err.Error(), "earlier release") {
-		t.Fatalf("ensure from an earlier serve: %v", err)
-	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }

@@ -210,5 +210,5 @@ func (c *Client) Release(ctx context.Context, req PolicyRequest) (KnownRelease, 
 // Explain is API.Explain through the socket.
 func (c *Client) Explain(ctx context.Context, req PolicyRequest) (Explained, error) {
 	var out Explained
-	return out, c.call(ctx, "/v1/policy/explain", req, &out)
+	return out, earlier(c.call(ctx, "/v1/policy/explain", req, &out), "explain by its package policy")
 }

@@ -95,3 +95,15 @@ func TestExplainThroughSocket(t *testing.T) {
 		t.Errorf("no address: %d %s", code, body)
 	}
 }
+
+// TestExplainClientOfAnEarlierServe: `tfmirror policy explain` of this
+// release asking a serve of 2.0.0 (the binary replaced, the serve not yet
+// restarted), which has no explain route, is told what the 404 means, as
+// the CLI release calls are, not "404 page not found".
+func TestExplainClientOfAnEarlierServe(t *testing.T) {
+	c := dialEarlierServe(t)
+	_, err := c.Explain(context.Background(), PolicyRequest{Kind: "provider", Address: "registry.terraform.io/hashicorp/null", Version: "3.2.0"})
+	if err == nil || !strings.Contains(err.Error(), "does not explain by its package policy (is it of an earlier release? restart it)") {
+		t.Fatalf("explain from an earlier serve: %v", err)
+	}
+}

@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -105,5 +106,15 @@ func (a *API) pruneRoutes(mux *http.ServeMux) {
 // Prune is API.Prune through the socket.
 func (c *Client) Prune(ctx context.Context, req PruneRequest) (Pruned, error) {
 	var out Pruned
-	return out, c.call(ctx, "/v1/prune", req, &out)
+	err := c.call(ctx, "/v1/prune", req, &out)
+	var ce *CallError
+	if req.CLI != "" && errors.As(err, &ce) && ce.Status == http.StatusBadRequest && ce.Msg == earlierPruneRefusal {
+		// A serve of 2.0.0 knows no CLI field: it saw versions alone.
+		return out, fmt.Errorf("the running tfmirror serve does not prune CLI releases (is it of an earlier release? restart it): %w", err)
+	}
+	return out, err
 }
+
+// earlierPruneRefusal is how a serve of 2.0.0, which reads no CLI field,
+// refuses a prune of CLI versions: as versions of nothing.
+const earlierPruneRefusal = "versions name no provider or module"

@@ -98,3 +98,43 @@ func TestAdminPrunePinnedRefused(t *testing.T) {
 		t.Errorf("prune of a pinned version: %d %s; want 409 naming the pin", code, body)
 	}
 }
+
+// TestPruneCLIOfAnEarlierServe: `tfmirror cache prune --cli` of this
+// release asking a serve of 2.0.0, which reads no CLI field and so sees
+// versions of nothing, is told that the serve does not prune CLI
+// releases, not that its versions name no provider or module.
+func TestPruneCLIOfAnEarlierServe(t *testing.T) {
+	dir := t.TempDir()
+	ln, err := Listen(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/prune", func(w http.ResponseWriter, r *http.Request) {
+		var req struct { // 2.0.0's PruneRequest
+			DryRun   bool     `json:"dry_run"`
+			Provider string   `json:"provider,omitempty"`
+			Module   string   `json:"module,omitempty"`
+			Versions []string `json:"versions,omitempty"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Provider != "" || req.Module != "" || len(req.Versions) == 0 {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusBadRequest)
+		json.NewEncoder(w).Encode(ErrorBody{Error: "versions name no provider or module"})
+	})
+	srv := &http.Server{Handler: mux}
+	done := make(chan struct{})
+	go func() { defer close(done); srv.Serve(ln) }()
+	t.Cleanup(func() { srv.Close(); <-done })
+	c, err := Dial(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, err = c.Prune(context.Background(), PruneRequest{DryRun: true, CLI: "terraform", Versions: []string{"1.6.0"}})
+	if err == nil || !strings.Contains(err.Error(), "does not prune CLI releases (is it of an earlier release? restart it)") {
+		t.Fatalf("prune of a CLI version by an earlier serve: %v", err)
+	}
+}
