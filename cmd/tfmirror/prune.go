@@ -71,7 +71,22 @@ func runPrune(args []string, lookupEnv func(string) (string, bool), stdout, stde
 	if errors.Is(err, settings.ErrHelp) {
 		return 0
 	}
-	rc := own.RetentionConfig
+	// The rules and pins as serve takes them: a flag given here, else
+	// the TFMIRROR_ variable, else the configuration file (cfg has
+	// those two, and the defaults).
+	rc := cfg.RetentionConfig
+	if pfs != nil {
+		for name, set := range map[string]func(){
+			"keep-versions":           func() { rc.KeepVersions = own.KeepVersions },
+			"keep-versions-per-major": func() { rc.KeepPerMajor = own.KeepPerMajor },
+			"evict-unused-after":      func() { rc.EvictUnusedAfter = own.EvictUnusedAfter },
+			"pins-dir":                func() { rc.PinsDir = own.PinsDir },
+		} {
+			if flagGiven(pfs, name) {
+				set()
+			}
+		}
+	}
 	var req admin.PruneRequest
 	req.DryRun = dryRun
 	if err == nil {
@@ -122,7 +137,9 @@ func runPrune(args []string, lookupEnv func(string) (string, bool), stdout, stde
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	cfg.Offline = offline
+	if flagGiven(pfs, "offline") {
+		cfg.Offline = offline // else TFMIRROR_OFFLINE, or the configuration file's, as serve takes it
+	}
 	cfg.RetentionConfig = rc
 	dd, err := openDataDir(ctx, cfg, logger, overrides{})
 	if err != nil {

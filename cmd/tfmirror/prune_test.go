@@ -112,3 +112,68 @@ func fakeServeSocket(t *testing.T, dataDir string, h http.HandlerFunc) {
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 }
+
+// cache prune with no serve running takes its rules and pins as serve
+// takes them: from its flags, the TFMIRROR_ variables and the --config
+// file, flags first. Before, it read its rule flags alone: the pins
+// directory the configuration file (or TFMIRROR_PINS_DIR) named was
+// ignored, and `cache prune --config F --keep-versions 1` removed the
+// version F's pins keep; and a sealed mirror's `offline` there was taken
+// as false, so that the rules removed what cannot be fetched again.
+func TestCachePruneTakesRulesAndPinsAsServeDoes(t *testing.T) {
+	origin := syncOrigin(t)
+	dataDir := t.TempDir()
+	if _, _, code := syncInProcess(t, origin, dataDir, syncManifest(t, tfRegistry, "")); code != 0 {
+		t.Fatalf("sync exit %d", code)
+	}
+	pins := t.TempDir()
+	lock := `provider "` + tfRegistry + `/hashicorp/random" {
+  version = "3.5.0"
+}
+`
+	if err := os.WriteFile(filepath.Join(pins, ".terraform.lock.hcl"), []byte(lock), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	conf := func(body string) string {
+		p := filepath.Join(t.TempDir(), "tfmirror.hcl")
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	prune := func(env map[string]string, args ...string) string {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+		code := runPrune(append([]string{"--data-dir", dataDir, "--dry-run"}, args...), lookup, &stdout, &stderr)
+		t.Logf("tfmirror cache prune %v %v: exit %d\n%s%s", env, args, code, stdout.String(), stderr.String())
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr.String())
+		}
+		return stdout.String()
+	}
+	const none, one = "would remove the packages of 0 versions", "would remove the packages of 1 versions"
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{"pins in the configuration file", nil, []string{"--config", conf(`pins_dir = "` + pins + `"`), "--keep-versions", "1"}, none},
+		{"pins in TFMIRROR_PINS_DIR", map[string]string{"TFMIRROR_PINS_DIR": pins}, []string{"--keep-versions", "1"}, none},
+		{"rule and pins in the configuration file", nil, []string{"--config", conf("keep_versions = 1\npins_dir = \"" + pins + "\"\n")}, none},
+		{"the rule in the configuration file", nil, []string{"--config", conf("keep_versions = 1\n")}, one},
+		{"the rule in TFMIRROR_KEEP_VERSIONS", map[string]string{"TFMIRROR_KEEP_VERSIONS": "1"}, nil, one},
+		{"a flag over the configuration file", nil, []string{"--config", conf("keep_versions = 1\n"), "--keep-versions", "0"}, none},
+		// A sealed mirror's data directory: nothing in it can be fetched
+		// again, so no rule removes anything.
+		{"offline in the configuration file", nil, []string{"--config", conf("offline = true\n"), "--keep-versions", "1"}, none},
+		{"offline in TFMIRROR_OFFLINE", map[string]string{"TFMIRROR_OFFLINE": "true"}, []string{"--keep-versions", "1"}, none},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if out := prune(tc.env, tc.args...); !strings.Contains(out, tc.want) {
+				t.Errorf("got\n%swant %q", out, tc.want)
+			}
+		})
+	}
+}
