@@ -344,6 +344,9 @@ func (r *Releases) CheckProduct(pub Publisher, product string) error {
 	case pub == HashiCorp && r.products[product]:
 		return nil
 	}
+	if pub == HashiCorp {
+		return fmt.Errorf("%w: %s product %q is not served by this mirror: releases_hashicorp_products (--releases-hashicorp-products) names the ones it serves", ErrNotFound, pub, product)
+	}
 	return fmt.Errorf("%w: %s product %q is not served by this mirror", ErrNotFound, pub, product)
 }
 

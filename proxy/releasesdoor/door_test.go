@@ -844,6 +844,19 @@ func TestTenvHTMLListingWithoutSlash(t *testing.T) {
 	}
 }
 
+// TestProductNotServedSaysWhichSetting: a HashiCorp product the mirror is
+// not configured for answers 404 with the setting that names the products
+// served, so that whoever asks for one learns what to change.
+func TestProductNotServedSaysWhichSetting(t *testing.T) {
+	r := newRig(t, nil)
+	for _, path := range []string{"/releases/hashicorp/packer/", "/releases/hashicorp/packer/index.json", "/releases/hashicorp/packer/1.7.0/packer_1.7.0_SHA256SUMS"} {
+		status, body, _ := r.get(t, path)
+		if status != 404 || !strings.Contains(string(body), "--releases-hashicorp-products") {
+			t.Errorf("%s: %d %s, want 404 naming --releases-hashicorp-products", path, status, body)
+		}
+	}
+}
+
 // TestOpenTofuLatestNotHeldUnderMinimumReleaseAge: the latest release the
 // door names for OpenTofu's install script is not one the policy holds:
 // a patch signed yesterday (1.8.1) below a beta of the next line old
