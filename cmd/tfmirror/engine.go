@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/tfmirror/tfmirror/v2/airgap"
@@ -86,6 +87,10 @@ func openEngine(cfg settings.Config, logger *slog.Logger, o overrides, met *metr
 		copts.OnDamaged = met.CacheDamagedRead
 	}
 	store, err := cache.Open(copts)
+	if errors.Is(err, syscall.EWOULDBLOCK) {
+		// The cache's directory lock is held: say by whom, and what to do.
+		return nil, fmt.Errorf("opening cache: %w (another tfmirror holds the data directory %s: a serve, or a command such as sync that opened it; stop it, or give this one another --data-dir)", err, cfg.DataDir)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("opening cache: %w", err)
 	}
