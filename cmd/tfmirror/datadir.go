@@ -199,6 +199,10 @@ func openDataDir(ctx context.Context, cfg settings.Config, logger *slog.Logger, 
 	if err := prepareDataDir(cfg.DataDir, logger); err != nil {
 		return nil, err
 	}
+	// The rules are applied in the background by serve alone (its
+	// --retention-interval): a command applies them only when it prunes,
+	// so that a dry run removes nothing.
+	cfg.RetentionInterval = 0
 	parts, err := openEngine(cfg, logger, o, nil, nil)
 	if err != nil {
 		// A serve may have started since we looked.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"flag"
 	"io"
 	"net"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tfmirror/tfmirror/v2/admin"
 )
@@ -176,4 +178,49 @@ func TestCachePruneTakesRulesAndPinsAsServeDoes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A command that opens the data directory itself (no serve running)
+// applies no retention rule in the background: serve's
+// --retention-interval (10 minutes by default) is serve's. Before, a
+// cache prune --dry-run given the rules by the configuration file, a
+// TFMIRROR_ variable or its flags applied them in the background as it
+// opened the cache, removing what it only listed, when the pass began
+// before the command closed the cache.
+func TestDataDirCommandAppliesNoRules(t *testing.T) {
+	origin := syncOrigin(t)
+	dataDir := t.TempDir()
+	if _, _, code := syncInProcess(t, origin, dataDir, syncManifest(t, tfRegistry, "")); code != 0 {
+		t.Fatalf("sync exit %d", code)
+	}
+	env := map[string]string{"TFMIRROR_KEEP_VERSIONS": "1"}
+	cfg, _, err := parseCacheCommandFlags("cache prune", []string{"--data-dir", dataDir}, func(k string) (string, bool) { v, ok := env[k]; return v, ok },
+		io.Discard, pruneUsage, func(*flag.FlagSet) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logger, err := newLogger("text", "info", &testLogWriter{t})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The engine as a command opens it, left open long enough for the
+	// pass serve would apply at start.
+	dd, err := openDataDir(t.Context(), cfg, logger, overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	closeDataDir(dd, "test", io.Discard)
+	out, _, code := pruneInProcess(t, dataDir, "--dry-run", "--keep-versions", "1")
+	if code != 0 || !strings.Contains(out, "provider  "+tfRegistry+"/hashicorp/random  3.5.0") {
+		t.Fatalf("dry run: exit %d\n%swant 3.5.0 still there to remove", code, out)
+	}
+}
+
+// testLogWriter writes to the test's log.
+type testLogWriter struct{ t *testing.T }
+
+func (w *testLogWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
 }
