@@ -164,10 +164,13 @@ func (s *Engine) OpenArchive(ctx context.Context, p addrs.Provider, v versions.V
 // and the archive if need be, verifies them and waits for the commit. It
 // returns where the archive came from. ctx bounds the wait only.
 func (s *Engine) EnsureArchive(ctx context.Context, p addrs.Provider, v versions.Version, pl addrs.Platform) (records.Source, error) {
-	a, err := s.archiveFor(ctx, records.KeysOf(p).Of(v), pl)
+	k := records.KeysOf(p).Of(v)
+	a, err := s.archiveFor(ctx, k, pl)
 	if err != nil {
 		return 0, err
 	}
+	// A pin keeps what a sync caches as it keeps what a client downloads.
+	s.life.Notifier().Serving("provider", k.Name, v, a.SHA256)
 	return s.archives.Ensure(ctx, p, a)
 }
 

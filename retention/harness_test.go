@@ -387,11 +387,18 @@ const bucketWait = 2 * time.Minute
 // one platform and written both archives to the bucket.
 func replicaWithTwoVersionsShared(t *testing.T) (*harness, *sharedstore.Store, *s3test.Server) {
 	t.Helper()
+	return replicaWithTwoVersionsSharedPins(t, nil)
+}
+
+// replicaWithTwoVersionsSharedPins is replicaWithTwoVersionsShared with
+// pins (nil: none).
+func replicaWithTwoVersionsSharedPins(t *testing.T, pins PinSource) (*harness, *sharedstore.Store, *s3test.Server) {
+	t.Helper()
 	srv := s3test.Start(t)
 	srv.SetEnv(t)
 	srv.CreateBucket(bucket)
 	sa := newSharedStore(t, srv, "a")
-	a := newHarness(t, harnessOptions{shared: sharedTier{sa}, ret: Config{KeepVersions: 1, Interval: -1}})
+	a := newHarness(t, harnessOptions{shared: sharedTier{sa}, ret: Config{KeepVersions: 1, Interval: -1, Pins: pins}})
 	a.origin.AddProvider(ns, typ, []string{"1.0.0", "2.0.0"}, []string{"linux_amd64"})
 	a.readAll("1.0.0", "2.0.0")
 	a.waitIdle()

@@ -38,10 +38,16 @@ type protection struct {
 	begun   uint64
 	// ready says set was read (until then nothing may be evicted).
 	ready atomic.Bool
+	// gen counts the replacements of set (replace).
+	gen uint64
 	// imported are the archives imports protected since a named prune
 	// began removing a version (watch), until it ended (nil: none is):
 	// an import may name one after the prune read the records.
 	imported map[[32]byte]struct{}
+	// asked are the archives not kept that Serving asked a rebuild for,
+	// of versions a pin of the newest N has (latestAsked), at most
+	// maxAsked.
+	asked map[[32]byte]struct{}
 	// removing is held by a removal while it checks that an archive is
 	// not kept and deletes it (removeUnless, for the rules' removeUnkept
 	// and a named prune's removeUnnamed), and by an import while it protects its archive
@@ -122,6 +128,36 @@ func (p *protection) serve(sha string) bool {
 	return p.protect(sha)
 }
 
+// maxAsked bounds protection.asked: beyond it, it starts again empty
+// (a rebuild asked again of an archive, no more).
+const maxAsked = 1 << 16
+
+// latestAsked reports whether a rebuild is to be asked for sha, an
+// archive of a version a pin of the newest N has: when sha is not kept
+// and was not asked for before (a rebuild under way may have read the
+// records before the version's was written). The rebuild
+// decides whether the version is among the newest N; one that is not
+// stays so until the versions cached change, which their own archives,
+// the rules' passes and prunes ask rebuilds for.
+func (p *protection) latestAsked(sha string) bool {
+	k, ok := shaKey(sha)
+	if !ok {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, extra := p.extra[k]
+	_, asked := p.asked[k]
+	if extra || asked || p.set.has(k) {
+		return false
+	}
+	if p.asked == nil || len(p.asked) >= maxAsked {
+		p.asked = map[[32]byte]struct{}{}
+	}
+	p.asked[k] = struct{}{}
+	return true
+}
+
 // begin notes an import under way; end, that one ended.
 func (p *protection) begin() {
 	p.mu.Lock()
@@ -194,13 +230,25 @@ func (p *protection) removeUnnamed(shas []string, named map[string]bool, remove 
 	return kept
 }
 
+// generation returns the count of the set's replacements, taken before
+// the rules read the records (removeUnkept).
+func (p *protection) generation() uint64 {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.gen
+}
+
 // removeUnkept runs remove, the deletion of sha by the rules, unless sha
-// is kept (by the records last read or by an import since: the rules'
-// reading of the records may predate it); kept says it was not run.
-func (p *protection) removeUnkept(sha string, remove func() error) (kept bool, err error) {
+// is kept: by an import since the rules read the records (extra), or by
+// records a rebuild read since (the set, replaced since generation read,
+// their reading began: a record written since may name sha); kept says
+// it was not run. A set read before the rules' reading keeps nothing
+// that reading does not: what it pinned may be pinned no longer (a pin
+// of the newest N, a version cached since).
+func (p *protection) removeUnkept(sha string, read uint64, remove func() error) (kept bool, err error) {
 	return p.removeUnless(sha, func(k [32]byte) bool {
 		_, extra := p.extra[k]
-		return extra || p.set.has(k)
+		return extra || p.gen != read && p.set.has(k)
 	}, remove)
 }
 
@@ -267,6 +315,7 @@ func (p *protection) snapshot() (int, extraSnapshot) {
 func (p *protection) replace(set shaSet, snap extraSnapshot) {
 	p.mu.Lock()
 	p.set = set
+	p.gen++
 	forgetUnread := snap.quiet && p.imports == 0 && p.begun == snap.begun
 	for k, read := range snap.extra {
 		_, serving := p.serving[k]

@@ -63,6 +63,7 @@ func (r *Retainer) Prune(ctx context.Context, req PruneRequest) ([]Removal, erro
 	}
 	r.passMu.Lock()
 	defer r.passMu.Unlock()
+	read := r.prot.generation()
 	hs, err := r.holdings()
 	if err != nil {
 		return nil, err
@@ -85,7 +86,7 @@ func (r *Retainer) Prune(ctx context.Context, req PruneRequest) ([]Removal, erro
 		r.status.LastPass = r.now().UTC()
 		r.mu.Unlock()
 	}
-	done, err := r.remove(ctx, p)
+	done, err := r.remove(ctx, p, read)
 	r.rebuild()
 	return done, err
 }
@@ -269,8 +270,9 @@ func named(hs []*held, req PruneRequest) (map[*held]string, error) {
 // open: a version that can be fetched again loses the others, and the
 // rest goes in a later pass), and unlists the versions that cannot be
 // fetched again with their archives, whole or not at all (removeWhole).
-// It returns what was removed.
-func (r *Retainer) remove(ctx context.Context, plan []Removal) ([]Removal, error) {
+// It returns what was removed; read is the generation of what is kept
+// from the size limit when the records were read (removeUnkept).
+func (r *Retainer) remove(ctx context.Context, plan []Removal, read uint64) ([]Removal, error) {
 	var done []Removal
 	type tally struct {
 		versions int
@@ -302,7 +304,7 @@ func (r *Retainer) remove(ctx context.Context, plan []Removal) ([]Removal, error
 		busy := false
 		for _, sha := range rm.Archives {
 			var info cache.BlobInfo
-			kept, err := r.prot.removeUnkept(sha, func() (err error) {
+			kept, err := r.prot.removeUnkept(sha, read, func() (err error) {
 				info, err = r.store.EvictBlob(sha)
 				return err
 			})

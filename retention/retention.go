@@ -381,20 +381,30 @@ func (r *Retainer) Used(key string) {
 }
 
 // Serving keeps sha, an archive of version v of address about to be
-// served (mirrorheld.Notifier), from the size limit when a pin selects v by
-// its constraint (pins of the newest N are resolved by the next rebuild).
+// served or cached for a sync (mirrorheld.Notifier), from the size limit
+// when a pin selects v by its constraint. When only a pin of the newest N
+// has v, it asks for a rebuild, which resolves the newest N with v's
+// record read (once an archive: latestAsked).
 func (r *Retainer) Serving(kind, address string, v versions.Version, sha string) {
 	pins := r.pins.get()
 	if pins == nil {
 		return
 	}
+	latest := false
 	for _, sel := range pins.of(kind, address) {
-		if sel.Latest <= 0 && sel.Set.Has(v) {
+		if !sel.Set.Has(v) {
+			continue
+		}
+		if sel.Latest <= 0 {
 			if r.prot.serve(sha) {
 				r.changed() // a rebuild lists it as pinned
 			}
 			return
 		}
+		latest = true
+	}
+	if latest && r.prot.latestAsked(sha) {
+		r.changed()
 	}
 }
 

@@ -47,7 +47,7 @@ func TestRulesKeepTheProtectionOfAnImportThatWaitedForTheirDeletion(t *testing.T
 				r.Importing(sha)
 			}()
 		}}
-		if _, err := r.remove(context.Background(), []Removal{{Kind: "provider", Address: "example.com/a/b", Version: "1.0.0", Archives: []string{sha}}}); err != nil {
+		if _, err := r.remove(context.Background(), []Removal{{Kind: "provider", Address: "example.com/a/b", Version: "1.0.0", Archives: []string{sha}}}, 0); err != nil {
 			t.Fatal(err)
 		}
 		<-imported

@@ -40,6 +40,12 @@ func (r *Retainer) pruneShared(ctx context.Context) ([]Removal, error) {
 	if sh == nil || r.offline || (r.cfg.KeepVersions <= 0 && r.cfg.UnusedAfter <= 0) {
 		return nil, nil
 	}
+	// As on the cache (Prune), the rules remove nothing while the pins
+	// were never read: what they pin is not known.
+	r.pins.first(r.log)
+	if err := r.pins.unread(); err != nil {
+		return nil, fmt.Errorf("the retention rules remove nothing from the shared store until the pins can be read: %w", err)
+	}
 	ctx, cancel := context.WithTimeout(ctx, sharedPruneTimeout)
 	defer cancel()
 	lease, err := sh.TryLease(ctx, leaseID)

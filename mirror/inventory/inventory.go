@@ -221,12 +221,14 @@ func (s *Inventory) VersionOfRecord(key string, raw json.RawMessage) (Record, bo
 		}
 		// An imported module version (from a bundle, or a local module
 		// without origin location) is not fetched again, as imported
-		// providers are not.
+		// providers are not; nor is one of a local-only host, which is
+		// never contacted (mirror/modules.Modules.fetchable).
 		h := Record{Kind: "module", Address: rec.Module, Version: v, Raw: rec.Version, Key: key,
 			Archives: []string{rec.SHA256}}
 		h.Archives = append(h.Archives, s.moduleZipBlobs(rec, v)...)
 		imported := rec.Provenance != records.ProvenanceOrigin
-		h.Refetch = !s.cfg.Offline && !imported && rec.Location != ""
+		m, err := addrs.ParseModule(rec.Module)
+		h.Refetch = !s.cfg.Offline && !imported && rec.Location != "" && err == nil && !s.parts.Hosts.Local(m.Hostname)
 		return h, true
 	}
 	return Record{}, false

@@ -88,8 +88,9 @@ func TestNotifierToldOfServesAndImports(t *testing.T) {
 		t.Fatal(err)
 	}
 	pkg.Close()
-	if got, want := n.take(), []string{"used module/" + harness.TarballModule.String() + "/0.1.0"}; !reflect.DeepEqual(got, want) {
-		// The first fetch has no sha256 to name yet.
+	if got, want := n.take(), []string{"used module/" + harness.TarballModule.String() + "/0.1.0",
+		"serving module " + harness.TarballModule.String() + " 0.1.0 " + pkg.SHA256}; !reflect.DeepEqual(got, want) {
+		// The first fetch names the sha256 once it is known.
 		t.Errorf("a module fetched: told %q, want %q", got, want)
 	}
 	pkg, err = h.Engine.Modules().OpenModule(context.Background(), harness.TarballModule, enginetest.MustModuleVersion(t, "0.1.0"))
@@ -230,6 +231,40 @@ func TestScanAndRemoveVersionsOfIDNHost(t *testing.T) {
 		}
 		if len(list.Versions) != 1 || list.Versions[0].Version != "2.0.0" {
 			t.Errorf("%s: after RemoveVersion, versions %+v, want 2.0.0", p, list.Versions)
+		}
+	}
+}
+
+// A module version of a local-only host is never fetched again, as a
+// provider version of one is not (mirror/modules.Modules.fetchable):
+// a record fetched from its origin before the host became local-only
+// (no longer an allowed origin, and an import loaded packages of it) is
+// as unfetchable as an imported one, and retention keeps it.
+func TestModuleOfLocalOnlyHostCannotBeFetchedAgain(t *testing.T) {
+	t.Parallel()
+	h := harness.New(t, harness.Options{})
+	local := addrs.Provider{Hostname: "tf.corp.test", Namespace: "platform", Type: "thing"}
+	in, _ := harness.UnsignedImport(t, local, "1.0.0")
+	if _, err := h.Engine.AirGap().Import(t.Context(), in); err != nil {
+		t.Fatal(err)
+	}
+	const sha = "1111111111111111111111111111111111111111111111111111111111111111"
+	for _, tc := range []struct {
+		host    string
+		refetch bool
+	}{
+		{host: "tf.corp.test", refetch: false},
+		{host: enginetest.OriginHost, refetch: true},
+	} {
+		m := tc.host + "/platform/network/aws"
+		raw := fmt.Sprintf(`{"schema":%d,"module":%q,"version":"1.0.0","location":"https://%s/network.tar.gz","kind":"archive",
+			"package":"https://%s/network.tar.gz","sha256":%q,"size":10}`, records.Schema, m, tc.host, tc.host, sha)
+		r, ok := h.Engine.Inventory().VersionOfRecord("module/"+m+"/1.0.0", json.RawMessage(raw))
+		if !ok {
+			t.Fatalf("%s: not a record of a version", m)
+		}
+		if r.Refetch != tc.refetch || r.Refetchable(sha) != tc.refetch {
+			t.Errorf("%s: Refetch %v, Refetchable %v; want %v", m, r.Refetch, r.Refetchable(sha), tc.refetch)
 		}
 	}
 }

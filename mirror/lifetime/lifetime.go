@@ -32,8 +32,9 @@ type Notifier interface {
 	// record is keyed key (mirror/inventory.Record.Key).
 	Used(key string)
 	// Serving says the archive sha of version v of address (kind
-	// "provider" or "module") is about to be served, and fetched first
-	// when it is not cached.
+	// "provider" or "module") is about to be served, or cached for a
+	// sync (mirror.Engine.EnsureArchive), and fetched first when it is
+	// not cached.
 	Serving(kind, address string, v versions.Version, sha string)
 	// ImportBegun says an import began (BeginImport): until its
 	// ImportEnded, an archive it said it was Importing may be named by

@@ -710,6 +710,7 @@ func (s *Modules) OpenModule(ctx context.Context, m addrs.Module, version versio
 	}
 	n := s.life.Notifier()
 	n.Used(records.ModuleRecordKey(m, version))
+	told := rec.SHA256
 	if rec.SHA256 != "" {
 		n.Serving("module", m.String(), version, rec.SHA256)
 	}
@@ -725,11 +726,24 @@ func (s *Modules) OpenModule(ctx context.Context, m addrs.Module, version versio
 		s.metrics.CacheLookup("module_package", false)
 		var stored *records.ModuleRecord
 		if pkg, stored, err = s.fetchMissing(ctx, m, version, *rec); stored == nil {
+			servingFetched(n, m, version, told, pkg)
 			return pkg, err
 		}
 		rec = stored
 	}
-	return s.refetchRefused(ctx, m, version, *rec, err)
+	pkg, err = s.refetchRefused(ctx, m, version, *rec, err)
+	servingFetched(n, m, version, told, pkg)
+	return pkg, err
+}
+
+// servingFetched tells n of pkg, the package of version of m fetched for
+// OpenModule, when its sha256 is not the one n was told of before the
+// fetch (was: "" for a version never fetched), so that a pin keeps it as
+// it keeps a package served from the cache.
+func servingFetched(n lifetime.Notifier, m addrs.Module, version versions.Version, was string, pkg *Package) {
+	if pkg != nil && pkg.SHA256 != "" && pkg.SHA256 != was {
+		n.Serving("module", m.String(), version, pkg.SHA256)
+	}
 }
 
 // fetchMissing is OpenModule's path for a package the cache does not
