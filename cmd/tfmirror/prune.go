@@ -75,17 +75,17 @@ func runPrune(args []string, lookupEnv func(string) (string, bool), stdout, stde
 	// the TFMIRROR_ variable, else the configuration file (cfg has
 	// those two, and the defaults).
 	rc := cfg.RetentionConfig
-	if pfs != nil {
-		for name, set := range map[string]func(){
-			"keep-versions":           func() { rc.KeepVersions = own.KeepVersions },
-			"keep-versions-per-major": func() { rc.KeepPerMajor = own.KeepPerMajor },
-			"evict-unused-after":      func() { rc.EvictUnusedAfter = own.EvictUnusedAfter },
-			"pins-dir":                func() { rc.PinsDir = own.PinsDir },
-		} {
-			if flagGiven(pfs, name) {
-				set()
-			}
-		}
+	if flagGiven(pfs, "keep-versions") {
+		rc.KeepVersions = own.KeepVersions
+	}
+	if flagGiven(pfs, "keep-versions-per-major") {
+		rc.KeepPerMajor = own.KeepPerMajor
+	}
+	if flagGiven(pfs, "evict-unused-after") {
+		rc.EvictUnusedAfter = own.EvictUnusedAfter
+	}
+	if flagGiven(pfs, "pins-dir") {
+		rc.PinsDir = own.PinsDir
 	}
 	var req admin.PruneRequest
 	req.DryRun = dryRun

@@ -31,16 +31,25 @@ func pruneInProcess(t *testing.T, dataDir string, args ...string) (string, strin
 	return cacheInProcess(t, "prune", runPrune, dataDir, args...)
 }
 
-// cache prune on a data directory: --dry-run lists exactly what the real
-// prune then removes, with sizes; pins keep a version from every rule;
-// named versions are removed whatever the rules say.
-func TestCachePrune(t *testing.T) {
+// syncedDataDir is a data directory into which tfmirror sync cached
+// syncManifest's providers from syncOrigin (random 3.5.0 and 3.6.0,
+// widget 0.2.0).
+func syncedDataDir(t *testing.T) string {
+	t.Helper()
 	origin := syncOrigin(t)
 	dataDir := t.TempDir()
 	if _, _, code := syncInProcess(t, origin, dataDir, syncManifest(t, tfRegistry, "")); code != 0 {
 		t.Fatalf("sync exit %d", code)
 	}
-	pins := t.TempDir()
+	return dataDir
+}
+
+// syncedWithPin is syncedDataDir's, with a pins directory whose lock file
+// pins random 3.5.0.
+func syncedWithPin(t *testing.T) (dataDir, pins string) {
+	t.Helper()
+	dataDir = syncedDataDir(t)
+	pins = t.TempDir()
 	lock := `provider "` + tfRegistry + `/hashicorp/random" {
   version = "3.5.0"
 }
@@ -48,6 +57,14 @@ func TestCachePrune(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(pins, ".terraform.lock.hcl"), []byte(lock), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return dataDir, pins
+}
+
+// cache prune on a data directory: --dry-run lists exactly what the real
+// prune then removes, with sizes; pins keep a version from every rule;
+// named versions are removed whatever the rules say.
+func TestCachePrune(t *testing.T) {
+	dataDir, pins := syncedWithPin(t)
 	if out, _, code := pruneInProcess(t, dataDir, "--dry-run", "--keep-versions", "1", "--pins-dir", pins); code != 0 || !strings.Contains(out, "would remove the packages of 0 versions") {
 		t.Errorf("with 3.5.0 pinned: exit %d, %q; want nothing to remove", code, out)
 	}
@@ -123,19 +140,7 @@ func fakeServeSocket(t *testing.T, dataDir string, h http.HandlerFunc) {
 // version F's pins keep; and a sealed mirror's `offline` there was taken
 // as false, so that the rules removed what cannot be fetched again.
 func TestCachePruneTakesRulesAndPinsAsServeDoes(t *testing.T) {
-	origin := syncOrigin(t)
-	dataDir := t.TempDir()
-	if _, _, code := syncInProcess(t, origin, dataDir, syncManifest(t, tfRegistry, "")); code != 0 {
-		t.Fatalf("sync exit %d", code)
-	}
-	pins := t.TempDir()
-	lock := `provider "` + tfRegistry + `/hashicorp/random" {
-  version = "3.5.0"
-}
-`
-	if err := os.WriteFile(filepath.Join(pins, ".terraform.lock.hcl"), []byte(lock), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dataDir, pins := syncedWithPin(t)
 	conf := func(body string) string {
 		p := filepath.Join(t.TempDir(), "tfmirror.hcl")
 		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
@@ -188,11 +193,7 @@ func TestCachePruneTakesRulesAndPinsAsServeDoes(t *testing.T) {
 // opened the cache, removing what it only listed, when the pass began
 // before the command closed the cache.
 func TestDataDirCommandAppliesNoRules(t *testing.T) {
-	origin := syncOrigin(t)
-	dataDir := t.TempDir()
-	if _, _, code := syncInProcess(t, origin, dataDir, syncManifest(t, tfRegistry, "")); code != 0 {
-		t.Fatalf("sync exit %d", code)
-	}
+	dataDir := syncedDataDir(t)
 	env := map[string]string{"TFMIRROR_KEEP_VERSIONS": "1"}
 	cfg, _, err := parseCacheCommandFlags("cache prune", []string{"--data-dir", dataDir}, func(k string) (string, bool) { v, ok := env[k]; return v, ok },
 		io.Discard, pruneUsage, func(*flag.FlagSet) {})

@@ -38,14 +38,8 @@ func (s *Server) DrippingURL(t *testing.T, bucket, prefix string, every time.Dur
 // stops when t ends.
 func (s *Server) SlowAnswersURL(t *testing.T, bucket, prefix string, delay time.Duration) string {
 	t.Helper()
-	target, err := url.Parse(s.Endpoint())
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := &httputil.ReverseProxy{
-		Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(target); r.Out.Host = r.In.Host },
-	}
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	proxy := s.reverseProxy(t)
+	return s.proxyURL(t, bucket, prefix, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.Contains(r.URL.Path, "/meta/") {
 			select {
 			case <-time.After(delay):
@@ -55,30 +49,38 @@ func (s *Server) SlowAnswersURL(t *testing.T, bucket, prefix string, delay time.
 		}
 		proxy.ServeHTTP(w, r)
 	}))
-	t.Cleanup(hs.Close)
-	return fmt.Sprintf("s3://%s/%s?endpoint=%s&region=%s&path_style=true", bucket, prefix, hs.URL, Region)
 }
 
 // slowURL is StallingURL's (every 0) or DrippingURL's.
 func (s *Server) slowURL(t *testing.T, bucket, prefix string, every time.Duration) string {
 	t.Helper()
+	proxy := s.reverseProxy(t)
+	proxy.FlushInterval = -1
+	proxy.ModifyResponse = func(resp *http.Response) error {
+		if resp.Request.Method == http.MethodGet && strings.Contains(resp.Request.URL.Path, "/archives/") && resp.ContentLength > 1 {
+			resp.Body = &stallingBody{ReadCloser: resp.Body, n: resp.ContentLength / 2, every: every, done: resp.Request.Context().Done()}
+		}
+		return nil
+	}
+	return s.proxyURL(t, bucket, prefix, proxy)
+}
+
+// reverseProxy is a proxy to the server. The host the client signed for
+// is kept: versitygw checks the signature against it.
+func (s *Server) reverseProxy(t *testing.T) *httputil.ReverseProxy {
+	t.Helper()
 	target, err := url.Parse(s.Endpoint())
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy := &httputil.ReverseProxy{
-		// The host the client signed for is kept: versitygw checks the
-		// signature against it.
-		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(target); r.Out.Host = r.In.Host },
-		FlushInterval: -1,
-		ModifyResponse: func(resp *http.Response) error {
-			if resp.Request.Method == http.MethodGet && strings.Contains(resp.Request.URL.Path, "/archives/") && resp.ContentLength > 1 {
-				resp.Body = &stallingBody{ReadCloser: resp.Body, n: resp.ContentLength / 2, every: every, done: resp.Request.Context().Done()}
-			}
-			return nil
-		},
-	}
-	hs := httptest.NewServer(proxy)
+	return &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(target); r.Out.Host = r.In.Host }}
+}
+
+// proxyURL serves h on loopback until t ends and returns the
+// --shared-store URL of bucket with prefix through it.
+func (s *Server) proxyURL(t *testing.T, bucket, prefix string, h http.Handler) string {
+	t.Helper()
+	hs := httptest.NewServer(h)
 	t.Cleanup(hs.Close)
 	return fmt.Sprintf("s3://%s/%s?endpoint=%s&region=%s&path_style=true", bucket, prefix, hs.URL, Region)
 }
