@@ -294,6 +294,9 @@ func exportDir(ctx context.Context, engine Engine, pkgs Served, sel Selection, s
 	}
 	defer dir.Close()
 	out = dir.path
+	if err := dir.removeStaleTempsReporting(report); err != nil {
+		return err
+	}
 	files := newExportFiles(dir, key)
 	for _, cv := range selected {
 		if err := ctx.Err(); err != nil {

@@ -148,6 +148,9 @@ func ExportOCILayout(ctx context.Context, engine Engine, arts Artifacts, names o
 	}
 	defer dir.Close()
 	out = dir.path
+	if err := dir.removeStaleTempsReporting(report); err != nil {
+		return sum, err
+	}
 	// An earlier export's push.sh goes first, and a new one is written
 	// last: an export that stops before its end (interrupted, a write
 	// that fails) leaves none, and the directory does not look finished.

@@ -40,6 +40,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/tfmirror/tfmirror/v2/internal/inputfile"
 )
@@ -317,7 +318,7 @@ func (o *outDir) write(path string, perm fs.FileMode, fill func(io.Writer) error
 	var tmp string
 	var f *os.File
 	for range 100 {
-		tmp = filepath.Join(dir, ".tmp-"+rand.Text())
+		tmp = filepath.Join(dir, tempPrefix+rand.Text())
 		f, err = o.root.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 		if !errors.Is(err, fs.ErrExist) {
 			break
@@ -424,6 +425,63 @@ func (o *outDir) chmod(path string, perm fs.FileMode) error {
 		return err
 	}
 	return o.shownErr(o.root.Chmod(name, perm))
+}
+
+// tempPrefix begins the names of write's temporary files, which go on
+// with rand.Text()'s 26 letters and digits of base32.
+const tempPrefix = ".tmp-"
+
+// staleTempAge is how long a temporary file of write's must have gone
+// unwritten for removeStaleTemps to take it for one an export killed
+// while it wrote left behind: an export writes its files without pause,
+// and one of another process writing into OUT (which nothing stops) is
+// left alone.
+const staleTempAge = time.Hour
+
+// removeStaleTemps removes the temporary files of write's that an
+// export killed while it wrote left in OUT (none is renamed to its name
+// once the export is gone), so that an export into OUT after one that was
+// killed neither carries them nor lists them as left out of its signed
+// manifest, as every export after would. It returns the paths removed.
+func (o *outDir) removeStaleTemps() ([]string, error) {
+	var removed []string
+	err := o.walk(func(path string, d fs.DirEntry) error {
+		if !isStaleTemp(d) {
+			return nil
+		}
+		if err := o.remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		removed = append(removed, path)
+		return nil
+	})
+	return removed, err
+}
+
+// removeStaleTempsReporting is removeStaleTemps, reporting each file it
+// removed.
+func (o *outDir) removeStaleTempsReporting(report func(string)) error {
+	removed, err := o.removeStaleTemps()
+	for _, path := range removed {
+		report(fmt.Sprintf("%s: removed, a temporary file of an export killed while it wrote", path))
+	}
+	return err
+}
+
+// isStaleTemp says d is a regular file named as write names its
+// temporary files that was last written more than staleTempAge ago.
+func isStaleTemp(d fs.DirEntry) bool {
+	rest, ok := strings.CutPrefix(d.Name(), tempPrefix)
+	if !ok || len(rest) != 26 || !d.Type().IsRegular() {
+		return false
+	}
+	for _, c := range rest {
+		if (c < 'A' || c > 'Z') && (c < '2' || c > '7') {
+			return false
+		}
+	}
+	info, err := d.Info()
+	return err == nil && time.Since(info.ModTime()) > staleTempAge
 }
 
 // walk walks OUT as fs.WalkDir does, through the root: a link is an

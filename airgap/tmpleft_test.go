@@ -1,0 +1,107 @@
+package airgap
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// An export killed while it wrote leaves its temporary files (.tmp-…
+// beside the files it was writing). The next export into the directory
+// removes those of an export long gone: they are neither carried nor
+// reported as left out of the signed manifest on every export after. A
+// temporary file written lately (an export of another process writing
+// into the directory) and a file of the operator's that only looks like
+// one are left, and reported as before.
+func TestExportRemovesAnInterruptedExportsTemporaryFiles(t *testing.T) {
+	engine, p, out, key := exportedNetAndTarball(t)
+	providerDir := filepath.Join(out, p.Hostname.ForDisplay(), p.Namespace, p.Type)
+	old := time.Now().Add(-2 * time.Hour)
+	write := func(path string, mtime time.Time) string {
+		t.Helper()
+		if err := os.WriteFile(path, []byte("half an archive"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(path, mtime, mtime); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	stale := []string{
+		write(filepath.Join(providerDir, ".tmp-ABCDEFGHIJKLMNOPQRSTUVWXYZ"), old),
+		write(filepath.Join(out, ".tmp-234567ABCDEFGHIJKLMNOPQRST"), old),
+	}
+	kept := []string{
+		write(filepath.Join(providerDir, ".tmp-QRSTUVWXYZ234567ABCDEFGHIJ"), time.Now()),
+		write(filepath.Join(providerDir, ".tmp-notes.txt"), old),
+	}
+
+	var reports []string
+	sum, err := Export(context.Background(), engine, servedBy(t, engine, nil), Selection{}, out, key, func(s string) { reports = append(reports, s) })
+	if err != nil || sum.Failed != 0 {
+		t.Fatalf("export after an interrupted one: %+v %v %q", sum, err, reports)
+	}
+	for _, path := range stale {
+		if _, err := os.Lstat(path); !os.IsNotExist(err) {
+			t.Errorf("%s, an interrupted export's temporary file, is still there (%v)", path, err)
+		}
+	}
+	for _, path := range kept {
+		if _, err := os.Lstat(path); err != nil {
+			t.Errorf("%s was removed: %v", path, err)
+		}
+	}
+	if sum.Unlisted != len(kept) {
+		t.Errorf("%d files reported left out of the manifest, want the %d kept: %q", sum.Unlisted, len(kept), reports)
+	}
+	for _, r := range reports {
+		for _, path := range stale {
+			if strings.Contains(r, path) && !strings.Contains(r, "removed") {
+				t.Errorf("report %q about a temporary file it removed", r)
+			}
+		}
+	}
+}
+
+// The same for an OCI layout export: an interrupted one's temporary file
+// in a layout's blobs is removed by the next export into the directory.
+func TestOCILayoutExportRemovesAnInterruptedExportsTemporaryFiles(t *testing.T) {
+	engine, _ := cachedNetAndTarball(t)
+	ctx := context.Background()
+	side, names := ociLayoutParts(t, engine)
+	out := filepath.Join(t.TempDir(), "layout")
+	if sum, err := ExportOCILayout(ctx, engine, servedBy(t, engine, side), names, Selection{}, out, func(string) {}); err != nil || sum.Tags != 2 {
+		t.Fatalf("first export: %+v %v", sum, err)
+	}
+	var blobs string
+	filepath.WalkDir(out, func(path string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() && d.Name() == "sha256" && blobs == "" {
+			blobs = path
+		}
+		return nil
+	})
+	if blobs == "" {
+		t.Fatal("the layout has no blobs/sha256 directory")
+	}
+	stale := filepath.Join(blobs, ".tmp-ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+	if err := os.WriteFile(stale, []byte("half a blob"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-2 * time.Hour)
+	if err := os.Chtimes(stale, old, old); err != nil {
+		t.Fatal(err)
+	}
+	var reports []string
+	if _, err := ExportOCILayout(ctx, engine, servedBy(t, engine, side), names, Selection{}, out, func(s string) { reports = append(reports, s) }); err != nil {
+		t.Fatalf("export after an interrupted one: %v", err)
+	}
+	if _, err := os.Lstat(stale); !os.IsNotExist(err) {
+		t.Errorf("%s, an interrupted export's temporary file, is still there (%v)", stale, err)
+	}
+	if len(reports) != 1 || !strings.Contains(reports[0], stale) || !strings.Contains(reports[0], "removed") {
+		t.Errorf("reports %q, want one saying %s was removed", reports, stale)
+	}
+}
