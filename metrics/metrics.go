@@ -99,6 +99,7 @@ type Metrics struct {
 	policy            policyMetrics     // policy.go
 	releases          releasesMetrics   // releases.go
 	auth              authMetrics       // auth.go
+	conns             connMetrics       // connections.go
 
 	// Children of the vectors bound to their labels, for what every
 	// request records: WithLabelValues hashes the values and looks them
@@ -318,6 +319,7 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 	cs = append(cs, m.policy.collectors()...)
 	cs = append(cs, m.releases.collectors()...)
 	cs = append(cs, m.auth.collectors()...)
+	cs = append(cs, m.conns.collectors()...)
 	if opts.Cache != nil {
 		cs = append(cs,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{

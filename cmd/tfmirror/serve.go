@@ -25,6 +25,7 @@ import (
 	"github.com/KimMachineGun/automemlimit/memlimit"
 	svchost "github.com/hashicorp/terraform-svchost"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/net/netutil"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/admin"
@@ -581,6 +582,18 @@ func (m *server) serve(ctx context.Context, ln net.Listener) error {
 	base, cutOff := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cutOff(nil)
 	srv.BaseContext = func(net.Listener) context.Context { return base }
+	// At most MaxConnections open: Accept waits for one to close, and the
+	// connections beyond them wait in the system's listen queue.
+	ln = netutil.LimitListener(ln, m.cfg.MaxConnections)
+	m.metrics.ConnectionsLimit(m.cfg.MaxConnections)
+	srv.ConnState = func(_ net.Conn, s http.ConnState) {
+		switch s {
+		case http.StateNew:
+			m.metrics.ConnectionOpened()
+		case http.StateClosed, http.StateHijacked:
+			m.metrics.ConnectionClosed()
+		}
+	}
 	scheme := "http"
 	if m.tls != nil {
 		scheme = "https"

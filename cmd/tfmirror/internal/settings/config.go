@@ -49,7 +49,10 @@ type Config struct {
 	// (mirror.Config.MaxArchiveDownloads).
 	MaxArchiveDownloads int
 	MetricsListen       string
-	PublicURL           string
+	// MaxConnections bounds the client connections open at once on
+	// Listen.
+	MaxConnections int
+	PublicURL      string
 	// OCIProviderPrefix and OCIModulePrefix are the repository prefixes
 	// of the OCI distribution front door (see oci.NewNames).
 	OCIProviderPrefix   string
@@ -215,6 +218,9 @@ func (c Config) Validate() error {
 	}
 	if c.VersionsTTL <= 0 || c.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("--versions-ttl and --shutdown-timeout must be positive"))
+	}
+	if c.MaxConnections <= 0 {
+		errs = append(errs, fmt.Errorf("--max-connections must be positive, not %d", c.MaxConnections))
 	}
 	if c.ShutdownDelay < 0 {
 		errs = append(errs, errors.New("--shutdown-delay must not be negative (0: none)"))
