@@ -202,7 +202,15 @@ func StreamArchive(w http.ResponseWriter, r *http.Request, a *mirror.Archive) {
 			// and the client would take what it got for the archive.
 			panic(http.ErrAbortHandler)
 		case r.Context().Err() != nil:
-			return // client went away
+			// The client went away, or closed only its sending side
+			// (a half-close, which ends the request's context too) and
+			// still reads: a body of no stated length that ended
+			// cleanly would be taken for the archive. (One short of its
+			// Content-Length breaks the connection anyway.)
+			if a.Size < 0 {
+				panic(http.ErrAbortHandler)
+			}
+			return
 		default:
 			// Headers are gone; only a broken connection tells the
 			// client that the body is not to be trusted.

@@ -170,6 +170,11 @@ func Instrument(next http.Handler, log *slog.Logger, obs RequestObserver) http.H
 			// Runs before the access log's line, which it sets the
 			// status and aborted of.
 			if p := recover(); p != nil {
+				// For a deliberate abort (http.ErrAbortHandler),
+				// which panicked panics on, this is what the access
+				// log and the metrics get: a response broken off for a
+				// client gone is the client's doing, not the mirror's.
+				aborted = !clientGone(r)
 				aborted = rw.panicked(r, p, log, id, route)
 			}
 		}()
@@ -203,6 +208,12 @@ func (r *recorder) panicked(req *http.Request, p any, log *slog.Logger, id, rout
 	}
 	writeError(r, errors.New("internal error"))
 	return false
+}
+
+// clientGone reports whether req's context ended other than by the
+// mirror's shutdown (httperr.ErrCutOff): its client went away.
+func clientGone(req *http.Request) bool {
+	return req.Context().Err() != nil && !errors.Is(context.Cause(req.Context()), httperr.ErrCutOff)
 }
 
 // cutOff reports whether the mirror's shutdown cut off the response to

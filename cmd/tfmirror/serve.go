@@ -633,7 +633,7 @@ func (m *server) serve(ctx context.Context, ln net.Listener) error {
 		if err != nil {
 			srv.Close()
 			stopBackground()
-			m.shutdown(context.Background())
+			m.shutdownAfterServing()
 			return fmt.Errorf("--metrics-listen: %w", err)
 		}
 		mux := http.NewServeMux()
@@ -662,7 +662,9 @@ func (m *server) serve(ctx context.Context, ln net.Listener) error {
 		srv.Close()
 		stopServers()
 		stopBackground()
-		m.shutdown(context.Background())
+		// The downloads under way get --shutdown-timeout, as at a
+		// shutdown, not as long as their origins hold them.
+		m.shutdownAfterServing()
 		return err
 	case <-ctx.Done():
 	}
@@ -736,6 +738,16 @@ func (m *server) drain() {
 
 // shutdownContext is the shutdown's wait: done at --shutdown-timeout, or
 // at once when m.hurry is closed (a second signal), which is logged.
+// shutdownAfterServing shuts the engine and the cache down when serve
+// fails once its port has taken connections: the downloads a request
+// started get --shutdown-timeout, as at a shutdown, not as long as their
+// origins hold them, and are then cut off.
+func (m *server) shutdownAfterServing() {
+	sctx, cancel := m.shutdownContext()
+	defer cancel()
+	m.shutdown(sctx)
+}
+
 func (m *server) shutdownContext() (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.ShutdownTimeout)
 	ctx, hurry := context.WithCancelCause(ctx)

@@ -1,0 +1,9 @@
+package lifetime
+
+import (
+	"testing"
+
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/leakcheck"
+)
+
+func TestMain(m *testing.M) { leakcheck.Main(m) }
