@@ -307,6 +307,7 @@ func (a *AirGap) refused(pub Publisher, product string, err error) {
 		reason = string(verr.Reason)
 	}
 	r.metrics.CLIRefused(string(pub), product, reason)
+	r.metrics.VerificationFailed(reason)
 }
 
 // checkSHA256 reads a whole and checks its sha256.

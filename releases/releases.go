@@ -94,6 +94,11 @@ type Metrics interface {
 	CLIServed(publisher, product, kind string, stale bool)
 	// CLIRefused counts a refusal: reason is a verify.Reason or a policy rule.
 	CLIRefused(publisher, product, reason string)
+	// VerificationFailed counts a SHA256SUMS refused by verification
+	// (reason is a verify.Reason), with the providers' refusals: what
+	// the verification alert watches. An archive's refusal is counted
+	// by the engine that fetched it.
+	VerificationFailed(reason string)
 }
 
 // Config configures Releases. Zero values take the documented defaults.
@@ -421,3 +426,4 @@ type noMetrics struct{}
 
 func (noMetrics) CLIServed(string, string, string, bool) {}
 func (noMetrics) CLIRefused(string, string, string)      {}
+func (noMetrics) VerificationFailed(string)              {}

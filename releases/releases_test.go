@@ -183,6 +183,9 @@ func TestBadSignatureRefused(t *testing.T) {
 	if n := r.metrics.refusals("hashicorp/terraform/signature"); n != 4 {
 		t.Errorf("refusals counted %d, want 4", n)
 	}
+	if n := r.metrics.verificationFailures("signature"); n != 4 {
+		t.Errorf("verification failures counted %d, want 4 (the alert's series)", n)
+	}
 	if n := o.Hits("/hc/terraform/1.6.0/" + tfZip); n != 0 {
 		t.Errorf("the archive of an unverified SHA256SUMS was fetched %d times", n)
 	}

@@ -34,6 +34,7 @@ type countingMetrics struct {
 	mu      sync.Mutex
 	served  map[string]int
 	refused map[string]int
+	failed  map[string]int // VerificationFailed, by reason
 }
 
 func (m *countingMetrics) CLIServed(pub, product, kind string, stale bool) {
@@ -50,6 +51,21 @@ func (m *countingMetrics) CLIRefused(pub, product, reason string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.refused[pub+"/"+product+"/"+reason]++
+}
+
+func (m *countingMetrics) VerificationFailed(reason string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.failed == nil {
+		m.failed = map[string]int{}
+	}
+	m.failed[reason]++
+}
+
+func (m *countingMetrics) verificationFailures(reason string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.failed[reason]
 }
 
 func (m *countingMetrics) servedCount(k string) int {

@@ -300,6 +300,7 @@ func (r *Releases) fetchSums(ctx context.Context, pub Publisher, product, versio
 			reason = string(verr.Reason)
 		}
 		r.metrics.CLIRefused(string(pub), product, reason)
+		r.metrics.VerificationFailed(reason)
 		r.log.Error("release SHA256SUMS refused; nothing was cached", "publisher", string(pub), "product", product,
 			"version", version, "reason", reason, "error", err)
 		return nil, err

@@ -42,10 +42,11 @@ type PolicySource interface {
 	Policy() *policy.Policy
 }
 
-// CLIMetrics counts the policy's refusals per publisher and product
-// (package metrics implements it).
+// CLIMetrics counts the policy's refusals per publisher and product, and
+// by rule with the packages' refusals (package metrics implements it).
 type CLIMetrics interface {
 	CLIRefused(publisher, product, reason string)
+	PolicyRefused(rule string)
 }
 
 // ReleasesConfig configures a Releases.
@@ -103,10 +104,12 @@ func NewReleases(cfg ReleasesConfig) (*Releases, error) {
 type noCLIMetrics struct{}
 
 func (noCLIMetrics) CLIRefused(string, string, string) {}
+func (noCLIMetrics) PolicyRefused(string)              {}
 
 func (r *Releases) refuse(pub releases.Publisher, product, version string, v policy.Verdict) error {
 	addr := releases.Address(pub, product)
 	r.metrics.CLIRefused(string(pub), product, v.Rule)
+	r.metrics.PolicyRefused(v.Rule)
 	// Logged when first refused by its rule, as mirror/gate logs the
 	// packages' refusals: not once a request, and within the same bound.
 	args := []any{"kind", "cli", "address", addr, "version", version, "rule", v.Rule, "detail", v.Detail, "reason", v.Reason}

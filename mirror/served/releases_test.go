@@ -40,6 +40,10 @@ type refusalCounter struct {
 
 func (m *refusalCounter) CLIServed(pub, product, kind string, stale bool) {}
 
+func (m *refusalCounter) VerificationFailed(string) {}
+
+func (m *refusalCounter) PolicyRefused(string) {}
+
 func (m *refusalCounter) CLIRefused(pub, product, reason string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

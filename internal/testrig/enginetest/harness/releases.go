@@ -48,8 +48,8 @@ func StartReleasesSide(t testing.TB, o *fakeorigin.Releases, cfg releases.Config
 		t.Fatal(err)
 	}
 	scfg := served.ReleasesConfig{Releases: rel, Policy: engine, Logger: cfg.Logger, Now: cfg.Now}
-	if cfg.Metrics != nil {
-		scfg.Metrics = cfg.Metrics
+	if m, ok := cfg.Metrics.(served.CLIMetrics); ok {
+		scfg.Metrics = m // the policy's refusals too
 	}
 	srel, err := served.NewReleases(scfg)
 	if err != nil {
