@@ -265,10 +265,26 @@ func TestHelmChartRefuses(t *testing.T) {
 		{"previous shared store key in config", "config: {shared-store-previous-key-file: /k}", "config.shared-store-previous-key-file: set sharedStore.key.previousKey instead"},
 		{"shared store ID in config", "config: {shared-store-id: s3://b/p}", "config.shared-store-id: set sharedStore.id instead"},
 		{"the address in extraEnv", "extraEnv: [{name: TFMIRROR_LISTEN, value: \":9443\"}]", "extraEnv: TFMIRROR_LISTEN: the chart sets --listen"},
+		// The kubelet kills the pod at terminationGracePeriodSeconds,
+		// cutting off the downloads the shutdown would have let finish.
+		{"a shutdown timeout longer than the grace period", "config: {shutdown-timeout: 1m}", "terminationGracePeriodSeconds 45 does not outlast config.shutdown-delay 5s and config.shutdown-timeout 1m"},
+		{"a shutdown as long as the grace period", "config: {shutdown_delay: 15s, shutdown-timeout: 30s}", "terminationGracePeriodSeconds 45 does not outlast"},
+		{"a shutdown timeout left to its default", "config: {shutdown-timeout: \"\"}\nterminationGracePeriodSeconds: 30", "terminationGracePeriodSeconds 30 does not outlast"},
 		{"the configuration file in extraEnv", "extraEnv: [{name: TFMIRROR_CONFIG, value: /x.json}]", "the chart sets --config"},
 	} {
 		t.Run(tc.name, func(t *testing.T) { refusedSaying(t, tc.values, tc.want) })
 	}
+}
+
+// TestHelmChartLongShutdown: a longer shutdown with a grace period that
+// outlasts it renders, whatever the durations' spelling.
+func TestHelmChartLongShutdown(t *testing.T) {
+	t.Parallel()
+	m, _ := helmTemplate(t, "long shutdown", map[string]any{
+		"config":                        map[string]any{"shutdown_delay": "1m0.5s", "shutdown-timeout": "1m30s"},
+		"terminationGracePeriodSeconds": 155,
+	})
+	checkWorkload(t, m)
 }
 
 // TestHelmChartREADME checks that the chart's README describes every

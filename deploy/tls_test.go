@@ -160,8 +160,8 @@ func startRendered(t *testing.T, w *workload, override map[string]any) (addr, me
 
 // TestHelmChartProbesWithAuth renders the chart with client
 // authentication, starts tfmirror serve with the rendered settings, and
-// sends each probe as the kubelet does (the probe's path and scheme, no
-// token, the certificate unchecked): each is answered 200, while the
+// sends each probe as the kubelet does (the probe's port, path and scheme,
+// no token, the certificate unchecked): each is answered 200, while the
 // mirror refuses a provider request without a token, so authentication
 // is on. The metrics port answers the ServiceMonitor's scrape, which
 // carries no token either.
@@ -189,7 +189,11 @@ func TestHelmChartProbesWithAuth(t *testing.T) {
 		return resp.StatusCode
 	}
 	for _, p := range []*corev1.Probe{w.container.LivenessProbe, w.container.ReadinessProbe, w.container.StartupProbe} {
-		url := strings.ToLower(string(p.HTTPGet.Scheme)) + "://" + addr + p.HTTPGet.Path
+		host := addr
+		if p.HTTPGet.Port.String() == "metrics" {
+			host = strings.TrimSuffix(strings.TrimPrefix(metricsURL, "http://"), "/metrics")
+		}
+		url := strings.ToLower(string(p.HTTPGet.Scheme)) + "://" + host + p.HTTPGet.Path
 		if code := get(url); code != http.StatusOK {
 			t.Errorf("probe GET %s without a token: %d, want 200", url, code)
 		}

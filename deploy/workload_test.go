@@ -325,21 +325,24 @@ func checkWorkload(t *testing.T, m *manifests) *workload {
 	if ports[w.scheme] != int32(portOf(t, env["TFMIRROR_LISTEN"])) || ports["metrics"] != int32(portOf(t, env["TFMIRROR_METRICS_LISTEN"])) {
 		t.Errorf("%s: container ports %v, want %s on %s and metrics on %s as the flags say", m.where, ports, w.scheme, env["TFMIRROR_LISTEN"], env["TFMIRROR_METRICS_LISTEN"])
 	}
+	// Liveness on the metrics listener: the mirror's port takes no probe
+	// while --max-connections connections are open, and a busy mirror
+	// restarted drops them all.
 	for _, probe := range []struct {
-		name, path string
-		p          *corev1.Probe
+		name, path, port, scheme string
+		p                        *corev1.Probe
 	}{
-		{"livenessProbe", "/healthz", c.LivenessProbe},
-		{"readinessProbe", "/readyz", c.ReadinessProbe},
-		{"startupProbe", "/healthz", c.StartupProbe},
+		{"livenessProbe", "/healthz", "metrics", "http", c.LivenessProbe},
+		{"readinessProbe", "/readyz", w.scheme, w.scheme, c.ReadinessProbe},
+		{"startupProbe", "/healthz", w.scheme, w.scheme, c.StartupProbe},
 	} {
 		if probe.p == nil || probe.p.HTTPGet == nil {
 			t.Errorf("%s: no %s", m.where, probe.name)
 			continue
 		}
 		g := probe.p.HTTPGet
-		if g.Path != probe.path || !strings.EqualFold(string(g.Scheme), w.scheme) || g.Port != intstr.FromString(w.scheme) {
-			t.Errorf("%s: %s GET %s on %v with %s, want GET %s on port %s with scheme %s", m.where, probe.name, g.Path, g.Port.String(), g.Scheme, probe.path, w.scheme, strings.ToUpper(w.scheme))
+		if g.Path != probe.path || !strings.EqualFold(string(g.Scheme), probe.scheme) || g.Port != intstr.FromString(probe.port) {
+			t.Errorf("%s: %s GET %s on %v with %s, want GET %s on port %s with scheme %s", m.where, probe.name, g.Path, g.Port.String(), g.Scheme, probe.path, probe.port, strings.ToUpper(probe.scheme))
 		}
 		// Kubernetes' default of one second fails a probe that a node
 		// under load (a cache opening, a burst of downloads) answers late,

@@ -97,3 +97,44 @@ func TestMaxConnectionsMustBePositive(t *testing.T) {
 		}
 	}
 }
+
+// At --max-connections the mirror's port accepts no probe either: the
+// metrics listener answers /healthz besides /metrics, so that a liveness
+// probe there does not restart a mirror that is only busy.
+func TestHealthzOnTheMetricsListenerAtTheConnectionLimit(t *testing.T) {
+	free, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metricsAddr := free.Addr().String()
+	free.Close()
+	origin := newOrigin(t, fakeorigin.Options{})
+	tm := startMirror(t, origin, t.TempDir(), nil, "--insecure-http", "--max-connections", "1", "--metrics-listen", metricsAddr)
+	addr := strings.TrimSuffix(strings.TrimPrefix(tm.url, "http://"), "/")
+	held, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	held.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := held.Write([]byte("GET /healthz HTTP/1.1\r\nHost: " + addr + "\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(held), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close() // kept alive: the one connection the port takes
+
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	resp, err = client.Get("http://" + metricsAddr + "/healthz")
+	if err != nil {
+		t.Fatalf("GET /healthz on the metrics listener: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"ok"`) {
+		t.Fatalf("GET /healthz on the metrics listener with the port at its limit: %s %s, want 200 ok", resp.Status, body)
+	}
+}

@@ -638,6 +638,9 @@ func (m *server) serve(ctx context.Context, ln net.Listener) error {
 		}
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", m.metrics.Handler())
+		// Liveness too, off the port --max-connections bounds: a mirror
+		// busy with that many connections is alive.
+		mux.HandleFunc("GET /healthz", proxy.Healthz)
 		metricsSrv = httpserve.New(mux, slog.NewLogLogger(m.log.Handler(), slog.LevelDebug))
 		servers.Go(func() {
 			if err := metricsSrv.Serve(mln); err != nil && !errors.Is(err, http.ErrServerClosed) {

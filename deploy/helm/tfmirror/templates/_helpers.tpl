@@ -94,6 +94,21 @@ app.kubernetes.io/part-of: tfmirror
 {{- end }}
 {{- end }}
 
+{{/* The seconds of a Go duration (5s, 1m30s, 500ms, 0), as a number; ""
+     for a value in another form, which is not checked here. */}}
+{{- define "tfmirror.seconds" -}}
+{{- $s := include "tfmirror.string" . | trim }}
+{{- if eq $s "0" }}0
+{{- else if regexMatch "^([0-9]+(\\.[0-9]*)?(ns|us|µs|μs|ms|s|m|h))+$" $s }}
+{{- $units := dict "ns" 1e-9 "us" 1e-6 "µs" 1e-6 "μs" 1e-6 "ms" 1e-3 "s" 1 "m" 60 "h" 3600 }}
+{{- $total := 0.0 }}
+{{- range regexFindAll "[0-9.]+[^0-9.]+" $s -1 }}
+{{- $total = addf $total (mulf (regexReplaceAll "[^0-9.]" . "") (get $units (regexReplaceAll "[0-9.]" . ""))) }}
+{{- end }}
+{{- $total }}
+{{- end }}
+{{- end }}
+
 {{/* config with every key the flag's name, as JSON: a setting named as
      the configuration file names it (cache_max_bytes, the spelling of
      docs/configuration.md) is the flag's (cache-max-bytes), so that the
@@ -172,6 +187,17 @@ app.kubernetes.io/part-of: tfmirror
 {{- end }}
 {{- end }}
 {{- end }}
+{{- end }}
+{{- /* The kubelet kills the container (SIGKILL) at the grace period's
+     end, cutting off what the shutdown lets finish. */}}
+{{- $delay := index $config "shutdown-delay" | default "0s" }}
+{{- $timeout := index $config "shutdown-timeout" | default "30s" }}
+{{- $grace := .Values.terminationGracePeriodSeconds }}
+{{- if kindIs "invalid" $grace }}{{ $grace = 30 }}{{ end }}
+{{- $delaySeconds := include "tfmirror.seconds" $delay }}
+{{- $timeoutSeconds := include "tfmirror.seconds" $timeout }}
+{{- if and $delaySeconds $timeoutSeconds (le (float64 $grace) (addf $delaySeconds $timeoutSeconds)) }}
+{{- fail (printf "terminationGracePeriodSeconds %v does not outlast config.shutdown-delay %s and config.shutdown-timeout %s: the kubelet kills the pod at its end, cutting off the downloads the shutdown lets finish; set it above their sum" (include "tfmirror.string" $grace) (include "tfmirror.string" $delay) (include "tfmirror.string" $timeout)) }}
 {{- end }}
 {{- /* Flags the chart sets from values of their own. */}}
 {{- if and .Values.originCA.existingConfigMap .Values.originCA.existingSecret }}
