@@ -169,12 +169,16 @@ func Instrument(next http.Handler, log *slog.Logger, obs RequestObserver) http.H
 		defer func() {
 			// Runs before the access log's line, which it sets the
 			// status and aborted of.
-			if p := recover(); p != nil {
-				// For a deliberate abort (http.ErrAbortHandler),
-				// which panicked panics on, this is what the access
-				// log and the metrics get: a response broken off for a
-				// client gone is the client's doing, not the mirror's.
+			p := recover()
+			if p == http.ErrAbortHandler {
+				// A deliberate abort panics on as it came (net/http
+				// closes the connection, and logs nothing more). A
+				// response broken off for a client gone is the
+				// client's doing, not the mirror's.
 				aborted = !clientGone(r)
+				panic(p)
+			}
+			if p != nil {
 				aborted = rw.panicked(r, p, log, id, route)
 			}
 		}()
@@ -184,17 +188,15 @@ func Instrument(next http.Handler, log *slog.Logger, obs RequestObserver) http.H
 }
 
 // panicked handles a panic p of the handler of req, which net/http would
-// recover itself and log through the server's error log (at debug): a
-// deliberate abort (http.ErrAbortHandler: a download that failed, a
-// damaged cached copy) panics on as it came. Any other is a bug of the
-// mirror's: logged at error with its stack, and answered 500 when nothing
+// recover itself and log through the server's error log (at debug), other
+// than a deliberate abort (http.ErrAbortHandler: a download that failed,
+// a damaged cached copy, a client gone from an archive of no stated
+// length), which Instrument lets panic on as it came. Any other is a bug
+// of the mirror's: logged at error with its stack, and answered 500 when nothing
 // was sent yet (reported as not aborted), else broken off (aborted), with
 // the status sent. Either way the access log and the metrics count the
 // request by the status its client got, never a 200 that got nothing.
 func (r *recorder) panicked(req *http.Request, p any, log *slog.Logger, id, route string) (aborted bool) {
-	if p == http.ErrAbortHandler {
-		panic(p)
-	}
 	log.LogAttrs(req.Context(), slog.LevelError, "handler panicked", slog.String("request_id", id),
 		slog.String("route", route), slog.String("panic", fmt.Sprint(p)), slog.String("stack", string(debug.Stack())))
 	if r.status != 0 {

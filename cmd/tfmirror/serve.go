@@ -739,8 +739,6 @@ func (m *server) drain() {
 	}
 }
 
-// shutdownContext is the shutdown's wait: done at --shutdown-timeout, or
-// at once when m.hurry is closed (a second signal), which is logged.
 // shutdownAfterServing shuts the engine and the cache down when serve
 // fails once its port has taken connections: the downloads a request
 // started get --shutdown-timeout, as at a shutdown, not as long as their
@@ -751,6 +749,8 @@ func (m *server) shutdownAfterServing() {
 	m.shutdown(sctx)
 }
 
+// shutdownContext is the shutdown's wait: done at --shutdown-timeout, or
+// at once when m.hurry is closed (a second signal), which is logged.
 func (m *server) shutdownContext() (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.ShutdownTimeout)
 	ctx, hurry := context.WithCancelCause(ctx)
