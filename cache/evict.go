@@ -46,23 +46,31 @@ type lruEntry struct {
 	refs      int   // open readers, plus the committing writer until Close
 	committed bool  // false while only a reader that has not found the record yet holds it
 	evicting  bool  // chosen for eviction: no new references
-	// evicted is closed when the eviction ends (the blob deleted, or
-	// kept after all); set while evicting.
-	evicted chan struct{}
+	// eviction is the eviction under way; set while evicting.
+	eviction *eviction
+}
+
+// eviction is one archive's eviction under way, which others may wait for.
+type eviction struct {
+	// done is closed when it ends (the blob deleted, or kept after all).
+	done chan struct{}
+	// info is the archive's, once deleteMarked found it: what the
+	// eviction deletes, if it ends with the archive gone.
+	info BlobInfo
 }
 
 // markEvicting marks e as being evicted. Caller holds l.mu.
 func (e *lruEntry) markEvicting() {
 	e.evicting = true
-	e.evicted = make(chan struct{})
+	e.eviction = &eviction{done: make(chan struct{})}
 }
 
 // endEvicting ends e's eviction, if any. Caller holds l.mu.
 func (e *lruEntry) endEvicting() {
 	e.evicting = false
-	if e.evicted != nil {
-		close(e.evicted)
-		e.evicted = nil
+	if e.eviction != nil {
+		close(e.eviction.done)
+		e.eviction = nil
 	}
 }
 
@@ -72,9 +80,18 @@ func (l *lru) evictingNow(sha string) <-chan struct{} {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if e := l.entries[sha]; e != nil && e.evicting {
-		return e.evicted
+		return e.eviction.done
 	}
 	return nil
+}
+
+// noteEvicted records info as what the eviction of sha under way deletes.
+func (l *lru) noteEvicted(sha string, info BlobInfo) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if e := l.entries[sha]; e != nil && e.eviction != nil {
+		e.eviction.info = info
+	}
 }
 
 func (l *lru) init(max int64, onEvict func(BlobInfo), evictable func(string) bool) {
@@ -198,8 +215,10 @@ func (l *lru) victim() (sha string, kept int) {
 }
 
 // claim marks sha as being evicted if it is committed and nobody
-// references it.
-func (l *lru) claim(sha string) error {
+// references it. When nobody references it but an eviction of it is under
+// way, claim returns that eviction with ErrInUse: it ends with the archive
+// deleted, or kept after all.
+func (l *lru) claim(sha string) (*eviction, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	e := l.entries[sha]
@@ -210,15 +229,17 @@ func (l *lru) claim(sha string) error {
 		// StatBlob says whether it exists.
 		e = l.entry(sha)
 		e.committed = true
-	case e.refs > 0 || e.evicting:
+	case e.refs > 0:
 		// Open for reading (an untracked archive opened has an entry,
-		// not committed, while it is open) or being removed.
-		return fmt.Errorf("%w: %s", ErrInUse, sha)
+		// not committed, while it is open).
+		return nil, fmt.Errorf("%w: %s", ErrInUse, sha)
+	case e.evicting:
+		return e.eviction, fmt.Errorf("%w: %s (being evicted)", ErrInUse, sha)
 	case !e.committed:
-		return fmt.Errorf("%w: archive %s", ErrNotFound, sha)
+		return nil, fmt.Errorf("%w: archive %s", ErrNotFound, sha)
 	}
 	e.markEvicting()
-	return nil
+	return nil, nil
 }
 
 // unmark ends the eviction of sha that was not deleted after all.
@@ -262,13 +283,27 @@ func (s *Blobs) SetEvictable(fn func(sha string) bool) {
 
 // EvictBlob deletes the committed archive sha unless it is open for
 // reading or its writer is not yet closed (ErrInUse): what retention
-// removes, never from under a reader. It returns what was deleted.
+// removes, never from under a reader. It returns what was deleted. An
+// archive the size limit is evicting meanwhile is waited for: EvictBlob
+// returns what that eviction deleted, or, when it kept the archive after
+// all, tries again.
 func (s *Blobs) EvictBlob(sha string) (BlobInfo, error) {
 	if err := checkSHA(sha); err != nil {
 		return BlobInfo{}, err
 	}
-	if err := s.evict.lru.claim(sha); err != nil {
-		return BlobInfo{}, err
+	for {
+		ev, err := s.evict.lru.claim(sha)
+		if ev != nil {
+			<-ev.done // one archive's deletion: bounded
+			if _, _, err := s.statBlob(sha); errors.Is(err, ErrNotFound) && ev.info.SHA256 == sha {
+				return ev.info, nil
+			}
+			continue
+		}
+		if err != nil {
+			return BlobInfo{}, err
+		}
+		break
 	}
 	info, err := s.deleteMarked(sha, nil)
 	if err != nil {
@@ -308,7 +343,7 @@ func (s *Blobs) UnlessInUse(shas []string, fn func() error) error {
 		if _, _, err := s.statBlob(sha); errors.Is(err, ErrNotFound) {
 			continue // not cached
 		}
-		err := s.evict.lru.claim(sha)
+		_, err := s.evict.lru.claim(sha)
 		if errors.Is(err, ErrNotFound) {
 			continue // not committed
 		}
@@ -333,6 +368,7 @@ func (s *Blobs) deleteMarked(sha string, evicting func(string)) (BlobInfo, error
 	}
 	info, _, err := s.statBlob(sha)
 	if err == nil {
+		s.evict.lru.noteEvicted(sha, info)
 		err = s.deleteBlob(sha) // forgets the entry
 	}
 	switch {

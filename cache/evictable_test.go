@@ -2,6 +2,7 @@ package cache
 
 import (
 	"errors"
+	"sync"
 	"testing"
 	"time"
 )
@@ -149,5 +150,62 @@ func TestUnlessInUse(t *testing.T) {
 	}
 	if err := s.UnlessInUse([]string{"not a sha256"}, func() error { t.Error("ran for a bad sha256"); return nil }); err == nil {
 		t.Error("UnlessInUse of a bad sha256: no error")
+	}
+}
+
+// EvictBlob of an archive the size limit is evicting at that moment waits
+// for that eviction and reports what it deleted: the archive is gone, as
+// the caller asked, and the caller counts its bytes (retention's report
+// of a prune), instead of being told it is in use by a reader.
+func TestEvictBlobWhileTheSizeLimitEvictsIt(t *testing.T) {
+	const size = testChunk * 4
+	var evicted []string
+	s := openLimited(t, "", 2*size, &evicted)
+	a, b, c := randomBytes(size, 1), randomBytes(size, 2), randomBytes(size, 3)
+	put(t, s, a)
+	put(t, s, b)
+	picked := make(chan string, 1)
+	release := make(chan struct{})
+	var once sync.Once
+	s.hooks.evicting = func(sha string) {
+		once.Do(func() {
+			picked <- sha
+			<-release
+		})
+	}
+	put(t, s, c)
+	select {
+	case sha := <-picked:
+		if sha != shaOf(a) {
+			t.Fatalf("evicting %s, want a", sha)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no eviction after a commit over the limit")
+	}
+	type result struct {
+		info BlobInfo
+		err  error
+	}
+	got := make(chan result, 1)
+	go func() {
+		info, err := s.EvictBlob(shaOf(a))
+		got <- result{info, err}
+	}()
+	select {
+	case r := <-got:
+		close(release)
+		t.Fatalf("EvictBlob returned (%+v, %v) while the eviction of the same archive was under way", r.info, r.err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	r := <-got
+	if r.err != nil || r.info.SHA256 != shaOf(a) || r.info.Size != int64(len(a)) {
+		t.Errorf("EvictBlob during the size limit's eviction: %+v, %v; want a's info", r.info, r.err)
+	}
+	if cached(s, a) {
+		t.Error("a is still cached")
+	}
+	if _, err := s.EvictBlob(shaOf(a)); !errors.Is(err, ErrNotFound) {
+		t.Errorf("EvictBlob once a is gone: %v, want ErrNotFound", err)
 	}
 }
