@@ -53,12 +53,10 @@ func runExport(args []string, stdout, stderr io.Writer) int {
 		pol, err = readPolicy(e.File)
 	}
 	keyGiven := err == nil && flagGiven(ifs, "export-key")
-	if keyGiven {
-		cfg.ExportKeyFile = own.ExportKeyFile
-	}
 	var releasesGiven []string
 	if err == nil {
-		releasesGiven = useReleasesFlags(ifs, own, &cfg)
+		settings.TakeGiven(ifs, own, &cfg, "export-key", "oci-provider-prefix", "oci-module-prefix")
+		releasesGiven = settings.TakeGiven(ifs, own, &cfg, releasesFlags...)
 	}
 	if err == nil && len(rest) != 1 {
 		err = argumentsError("one OUT (a directory, or a file ending in .tar or .tar.gz)", rest)
@@ -69,12 +67,6 @@ func runExport(args []string, stdout, stderr io.Writer) int {
 			if flagGiven(ifs, n) && format != admin.FormatOCILayout {
 				err = fmt.Errorf("--%s is for --format %s", n, admin.FormatOCILayout)
 			}
-		}
-		if flagGiven(ifs, "oci-provider-prefix") {
-			cfg.OCIProviderPrefix = own.OCIProviderPrefix
-		}
-		if flagGiven(ifs, "oci-module-prefix") {
-			cfg.OCIModulePrefix = own.OCIModulePrefix
 		}
 	}
 	switch {

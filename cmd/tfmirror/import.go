@@ -51,21 +51,7 @@ func runImport(args []string, stdout, stderr io.Writer) int {
 		pol, err = readPolicy(e.File)
 	}
 	if err == nil {
-		for _, name := range trustFlags {
-			if flagGiven(ifs, name) {
-				given = append(given, "--"+name)
-			}
-		}
-		if flagGiven(ifs, "trusted-export-keys") {
-			cfg.TrustedExportKeys = own.TrustedExportKeys
-		}
-		if flagGiven(ifs, "trusted-publisher-keys") {
-			cfg.TrustedPublisherKeys = own.TrustedPublisherKeys
-		}
-		if flagGiven(ifs, "allow-unsigned-hosts") {
-			cfg.AllowUnsignedHosts = own.AllowUnsignedHosts
-		}
-		given = append(given, useReleasesFlags(ifs, own, &cfg)...)
+		given = settings.TakeGiven(ifs, own, &cfg, slices.Concat(trustFlags, releasesFlags)...)
 		if len(given) > 0 {
 			err = cfg.Validate()
 		}

@@ -74,23 +74,11 @@ func runPrune(args []string, lookupEnv func(string) (string, bool), stdout, stde
 	// The rules and pins as serve takes them: a flag given here, else
 	// the TFMIRROR_ variable, else the configuration file (cfg has
 	// those two, and the defaults).
-	rc := cfg.RetentionConfig
-	if flagGiven(pfs, "keep-versions") {
-		rc.KeepVersions = own.KeepVersions
-	}
-	if flagGiven(pfs, "keep-versions-per-major") {
-		rc.KeepPerMajor = own.KeepPerMajor
-	}
-	if flagGiven(pfs, "evict-unused-after") {
-		rc.EvictUnusedAfter = own.EvictUnusedAfter
-	}
-	if flagGiven(pfs, "pins-dir") {
-		rc.PinsDir = own.PinsDir
-	}
+	ruleFlags := settings.TakeGiven(pfs, own, &cfg, ruleSettings...)
 	var req admin.PruneRequest
 	req.DryRun = dryRun
 	if err == nil {
-		err = rc.Validate()
+		err = cfg.RetentionConfig.Validate()
 	}
 	if err == nil {
 		switch {
@@ -123,11 +111,11 @@ func runPrune(args []string, lookupEnv func(string) (string, bool), stdout, stde
 		fmt.Fprintf(stderr, "tfmirror cache prune: %v\nUsage: %s\n", err, pruneUsage)
 		return 2
 	}
-	var ruleFlags []string
-	for _, n := range append(ruleSettings, "offline") {
-		if flagGiven(pfs, n) {
-			ruleFlags = append(ruleFlags, "--"+n)
-		}
+	if flagGiven(pfs, "offline") {
+		// Else TFMIRROR_OFFLINE, or the configuration file's, as serve
+		// takes it.
+		cfg.Offline = offline
+		ruleFlags = append(ruleFlags, "--offline")
 	}
 
 	logger, err := newLogger("text", cfg.LogLevel, stderr)
@@ -137,10 +125,6 @@ func runPrune(args []string, lookupEnv func(string) (string, bool), stdout, stde
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if flagGiven(pfs, "offline") {
-		cfg.Offline = offline // else TFMIRROR_OFFLINE, or the configuration file's, as serve takes it
-	}
-	cfg.RetentionConfig = rc
 	dd, err := openDataDir(ctx, cfg, logger, overrides{})
 	if err != nil {
 		fmt.Fprintf(stderr, "tfmirror cache prune: %v\n", err)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -27,27 +26,6 @@ import (
 // what an export carries and what an import takes. Through a running
 // serve, the serve's apply.
 var releasesFlags = []string{"releases-hashicorp-products", "releases-hashicorp-keys", "releases-opentofu-keys"}
-
-// useReleasesFlags sets in cfg the releasesFlags given on fs (parsed into
-// own), and returns them as given ("--NAME").
-func useReleasesFlags(fs *flag.FlagSet, own settings.Config, cfg *settings.Config) []string {
-	var given []string
-	for _, name := range releasesFlags {
-		if !flagGiven(fs, name) {
-			continue
-		}
-		given = append(given, "--"+name)
-		switch name {
-		case "releases-hashicorp-products":
-			cfg.ReleasesHashiCorpProducts = own.ReleasesHashiCorpProducts
-		case "releases-hashicorp-keys":
-			cfg.ReleasesHashiCorpKeys = own.ReleasesHashiCorpKeys
-		case "releases-opentofu-keys":
-			cfg.ReleasesOpenTofuKeys = own.ReleasesOpenTofuKeys
-		}
-	}
-	return given
-}
 
 // openReleases builds the CLI releases side on the engine, its cache and
 // its origin client (whose allowed origins decide which publishers it may

@@ -217,9 +217,7 @@ func runExportKey(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "tfmirror export-key: %v\nUsage: %s\n", err, exportKeyUsage)
 		return 2
 	}
-	if flagGiven(ifs, "export-key") {
-		cfg.ExportKeyFile = own.ExportKeyFile
-	}
+	settings.TakeGiven(ifs, own, &cfg, "export-key")
 	var k *airgap.ExportKey
 	where := cfg.ExportKeyFile
 	if where != "" {

@@ -124,30 +124,37 @@ type binding struct {
 	// zero says the default is the type's zero value.
 	zero     bool
 	register func(fs *flag.FlagSet, c *Config, name, usage string)
+	// take sets the field of dst to src's.
+	take func(dst, src *Config)
+}
+
+// taker sets field of dst to src's.
+func taker[T any](field func(*Config) *T) func(dst, src *Config) {
+	return func(dst, src *Config) { *field(dst) = *field(src) }
 }
 
 func stringOf(def string, field func(*Config) *string) binding {
-	return binding{kind: "string", zero: def == "", register: func(fs *flag.FlagSet, c *Config, name, usage string) {
+	return binding{kind: "string", zero: def == "", take: taker(field), register: func(fs *flag.FlagSet, c *Config, name, usage string) {
 		fs.StringVar(field(c), name, def, usage)
 	}}
 }
 
 // boolOf is a switch, off by default.
 func boolOf(field func(*Config) *bool) binding {
-	return binding{kind: "bool", zero: true, register: func(fs *flag.FlagSet, c *Config, name, usage string) {
+	return binding{kind: "bool", zero: true, take: taker(field), register: func(fs *flag.FlagSet, c *Config, name, usage string) {
 		fs.BoolVar(field(c), name, false, usage)
 	}}
 }
 
 func intOf(def int, field func(*Config) *int) binding {
-	return binding{kind: "int", zero: def == 0, register: func(fs *flag.FlagSet, c *Config, name, usage string) {
+	return binding{kind: "int", zero: def == 0, take: taker(field), register: func(fs *flag.FlagSet, c *Config, name, usage string) {
 		fs.IntVar(field(c), name, def, usage)
 	}}
 }
 
 // durationOf is a duration (Duration: Go's syntax, or whole days).
 func durationOf(def time.Duration, field func(*Config) *time.Duration) binding {
-	return binding{kind: "duration", zero: def == 0, register: func(fs *flag.FlagSet, c *Config, name, usage string) {
+	return binding{kind: "duration", zero: def == 0, take: taker(field), register: func(fs *flag.FlagSet, c *Config, name, usage string) {
 		*field(c) = def
 		fs.Var((*Duration)(field(c)), name, usage)
 	}}
@@ -155,14 +162,14 @@ func durationOf(def time.Duration, field func(*Config) *time.Duration) binding {
 
 // daysOf is a duration shown in whole days ("30d"), 0 by default.
 func daysOf(field func(*Config) *time.Duration) binding {
-	return binding{kind: "days", zero: true, register: func(fs *flag.FlagSet, c *Config, name, usage string) {
+	return binding{kind: "days", zero: true, take: taker(field), register: func(fs *flag.FlagSet, c *Config, name, usage string) {
 		fs.Var((*Days)(field(c)), name, usage)
 	}}
 }
 
 // sizeOf is a size in bytes, such as 2GiB (ByteSize).
 func sizeOf(def int64, field func(*Config) *int64) binding {
-	return binding{kind: "size", zero: def == 0, register: func(fs *flag.FlagSet, c *Config, name, usage string) {
+	return binding{kind: "size", zero: def == 0, take: taker(field), register: func(fs *flag.FlagSet, c *Config, name, usage string) {
 		*field(c) = def
 		fs.Var((*ByteSize)(field(c)), name, usage)
 	}}
@@ -170,7 +177,7 @@ func sizeOf(def int64, field func(*Config) *int64) binding {
 
 // listOf is a comma-separated list (List).
 func listOf(def []string, field func(*Config) *[]string) binding {
-	return binding{kind: "list", zero: len(def) == 0, register: func(fs *flag.FlagSet, c *Config, name, usage string) {
+	return binding{kind: "list", zero: len(def) == 0, take: taker(field), register: func(fs *flag.FlagSet, c *Config, name, usage string) {
 		*field(c) = slices.Clone(def)
 		fs.Var((*List)(field(c)), name, usage)
 	}}
@@ -558,6 +565,26 @@ func Add(fs *flag.FlagSet, c *Config, names ...string) {
 	for _, n := range names {
 		Named(n).Register(fs, c)
 	}
+}
+
+// TakeGiven sets in dst each of the named settings given on fs's command
+// line, from src (the Config Add bound them to on fs), and returns those
+// given, as "--NAME". A command's flag given overrides what dst holds
+// from the environment and the configuration file, as serve takes them.
+func TakeGiven(fs *flag.FlagSet, src Config, dst *Config, names ...string) []string {
+	var given []string
+	for _, n := range names {
+		if fs.Lookup(n) == nil {
+			panic(fmt.Sprintf("tfmirror: setting %q is not registered on %s", n, fs.Name()))
+		}
+	}
+	fs.Visit(func(f *flag.Flag) {
+		if slices.Contains(names, f.Name) {
+			Named(f.Name).bind.take(dst, &src)
+			given = append(given, "--"+f.Name)
+		}
+	})
+	return given
 }
 
 // AddTakenBy registers on fs the settings cmd takes, bound to their

@@ -100,3 +100,53 @@ func TestSettingsTable(t *testing.T) {
 		})
 	}
 }
+
+// TakeGiven copies, for every setting of the table, exactly the flags
+// given on the command line into the Config the environment and the
+// file made, leaving the others as they were.
+func TestTakeGivenCopiesOnlyWhatWasGiven(t *testing.T) {
+	for _, s := range Table {
+		t.Run(s.Name, func(t *testing.T) {
+			var own Config
+			fs := allSettings(&own)
+			def := fs.Lookup(s.Name).Value.String()
+			v := nonDefault(s.Kind(), def)
+			if err := fs.Parse([]string{"--" + s.Name + "=" + v}); err != nil {
+				t.Fatal(err)
+			}
+			var before Config
+			bfs := allSettings(&before) // the defaults, as a loaded Config holds them
+			dst := before
+			given := TakeGiven(fs, own, &dst, Names(Table)...)
+			if !slices.Equal(given, []string{"--" + s.Name}) {
+				t.Errorf("given: %q, want --%s", given, s.Name)
+			}
+			// dst now reads, through its flag, what was given.
+			var after Config
+			afs := allSettings(&after)
+			after = dst
+			if got := afs.Lookup(s.Name).Value.String(); got != fs.Lookup(s.Name).Value.String() {
+				t.Errorf("--%s=%s taken: dst holds %q", s.Name, v, got)
+			}
+			for _, o := range Table {
+				if o.Name != s.Name && afs.Lookup(o.Name).Value.String() != bfs.Lookup(o.Name).Value.String() {
+					t.Errorf("--%s not given, yet taken: %q, was %q", o.Name, afs.Lookup(o.Name).Value.String(), bfs.Lookup(o.Name).Value.String())
+				}
+			}
+		})
+	}
+}
+
+// A name not registered on the flag set is a programming error, not a
+// flag silently never taken.
+func TestTakeGivenPanicsOnAnUnregisteredName(t *testing.T) {
+	var own Config
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	Add(fs, &own, "keep-versions")
+	defer func() {
+		if recover() == nil {
+			t.Error("TakeGiven of a setting not on the flag set did not panic")
+		}
+	}()
+	TakeGiven(fs, own, &Config{}, "keep-versions", "pins-dir")
+}
