@@ -208,7 +208,7 @@ func (a *AirGap) Import(ctx context.Context, in Imported) (ImportOutcome, error)
 	}
 	s := &Sums{Publisher: pub, Product: product, Version: version, Document: in.Document, Signature: in.Signature, Schema: sumsSchema, Provenance: records.ProvenanceImported}
 	if err := r.verifySums(s, true); err != nil {
-		a.refused(pub, product, err)
+		a.r.refusedSums(pub, product, err)
 		return out, &ImportError{File: sumsName, Err: fmt.Errorf("does not verify with the %s keys this mirror trusts (%s): %w", pub, keysSetting(pub), err)}
 	}
 	for name, data := range in.PassedThrough {
@@ -239,15 +239,10 @@ func (a *AirGap) Import(ctx context.Context, in Imported) (ImportOutcome, error)
 			return out, &ImportError{File: arc.Filename, Err: fmt.Errorf("the bundle gives sha256 %s, the signed %s %s", arc.SHA256, sumsName, want)}
 		}
 		if err := checkSHA256(ctx, arc, want); err != nil {
-			a.refused(pub, product, err)
+			a.r.refusedSums(pub, product, err)
 			return out, &ImportError{File: arc.Filename, Err: err}
 		}
-		exe := product
-		blobs = append(blobs, mirror.Blob{SHA256: want, Filename: arc.Filename, Label: Address(pub, product) + " " + version, Open: arc.Open,
-			Check: func(ctx context.Context, ra io.ReaderAt, size int64) error {
-				return verify.CheckCLIArchive(ctx, ra, size, exe, r.cfg.ArchiveLimits)
-			},
-			Refused: func(reason string) { r.metrics.CLIRefused(string(pub), product, reason) }})
+		blobs = append(blobs, r.archiveBlob(pub, product, version, want, arc.Filename, arc.Open))
 	}
 	// Retention keeps the archives from the moment they are committed,
 	// and from the end of the import only those the stored SHA256SUMS
@@ -296,18 +291,6 @@ func keysSetting(pub Publisher) string {
 		return "--releases-opentofu-keys"
 	}
 	return "--releases-hashicorp-keys"
-}
-
-// refused counts a refusal by its verify.Reason.
-func (a *AirGap) refused(pub Publisher, product string, err error) {
-	r := a.r
-	reason := string(verify.ReasonSignature)
-	var verr *verify.Error
-	if errors.As(err, &verr) {
-		reason = string(verr.Reason)
-	}
-	r.metrics.CLIRefused(string(pub), product, reason)
-	r.metrics.VerificationFailed(reason)
 }
 
 // checkSHA256 reads a whole and checks its sha256.

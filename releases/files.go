@@ -216,20 +216,11 @@ func (r *Releases) OpenArchive(ctx context.Context, pub Publisher, product, vers
 	if err != nil {
 		return nil, err
 	}
-	exe := product
 	r.notify.serving(pub, product, version, b.SHA256)
-	arc, err := r.engine.OpenBlob(ctx, mirror.Blob{
-		SHA256:   b.SHA256,
-		Filename: name,
-		Label:    Address(pub, product) + " " + version,
-		Open: func(ctx context.Context) (io.ReadCloser, int64, error) {
+	arc, err := r.engine.OpenBlob(ctx, r.archiveBlob(pub, product, version, b.SHA256, name,
+		func(ctx context.Context) (io.ReadCloser, int64, error) {
 			return r.origin.OpenArchive(ctx, p, raw)
-		},
-		Check: func(ctx context.Context, ra io.ReaderAt, size int64) error {
-			return verify.CheckCLIArchive(ctx, ra, size, exe, r.cfg.ArchiveLimits)
-		},
-		Refused: func(reason string) { r.metrics.CLIRefused(string(pub), product, reason) },
-	})
+		}))
 	if r.cfg.Offline && errors.Is(err, records.ErrOffline) {
 		// Sealed, an archive not cached (never fetched, or pruned) is
 		// one the mirror does not hold.
@@ -246,3 +237,32 @@ func (r *Releases) OpenArchive(ctx context.Context, pub Publisher, product, vers
 // (an archive read to its end through OpenArchive is committed just
 // after).
 func (r *Releases) Cached(sha string) bool { return r.engine.HasBlob(sha) }
+
+// archiveBlob is the archive name of a release, whose signed SHA256SUMS
+// gives sha256, as the engine stores it: read with open, checked as a CLI
+// archive of product within the archive limits, a refusal counted.
+func (r *Releases) archiveBlob(pub Publisher, product, version, sha256, name string, open func(context.Context) (io.ReadCloser, int64, error)) mirror.Blob {
+	return mirror.Blob{
+		SHA256:   sha256,
+		Filename: name,
+		Label:    Address(pub, product) + " " + version,
+		Open:     open,
+		Check: func(ctx context.Context, ra io.ReaderAt, size int64) error {
+			return verify.CheckCLIArchive(ctx, ra, size, product, r.cfg.ArchiveLimits)
+		},
+		Refused: func(reason string) { r.metrics.CLIRefused(string(pub), product, reason) },
+	}
+}
+
+// refusedSums counts a release's SHA256SUMS, or an archive it lists,
+// refused by verification (err), and returns the verify.Reason counted.
+func (r *Releases) refusedSums(pub Publisher, product string, err error) string {
+	reason := string(verify.ReasonSignature)
+	var verr *verify.Error
+	if errors.As(err, &verr) {
+		reason = string(verr.Reason)
+	}
+	r.metrics.CLIRefused(string(pub), product, reason)
+	r.metrics.VerificationFailed(reason)
+	return reason
+}

@@ -294,13 +294,7 @@ func (r *Releases) fetchSums(ctx context.Context, pub Publisher, product, versio
 		}
 	}
 	if err != nil {
-		var verr *verify.Error
-		reason := "signature"
-		if errors.As(err, &verr) {
-			reason = string(verr.Reason)
-		}
-		r.metrics.CLIRefused(string(pub), product, reason)
-		r.metrics.VerificationFailed(reason)
+		reason := r.refusedSums(pub, product, err)
 		r.log.Error("release SHA256SUMS refused; nothing was cached", "publisher", string(pub), "product", product,
 			"version", version, "reason", reason, "error", err)
 		return nil, err
