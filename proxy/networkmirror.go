@@ -10,7 +10,6 @@ package proxy
 // serveArchive, StreamArchive.
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -196,7 +195,7 @@ func StreamArchive(w http.ResponseWriter, r *http.Request, a *mirror.Archive) {
 		case err == nil:
 		case errors.Is(err, io.EOF):
 			return
-		case errors.Is(context.Cause(r.Context()), httperr.ErrCutOff):
+		case httperr.CutOff(r.Context()):
 			// The mirror's shutdown, not the client, ended the request:
 			// returning would end a body of no stated length cleanly,
 			// and the client would take what it got for the archive.

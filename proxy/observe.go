@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -215,7 +214,7 @@ func (r *recorder) panicked(req *http.Request, p any, log *slog.Logger, id, rout
 // clientGone reports whether req's context ended other than by the
 // mirror's shutdown (httperr.ErrCutOff): its client went away.
 func clientGone(req *http.Request) bool {
-	return req.Context().Err() != nil && !errors.Is(context.Cause(req.Context()), httperr.ErrCutOff)
+	return req.Context().Err() != nil && !httperr.CutOff(req.Context())
 }
 
 // cutOff reports whether the mirror's shutdown cut off the response to
@@ -226,7 +225,7 @@ func clientGone(req *http.Request) bool {
 // length (whose end its client cannot have been sent). A client that
 // goes away is no cut-off, whatever its response lacks.
 func (r *recorder) cutOff(req *http.Request) bool {
-	if !errors.Is(context.Cause(req.Context()), httperr.ErrCutOff) {
+	if !httperr.CutOff(req.Context()) {
 		return false
 	}
 	if r.writeFailed {

@@ -49,11 +49,17 @@ func (e *ClientGoneError) Unwrap() error { return e.Err }
 // aborted.
 var ErrCutOff = errors.New("cut off by the mirror's shutdown")
 
+// CutOff reports whether the mirror's cut-off (ErrCutOff) ended ctx, a
+// request's context.
+func CutOff(ctx context.Context) bool {
+	return errors.Is(context.Cause(ctx), ErrCutOff)
+}
+
 // Gone is err, met by a request whose context is done: err as the
 // mirror's cut-off (ErrCutOff) when that is what ended the context,
 // else as a client that went away (ClientGoneError).
 func Gone(ctx context.Context, err error) error {
-	if errors.Is(context.Cause(ctx), ErrCutOff) {
+	if CutOff(ctx) {
 		return fmt.Errorf("%w: %w", ErrCutOff, err)
 	}
 	return &ClientGoneError{Err: err}
