@@ -271,6 +271,17 @@ func TestHelmChartRefuses(t *testing.T) {
 		{"a shutdown as long as the grace period", "config: {shutdown_delay: 15s, shutdown-timeout: 30s}", "terminationGracePeriodSeconds 45 does not outlast"},
 		{"a shutdown timeout left to its default", "config: {shutdown-timeout: \"\"}\nterminationGracePeriodSeconds: 30", "terminationGracePeriodSeconds 30 does not outlast"},
 		{"the configuration file in extraEnv", "extraEnv: [{name: TFMIRROR_CONFIG, value: /x.json}]", "the chart sets --config"},
+		// No node could be drained.
+		{"a disruption budget of none", "replicaCount: 2\nsharedStore: {enabled: true, url: s3://b/p, key: {existingSecret: k}}\nconfig: {cache-max-bytes: 6GiB}\npodDisruptionBudget: {maxUnavailable: 0}", "podDisruptionBudget.maxUnavailable 0 lets no pod be evicted"},
+		{"a disruption budget of 0%", "replicaCount: 2\nsharedStore: {enabled: true, url: s3://b/p, key: {existingSecret: k}}\nconfig: {cache-max-bytes: 6GiB}\npodDisruptionBudget: {maxUnavailable: \"0%\"}", "podDisruptionBudget.maxUnavailable 0% lets no pod be evicted"},
+		// What the chart checks, set again after the configuration file:
+		// its checks would pass by it.
+		{"a shutdown timeout in extraArgs", "extraArgs: [--shutdown-timeout=10m]", "extraArgs: --shutdown-timeout=10m: set config.shutdown-timeout instead"},
+		{"a shutdown delay in extraArgs, its value apart", "extraArgs: [-shutdown-delay, 5m]", "extraArgs: -shutdown-delay: set config.shutdown-delay instead"},
+		{"a shutdown timeout in extraEnv", "extraEnv: [{name: TFMIRROR_SHUTDOWN_TIMEOUT, value: 10m}]", "extraEnv: TFMIRROR_SHUTDOWN_TIMEOUT: set config.shutdown-timeout instead"},
+		{"a cache limit in extraEnv", "extraEnv: [{name: TFMIRROR_CACHE_MAX_BYTES, value: \"0\"}]", "extraEnv: TFMIRROR_CACHE_MAX_BYTES: set config.cache-max-bytes instead"},
+		{"client tokens in extraArgs", "extraArgs: [--auth-tokens-file=/etc/extra/tokens]", "set auth.existingSecret instead"},
+		{"unsigned hosts in extraEnv", "extraEnv: [{name: TFMIRROR_ALLOW_UNSIGNED_HOSTS, value: tf.corp.example}]", "extraEnv: TFMIRROR_ALLOW_UNSIGNED_HOSTS: set unsignedHosts instead"},
 	} {
 		t.Run(tc.name, func(t *testing.T) { refusedSaying(t, tc.values, tc.want) })
 	}

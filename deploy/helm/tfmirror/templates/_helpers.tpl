@@ -127,6 +127,11 @@ app.kubernetes.io/part-of: tfmirror
 {{- if and (gt (int .Values.replicaCount) 1) (not .Values.sharedStore.enabled) }}
 {{- fail "replicaCount > 1 needs sharedStore.enabled: each replica would keep a cache of its own, and a ReadWriteOnce volume with Badger's lock serves one pod" }}
 {{- end }}
+{{- /* A budget of no pod unavailable lets no node be drained: the drain
+     waits for ever, and so does the cluster's upgrade. */}}
+{{- if and (gt (int .Values.replicaCount) 1) (has (toString .Values.podDisruptionBudget.maxUnavailable | trimSuffix "%" | trim) (list "0" "" "<nil>")) }}
+{{- fail (printf "podDisruptionBudget.maxUnavailable %v lets no pod be evicted, so no node can be drained: set 1 or more (or a percentage above 0)" (include "tfmirror.string" .Values.podDisruptionBudget.maxUnavailable)) }}
+{{- end }}
 {{- if and .Values.sharedStore.enabled (not .Values.sharedStore.url) }}
 {{- fail "sharedStore.enabled needs sharedStore.url (s3://BUCKET/PREFIX?...)" }}
 {{- end }}
@@ -237,6 +242,26 @@ app.kubernetes.io/part-of: tfmirror
 {{- range $flag, $value := $owned }}
 {{- if hasKey $config $flag }}
 {{- fail (printf "config.%s: set %s instead" $flag $value) }}
+{{- end }}
+{{- end }}
+{{- /* Nor in extraArgs or extraEnv, where they would pass by the chart's
+     checks of them: those of the values that own them, and those of
+     config's settings the chart checks (the shutdown against the grace
+     period, the cache against its volume, the origins against
+     unsignedHosts). */}}
+{{- $checked := dict "shutdown-delay" "config.shutdown-delay" "shutdown-timeout" "config.shutdown-timeout" "cache-max-bytes" "config.cache-max-bytes" "allowed-origins" "config.allowed-origins" }}
+{{- range $flag, $value := merge (dict) $owned $checked }}
+{{- range $.Values.extraArgs }}
+{{- $arg := toString . }}
+{{- if or (eq $arg (printf "--%s" $flag)) (hasPrefix (printf "--%s=" $flag) $arg) (eq $arg (printf "-%s" $flag)) (hasPrefix (printf "-%s=" $flag) $arg) }}
+{{- fail (printf "extraArgs: %s: set %s instead, which the chart checks" $arg $value) }}
+{{- end }}
+{{- end }}
+{{- range $.Values.extraEnv }}
+{{- $name := toString .name }}
+{{- if eq $name (printf "TFMIRROR_%s" (upper $flag | replace "-" "_")) }}
+{{- fail (printf "extraEnv: %s: set %s instead, which the chart checks" $name $value) }}
+{{- end }}
 {{- end }}
 {{- end }}
 {{- end }}
