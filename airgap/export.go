@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"compress/gzip"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -136,15 +137,19 @@ func Export(ctx context.Context, engine Engine, pkgs Served, sel Selection, out 
 // it as one tar file (gzip-compressed for .tar.gz and .tgz), synced, and
 // renames it to out.
 func exportTar(ctx context.Context, engine Engine, pkgs Served, sel Selection, selected []mirror.CachedVersion, out string, key *ExportKey, report func(string), sum *ExportSummary) error {
-	tmp, err := os.MkdirTemp(filepath.Dir(out), ".tfmirror-export-*")
-	if err != nil {
+	if err := removeStaleTarTemps(filepath.Dir(out), report); err != nil {
+		return err
+	}
+	name := tarTempPrefix + rand.Text()
+	tmp := filepath.Join(filepath.Dir(out), name)
+	if err := os.Mkdir(tmp, 0o700); err != nil {
 		return err
 	}
 	defer os.RemoveAll(tmp)
 	if err := exportDir(ctx, engine, pkgs, sel, selected, tmp, key, report, sum); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(filepath.Dir(out), ".tfmirror-export-*.tar")
+	f, err := os.OpenFile(tmp+".tar", os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return err
 	}

@@ -484,6 +484,78 @@ func isStaleTemp(d fs.DirEntry) bool {
 	return err == nil && time.Since(info.ModTime()) > staleTempAge
 }
 
+// tarTempPrefix begins the names of what an export into a tar file
+// writes beside it before the tar file takes its name: its working
+// directory (tarTempPrefix and 26 base32 characters) and the tar file
+// being written (the same, and ".tar").
+const tarTempPrefix = ".tfmirror-export-"
+
+// removeStaleTarTemps removes, in dir, what an export into a tar file
+// there that was killed while it wrote left beside it (tarTempPrefix),
+// once nothing in it was written for staleTempAge, and reports each. An
+// export of another process, writing, is left alone, and so is an entry
+// named otherwise (an earlier release named its working directory and
+// tar file by os.MkdirTemp and os.CreateTemp's digits instead: those are
+// taken too).
+func removeStaleTarTemps(dir string, report func(string)) error {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	entries, err := fs.ReadDir(root.FS(), ".")
+	if err != nil {
+		return err
+	}
+	for _, d := range entries {
+		if !isTarTempName(d.Name()) || !(d.IsDir() || d.Type().IsRegular()) {
+			continue
+		}
+		if fresh, err := writtenSince(root.FS(), d.Name(), time.Now().Add(-staleTempAge)); err != nil || fresh {
+			continue // gone meanwhile, or being written
+		}
+		if err := root.RemoveAll(d.Name()); err != nil {
+			return fmt.Errorf("removing %s, left by an export killed while it wrote: %w", filepath.Join(dir, d.Name()), err)
+		}
+		report(fmt.Sprintf("%s: removed, left by an export into a tar file killed while it wrote", filepath.Join(dir, d.Name())))
+	}
+	return nil
+}
+
+// isTarTempName says name is one an export into a tar file writes
+// beside it (tarTempPrefix), of this release or an earlier one.
+func isTarTempName(name string) bool {
+	rest, ok := strings.CutPrefix(name, tarTempPrefix)
+	if !ok {
+		return false
+	}
+	rest = strings.TrimSuffix(rest, ".tar")
+	base32 := len(rest) == 26 && strings.Trim(rest, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567") == ""
+	digits := len(rest) >= 1 && len(rest) <= 10 && strings.Trim(rest, "0123456789") == ""
+	return base32 || digits
+}
+
+// writtenSince says whether name in fsys, or anything under it, was
+// last written after t. Links are not followed.
+func writtenSince(fsys fs.FS, name string, t time.Time) (bool, error) {
+	fresh := false
+	err := fs.WalkDir(fsys, name, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if info.ModTime().After(t) {
+			fresh = true
+			return fs.SkipAll
+		}
+		return nil
+	})
+	return fresh, err
+}
+
 // walk walks OUT as fs.WalkDir does, through the root: a link is an
 // entry of its own, never followed. fn gets the paths under OUT.
 func (o *outDir) walk(fn func(path string, d fs.DirEntry) error) error {

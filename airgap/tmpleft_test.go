@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -103,5 +104,81 @@ func TestOCILayoutExportRemovesAnInterruptedExportsTemporaryFiles(t *testing.T) 
 	}
 	if len(reports) != 1 || !strings.Contains(reports[0], stale) || !strings.Contains(reports[0], "removed") {
 		t.Errorf("reports %q, want one saying %s was removed", reports, stale)
+	}
+}
+
+// An export into a tar file killed while it wrote leaves, beside the tar
+// file's name, its working directory (every archive exported so far) and
+// its unfinished tar file. The next export into a tar file there removes
+// those of an export long gone, and says so; a working directory written
+// into lately (another process's export, however old the directory
+// itself), and a file of the operator's that only looks like one, stay.
+func TestTarExportRemovesAnInterruptedExportsLeftovers(t *testing.T) {
+	engine, _ := cachedNetAndTarball(t)
+	parent := t.TempDir()
+	old := time.Now().Add(-2 * time.Hour)
+	age := func(path string, mtime time.Time) string {
+		t.Helper()
+		if err := os.Chtimes(path, mtime, mtime); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	file := func(path string, mtime time.Time) string {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte("half an archive"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return age(path, mtime)
+	}
+	// A killed export's working directory: everything in it old.
+	staleDir := filepath.Join(parent, ".tfmirror-export-ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+	file(filepath.Join(staleDir, "registry.terraform.io", "hashicorp", "null", ".tmp-ABCDEFGHIJKLMNOPQRSTUVWXYZ"), old)
+	for _, d := range []string{"registry.terraform.io/hashicorp/null", "registry.terraform.io/hashicorp", "registry.terraform.io", ""} {
+		age(filepath.Join(staleDir, d), old)
+	}
+	// One of an earlier release, named by os.MkdirTemp.
+	staleOlder := filepath.Join(parent, ".tfmirror-export-1234567890")
+	file(filepath.Join(staleOlder, "index.json"), old)
+	age(staleOlder, old)
+	stale := []string{staleDir, staleOlder,
+		file(filepath.Join(parent, ".tfmirror-export-234567ABCDEFGHIJKLMNOPQRST.tar"), old),
+		file(filepath.Join(parent, ".tfmirror-export-987654321.tar"), old)}
+	// Another process's export, writing deep in a directory made long ago.
+	live := filepath.Join(parent, ".tfmirror-export-QRSTUVWXYZ234567ABCDEFGHIJ")
+	file(filepath.Join(live, "registry.terraform.io", "x", "y", "archive.zip"), time.Now())
+	age(filepath.Join(live, "registry.terraform.io"), old)
+	age(live, old)
+	kept := []string{live,
+		file(filepath.Join(parent, ".tfmirror-export-notes.txt"), old),
+		file(filepath.Join(parent, ".tfmirror-export-QRSTUVWXYZ234567ABCDEFGHIJ.tar"), time.Now())}
+
+	var reports []string
+	out := filepath.Join(parent, "bundle.tar")
+	if sum, err := Export(context.Background(), engine, servedBy(t, engine, nil), Selection{}, out, newKey(t, "exporter"), func(s string) { reports = append(reports, s) }); err != nil || sum.Failed != 0 {
+		t.Fatalf("export after an interrupted one: %+v %v %q", sum, err, reports)
+	}
+	for _, path := range stale {
+		if _, err := os.Lstat(path); !os.IsNotExist(err) {
+			t.Errorf("%s, an interrupted export's leftover, is still there (%v)", path, err)
+		}
+		if !slices.ContainsFunc(reports, func(r string) bool { return strings.Contains(r, path) && strings.Contains(r, "removed") }) {
+			t.Errorf("no report says %s was removed: %q", path, reports)
+		}
+	}
+	for _, path := range kept {
+		if _, err := os.Lstat(path); err != nil {
+			t.Errorf("%s was removed: %v", path, err)
+		}
+	}
+	entries, err := os.ReadDir(parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != len(kept)+1 {
+		t.Errorf("beside the export: %v, want the %d kept and bundle.tar", entries, len(kept))
 	}
 }
