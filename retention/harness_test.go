@@ -146,7 +146,15 @@ func mustPlatform(t *testing.T, s string) addrs.Platform {
 // reads it to the end.
 func (h *harness) read(ctx context.Context, version, platform string) ([]byte, error) {
 	h.t.Helper()
-	a, err := h.engine.OpenArchive(ctx, h.provider(), mustVersion(h.t, version), mustPlatform(h.t, platform))
+	return h.readOf(ctx, typ, version, platform)
+}
+
+// readOf reads a package of provider type typ of the test namespace.
+func (h *harness) readOf(ctx context.Context, typ, version, platform string) ([]byte, error) {
+	h.t.Helper()
+	p := h.provider()
+	p.Type = typ
+	a, err := h.engine.OpenArchive(ctx, p, mustVersion(h.t, version), mustPlatform(h.t, platform))
 	if err != nil {
 		return nil, err
 	}
@@ -158,10 +166,16 @@ func (h *harness) read(ctx context.Context, version, platform string) ([]byte, e
 // and checks the bytes.
 func (h *harness) readAll(versions ...string) {
 	h.t.Helper()
+	h.readAllOf(typ, versions...)
+}
+
+// readAllOf is readAll of provider type typ of the test namespace.
+func (h *harness) readAllOf(typ string, versions ...string) {
+	h.t.Helper()
 	for _, v := range versions {
 		want := h.origin.Archive(ns, typ, v, "linux_amd64")
-		if body, err := h.read(h.t.Context(), v, "linux_amd64"); err != nil || !bytes.Equal(body, want) {
-			h.t.Fatalf("%s: err %v, %d bytes", v, err, len(body))
+		if body, err := h.readOf(h.t.Context(), typ, v, "linux_amd64"); err != nil || !bytes.Equal(body, want) {
+			h.t.Fatalf("%s %s: err %v, %d bytes", typ, v, err, len(body))
 		}
 		h.waitCommitted(h.origin.SHA256(ns, typ, v, "linux_amd64"))
 	}

@@ -2,6 +2,8 @@ package retention
 
 import (
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,5 +57,40 @@ deny_version "`+p.String()+`" {
 		if !h.isCached(v) {
 			t.Errorf("%s was removed", v)
 		}
+	}
+}
+
+// Terraform and OpenTofu pick a prerelease only when a configuration
+// names it exactly: the newest N kept are the newest N releases, and a
+// prerelease tried once does not push a release the teams use out of
+// the cache. A prerelease newer than the oldest release kept stays; one
+// older goes. A product with fewer releases than N keeps its newest
+// prereleases in their place.
+func TestRetentionKeepVersionsCountsReleases(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{
+		origin: fakeorigin.Options{ArchiveSize: 1 << 10},
+		ret:    Config{KeepVersions: 2, Interval: -1},
+	})
+	all := []string{"0.9.0", "1.0.0", "2.0.0-rc1", "2.0.0", "3.0.0", "4.0.0-beta1", "4.0.0-rc1"}
+	h.origin.AddProvider(ns, typ, all, []string{"linux_amd64"})
+	h.readAll(all...)
+	// Another provider with prereleases only.
+	const early = "early"
+	h.origin.AddProvider(ns, early, []string{"0.1.0-alpha1", "0.1.0-alpha2", "0.1.0-alpha3"}, []string{"linux_amd64"})
+	h.readAllOf(early, "0.1.0-alpha1", "0.1.0-alpha2", "0.1.0-alpha3")
+	done, err := h.ret.Prune(t.Context(), PruneRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, rm := range done {
+		got = append(got, rm.Address[strings.LastIndex(rm.Address, "/")+1:]+" "+rm.Version)
+	}
+	want := []string{early + " 0.1.0-alpha1", typ + " 0.9.0", typ + " 1.0.0", typ + " 2.0.0-rc1"}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("removed %v, want %v: 3.0.0 and 2.0.0 are the two newest releases, the 4.0.0 prereleases are newer; of %s, the two newest prereleases stay", got, want, early)
 	}
 }

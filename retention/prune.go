@@ -155,6 +155,36 @@ func plan(hs []*held, removed map[*held]string) []Removal {
 	return plan
 }
 
+// beyondNewest returns the versions of g (newest first) older than the k
+// newest it keeps: the k newest served releases, or, when fewer are
+// served, those and the newest served prereleases (which Terraform and
+// OpenTofu pick only when named exactly). The refused versions and the
+// prereleases newer than the oldest kept stay too; none goes while fewer
+// than k are served.
+func (r *Retainer) beyondNewest(g []*held, k int) []*held {
+	served := func(h *held) bool {
+		return r.cfg.Refused == nil || !r.cfg.Refused(h.Kind, h.Address, h.Raw)
+	}
+	keep := map[*held]bool{}
+	for _, pre := range []bool{false, true} {
+		for _, h := range g {
+			if len(keep) < k && served(h) && (h.Version.Prerelease != "") == pre {
+				keep[h] = true
+			}
+		}
+	}
+	if len(keep) < k {
+		return nil
+	}
+	oldest := 0 // the place of the oldest kept
+	for i, h := range g {
+		if keep[h] {
+			oldest = i
+		}
+	}
+	return g[oldest+1:]
+}
+
 // byRules picks the versions the rules remove, with the rule.
 func (r *Retainer) byRules(hs []*held) map[*held]string {
 	out := map[*held]string{}
@@ -180,18 +210,9 @@ func (r *Retainer) byRules(hs []*held) map[*held]string {
 				}
 				return 0
 			})
-			// The k newest served versions are kept, and the refused
-			// versions newer than the oldest of them.
-			kept := 0
-			for _, h := range g {
-				if kept >= k {
-					if h.Refetch && h.pinnedBy == "" {
-						out[h] = RuleKeepVersions
-					}
-					continue
-				}
-				if r.cfg.Refused == nil || !r.cfg.Refused(h.Kind, h.Address, h.Raw) {
-					kept++
+			for _, h := range r.beyondNewest(g, k) {
+				if h.Refetch && h.pinnedBy == "" {
+					out[h] = RuleKeepVersions
 				}
 			}
 		}

@@ -22,7 +22,11 @@ import (
 type Config struct {
 	// KeepVersions keeps only the newest KeepVersions versions with cached
 	// packages of each provider, each module and each CLI product; the
-	// packages of older versions are removed. Default 0: no such rule.
+	// packages of older versions are removed. The newest are releases: a
+	// prerelease takes no place among them, and is removed only when it
+	// is older than all of them; with fewer releases than KeepVersions,
+	// the newest prereleases take the places left. Default 0: no such
+	// rule.
 	KeepVersions int
 	// KeepPerMajor applies KeepVersions to each major version apart.
 	// Default false.
