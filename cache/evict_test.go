@@ -314,19 +314,19 @@ func TestEvictionInBackground(t *testing.T) {
 	}
 }
 
-// A writer that commits an archive while the eviction is deleting that
-// very archive keeps its own copy: its Commit, which says the archive is
-// stored, is true when it returns, and stays true once the eviction ended.
-func TestCommitWhileTheSameArchiveIsEvicted(t *testing.T) {
+// evictionHeld opens a store with a size limit of two archives, puts
+// three, and returns once the eviction goroutine has picked the first, a,
+// and is held before it deletes it, until release is closed (which the
+// caller must do).
+func evictionHeld(t *testing.T) (s *Store, a []byte, release chan struct{}) {
+	t.Helper()
 	const size = testChunk * 4
-	var evicted []string
-	s := openLimited(t, "", 2*size, &evicted)
+	s = openLimited(t, "", 2*size, new([]string))
 	a, b, c := randomBytes(size, 1), randomBytes(size, 2), randomBytes(size, 3)
 	put(t, s, a)
 	put(t, s, b)
-
 	picked := make(chan string, 1)
-	release := make(chan struct{})
+	release = make(chan struct{})
 	var once sync.Once
 	s.hooks.evicting = func(sha string) {
 		once.Do(func() {
@@ -338,12 +338,20 @@ func TestCommitWhileTheSameArchiveIsEvicted(t *testing.T) {
 	select {
 	case sha := <-picked:
 		if sha != shaOf(a) {
+			close(release)
 			t.Fatalf("evicting %s, want a", sha)
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("no eviction after a commit over the limit")
 	}
+	return s, a, release
+}
 
+// A writer that commits an archive while the eviction is deleting that
+// very archive keeps its own copy: its Commit, which says the archive is
+// stored, is true when it returns, and stays true once the eviction ended.
+func TestCommitWhileTheSameArchiveIsEvicted(t *testing.T) {
+	s, a, release := evictionHeld(t)
 	if cached(s, a) {
 		t.Fatal("StatBlob finds an archive being evicted: a caller would not store it again")
 	}

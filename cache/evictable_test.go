@@ -2,7 +2,6 @@ package cache
 
 import (
 	"errors"
-	"sync"
 	"testing"
 	"time"
 )
@@ -158,30 +157,7 @@ func TestUnlessInUse(t *testing.T) {
 // the caller asked, and the caller counts its bytes (retention's report
 // of a prune), instead of being told it is in use by a reader.
 func TestEvictBlobWhileTheSizeLimitEvictsIt(t *testing.T) {
-	const size = testChunk * 4
-	var evicted []string
-	s := openLimited(t, "", 2*size, &evicted)
-	a, b, c := randomBytes(size, 1), randomBytes(size, 2), randomBytes(size, 3)
-	put(t, s, a)
-	put(t, s, b)
-	picked := make(chan string, 1)
-	release := make(chan struct{})
-	var once sync.Once
-	s.hooks.evicting = func(sha string) {
-		once.Do(func() {
-			picked <- sha
-			<-release
-		})
-	}
-	put(t, s, c)
-	select {
-	case sha := <-picked:
-		if sha != shaOf(a) {
-			t.Fatalf("evicting %s, want a", sha)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("no eviction after a commit over the limit")
-	}
+	s, a, release := evictionHeld(t)
 	type result struct {
 		info BlobInfo
 		err  error
