@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 )
@@ -75,6 +76,22 @@ func (r Rig) AlterBlobByte(sha string, off int64) error {
 		rec.Sums = sums
 		return writeRecord(txn, rec)
 	})
+}
+
+// FailPings has the test write of every Ping from now on fail with err
+// (nil: succeed again), as a database that no longer takes writes does
+// while the disk still has room; the next Ping probes (it forgets its
+// last answer, and the writes since).
+func (r Rig) FailPings(err error) {
+	d := r.s.db
+	d.ping.mu.Lock()
+	defer d.ping.mu.Unlock()
+	d.hooks.pingWrite = nil
+	if err != nil {
+		d.hooks.pingWrite = func() error { return err }
+	}
+	d.ping.at = time.Time{}
+	d.lastWrite.Store(0)
 }
 
 // flipByte inverts byte off of the committed archive sha in txn, and

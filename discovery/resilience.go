@@ -344,7 +344,16 @@ type Circuit struct {
 	Failures int
 	// RetryAt is when an open circuit lets a probe through.
 	RetryAt time.Time
+	// Probing says a half-open circuit's one probe request is under way:
+	// other requests fail fast until it ends.
+	Probing bool
 }
+
+// FailsFast reports whether a request to the origin would fail fast
+// (ErrCircuitOpen) now: the circuit is open, or half-open with its probe
+// under way. Once the cooldown has passed, with no request since, it
+// does not: the next request is the probe.
+func (c Circuit) FailsFast() bool { return c.State == "open" || c.Probing }
 
 // Circuit is the state of origin's circuit breaker now; "closed" for an
 // origin not yet contacted, or with the breaker disabled.
@@ -365,7 +374,7 @@ func (b *breaker) snapshot(host string) Circuit {
 			out.State = "half-open" // the next request is the probe
 		}
 	case circuitHalfOpen:
-		out.State = "half-open"
+		out.State, out.Probing = "half-open", c.probing
 	}
 	return out
 }

@@ -75,7 +75,7 @@ type Metrics struct {
 	coalesced    *prometheus.CounterVec
 	verifyFails  *prometheus.CounterVec
 	stale        *prometheus.CounterVec
-	circuitOpen  *prometheus.GaugeVec
+	circuitOpen  *circuitGauge
 	lastSuccess  *prometheus.GaugeVec
 	// notFoundCached and notFoundEntries: the origins' not-found answers
 	// remembered (mirror/notfound).
@@ -164,14 +164,19 @@ type Options struct {
 	// Disk, if set, backs the tfmirror_cache_disk_free_bytes,
 	// tfmirror_cache_disk_reserve_bytes and tfmirror_cache_writable
 	// gauges: free space on the cache's file system and the reserve
-	// (negative when not checked), and whether the cache writes. Default
-	// nil: no such gauges.
+	// (negative when not checked), and whether the cache writes, as
+	// /readyz finds it. Default nil: no such gauges.
 	Disk DiskStats
 	// Budget, if set, backs tfmirror_cache_budget_waits_total and
 	// tfmirror_cache_budget_refused_total: archive writes that waited for
 	// the data directory's disk budget, and those that gave up (the
 	// archive was served without being cached). Default nil: none.
 	Budget BudgetStats
+	// Circuits, if set, backs tfmirror_origin_circuit_open at scrape
+	// time: an open breaker whose cooldown passed reads 0 without a
+	// request to tell of it. Default nil: the gauge is what CircuitOpen
+	// last said.
+	Circuits CircuitState
 }
 
 // BudgetStats reports the cache's disk-budget counters, read at scrape time.
@@ -241,9 +246,7 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 		stale: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tfmirror_stale_responses_total", Help: "Cached answers served because the origin failed, by kind.",
 		}, []string{"kind"}),
-		circuitOpen: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "tfmirror_origin_circuit_open", Help: "1 while an origin's circuit breaker is open (requests to it fail fast), 0 otherwise.",
-		}, []string{"origin"}),
+		circuitOpen: newCircuitGauge(opts.Circuits),
 		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "tfmirror_origin_last_success_timestamp_seconds", Help: "When a request to an origin last succeeded (a not-found answer is one), as a Unix time; absent before the first.",
 		}, []string{"origin"}),
@@ -354,7 +357,7 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 				Name: "tfmirror_cache_disk_reserve_bytes", Help: "Free bytes below which nothing is written to the cache: --disk-reserve plus Badger's LSM tree (-1: not checked).",
 			}, func() float64 { _, r, _ := opts.Disk(); return float64(r) }),
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-				Name: "tfmirror_cache_writable", Help: "1 while the cache stores what it is given, 0 while it does not (disk below the reserve).",
+				Name: "tfmirror_cache_writable", Help: "1 while the cache stores what it is given, 0 while it does not (disk below the reserve, or its test write failed): 0 exactly when /readyz answers 503 for the cache.",
 			}, func() float64 {
 				if _, _, ok := opts.Disk(); ok {
 					return 1
@@ -410,7 +413,7 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 	}
 	for _, o := range opts.Origins {
 		m.originBytes.WithLabelValues(o)
-		m.circuitOpen.WithLabelValues(o)
+		m.circuitOpen.set(o, false)
 		m.notFoundCached.WithLabelValues(o)
 		m.notFoundEntries.WithLabelValues(o)
 		for _, op := range Operations {
@@ -545,14 +548,9 @@ func (m *Metrics) OriginBytes(origin string, n int64) {
 	m.originBytes.WithLabelValues(origin).Add(float64(n))
 }
 
-// CircuitOpen records that origin's circuit breaker opened or closed.
-func (m *Metrics) CircuitOpen(origin string, open bool) {
-	v := 0.0
-	if open {
-		v = 1
-	}
-	m.circuitOpen.WithLabelValues(origin).Set(v)
-}
+// CircuitOpen records that origin's circuit breaker opened or closed
+// (Options.Circuits, when set, says at scrape time which it is now).
+func (m *Metrics) CircuitOpen(origin string, open bool) { m.circuitOpen.set(origin, open) }
 
 // NotFoundRemembered counts a question answered from origin's
 // remembered 404, without an origin request.

@@ -199,6 +199,12 @@ type Config struct {
 	Metrics Metrics
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// OriginRefused, when set, is told of each provider package an
+	// origin answered that failed verification (its metadata or its
+	// archive), with the origin's host and the reason (a verify.Reason),
+	// after it was counted: the origin answered, and was not believed.
+	// Not of imports, nor of copies from the shared tier. Default nil.
+	OriginRefused func(origin, reason string)
 	// Offline seals the mirror: no origin is ever contacted, cached
 	// version lists are served however old, and whatever is not cached
 	// fails with records.ErrOffline. Default false.
@@ -443,7 +449,7 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 		return nil, err
 	}
 	if s.archives, err = fetch.New(fetch.Config{ArchiveTimeout: s.cfg.ArchiveTimeout, MaxArchiveBytes: s.cfg.MaxArchiveBytes, ArchiveLimits: s.cfg.ArchiveLimits,
-		MaxDownloads: s.cfg.MaxArchiveDownloads, HoldBack: s.cfg.HoldBack, Offline: s.cfg.Offline, Logger: s.log}, fetch.Parts{Life: s.life, Copies: s.source}, s.origin, store, s.metrics); err != nil {
+		MaxDownloads: s.cfg.MaxArchiveDownloads, HoldBack: s.cfg.HoldBack, Offline: s.cfg.Offline, OriginRefused: s.cfg.OriginRefused, Logger: s.log}, fetch.Parts{Life: s.life, Copies: s.source}, s.origin, store, s.metrics); err != nil {
 		return nil, err
 	}
 	mcfg := modules.Config{Offline: s.cfg.Offline, Now: s.cfg.Now, VersionsTTL: s.cfg.VersionsTTL, StaleAfter: s.cfg.StaleAfter, Timeout: s.cfg.ModuleTimeout,

@@ -500,8 +500,13 @@ func (s *providerRecords) fetchPackageMeta(ctx context.Context, p addrs.Provider
 	return pkgs, notFound, nil
 }
 
-// refuse logs and counts a package that failed verification and returns
-// err for the client.
+// refuse logs and counts a package that failed verification, tells
+// Config.OriginRefused, and returns err for the client.
 func (s *providerRecords) refuse(p addrs.Provider, v versions.Version, platform string, err error) error {
-	return failure.RefusePackage(s.log, s.metrics, p, v, platform, err)
+	err = failure.RefusePackage(s.log, s.metrics, p, v, platform, err)
+	var verr *verify.Error
+	if s.cfg.OriginRefused != nil && errors.As(err, &verr) {
+		s.cfg.OriginRefused(string(p.Hostname), string(verr.Reason))
+	}
+	return err
 }

@@ -477,6 +477,18 @@ func (src *HealthSource) check(now time.Time) (h Health, fresh bool) {
 	return m.h, false
 }
 
+// CacheWritable reports whether Readyz's check finds that the cache takes
+// writes: the same check, its answer shared for HealthTTL, so that what
+// reads it (tfmirror_cache_writable) and /readyz never disagree.
+func (src *HealthSource) CacheWritable() bool {
+	now := time.Now
+	if src != nil && src.Now != nil {
+		now = src.Now
+	}
+	h, _ := src.check(now())
+	return h.Cache == HealthCacheWritable
+}
+
 // Health states.
 const (
 	HealthCacheWritable    = "writable"

@@ -19,8 +19,10 @@ type OriginHealth struct {
 	// State sums the row up: "ok" (its last request succeeded), "failing"
 	// (its last request failed), "proxy" (the upstream proxy refused or
 	// failed its last request, which never reached it), "unavailable"
-	// (its circuit breaker is open: requests fail fast) or "unused" (not
-	// contacted since start).
+	// (its circuit breaker is open: requests fail fast), "unverified"
+	// (its last request succeeded, but a package it answered failed
+	// verification within the hour) or "unused" (not contacted since
+	// start).
 	State string `json:"state"`
 	// Breaker is the circuit breaker's state: closed, open or half-open;
 	// Failures the consecutive failed attempts; RetryAt, while open, when
@@ -32,6 +34,10 @@ type OriginHealth struct {
 	// answer is one); LastError its last failure.
 	LastSuccess time.Time      `json:"last_success,omitzero"`
 	LastError   *OriginFailure `json:"last_error,omitempty"`
+	// LastVerificationFailure is the last package it answered that
+	// failed verification (a bad signature, an archive that is not the
+	// one its signed checksums name): its answers came, and were refused.
+	LastVerificationFailure *OriginFailure `json:"last_verification_failure,omitempty"`
 	// LastHour counts the last hour.
 	LastHour OriginCounts `json:"last_hour"`
 	// NotFoundRemembered is how many of its "not found" answers the
@@ -65,6 +71,9 @@ type OriginCounts struct {
 	// retries, one per operation); OriginFailures those that failed.
 	OriginRequests int64 `json:"origin_requests"`
 	OriginFailures int64 `json:"origin_failures"`
+	// VerificationFailures are the packages it answered that failed
+	// verification.
+	VerificationFailures int64 `json:"verification_failures"`
 }
 
 // originTrouble is the health block's line on the origins that fail, and
@@ -73,7 +82,7 @@ func originTrouble(rows []OriginHealth) string {
 	var failing, proxied []string
 	for _, r := range rows {
 		switch r.State {
-		case "failing", "unavailable":
+		case "failing", "unavailable", "unverified":
 			failing = append(failing, r.Host)
 		case "proxy":
 			proxied = append(proxied, r.Host)
@@ -105,6 +114,8 @@ func originStateText(state string) string {
 		return "answering"
 	case "proxy":
 		return "failing at the upstream proxy"
+	case "unverified":
+		return "answering, failing verification"
 	case "unused":
 		return "not contacted yet"
 	case "unknown":
@@ -117,7 +128,7 @@ func originStateClass(state string) string {
 	switch state {
 	case "ok":
 		return "ok"
-	case "failing", "unavailable", "proxy":
+	case "failing", "unavailable", "proxy", "unverified":
 		return "bad"
 	}
 	return "muted"

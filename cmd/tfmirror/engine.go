@@ -12,6 +12,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/v2/airgap"
 	"github.com/tfmirror/tfmirror/v2/cache"
+	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/originwatch"
 	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
 	"github.com/tfmirror/tfmirror/v2/discovery"
 	"github.com/tfmirror/tfmirror/v2/discovery/modsource"
@@ -66,9 +67,10 @@ const metadataStages = 4
 // serve and subcommands that work on the cache share one wiring: config ->
 // cache store (in DATA-DIR/cache) -> origin client -> engine. met, when
 // not nil, receives the cache's, the origin client's and the engine's
-// observations; watch, when not nil, the end of each origin request (the
-// status page's origin rows). The caller must call the returned parts' shutdown.
-func openEngine(cfg settings.Config, logger *slog.Logger, o overrides, met *metrics.Metrics, watch discovery.OriginWatcher) (_ *engineParts, err error) {
+// observations; watch, when not nil, the end of each origin request and
+// each package an origin answered that failed verification (the status
+// page's origin rows). The caller must call the returned parts' shutdown.
+func openEngine(cfg settings.Config, logger *slog.Logger, o overrides, met *metrics.Metrics, watch *originwatch.Watch) (_ *engineParts, err error) {
 	reserve := cfg.DiskReserve
 	if reserve == 0 {
 		reserve = -1 // the flag's "no check"
@@ -188,6 +190,9 @@ func openEngine(cfg settings.Config, logger *slog.Logger, o overrides, met *metr
 	if met != nil {
 		ecfg.Metrics = met
 		rcfg.Metrics = met
+	}
+	if watch != nil {
+		ecfg.OriginRefused = watch.Refused
 	}
 	engine, err := mirror.New(ecfg, client, store)
 	if err != nil {

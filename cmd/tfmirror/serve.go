@@ -147,10 +147,15 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 		Version: thisBuild().Version, Revision: thisBuild().Commit, Origins: origins, MaxBytes: cfg.CacheMaxBytes,
 		Cache:   func() (int, int64) { return m.store.Stats() },
 		Damaged: func() int { return m.store.DamagedArchives() },
+		// Writable as /readyz finds it: its check (the test write
+		// included) is the gauge's too.
 		Disk: func() (free, reserve int64, writable bool) {
-			return m.store.FreeBytes(), m.store.Reserve(), m.store.Writable() == nil
+			return m.store.FreeBytes(), m.store.Reserve(), m.health.CacheWritable()
 		},
 		Budget: func() (waits, refused int64) { return m.store.BudgetStats() },
+		// The breakers as they are at the scrape: a cooldown passes
+		// without a request to tell of it.
+		Circuits: func(origin string) bool { return m.origin.Circuit(origin).FailsFast() },
 	})
 	if err != nil {
 		return nil, err

@@ -200,6 +200,9 @@ type Config struct {
 	// Offline: no origin is asked; a download the shared tier broke off
 	// fails, and a Blob not cached fails with records.ErrOffline.
 	Offline bool
+	// OriginRefused, when set, is told of each provider archive from its
+	// origin that failed verification (mirror.Config.OriginRefused).
+	OriginRefused func(origin, reason string)
 	// Logger is required.
 	Logger *slog.Logger
 }
@@ -429,6 +432,9 @@ func (fr *Fetcher) fetchAndCommit(ctx context.Context, f *Download, p addrs.Prov
 			s.metrics.VerificationFailed(string(verr.Reason))
 			if src != nil && src.Refused != nil {
 				src.Refused(string(verr.Reason))
+			}
+			if src == nil && !f.fromShared && s.cfg.OriginRefused != nil {
+				s.cfg.OriginRefused(string(p.Hostname), string(verr.Reason))
 			}
 			s.log.Error("archive failed verification; nothing was cached", "provider", subject(p, src),
 				"file", a.Filename, "reason", string(verr.Reason), "error", err)

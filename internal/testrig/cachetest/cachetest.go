@@ -62,6 +62,11 @@ func MarkDamaged(store *cache.Store, sha string) error { return cache.RigOf(stor
 // not be evicted. Without a size limit it does nothing.
 func Evict(ctx context.Context, store *cache.Store) error { return cache.RigOf(store).Evict(ctx) }
 
+// FailPings has every test write of store's Ping fail with err from
+// now on (nil: succeed again), as a database that no longer takes writes
+// does while its disk has room: the next Ping probes and fails.
+func FailPings(store *cache.Store, err error) { cache.RigOf(store).FailPings(err) }
+
 // PutBlob stores data in store as a committed archive, under its sha256,
 // which it returns: an archive a test puts in place as an earlier run, an
 // import or another release left it.

@@ -29,6 +29,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/v2/discovery"
 	"github.com/tfmirror/tfmirror/v2/proxy"
+	"github.com/tfmirror/tfmirror/v2/verify"
 )
 
 // Circuits reads an origin's circuit breaker without changing it
@@ -57,6 +58,7 @@ type originBucket struct {
 type originState struct {
 	lastSuccess time.Time
 	lastError   *proxy.OriginFailure
+	lastRefused *proxy.OriginFailure // the last package it answered that failed verification
 	// proxyFault: lastError is the upstream proxy's, not the origin's.
 	proxyFault bool
 	buckets    [originWindowMinutes]originBucket
@@ -84,6 +86,7 @@ func (o *originState) lastHour(now time.Time) proxy.OriginCounts {
 			out.CacheHits += b.CacheHits
 			out.OriginRequests += b.OriginRequests
 			out.OriginFailures += b.OriginFailures
+			out.VerificationFailures += b.VerificationFailures
 		}
 	}
 	return out
@@ -176,6 +179,35 @@ func (w *Watch) OriginDone(origin, operation string, err error) {
 	o.proxyFault = proxyFault
 }
 
+// Refused records a provider package that origin answered and that
+// failed verification for reason (a verify.Reason; the engine's
+// mirror.Config.OriginRefused): its requests succeeded, and the row says
+// what came of them.
+func (w *Watch) Refused(origin, reason string) {
+	now := w.now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	o := w.origins[origin]
+	if o == nil {
+		return
+	}
+	o.add(now, func(c *proxy.OriginCounts) { c.VerificationFailures++ })
+	o.lastRefused = &proxy.OriginFailure{At: now, Cause: refusedCause(reason)}
+}
+
+// refusedCause says in words why a package an origin answered was
+// refused: never which package (the log says), as the page shows it to
+// everyone.
+func refusedCause(reason string) string {
+	switch verify.Reason(reason) {
+	case verify.ReasonSignature:
+		return "a package's SHA256SUMS signature did not verify with the signing keys the origin names: nothing of it was served or cached"
+	case verify.ReasonChecksum:
+		return "a package's archive or answer did not match the sha256 its signed SHA256SUMS names: nothing of it was served or cached"
+	}
+	return "a package failed verification (" + reason + "): nothing of it was served or cached"
+}
+
 // Count wraps next (the mirror's handler) and counts each request for an
 // allowed origin's providers and modules, by the origin host its path
 // names: network mirror paths (/HOST/...) and the registry protocols'
@@ -221,6 +253,10 @@ func (w *Watch) Rows() []proxy.OriginHealth {
 			e := *o.lastError
 			row.LastError = &e
 		}
+		if o.lastRefused != nil {
+			e := *o.lastRefused
+			row.LastVerificationFailure = &e
+		}
 		proxyFault := o.proxyFault
 		w.mu.Unlock()
 		if c.State == "open" {
@@ -239,6 +275,8 @@ func (w *Watch) Rows() []proxy.OriginHealth {
 			}
 		case row.LastSuccess.IsZero():
 			row.State = "unused"
+		case row.LastHour.VerificationFailures > 0:
+			row.State = "unverified" // it answers, and its answers are refused
 		default:
 			row.State = "ok"
 		}

@@ -1,0 +1,45 @@
+package metrics
+
+import (
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// tfmirror_origin_circuit_open is read from Options.Circuits at each
+// scrape, for the allowed origins and those a breaker told of; without
+// it, it is what CircuitOpen last said.
+func TestCircuitGaugeReadAtScrape(t *testing.T) {
+	var failsFast atomic.Bool
+	reg := prometheus.NewRegistry()
+	m, err := New(reg, Options{Version: "test", Origins: []string{"registry.terraform.io"},
+		Circuits: func(string) bool { return failsFast.Load() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := func(when string, v string) {
+		t.Helper()
+		exp := "# HELP tfmirror_origin_circuit_open " + circuitHelp + "\n# TYPE tfmirror_origin_circuit_open gauge\n" +
+			`tfmirror_origin_circuit_open{origin="registry.terraform.io"} ` + v + "\n"
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(exp), "tfmirror_origin_circuit_open"); err != nil {
+			t.Errorf("%s: %v", when, err)
+		}
+	}
+	want("closed", "0")
+	m.CircuitOpen("registry.terraform.io", true)
+	want("told open, the breaker lets the next request through", "0")
+	failsFast.Store(true)
+	want("failing fast", "1")
+
+	bare, err := New(prometheus.NewRegistry(), Options{Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bare.CircuitOpen("registry.opentofu.org", true)
+	if n := testutil.CollectAndCount(bare.circuitOpen); n != 1 {
+		t.Fatalf("%d series, want the origin told of", n)
+	}
+}
