@@ -177,6 +177,11 @@ type Options struct {
 	// request to tell of it. Default nil: the gauge is what CircuitOpen
 	// last said.
 	Circuits CircuitState
+	// SharedDown, if set, backs tfmirror_shared_store_down at scrape
+	// time: whether the shared store's breaker fails calls fast now (a
+	// cooldown passes without a call to tell of it). Default nil: the
+	// gauge is what SharedStoreDown last said.
+	SharedDown func() bool
 }
 
 // BudgetStats reports the cache's disk-budget counters, read at scrape time.
@@ -263,9 +268,7 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 			Name: "tfmirror_shared_store_request_duration_seconds", Help: "Duration of calls to the shared store, archive bodies excluded but uploads included, by operation.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 4, 8),
 		}, []string{"operation"}),
-		sharedDown: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "tfmirror_shared_store_down", Help: "1 while the shared store's circuit breaker is open (the replica serves from its cache and the origins alone), 0 otherwise.",
-		}),
+		sharedDown: prometheus.NewGauge(sharedDownOpts),
 		sharedConditional: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "tfmirror_shared_store_conditional_writes", Help: "1 when the shared store was found to honour conditional writes (If-None-Match, If-Match), 0 when it ignores them (replicas then do not coordinate origin downloads through it), -1 before it was probed.",
 		}),
@@ -305,13 +308,22 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 	})
 	maxBytes.Set(float64(opts.MaxBytes))
 
+	var sharedDown prometheus.Collector = m.sharedDown
+	if opts.SharedDown != nil {
+		sharedDown = prometheus.NewGaugeFunc(sharedDownOpts, func() float64 {
+			if opts.SharedDown() {
+				return 1
+			}
+			return 0
+		})
+	}
 	cs := []prometheus.Collector{
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		build, maxBytes,
 		m.httpRequests, m.httpAborted, m.httpDuration, m.httpBytes, m.cacheHits, m.cacheMisses, m.evictions,
 		m.writeErrors, m.damagedReads, m.ociWrongSize, m.originReqs, m.originDur, m.originBytes, m.inflight, m.waiting, m.coalesced,
-		m.verifyFails, m.stale, m.circuitOpen, m.lastSuccess, m.notFoundCached, m.notFoundEntries, m.sharedReqs, m.sharedDur, m.sharedDown, m.sharedConditional, m.sharedRejected, m.syncPackages, m.syncBytes,
+		m.verifyFails, m.stale, m.circuitOpen, m.lastSuccess, m.notFoundCached, m.notFoundEntries, m.sharedReqs, m.sharedDur, sharedDown, m.sharedConditional, m.sharedRejected, m.syncPackages, m.syncBytes,
 		m.airGapPkgs["import"], m.airGapBytes["import"], m.airGapPkgs["export"], m.airGapBytes["export"],
 	}
 	cs = append(cs, m.modules.collectors()...)
@@ -590,8 +602,15 @@ func (m *Metrics) SharedStoreRejected(kind string) {
 	m.sharedRejected.WithLabelValues(kind).Inc()
 }
 
+// sharedDownOpts are tfmirror_shared_store_down's.
+var sharedDownOpts = prometheus.GaugeOpts{
+	Name: "tfmirror_shared_store_down",
+	Help: "1 while the shared store's circuit breaker is open (the replica serves from its cache and the origins alone), 0 otherwise (closed, or its cooldown passed: the next call tries the store).",
+}
+
 // SharedStoreDown records that the shared store's circuit breaker opened
-// or closed.
+// or closed (Options.SharedDown, when set, says at scrape time which it
+// is now).
 func (m *Metrics) SharedStoreDown(down bool) {
 	v := 0.0
 	if down {

@@ -1,7 +1,11 @@
 package main
 
 import (
+	"bytes"
+	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -68,5 +72,55 @@ func TestCircuitGaugeAfterCooldownOnAnIdleMirror(t *testing.T) {
 	}
 	if got := metric(t, reg, "tfmirror_origin_circuit_open", "origin", tfRegistry); got != 1 {
 		t.Errorf("after the failed probe: tfmirror_origin_circuit_open = %v, want 1", got)
+	}
+}
+
+// The same for the shared store: a store that failed at start-up opens
+// its breaker, and once the cooldown has passed on an idle replica
+// tfmirror_shared_store_down reads 0 (the next call tries the store, as
+// /readyz says), without a call to tell it.
+func TestSharedStoreDownAfterCooldownOnAnIdleMirror(t *testing.T) {
+	// Credentials of the environment's, so that the SDK asks no
+	// metadata service for some.
+	t.Setenv("AWS_ACCESS_KEY_ID", "tfmirror-test")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "tfmirror-test-secret")
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	origin := newOrigin(t, fakeorigin.Options{})
+	// A loopback port nothing listens on: every call fails at once.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoint := "http://" + ln.Addr().String()
+	ln.Close()
+	key := filepath.Join(t.TempDir(), "shared.key")
+	if err := os.WriteFile(key, bytes.Repeat([]byte("k"), 32), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const cooldown = 2 * time.Second
+	tm := startMirrorWith(t, origin, t.TempDir(), nil, &overrides{dialContext: routeRegistryTo(origin)},
+		"--allow-private-origins",
+		"--shared-store", "s3://bucket/prefix?endpoint="+endpoint+"&region=x&path_style=true", "--shared-store-key-file", key,
+		"--shared-store-breaker-threshold", "1", "--shared-store-breaker-cooldown", cooldown.String())
+	reg := tm.m.registry
+	deadline := time.Now().Add(30 * time.Second)
+	for tm.m.shared.Status() == nil && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond) // the start-up check, failing
+	}
+	opened := time.Now()
+	if tm.m.shared.Status() == nil {
+		t.Fatal("the shared store's breaker did not open after the start-up check failed")
+	}
+	if got := metric(t, reg, "tfmirror_shared_store_down"); got != 1 && time.Since(opened) < cooldown {
+		t.Fatalf("breaker open: tfmirror_shared_store_down = %v, want 1", got)
+	}
+	for tm.m.shared.Status() != nil && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if tm.m.shared.Status() != nil {
+		t.Fatal("the shared store's breaker did not let a call through after its cooldown")
+	}
+	if got := metric(t, reg, "tfmirror_shared_store_down"); got != 0 {
+		t.Errorf("cooldown passed, no call since: tfmirror_shared_store_down = %v, want 0 (the next call tries the store)", got)
 	}
 }

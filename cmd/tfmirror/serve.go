@@ -155,7 +155,8 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 		Budget: func() (waits, refused int64) { return m.store.BudgetStats() },
 		// The breakers as they are at the scrape: a cooldown passes
 		// without a request to tell of it.
-		Circuits: func(origin string) bool { return m.origin.Circuit(origin).FailsFast() },
+		Circuits:   func(origin string) bool { return m.origin.Circuit(origin).FailsFast() },
+		SharedDown: func() bool { return m.shared != nil && m.shared.Status() != nil },
 	})
 	if err != nil {
 		return nil, err
