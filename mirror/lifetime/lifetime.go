@@ -182,7 +182,14 @@ func (l *Lifetime) Coalesce(ctx context.Context, kind, key string, fn func(conte
 // at most wait (0: as long as its context lets it), then stops waiting
 // with ErrStillWaiting while the work goes on.
 func (l *Lifetime) CoalesceWithin(ctx context.Context, wait time.Duration, kind, key string, fn func(context.Context) (any, error)) (any, error) {
+	// The work is counted from the ask until it ends, so that Wait does
+	// not find the lifetime idle while the goroutine that runs fn has
+	// not begun (a caller that stopped waiting first hands the count to
+	// a goroutine that waits for the end; once stopped, nothing is
+	// counted: fn is refused by Detached).
+	counted := l.work.add()
 	var led atomic.Bool
+	var err error
 	ch := l.meta.DoChan(key, func() (any, error) {
 		led.Store(true)
 		ctx, done, err := l.Detached(l.timeout)
@@ -205,14 +212,20 @@ func (l *Lifetime) CoalesceWithin(ctx context.Context, wait time.Duration, kind,
 	select {
 	case res := <-ch:
 		l.countJoined(kind, &led)
+		if counted {
+			l.work.done()
+		}
 		return res.Val, res.Err
 	case <-ctx.Done():
-		l.countJoined(kind, &led)
-		return nil, fmt.Errorf("waiting for the origin: %w", ctx.Err())
+		err = fmt.Errorf("waiting for the origin: %w", ctx.Err())
 	case <-waited:
-		l.countJoined(kind, &led)
-		return nil, fmt.Errorf("%w after %s", ErrStillWaiting, wait)
+		err = fmt.Errorf("%w after %s", ErrStillWaiting, wait)
 	}
+	l.countJoined(kind, &led)
+	if counted {
+		go func() { <-ch; l.work.done() }() // ends with the work, within l.timeout
+	}
+	return nil, err
 }
 
 // countJoined counts a caller of CoalesceWithin whose fn did not run (led
@@ -276,7 +289,8 @@ func (l *Lifetime) SetNotifier(n Notifier) error {
 // from now on. The work under way goes on.
 func (l *Lifetime) Stop() { l.work.close() }
 
-// Wait blocks until no counted work runs, or ctx is done.
+// Wait blocks until no counted work runs (work asked of Coalesce counts
+// from the ask on), or ctx is done.
 func (l *Lifetime) Wait(ctx context.Context) error { return l.work.wait(ctx) }
 
 // Cancel ends the root context, and so every Detached context.

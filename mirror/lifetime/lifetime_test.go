@@ -3,6 +3,7 @@ package lifetime
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -29,6 +30,21 @@ func heldWork(release <-chan struct{}, runs *atomic.Int32) func(context.Context)
 	}
 }
 
+// waitingCtx is a caller's context that says on waiting when the caller
+// asks for its Done: Coalesce does so once it joined the work, to wait.
+type waitingCtx struct {
+	context.Context
+	waiting chan<- struct{}
+}
+
+func (c waitingCtx) Done() <-chan struct{} {
+	select {
+	case c.waiting <- struct{}{}:
+	default:
+	}
+	return c.Context.Done()
+}
+
 // Concurrent callers of one key share one run of fn, which goes on when
 // its first caller goes away; the callers that joined are counted.
 func TestCoalesceRunsOnceForAll(t *testing.T) {
@@ -52,16 +68,24 @@ func TestCoalesceRunsOnceForAll(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	results := make(chan any, 3)
+	joined := make(chan struct{}, 3)
 	for range 3 {
 		wg.Go(func() {
-			v, err := l.Coalesce(t.Context(), "k", "key", fn)
+			v, err := l.Coalesce(waitingCtx{t.Context(), joined}, "k", "key", fn)
 			if err != nil {
 				t.Errorf("Coalesce: %v", err)
 			}
 			results <- v
 		})
 	}
-	time.Sleep(20 * time.Millisecond)
+	for range 3 { // the work ends only once all three wait for it
+		select {
+		case <-joined:
+		case <-time.After(time.Minute):
+			close(release)
+			t.Fatal("the callers did not wait for the work under way within a minute")
+		}
+	}
 	close(release)
 	wg.Wait()
 	close(results)
@@ -169,5 +193,34 @@ func TestOneNotifier(t *testing.T) {
 	}
 	if l.Notifier() != Notifier(n) {
 		t.Error("Notifier is not the one set")
+	}
+}
+
+// Work asked for is waited for from the ask on, also by a caller that
+// stops waiting before the goroutine running it began: Wait does not find
+// the lifetime idle while a refresh a caller left to go on is still to
+// start (a test rig's WaitIdle returned, and the refresh ran after it).
+func TestWaitCountsWorkNotYetBegun(t *testing.T) {
+	l := New(time.Minute, nil)
+	release := make(chan struct{})
+	var runs atomic.Int32
+	fn := heldWork(release, &runs)
+	gone, cancel := context.WithCancel(t.Context())
+	cancel()
+	for i := range 100 {
+		key := fmt.Sprint("k", i)
+		if _, err := l.CoalesceWithin(gone, time.Nanosecond, "k", key, fn); err == nil {
+			t.Fatal("a caller that went away got the work's result")
+		}
+		if err := l.Wait(gone); err == nil {
+			t.Fatalf("Wait found the lifetime idle with work %d asked for and not ended (%d of the works began)", i, runs.Load())
+		}
+	}
+	close(release)
+	if err := l.Wait(t.Context()); err != nil {
+		t.Errorf("Wait once the work ended: %v", err)
+	}
+	if n := runs.Load(); n != 100 {
+		t.Errorf("%d works ran, want 100", n)
 	}
 }
