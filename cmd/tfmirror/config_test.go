@@ -261,6 +261,11 @@ func TestConfigCheck(t *testing.T) {
 		{"upstream-proxy", "upstream_proxy", "ftp://user:hunter2-secret@proxy.example:3128"},
 		{"upstream-proxy", "upstream_proxy", "user:hunter2-secret@proxy.example:3128"},
 		{"upstream-proxy", "upstream_proxy", "http://user:hunter2-secret@[::1"},
+		// A "/", "?" or "#" of the password not percent-encoded ends the
+		// URL's host there: the rest is read as its path, query or fragment.
+		{"upstream-proxy", "upstream_proxy", "http://user:/hunter2-secret@proxy.example:3128"},
+		{"upstream-proxy", "upstream_proxy", "http://user:8/hunter2-secret@proxy.example:3128"},
+		{"upstream-proxy", "upstream_proxy", "http://user:8?hunter2-secret@proxy.example:3128"},
 		{"shared-store", "shared_store", "s3://AKIAEXAMPLE:hunter2-secret@bucket/prefix"},
 		{"shared-store", "shared_store", "https://AKIAEXAMPLE:hunter2-secret@bucket/prefix"},
 		{"shared-store", "shared_store", "s3://AKIAEXAMPLE:hunter2-secret@[bucket/prefix"},

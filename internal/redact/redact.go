@@ -6,7 +6,10 @@
 // path, and of its query only the parameters that go-getter consumes and
 // that never carry credentials (ref, archive, depth); its userinfo, its
 // other query parameters (a pre-signed URL's X-Amz-Signature,
-// X-Amz-Credential, a token=...) and its fragment go. A module location
+// X-Amz-Credential, a token=...) and its fragment go; a URL whose
+// password held a "/" not percent-encoded (https://USER:/PASS@HOST/...,
+// whose host net/url ends at that "/") is read as it was meant, its
+// host the one after the "@". A module location
 // keeps its forced getter ("git::") and its //SUBDIR. What cannot be
 // parsed keeps what comes before its query and fragment, without
 // userinfo. It does not decide what is logged or stored: the full
@@ -29,8 +32,35 @@ func URL(u *url.URL) string {
 		return ""
 	}
 	r := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}
+	if u.User == nil {
+		if host, path, _, ok := userinfoInPath(u.Host, strings.TrimPrefix(u.Path, "/")); ok {
+			r.Host, r.Path, r.RawPath = host, path, ""
+		}
+	}
 	r.RawQuery = keptQuery(u.Query())
 	return r.String()
+}
+
+// userinfoInPath reads again a URL whose user or password held an
+// unencoded "/" (https://USER:/PASS@HOST/PATH): its authority ends at
+// that "/", so that auth (its host) is USER: or USER:DIGITS and path
+// (without its leading "/") holds the rest of the password, an "@", and
+// the host meant. It returns the host meant and the path after it
+// ("/PATH", or "" for none), and the part of the password in path; ok
+// is false for any other authority and path.
+func userinfoInPath(auth, path string) (host, rest, password string, ok bool) {
+	i := strings.Index(path, "@")
+	if strings.Contains(auth, "@") || !strings.Contains(auth, ":") || i < 0 {
+		return "", "", "", false
+	}
+	host, rest, found := strings.Cut(path[i+1:], "/")
+	if host == "" {
+		return "", "", "", false
+	}
+	if found {
+		rest = "/" + rest
+	}
+	return host, rest, path[:i], true
 }
 
 func keptQuery(q url.Values) string {
@@ -76,6 +106,9 @@ func unparsed(s string) string {
 		scheme, rest = s[:i+3], s[i+3:]
 	}
 	auth, path, _ := strings.Cut(rest, "/")
+	if host, p, _, ok := userinfoInPath(auth, path); ok {
+		return scheme + host + p
+	}
 	if i := strings.LastIndex(auth, "@"); i >= 0 {
 		auth = auth[i+1:]
 	}
@@ -113,12 +146,19 @@ func Secrets(loc string) []string {
 			}
 		}
 		if i := strings.Index(loc, "://"); i >= 0 {
-			auth, _, _ := strings.Cut(loc[i+3:], "/")
+			auth, path, _ := strings.Cut(loc[i+3:], "/")
 			if j := strings.LastIndex(auth, "@"); j >= 0 {
 				add(auth[:j])
+			} else if _, _, pass, ok := userinfoInPath(auth, path); ok {
+				add(auth + "/" + pass)
+				add(pass)
 			}
 		}
 	} else {
+		if _, _, pass, ok := userinfoInPath(u.Host, strings.TrimPrefix(u.Path, "/")); ok && u.User == nil {
+			add(u.Host + "/" + pass)
+			add(pass)
+		}
 		if u.User != nil {
 			add(u.User.String())
 			add(u.User.Username())

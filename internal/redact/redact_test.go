@@ -28,6 +28,10 @@ func TestLocation(t *testing.T) {
 		{"unparsable with userinfo", "https://u:" + sig + "@h.example/%zz?sig=" + sig, "https://h.example/%zz"},
 		{"key without value", "https://h.example/x.zip?" + sig, "https://h.example/x.zip"},
 		{"opaque", "mailto:u:" + sig + "@h.example?x=" + sig, "h.example"},
+		{"password with an unencoded slash", "git::https://user:/" + sig + "@h.example/r.git?ref=v1", "git::https://h.example/r.git?ref=v1"},
+		{"password of digits and an unencoded slash", "https://user:8/" + sig + "@h.example/x.zip", "https://h.example/x.zip"},
+		{"password with unencoded slashes", "https://user:/a/" + sig + "@h.example/x.zip", "https://h.example/x.zip"},
+		{"unparsable, password with an unencoded slash", "https://user:/" + sig + "@h.example/%zz", "https://h.example/%zz"},
 		{"plain", "https://h.example/x.tar.gz", "https://h.example/x.tar.gz"},
 		{"empty", "", ""},
 	} {
@@ -49,6 +53,15 @@ func TestURL(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got, want := URL(u), "https://releases.example/p/1.0/x.zip"; got != want {
+		t.Errorf("URL = %q, want %q", got, want)
+	}
+	// A proxy URL whose password holds an unencoded "/": net/url ends
+	// its authority there, reading the password as the path.
+	u, err = url.Parse("http://mirror:/" + sig + "@proxy.example:3128")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := URL(u), "http://proxy.example:3128"; got != want {
 		t.Errorf("URL = %q, want %q", got, want)
 	}
 	if URL(nil) != "" {
@@ -122,5 +135,16 @@ func TestErrorHidesURLsItWasNotGiven(t *testing.T) {
 	}
 	if got := Error(fmt.Errorf("get %s: refused", "https://h.example/x.zip?ref=v1")).Error(); got != "get https://h.example/x.zip?ref=v1: refused" {
 		t.Errorf("a URL with nothing to hide changed: %s", got)
+	}
+}
+
+// A location whose password holds an unencoded "/" (read by net/url as
+// a path) loses that password in a message that names it bare too.
+func TestErrorPasswordReadAsPath(t *testing.T) {
+	for _, loc := range []string{"git::https://user:/" + sig + "@h.example/r.git", "https://user:/" + sig + "@h.example/%zz"} {
+		err := Error(fmt.Errorf("lookup user: refused with %s: %w", sig, fs.ErrNotExist), loc)
+		if strings.Contains(err.Error(), sig) {
+			t.Errorf("%s: message keeps the secret: %s", loc, err)
+		}
 	}
 }

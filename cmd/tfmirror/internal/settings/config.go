@@ -384,6 +384,10 @@ func (c Config) ValidateEngine() error {
 			errs = append(errs, fmt.Errorf("--upstream-proxy %q: want a URL such as http://proxy.example.com:3128", shown))
 		case u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "socks5" && u.Scheme != "socks5h":
 			errs = append(errs, fmt.Errorf("--upstream-proxy %q: scheme must be http, https, socks5 or socks5h", shown))
+		case u.Path != "" && u.Path != "/" || u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+			// Never meant: a "/", "?" or "#" of the password, not
+			// percent-encoded, ends the host there.
+			errs = append(errs, fmt.Errorf(`--upstream-proxy %q: want SCHEME://[USER:PASSWORD@]HOST:PORT, without path, query or fragment; percent-encode a "/", "?" or "#" of the user or password (%%2F, %%3F, %%23)`, shown))
 		}
 	}
 	switch c.LogFormat {

@@ -288,7 +288,7 @@ var Table = []*Setting{
 		bind: boolOf(func(c *Config) *bool { return &c.Offline })},
 	{Name: "upstream-proxy", Group: GroupOrigins, Commands: Sync, Secret: true,
 		Help:       "proxy URL for all origin traffic (http://host:port, https:// or socks5://); default: HTTPS_PROXY and NO_PROXY from the environment",
-		Doc:        "proxy URL for all origin and download traffic (`http://`, `https://`, `socks5://`); without it the standard `HTTPS_PROXY`/`NO_PROXY` variables are honoured. The URL may carry a user and password: only its scheme and host are logged. The proxy resolves and connects to the targets itself, out of the mirror's sight: let it refuse internal destinations ([Outbound proxy and address policy](operations.md#outbound-proxy-and-address-policy))",
+		Doc:        "proxy URL for all origin and download traffic (`http://`, `https://`, `socks5://`); without it the standard `HTTPS_PROXY`/`NO_PROXY` variables are honoured. The URL may carry a user and password (their special characters percent-encoded: a URL with a path, query or fragment is refused): only its scheme and host are logged. The proxy resolves and connects to the targets itself, out of the mirror's sight: let it refuse internal destinations ([Outbound proxy and address policy](operations.md#outbound-proxy-and-address-policy))",
 		DocDefault: "none (`HTTPS_PROXY`/`NO_PROXY`)",
 		bind:       stringOf("", func(c *Config) *string { return &c.UpstreamProxy })},
 	{Name: "origin-ca-file", Group: GroupOrigins, Commands: Sync | OnDataDir,
