@@ -68,6 +68,10 @@ func TestConfigCheckJudgesTheProxyEnvironment(t *testing.T) {
 		{"SOCKS4", []string{"HTTPS_PROXY", "socks4://mirror:s3cret@proxy.corp.example:1080"}},
 		{"unreadable password", []string{"https_proxy", "http://mirror:s3cret%zz@proxy.corp.example:3128"}},
 		{"no host", []string{"HTTPS_PROXY", "http://"}},
+		// A "/" of the password not percent-encoded ends the host there:
+		// every request would go to the host "mirror".
+		{"a password holding a /", []string{"HTTPS_PROXY", "http://mirror:/s3cret@proxy.corp.example:3128"}},
+		{"a path", []string{"HTTPS_PROXY", "http://proxy.corp.example:3128/s3cret"}},
 	} {
 		t.Run("refused: "+tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer

@@ -32,10 +32,11 @@ type originRoute struct {
 // not use as a proxy URL: they ignore a value they cannot read (a
 // password's '%' not percent-encoded), sending every request direct,
 // and take a scheme net/http does not speak (socks4://) or a URL with
-// no host for one, failing every request. Its value is not shown: it
-// may hold a password.
+// no host for one, failing every request; a path, query or fragment
+// (a password's '/' not percent-encoded, which ends the host there) is
+// refused too. Its value is not shown: it may hold a password.
 var errEnvProxy = errors.New("the HTTPS_PROXY (or https_proxy) variable is not a proxy URL: want one such as http://proxy.example.com:3128 " +
-	"(scheme http, https, socks5 or socks5h), the special characters of a user or password percent-encoded (its value is not shown: it may hold a password)")
+	"(scheme http, https, socks5 or socks5h), without path, query or fragment, the special characters of a user or password percent-encoded (its value is not shown: it may hold a password)")
 
 // proxyVar is the environment variable name (upper case), or its lower
 // case form when that is unset or empty, as the standard proxy rules
@@ -101,6 +102,13 @@ func originProxy(upstream string, lookupEnv func(string) (string, bool)) (*origi
 	switch u.Scheme {
 	case "http", "https", "socks5", "socks5h":
 	default:
+		return nil, errEnvProxy
+	}
+	// A path, query or fragment is never meant: a "/", "?" or "#" of the
+	// password, not percent-encoded, ends the host there (the rules
+	// would send every request to a host named by the user), as
+	// --upstream-proxy refuses it.
+	if u.Path != "" && u.Path != "/" || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
 		return nil, errEnvProxy
 	}
 	route.source, route.noProxy = "HTTPS_PROXY", pc.NoProxy
