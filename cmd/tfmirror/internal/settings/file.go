@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -123,7 +124,7 @@ func ReadFile(path string) (*File, hcl.Diagnostics) {
 		return fail("Cannot read the configuration file", err.Error())
 	}
 	if diags.HasErrors() {
-		return nil, diags
+		return nil, withoutSecretDetails(hf, diags)
 	}
 	schema := &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{{Type: PolicyBlock}}}
 	for _, s := range Table {
@@ -161,6 +162,48 @@ func ReadFile(path string) (*File, hcl.Diagnostics) {
 	f.Warnings = append(f.Warnings, diags...)
 	return f, nil
 }
+
+// withoutSecretDetails drops the detail of each of diags, those of the
+// file f that does not parse, whose place follows a secret setting's
+// name anywhere on its line (or of each, when f's text is not known): the
+// parser's detail quotes the text it could not read, part of a
+// password. The summary and the place stay.
+func withoutSecretDetails(f *hcl.File, diags hcl.Diagnostics) hcl.Diagnostics {
+	var lines []string
+	if f != nil {
+		lines = strings.Split(string(f.Bytes), "\n")
+	}
+	secretBefore := func(p hcl.Pos) bool {
+		if p.Line < 1 || p.Line > len(lines) {
+			return true
+		}
+		line := lines[p.Line-1]
+		if p.Column >= 1 && p.Column-1 <= len(line) {
+			line = line[:p.Column-1]
+		}
+		for _, m := range attributeName.FindAllStringSubmatch(line, -1) {
+			i := slices.IndexFunc(Table, func(s *Setting) bool { return s.Attribute() == m[1] })
+			if i >= 0 && Table[i].Secret {
+				return true
+			}
+		}
+		return false
+	}
+	out := make(hcl.Diagnostics, 0, len(diags))
+	for _, d := range diags {
+		if d.Detail != "" && (d.Subject == nil || secretBefore(d.Subject.Start)) {
+			c := *d
+			c.Detail = "the detail is not shown: it may quote the value of a setting that holds a password"
+			d = &c
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// attributeName finds an attribute's name, as HCL (name =) or JSON
+// ("name":) writes it before its value.
+var attributeName = regexp.MustCompile(`"?([a-z][a-z0-9_]*)"?[ \t]*[=:]`)
 
 // hint adds to the diagnostics of names the file's top level does not
 // hold where they belong: inside the policy block for the policy's own

@@ -538,3 +538,34 @@ func TestReleasesURLsShownRedacted(t *testing.T) {
 		t.Errorf("%d of the three releases URLs shown by their host and path, want 3", shown)
 	}
 }
+
+// A configuration file that does not parse where a secret setting's value
+// is written is refused without the detail the parser gives, which
+// quotes the text it could not read: part of a password. Elsewhere the
+// detail stays, as it says what is wrong.
+func TestParseErrorsQuoteNoSecret(t *testing.T) {
+	for _, tc := range []struct{ name, content string }{
+		{"c.hcl", `upstream_proxy = "http://u:%{SECRETpw}@proxy.corp:3128"` + "\n"},
+		{"c.hcl", "listen = \":1\"\n  releases_hashicorp_url   =   \"https://u:%{SECRETpw}@releases.corp/\"\n"},
+		{"c.json", `{"upstream_proxy": SECRETpw}`},
+		{"c.json", "{\n  \"listen\": \":1\",\n  \"upstream_proxy\": SECRETpw\n}"},
+	} {
+		path := writeFile(t, tc.name, tc.content)
+		_, diags := ReadFile(path)
+		if !diags.HasErrors() {
+			t.Fatalf("%q parsed", tc.content)
+		}
+		msg := (&FileError{Path: path, Diags: diags}).Error()
+		if strings.Contains(msg, "SECRETpw") {
+			t.Errorf("%q refused as %s: it quotes the secret", tc.content, msg)
+		}
+		if !strings.Contains(msg, path+":") {
+			t.Errorf("%q refused as %s: it says not where", tc.content, msg)
+		}
+	}
+	path := writeFile(t, "c.hcl", `log_level = "%{notakeyword}"`+"\n")
+	_, diags := ReadFile(path)
+	if msg := (&FileError{Path: path, Diags: diags}).Error(); !strings.Contains(msg, "notakeyword") {
+		t.Errorf("a parse error of a setting that is not secret lost its detail: %s", msg)
+	}
+}
