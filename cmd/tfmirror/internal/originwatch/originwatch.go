@@ -153,30 +153,36 @@ func (w *Watch) OriginDone(origin, operation string, err error) {
 		errors.Is(err, discovery.ErrCircuitOpen)) {
 		return
 	}
+	w.update(origin, func(o *originState, now time.Time) {
+		failed := err != nil && !errors.Is(err, discovery.ErrNotFound)
+		var pe *discovery.ProxyError
+		proxyFault := failed && errors.As(err, &pe) && pe.ProxyFault()
+		if !proxyFault {
+			o.add(now, func(c *proxy.OriginCounts) {
+				c.OriginRequests++
+				if failed {
+					c.OriginFailures++
+				}
+			})
+		}
+		if !failed {
+			o.lastSuccess = now
+			return
+		}
+		o.lastError = &proxy.OriginFailure{At: now, Cause: Cause(err, now), Error: err.Error()}
+		o.proxyFault = proxyFault
+	})
+}
+
+// update runs fn on the row of origin, under the lock, with the time
+// now; not for an origin the page has no row of.
+func (w *Watch) update(origin string, fn func(o *originState, now time.Time)) {
 	now := w.now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	o := w.origins[origin]
-	if o == nil {
-		return
+	if o := w.origins[origin]; o != nil {
+		fn(o, now)
 	}
-	failed := err != nil && !errors.Is(err, discovery.ErrNotFound)
-	var pe *discovery.ProxyError
-	proxyFault := failed && errors.As(err, &pe) && pe.ProxyFault()
-	if !proxyFault {
-		o.add(now, func(c *proxy.OriginCounts) {
-			c.OriginRequests++
-			if failed {
-				c.OriginFailures++
-			}
-		})
-	}
-	if !failed {
-		o.lastSuccess = now
-		return
-	}
-	o.lastError = &proxy.OriginFailure{At: now, Cause: Cause(err, now), Error: err.Error()}
-	o.proxyFault = proxyFault
 }
 
 // Refused records a provider package that origin answered and that
@@ -184,15 +190,10 @@ func (w *Watch) OriginDone(origin, operation string, err error) {
 // mirror.Config.OriginRefused): its requests succeeded, and the row says
 // what came of them.
 func (w *Watch) Refused(origin, reason string) {
-	now := w.now()
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	o := w.origins[origin]
-	if o == nil {
-		return
-	}
-	o.add(now, func(c *proxy.OriginCounts) { c.VerificationFailures++ })
-	o.lastRefused = &proxy.OriginFailure{At: now, Cause: refusedCause(reason)}
+	w.update(origin, func(o *originState, now time.Time) {
+		o.add(now, func(c *proxy.OriginCounts) { c.VerificationFailures++ })
+		o.lastRefused = &proxy.OriginFailure{At: now, Cause: refusedCause(reason)}
+	})
 }
 
 // refusedCause says in words why a package an origin answered was
@@ -221,21 +222,16 @@ func (w *Watch) Count(next http.Handler) http.Handler {
 			return
 		}
 		cache := rw.Header().Get("X-Tfmirror-Cache")
-		now := w.now()
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		o := w.origins[host]
-		if o == nil {
-			return
-		}
-		o.add(now, func(c *proxy.OriginCounts) {
-			c.Requests++
-			if cache != "" {
-				c.Downloads++
-			}
-			if cache == "hit" {
-				c.CacheHits++
-			}
+		w.update(host, func(o *originState, now time.Time) {
+			o.add(now, func(c *proxy.OriginCounts) {
+				c.Requests++
+				if cache != "" {
+					c.Downloads++
+				}
+				if cache == "hit" {
+					c.CacheHits++
+				}
+			})
 		})
 	})
 }
