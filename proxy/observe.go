@@ -481,12 +481,16 @@ func (src *HealthSource) check(now time.Time) (h Health, fresh bool) {
 // writes: the same check, its answer shared for HealthTTL, so that what
 // reads it (tfmirror_cache_writable) and /readyz never disagree.
 func (src *HealthSource) CacheWritable() bool {
-	now := time.Now
-	if src != nil && src.Now != nil {
-		now = src.Now
-	}
-	h, _ := src.check(now())
+	h, _ := src.check(src.now())
 	return h.Cache == HealthCacheWritable
+}
+
+// now is the time by src's clock (HealthSource.Now, else time.Now).
+func (src *HealthSource) now() time.Time {
+	if src != nil && src.Now != nil {
+		return src.Now()
+	}
+	return time.Now()
 }
 
 // Health states.
@@ -591,15 +595,11 @@ func (src *HealthSource) stoppedWriting() bool {
 // read, however many come at once.
 func Readyz(src *HealthSource, log *slog.Logger) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		now := time.Now
-		if src != nil && src.Now != nil {
-			now = src.Now
-		}
 		if src != nil && src.Stopping.Load() {
 			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "shutting_down"})
 			return
 		}
-		h, fresh := src.check(now())
+		h, fresh := src.check(src.now())
 		if err := h.cacheErr; err != nil {
 			if fresh {
 				if errors.Is(err, cache.ErrNotWritable) {

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"golang.org/x/net/http/httpproxy"
+
+	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
 )
 
 // originRoute is how origin requests reach the origins, as serve and
@@ -99,16 +101,10 @@ func originProxy(upstream string, lookupEnv func(string) (string, bool)) (*origi
 			return nil, errEnvProxy
 		}
 	}
-	switch u.Scheme {
-	case "http", "https", "socks5", "socks5h":
-	default:
-		return nil, errEnvProxy
-	}
-	// A path, query or fragment is never meant: a "/", "?" or "#" of the
-	// password, not percent-encoded, ends the host there (the rules
-	// would send every request to a host named by the user), as
-	// --upstream-proxy refuses it.
-	if u.Path != "" && u.Path != "/" || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+	// As --upstream-proxy: a scheme net/http speaks, and no path, query
+	// or fragment (the rules would send every request to a host named
+	// by the user of a password whose "/" is not percent-encoded).
+	if !settings.ProxyScheme(u.Scheme) || settings.BeyondAuthority(u) {
 		return nil, errEnvProxy
 	}
 	route.source, route.noProxy = "HTTPS_PROXY", pc.NoProxy

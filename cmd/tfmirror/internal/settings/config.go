@@ -382,11 +382,9 @@ func (c Config) ValidateEngine() error {
 		switch shown := redactValue(c.UpstreamProxy); {
 		case err != nil || u.Host == "":
 			errs = append(errs, fmt.Errorf("--upstream-proxy %q: want a URL such as http://proxy.example.com:3128", shown))
-		case u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "socks5" && u.Scheme != "socks5h":
+		case !ProxyScheme(u.Scheme):
 			errs = append(errs, fmt.Errorf("--upstream-proxy %q: scheme must be http, https, socks5 or socks5h", shown))
-		case u.Path != "" && u.Path != "/" || u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
-			// Never meant: a "/", "?" or "#" of the password, not
-			// percent-encoded, ends the host there.
+		case BeyondAuthority(u):
 			errs = append(errs, fmt.Errorf(`--upstream-proxy %q: want SCHEME://[USER:PASSWORD@]HOST:PORT, without path, query or fragment; percent-encode a "/", "?" or "#" of the user or password (%%2F, %%3F, %%23)`, shown))
 		}
 	}
@@ -422,6 +420,23 @@ func checkSAN(n string) error {
 		}
 	}
 	return nil
+}
+
+// ProxyScheme says scheme is one of a proxy URL's that the origin
+// client speaks: http, https, socks5 or socks5h.
+func ProxyScheme(scheme string) bool {
+	switch scheme {
+	case "http", "https", "socks5", "socks5h":
+		return true
+	}
+	return false
+}
+
+// BeyondAuthority says u, a proxy URL, has a path other than "/", a
+// query or a fragment: never meant, but a "/", "?" or "#" of its
+// password not percent-encoded, which ends the host there.
+func BeyondAuthority(u *url.URL) bool {
+	return u.Path != "" && u.Path != "/" || u.RawQuery != "" || u.ForceQuery || u.Fragment != ""
 }
 
 // ParseTrustedProxies parses --trusted-proxies: each entry a CIDR
