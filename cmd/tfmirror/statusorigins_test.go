@@ -2,12 +2,10 @@ package main
 
 import (
 	"crypto/x509"
-	"encoding/json"
 	"strings"
 	"testing"
 
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
-	"github.com/tfmirror/tfmirror/v2/proxy"
 )
 
 // TestStatusOriginRows: a mirror that does not trust its origin's
@@ -20,26 +18,13 @@ func TestStatusOriginRows(t *testing.T) {
 	origin := newOrigin(t, fakeorigin.Options{})
 	origin.AddProvider("hashicorp", "random", []string{"3.6.0"}, []string{"linux_amd64"})
 
-	rows := func(tm *testMirror) []proxy.OriginHealth {
-		t.Helper()
-		_, body, err := tm.get("/?format=json")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var st proxy.Status
-		if err := json.Unmarshal(body, &st); err != nil {
-			t.Fatal(err)
-		}
-		return st.Origins
-	}
-
 	untrusting := startMirrorWith(t, origin, t.TempDir(), nil, &overrides{
 		dialContext: routeRegistryTo(origin), origin: fastRetries, rootCAs: x509.NewCertPool(),
 	}, "--insecure-http")
 	if resp, _, err := untrusting.get(tfRegistry + "/hashicorp/random/index.json"); err != nil || resp.StatusCode < 500 {
 		t.Fatalf("an untrusted origin: %v %v", resp, err)
 	}
-	got := rows(untrusting)
+	got := originRows(t, untrusting)
 	if len(got) != 1 || got[0].Host != tfRegistry || got[0].State != "failing" || got[0].LastError == nil ||
 		!strings.Contains(got[0].LastError.Cause, "certificate signed by unknown authority") || !strings.Contains(got[0].LastError.Cause, "origin_ca_file") ||
 		got[0].LastHour.Requests != 1 || got[0].LastHour.OriginFailures == 0 {
@@ -54,7 +39,7 @@ func TestStatusOriginRows(t *testing.T) {
 		}
 		tm.idle()
 	}
-	got = rows(tm)
+	got = originRows(t, tm)
 	if len(got) != 1 || got[0].State != "ok" || got[0].Breaker != "closed" || got[0].LastSuccess.IsZero() || got[0].LastError != nil ||
 		got[0].LastHour.Requests != 2 || got[0].LastHour.Downloads != 2 || got[0].LastHour.CacheHits != 1 || got[0].LastHour.OriginRequests == 0 {
 		t.Errorf("row of a trusted origin: %+v", got)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 
@@ -22,18 +21,11 @@ func TestStatusOriginRowFailingVerification(t *testing.T) {
 
 	row := func() proxy.OriginHealth {
 		t.Helper()
-		_, body, err := tm.get("/?format=json")
-		if err != nil {
-			t.Fatal(err)
+		rows := originRows(t, tm)
+		if len(rows) != 1 {
+			t.Fatalf("origin rows: %+v", rows)
 		}
-		var st proxy.Status
-		if err := json.Unmarshal(body, &st); err != nil {
-			t.Fatal(err)
-		}
-		if len(st.Origins) != 1 {
-			t.Fatalf("origin rows: %+v", st.Origins)
-		}
-		return st.Origins[0]
+		return rows[0]
 	}
 
 	// A signature by another key than the one advertised.
