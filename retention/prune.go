@@ -162,19 +162,23 @@ func plan(hs []*held, removed map[*held]string) []Removal {
 // prereleases newer than the oldest kept stay too; none goes while fewer
 // than k are served.
 func (r *Retainer) beyondNewest(g []*held, k int) []*held {
-	served := func(h *held) bool {
-		return r.cfg.Refused == nil || !r.cfg.Refused(h.Kind, h.Address, h.Raw)
-	}
-	keep := map[*held]bool{}
-	for _, pre := range []bool{false, true} {
-		for _, h := range g {
-			if len(keep) < k && served(h) && (h.Version.Prerelease != "") == pre {
-				keep[h] = true
-			}
+	var releases, prereleases []*held // served, newest first
+	for _, h := range g {
+		switch {
+		case r.cfg.Refused != nil && r.cfg.Refused(h.Kind, h.Address, h.Raw):
+		case h.Version.Prerelease != "":
+			prereleases = append(prereleases, h)
+		default:
+			releases = append(releases, h)
 		}
 	}
-	if len(keep) < k {
+	kept := slices.Concat(releases, prereleases)
+	if len(kept) < k {
 		return nil
+	}
+	keep := map[*held]bool{}
+	for _, h := range kept[:k] {
+		keep[h] = true
 	}
 	oldest := 0 // the place of the oldest kept
 	for i, h := range g {
