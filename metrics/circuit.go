@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -59,4 +60,34 @@ func (g *circuitGauge) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, v, o)
 	}
+}
+
+// breakerGauge is a gauge of one breaker without labels
+// (tfmirror_shared_store_down): read at scrape time from state when set,
+// else the last that set said.
+type breakerGauge struct {
+	desc  *prometheus.Desc
+	state func() bool // nil: the last set
+	told  atomic.Bool
+}
+
+func newBreakerGauge(opts prometheus.GaugeOpts, state func() bool) *breakerGauge {
+	return &breakerGauge{desc: prometheus.NewDesc(opts.Name, opts.Help, nil, nil), state: state}
+}
+
+// set records what the breaker told.
+func (g *breakerGauge) set(open bool) { g.told.Store(open) }
+
+func (g *breakerGauge) Describe(ch chan<- *prometheus.Desc) { ch <- g.desc }
+
+func (g *breakerGauge) Collect(ch chan<- prometheus.Metric) {
+	open := g.told.Load()
+	if g.state != nil {
+		open = g.state()
+	}
+	v := 0.0
+	if open {
+		v = 1
+	}
+	ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, v)
 }

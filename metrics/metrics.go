@@ -83,7 +83,7 @@ type Metrics struct {
 	notFoundEntries *prometheus.GaugeVec
 	sharedReqs      *prometheus.CounterVec
 	sharedDur       *prometheus.HistogramVec
-	sharedDown      prometheus.Gauge
+	sharedDown      *breakerGauge
 	// sharedConditional: 1 honoured, 0 ignored, -1 not probed.
 	sharedConditional prometheus.Gauge
 	sharedRejected    *prometheus.CounterVec
@@ -268,7 +268,7 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 			Name: "tfmirror_shared_store_request_duration_seconds", Help: "Duration of calls to the shared store, archive bodies excluded but uploads included, by operation.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 4, 8),
 		}, []string{"operation"}),
-		sharedDown: prometheus.NewGauge(sharedDownOpts),
+		sharedDown: newBreakerGauge(sharedDownOpts, opts.SharedDown),
 		sharedConditional: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "tfmirror_shared_store_conditional_writes", Help: "1 when the shared store was found to honour conditional writes (If-None-Match, If-Match), 0 when it ignores them (replicas then do not coordinate origin downloads through it), -1 before it was probed.",
 		}),
@@ -308,22 +308,13 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 	})
 	maxBytes.Set(float64(opts.MaxBytes))
 
-	var sharedDown prometheus.Collector = m.sharedDown
-	if opts.SharedDown != nil {
-		sharedDown = prometheus.NewGaugeFunc(sharedDownOpts, func() float64 {
-			if opts.SharedDown() {
-				return 1
-			}
-			return 0
-		})
-	}
 	cs := []prometheus.Collector{
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		build, maxBytes,
 		m.httpRequests, m.httpAborted, m.httpDuration, m.httpBytes, m.cacheHits, m.cacheMisses, m.evictions,
 		m.writeErrors, m.damagedReads, m.ociWrongSize, m.originReqs, m.originDur, m.originBytes, m.inflight, m.waiting, m.coalesced,
-		m.verifyFails, m.stale, m.circuitOpen, m.lastSuccess, m.notFoundCached, m.notFoundEntries, m.sharedReqs, m.sharedDur, sharedDown, m.sharedConditional, m.sharedRejected, m.syncPackages, m.syncBytes,
+		m.verifyFails, m.stale, m.circuitOpen, m.lastSuccess, m.notFoundCached, m.notFoundEntries, m.sharedReqs, m.sharedDur, m.sharedDown, m.sharedConditional, m.sharedRejected, m.syncPackages, m.syncBytes,
 		m.airGapPkgs["import"], m.airGapBytes["import"], m.airGapPkgs["export"], m.airGapBytes["export"],
 	}
 	cs = append(cs, m.modules.collectors()...)
@@ -612,9 +603,5 @@ var sharedDownOpts = prometheus.GaugeOpts{
 // or closed (Options.SharedDown, when set, says at scrape time which it
 // is now).
 func (m *Metrics) SharedStoreDown(down bool) {
-	v := 0.0
-	if down {
-		v = 1
-	}
-	m.sharedDown.Set(v)
+	m.sharedDown.set(down)
 }
