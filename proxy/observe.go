@@ -434,6 +434,10 @@ type HealthSource struct {
 	// Now is the clock of Readyz's checks (the status page uses its
 	// server's). Default time.Now.
 	Now func() time.Time
+	// Log is where a check that finds the cache not writable is
+	// logged, once per check (not once per probe, scrape or page view
+	// that reads it). Default: not logged.
+	Log *slog.Logger
 	// Stopping, once set, has Readyz answer 503 whatever the checks
 	// say: the mirror is shutting down and goes on serving only while
 	// a load balancer takes it out (--shutdown-delay).
@@ -455,12 +459,12 @@ type healthMemo struct {
 }
 
 // check returns the state at now: the last check while it is younger than
-// HealthTTL, else a new one (fresh is then true). A cache that says,
+// HealthTTL, else a new one. A cache that says,
 // without a write, that it has stopped writing (below the disk reserve,
 // say) is shown at once, not a second later.
-func (src *HealthSource) check(now time.Time) (h Health, fresh bool) {
+func (src *HealthSource) check(now time.Time) Health {
 	if src == nil || src.Store == nil {
-		return Health{}, false
+		return Health{}
 	}
 	m := &src.memo
 	m.mu.Lock()
@@ -472,16 +476,31 @@ func (src *HealthSource) check(now time.Time) (h Health, fresh bool) {
 	}
 	if !valid {
 		m.h, m.at = src.Check(), now
-		return m.h, true
+		src.logFailure(m.h.cacheErr)
 	}
-	return m.h, false
+	return m.h
+}
+
+// logFailure logs why a check found the cache not writable. Whoever asked
+// first (a probe, a scrape, a page view), the failure is logged once per
+// check.
+func (src *HealthSource) logFailure(err error) {
+	if err == nil || src.Log == nil {
+		return
+	}
+	if errors.Is(err, cache.ErrNotWritable) {
+		// The cache logged when it stopped writing; not once a check.
+		src.Log.Debug("readiness check failed", "error", err)
+		return
+	}
+	src.Log.Error("readiness check failed", "error", err)
 }
 
 // CacheWritable reports whether Readyz's check finds that the cache takes
 // writes: the same check, its answer shared for HealthTTL, so that what
 // reads it (tfmirror_cache_writable) and /readyz never disagree.
 func (src *HealthSource) CacheWritable() bool {
-	h, _ := src.check(src.now())
+	h := src.check(src.now())
 	return h.Cache == HealthCacheWritable
 }
 
@@ -592,23 +611,16 @@ func (src *HealthSource) stoppedWriting() bool {
 // the answer is a 200 {"status": "degraded", "shared_store": why}. src is
 // the status page's health source too, and its answers are shared with
 // the page's for HealthTTL: a probe costs the cache nothing but a memory
-// read, however many come at once.
-func Readyz(src *HealthSource, log *slog.Logger) http.HandlerFunc {
+// read, however many come at once. A failed check is logged by src (its
+// Log), whichever reader ran it.
+func Readyz(src *HealthSource) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if src != nil && src.Stopping.Load() {
 			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "shutting_down"})
 			return
 		}
-		h, fresh := src.check(src.now())
-		if err := h.cacheErr; err != nil {
-			if fresh {
-				if errors.Is(err, cache.ErrNotWritable) {
-					// The cache logged when it stopped writing; not once a probe.
-					log.Debug("readiness check failed", "error", err)
-				} else {
-					log.Error("readiness check failed", "error", err)
-				}
-			}
+		h := src.check(src.now())
+		if h.cacheErr != nil {
 			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable",
 				"error": "cache is not writable", "reason": h.CacheError})
 			return

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -42,7 +43,6 @@ func (p pinger) Ping() error { return p.err }
 // is not ready, whatever the shared store says.
 func TestReadyzSharedStore(t *testing.T) {
 	t.Parallel()
-	log := slog.New(slog.DiscardHandler)
 	down := func() error { return errors.New("shared store unavailable: connection refused") }
 	tests := []struct {
 		name       string
@@ -50,10 +50,10 @@ func TestReadyzSharedStore(t *testing.T) {
 		wantCode   int
 		wantStatus string
 	}{
-		{"no shared store", Readyz(&HealthSource{Store: pinger{}}, log), 200, "ok"},
-		{"shared store up", Readyz(&HealthSource{Store: pinger{}, SharedDown: func() error { return nil }}, log), 200, "ok"},
-		{"shared store down", Readyz(&HealthSource{Store: pinger{}, SharedDown: down}, log), 200, "degraded"},
-		{"cache not writable", Readyz(&HealthSource{Store: pinger{err: errors.New("disk full")}, SharedDown: down}, log), 503, "unavailable"},
+		{"no shared store", Readyz(&HealthSource{Store: pinger{}}), 200, "ok"},
+		{"shared store up", Readyz(&HealthSource{Store: pinger{}, SharedDown: func() error { return nil }}), 200, "ok"},
+		{"shared store down", Readyz(&HealthSource{Store: pinger{}, SharedDown: down}), 200, "degraded"},
+		{"cache not writable", Readyz(&HealthSource{Store: pinger{err: errors.New("disk full")}, SharedDown: down}), 503, "unavailable"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -88,7 +88,7 @@ func TestReadyzConcurrentProbes(t *testing.T) {
 	store := &realPinger{Store: enginetest.OpenStore(t, t.TempDir(), cache.Options{})}
 	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
 	src := &HealthSource{Store: store, Now: func() time.Time { return now }}
-	srv := httptest.NewServer(Readyz(src, slog.New(slog.DiscardHandler)))
+	srv := httptest.NewServer(Readyz(src))
 	defer srv.Close()
 	client := srv.Client()
 	var wg sync.WaitGroup
@@ -146,7 +146,7 @@ func TestHealthNamesNoPath(t *testing.T) {
 			defer s.Close()
 			src := &HealthSource{Store: s}
 			rec := httptest.NewRecorder()
-			Readyz(src, slog.New(slog.DiscardHandler)).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+			Readyz(src).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
 			h := src.Check()
 			if rec.Code != http.StatusServiceUnavailable || h.Cache != HealthCacheNotWritable {
 				t.Fatalf("readyz %d %s, health %+v: want the cache not writable", rec.Code, rec.Body, h)
@@ -160,5 +160,43 @@ func TestHealthNamesNoPath(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A cache whose test write fails is logged once per check, whoever ran the
+// check: a metrics scrape that reads it first (CacheWritable) logs it, and
+// /readyz within HealthTTL, answering from that check, does not log it
+// again; the next check logs it again.
+func TestFailedCheckLoggedWhoeverRanIt(t *testing.T) {
+	t.Parallel()
+	var logged bytes.Buffer
+	var mu sync.Mutex
+	log := slog.New(slog.NewTextHandler(lockedWriter{&mu, &logged}, nil))
+	now := time.Date(2026, 12, 2, 5, 0, 0, 0, time.UTC)
+	src := &HealthSource{Store: pinger{err: errors.New("write 000012.vlog: input/output error")},
+		Now: func() time.Time { return now }, Log: log}
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Count(logged.String(), "readiness check failed")
+	}
+	if src.CacheWritable() {
+		t.Fatal("a cache whose test write fails reads as writable")
+	}
+	if n := count(); n != 1 {
+		t.Fatalf("the scrape's check logged %d failures, want 1:\n%s", n, logged.String())
+	}
+	rec := httptest.NewRecorder()
+	Readyz(src)(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+	if rec.Code != http.StatusServiceUnavailable {
+		t.Fatalf("/readyz %d, want 503", rec.Code)
+	}
+	if n := count(); n != 1 {
+		t.Errorf("/readyz answering from the same check logged again: %d failures logged", n)
+	}
+	now = now.Add(HealthTTL)
+	Readyz(src)(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/readyz", nil))
+	if n := count(); n != 2 {
+		t.Errorf("the next check logged %d failures in all, want 2", n)
 	}
 }

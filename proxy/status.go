@@ -365,7 +365,7 @@ func (s *statusPage) status(r *http.Request) (*Status, error) {
 	}
 	s.hostBlocks(st, ecfg.AllowedOrigins)
 	st.Archives, st.Bytes = s.engine.Stats()
-	st.Health, _ = s.cfg.Health.check(s.cfg.Now())
+	st.Health = s.cfg.Health.check(s.cfg.Now())
 	st.Health.Offline = ecfg.Offline
 	if s.cfg.Health != nil {
 		n := s.cfg.Health.Store.DamagedArchives()

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"errors"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -180,7 +179,7 @@ func TestStatusHealthErrorNamesNoFile(t *testing.T) {
 		}
 	}
 	rec := httptest.NewRecorder()
-	Readyz(health, slog.New(slog.DiscardHandler))(rec, httptest.NewRequest("GET", "/readyz", nil))
+	Readyz(health)(rec, httptest.NewRequest("GET", "/readyz", nil))
 	if rec.Code != http.StatusServiceUnavailable || strings.Contains(rec.Body.String(), file) {
 		t.Errorf("/readyz: %d %s; want 503 naming no file", rec.Code, rec.Body)
 	}

@@ -204,7 +204,7 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 		return nil, err
 	}
 	// One source of the mirror's own state, for /readyz and the status page.
-	health := &proxy.HealthSource{Store: m.store}
+	health := &proxy.HealthSource{Store: m.store, Log: logger}
 	m.health = health
 	if m.shared != nil {
 		health.SharedDown = m.shared.Health
@@ -276,7 +276,7 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 	}
 	router := m.proxy.Router()
 	router.HandleFunc("/healthz", proxy.Healthz).Methods(http.MethodGet, http.MethodHead)
-	router.Handle("/readyz", proxy.Readyz(health, logger)).Methods(http.MethodGet, http.MethodHead)
+	router.Handle("/readyz", proxy.Readyz(health)).Methods(http.MethodGet, http.MethodHead)
 	router.Handle("/metrics", m.metrics.Handler()).Methods(http.MethodGet, http.MethodHead)
 	// The server, not its router: it answers warm documents before routing.
 	m.handler = proxy.Instrument(m.origins.Count(m.proxy), logger, m.metrics)
