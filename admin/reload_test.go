@@ -26,7 +26,7 @@ func TestReload(t *testing.T) {
 			Settings: []SettingChange{{Name: "log-level", Attribute: "log_level", Old: "info", New: "debug"}},
 			Parts:    []PartChange{{Name: "policy", Added: []string{`deny "h/acme/*"`}}}}, nil
 	}})
-	dataDir, post := socket(t, a)
+	dataDir, _ := socket(t, a)
 	c, err := Dial(context.Background(), dataDir)
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +44,7 @@ func TestReload(t *testing.T) {
 		t.Errorf("refused reload: %v", err)
 	}
 
-	_, post = socket(t, h.newAPI(t, nil, nil, Options{}))
+	_, post := socket(t, h.newAPI(t, nil, nil, Options{}))
 	if status, body := post("/v1/reload", "{}"); status != http.StatusConflict || !strings.Contains(string(body), "no configuration to reload") {
 		t.Errorf("reload without Options.Reload: %d %s", status, body)
 	}

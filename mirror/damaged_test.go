@@ -149,7 +149,6 @@ func TestDamagedArchiveStaysRefusedAfterRestart(t *testing.T) {
 	// and kept.
 	h.origin.SetDown(http.StatusServiceUnavailable)
 	h.start(opts)
-	hits := h.origin.Hits(fakeorigin.Archive)
 	a := h.read(t.Context(), "1.0.0", platforms[0])
 	if a.err == nil || a.opened {
 		t.Fatalf("after a restart, with the origin down: opened %v, %d bytes (equal: %v), %v; want the archive refused before it is opened",
@@ -174,7 +173,7 @@ func TestDamagedArchiveStaysRefusedAfterRestart(t *testing.T) {
 	// Restarted with the origin back: fetched again, whole.
 	h.origin.SetDown(0)
 	h.start(opts)
-	hits = h.origin.Hits(fakeorigin.Archive)
+	hits := h.origin.Hits(fakeorigin.Archive)
 	a = h.read(t.Context(), "1.0.0", platforms[0])
 	if a.err != nil || !bytes.Equal(a.body, want) || a.source != records.Miss {
 		t.Fatalf("after a restart, with the origin up: %v, %v, %d bytes (equal: %v); want it fetched again whole",

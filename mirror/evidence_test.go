@@ -430,14 +430,14 @@ func TestEvidenceRefusesTamperedCache(t *testing.T) {
 			h.engine.memo.Forget(key) // as after a restart
 			h.origin.ResetHits()
 
-			ev, err := h.engine.Evidence(t.Context(), h.provider(), v, pls)
+			_, err = h.engine.Evidence(t.Context(), h.provider(), v, pls)
 			if !errors.Is(err, verify.ErrIntegrity) {
 				t.Fatalf("Evidence of a tampered record: %v; want an integrity error", err)
 			}
 			if _, err := h.store.GetMeta(key, &records.PackageRecord{}); !errors.Is(err, cache.ErrNotFound) {
 				t.Fatalf("the tampered record is still cached: %v", err)
 			}
-			ev, err = h.engine.Evidence(t.Context(), h.provider(), v, pls)
+			ev, err := h.engine.Evidence(t.Context(), h.provider(), v, pls)
 			if err != nil {
 				t.Fatalf("Evidence after the drop: %v", err)
 			}
