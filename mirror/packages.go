@@ -162,6 +162,9 @@ func (s *providerRecords) packageFor(ctx context.Context, k records.VersionKeys,
 		res, err := s.life.Coalesce(ctx, "package", k.Package, func(ctx context.Context) (any, error) {
 			return s.fetchPackage(ctx, k, need, entry, read)
 		})
+		if errors.Is(err, lifetime.ErrWritten) && ctx.Err() == nil {
+			continue // an import's write given up before its turn: go again
+		}
 		if err != nil {
 			if !haveCached || ctx.Err() != nil {
 				return nil, false, err

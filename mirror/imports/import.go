@@ -492,9 +492,7 @@ func (s *Importer) sumArchive(ctx context.Context, pkg Package) (string, error) 
 func (s *Importer) storeImported(ctx context.Context, p addrs.Provider, v versions.Version, in Imported, archives []records.ArchiveRecord, provenance records.Provenance) error {
 	key := records.PackageKey(p, v)
 	for range maxRounds {
-		ran := false
-		_, err := s.parts.Life.Coalesce(ctx, "package", key, func(context.Context) (any, error) {
-			ran = true
+		_, ran, err := s.parts.Life.CoalesceWrite(ctx, "package", key, func(context.Context) (any, error) {
 			rec, ok := s.parts.Records.CachedPackage(p, v)
 			var withheld *records.PackageRecord
 			if ok && s.setAside(p, rec, in) {

@@ -137,19 +137,17 @@ const writeRounds = 32
 // most, then ErrKeptFetching), so that write reads what the fetch
 // stored, never has its own stored over; the callers of a fetch that
 // join the write are given ErrWritten. It returns write's error, or why
-// write did not run (ctx done, the lifetime stopped: records.ErrShutDown).
+// write did not run (ctx done, the lifetime stopped: records.ErrShutDown);
+// see CoalesceWrite.
 func (l *Lifetime) WriteInTurn(ctx context.Context, kind, key string, write func(context.Context) error) error {
 	for range writeRounds {
-		// ran: write ran, and werr is its error.
-		var ran atomic.Bool
 		var werr error
-		_, err := l.Coalesce(ctx, kind, key, func(ctx context.Context) (any, error) {
+		_, ran, err := l.CoalesceWrite(ctx, kind, key, func(ctx context.Context) (any, error) {
 			werr = write(ctx)
-			ran.Store(true)
 			return nil, ErrWritten
 		})
 		switch {
-		case ran.Load():
+		case ran:
 			return werr
 		case errors.Is(err, records.ErrShutDown) || ctx.Err() != nil:
 			return err
@@ -157,6 +155,53 @@ func (l *Lifetime) WriteInTurn(ctx context.Context, kind, key string, write func
 		// A fetch was under way: go again, on what it stored.
 	}
 	return ErrKeptFetching
+}
+
+// CoalesceWrite is Coalesce for write, a write of the record under key
+// in turn with the fetches of it: ran says write ran, and val and err
+// are then its own (what the callers that joined it were given too);
+// else they are those of the fetch under way that the caller joined, or
+// why it did not (ctx done, the lifetime stopped). A caller whose ctx
+// ends never leaves write behind it: once write began, it waits for its
+// end (within the lifetime's timeout) and returns its outcome; before,
+// write is given up and never runs, and a caller that joined it is given
+// ErrWritten. So the caller that is told write did not run (an import
+// that then ends, and lets go of the import lock) finds nothing written
+// after it.
+func (l *Lifetime) CoalesceWrite(ctx context.Context, kind, key string, write func(context.Context) (any, error)) (val any, ran bool, err error) {
+	const (
+		pending = iota
+		running
+		givenUp
+	)
+	var mu sync.Mutex
+	state := pending
+	done := make(chan struct{})
+	var wval any
+	var werr error
+	res, err := l.Coalesce(ctx, kind, key, func(ctx context.Context) (any, error) {
+		mu.Lock()
+		if state == givenUp {
+			mu.Unlock()
+			return nil, ErrWritten
+		}
+		state = running
+		mu.Unlock()
+		defer close(done)
+		wval, werr = write(ctx)
+		return wval, werr
+	})
+	mu.Lock()
+	if state == pending {
+		state = givenUp // joined another's work, or gone before write's turn
+	}
+	began := state == running
+	mu.Unlock()
+	if began {
+		<-done
+		return wval, true, werr
+	}
+	return res, false, err
 }
 
 // StaleMessage is the log line of a cached copy of what (a version list)
@@ -339,6 +384,13 @@ func (t *tasks) wait(ctx context.Context) error {
 	t.mu.Lock()
 	idle := t.idle
 	t.mu.Unlock()
+	// Idle first: a select with ctx done too picks either at random, and
+	// a lifetime with no work would be waited for in vain every other time.
+	select {
+	case <-idle:
+		return nil
+	default:
+	}
 	select {
 	case <-idle:
 		return nil

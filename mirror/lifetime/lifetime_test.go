@@ -224,3 +224,92 @@ func TestWaitCountsWorkNotYetBegun(t *testing.T) {
 		t.Errorf("%d works ran, want 100", n)
 	}
 }
+
+// WriteInTurn returns write's error when write ran, and why it did not
+// run otherwise: never a caller's context that ended while write ran, or
+// before its turn came, with write then run anyway. An import cut off
+// then (its client gone, the shutdown's deadline) ended, let go of the
+// import lock and told retention so, while its record was still to be
+// written.
+func TestWriteInTurnOutcomeIsTheWrites(t *testing.T) {
+	t.Run("ends while write runs", func(t *testing.T) {
+		l := New(time.Minute, nil)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		started, proceed := make(chan struct{}), make(chan struct{})
+		var wrote atomic.Bool
+		res := make(chan error, 1)
+		go func() {
+			res <- l.WriteInTurn(ctx, "versions", "k", func(context.Context) error {
+				close(started)
+				<-proceed
+				wrote.Store(true)
+				return nil
+			})
+		}()
+		<-started
+		cancel()
+		// Whether WriteInTurn returned already or still waits, the write
+		// goes on to its end.
+		select {
+		case err := <-res:
+			close(proceed)
+			t.Fatalf("WriteInTurn returned %v while its write ran (then wrote: %v)", err, waitWrote(l, &wrote))
+		case <-time.After(50 * time.Millisecond):
+		}
+		close(proceed)
+		if err := <-res; err != nil || !wrote.Load() {
+			t.Errorf("WriteInTurn: %v, wrote %v; want nil once its write succeeded", err, wrote.Load())
+		}
+	})
+	t.Run("ends before its turn", func(t *testing.T) {
+		l := New(time.Minute, nil)
+		gone, cancel := context.WithCancel(t.Context())
+		cancel()
+		for i := range 50 {
+			var wrote atomic.Bool
+			err := l.WriteInTurn(gone, "versions", fmt.Sprint("k", i), func(context.Context) error {
+				wrote.Store(true)
+				return nil
+			})
+			if w := waitWrote(l, &wrote); (err == nil) != w {
+				t.Fatalf("WriteInTurn: %v, and its write ran: %v", err, w)
+			}
+		}
+	})
+}
+
+// waitWrote waits for the work of l under way to end, and says whether
+// a write ran.
+func waitWrote(l *Lifetime, wrote *atomic.Bool) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	l.Wait(ctx)
+	return wrote.Load()
+}
+
+// Wait on a lifetime with no work under way says so, also once ctx is
+// done: the engine's shutdown, its deadline passed (requests cut off
+// there, their archives closed since), logged that archive downloads
+// still running at the deadline were cancelled, when none was, every
+// other time.
+func TestWaitIdleOnceCtxDone(t *testing.T) {
+	l := New(time.Minute, nil)
+	done, cancel := context.WithCancel(t.Context())
+	cancel()
+	for i := range 64 {
+		if err := l.Wait(done); err != nil {
+			t.Fatalf("Wait %d with no work under way: %v", i, err)
+		}
+	}
+	if !l.StartWork() {
+		t.Fatal("StartWork refused")
+	}
+	if err := l.Wait(done); !errors.Is(err, context.Canceled) {
+		t.Errorf("Wait with work under way: %v, want context.Canceled", err)
+	}
+	l.EndWork()
+	if err := l.Wait(done); err != nil {
+		t.Errorf("Wait once the work ended: %v", err)
+	}
+}
