@@ -358,6 +358,9 @@ func TestConcurrentColdDownloadsOverTLS(t *testing.T) {
 }
 
 func TestMain(m *testing.M) {
+	if mode := os.Getenv(signalsChildEnv); mode != "" {
+		os.Exit(signalsChild(mode))
+	}
 	// Service discovery logs through the standard logger.
 	log.SetOutput(io.Discard)
 	code := m.Run()

@@ -53,6 +53,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "tfmirror serve: %v\n", err)
 			return 2
 		}
+		keepHangups()
 		ctx, hurry, stop := stopSignals()
 		defer stop()
 		if err := serve(ctx, hurry, e, reloadServeConfig(args[1:], os.LookupEnv), stderr); err != nil {
@@ -97,9 +98,23 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 }
 
+// keepHangups catches SIGHUP for the rest of the process, beyond the
+// time serve reloads on it: one that comes as serve stops (a
+// configuration manager's reload during a rollout) is dropped, where the
+// signal's default would end the process before the shutdown's last log
+// lines are written. It returns the channel it is caught on (buffered;
+// nothing need read it).
+func keepHangups() <-chan os.Signal {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	return hup
+}
+
 // stopSignals is how serve is stopped: the first SIGINT or SIGTERM ends
 // ctx (the graceful shutdown), the second closes hurry (the shutdown
-// waits no longer). stop lets go of the signals.
+// waits no longer) and gives the signals their default back, so that a
+// third ends the process at once should the shutdown not end (a cache
+// whose disk hangs), as kill -9 would. stop lets go of the signals.
 func stopSignals() (ctx context.Context, hurry <-chan struct{}, stop func()) {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
@@ -108,7 +123,7 @@ func stopSignals() (ctx context.Context, hurry <-chan struct{}, stop func()) {
 	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
-		for _, step := range []func(){cancel, func() { close(second) }} {
+		for _, step := range []func(){cancel, func() { signal.Stop(sigs); close(second) }} {
 			select {
 			case <-sigs:
 				step()
