@@ -202,10 +202,13 @@ func TestMeta(t *testing.T) {
 // disagrees with the others'.
 func skewed(d time.Duration) func() time.Time { return func() time.Time { return time.Now().Add(d) } }
 
-// openWith opens the test bucket with cfg's Holder, Now and LeaseTTL.
+// openWith opens the test bucket with cfg's Holder, Now and LeaseTTL, at
+// cfg's URL when it has one (the bucket's prefix, through a proxy).
 func openWith(t *testing.T, srv *s3test.Server, cfg sharedstore.Config) *sharedstore.Store {
 	t.Helper()
-	cfg.URL = srv.URL("tfm", "replicas/a")
+	if cfg.URL == "" {
+		cfg.URL = srv.URL("tfm", "replicas/a")
+	}
 	cfg.CallTimeout, cfg.BreakerThreshold, cfg.BreakerCooldown = 5*time.Second, 2, time.Minute
 	if cfg.Keys == nil {
 		cfg.Keys = testKeys(t)
@@ -280,7 +283,12 @@ func TestLease(t *testing.T) {
 
 // Of many replicas taking over one expired lease at once, one wins; their
 // clocks, an hour behind the store's, do not keep them from seeing it
-// expired.
+// expired. The lease lives a millisecond, and the store's answers to the
+// replicas are dated half a minute ahead (its clock, as that much
+// later): the store dates in whole seconds, and its Date header may lag
+// real time by a second or more, so that a lease expired by real time
+// may not be yet by the store's. The replicas' own leases live a minute,
+// so that the winner's is not expired by that clock.
 func TestLeaseTakeoverRace(t *testing.T) {
 	srv := startServer(t)
 	ctx := context.Background()
@@ -289,15 +297,11 @@ func TestLeaseTakeoverRace(t *testing.T) {
 	if l, err := dead.TryLease(ctx, sha); err != nil || l == nil {
 		t.Fatal(err)
 	}
-	// The store dates in whole seconds, and its Date header may lag
-	// real time by up to a second more (the server refreshes it once a
-	// second, later on a loaded machine): two seconds later the lease is
-	// expired by its clock.
-	time.Sleep(2100 * time.Millisecond)
+	later := srv.AheadURL(t, "tfm", "replicas/a", 30*time.Second)
 	var won atomic.Int32
 	var wg sync.WaitGroup
 	for i := range 8 {
-		s := openWith(t, srv, sharedstore.Config{Holder: string(rune('a' + i)), LeaseTTL: time.Minute, Now: skewed(-time.Hour)})
+		s := openWith(t, srv, sharedstore.Config{URL: later, Holder: string(rune('a' + i)), LeaseTTL: time.Minute, Now: skewed(-time.Hour)})
 		wg.Go(func() {
 			l, err := s.TryLease(ctx, sha)
 			if err != nil {

@@ -133,7 +133,13 @@ func TestModuleVersionsNotFoundOfOneSpellingIsNotAnothers(t *testing.T) {
 		_, _, err := h.Engine.Modules().ModuleVersions(ctx, other)
 		done <- err
 	}()
-	time.Sleep(100 * time.Millisecond) // the other spelling's request is at the origin
+	// The other spelling's request is at the origin, held there by its
+	// latency.
+	for deadline := time.Now().Add(time.Minute); o.Hits(fakeorigin.ModuleVersions) == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the other spelling's request did not reach the origin")
+		}
+	}
 	list, _, err := h.Engine.Modules().ModuleVersions(ctx, harness.Module)
 	if err != nil || !slices.Contains(list.Versions, "1.0.0") {
 		t.Errorf("versions of %s, as the registry spells it: %v, %v; want 1.0.0", harness.Module, list, err)

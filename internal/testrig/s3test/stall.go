@@ -114,3 +114,20 @@ func (b *stallingBody) Read(p []byte) (int, error) {
 	b.n -= int64(n)
 	return n, err
 }
+
+// AheadURL returns the --shared-store URL of bucket with prefix through
+// a proxy on loopback whose answers are dated ahead of the server's clock
+// (their Date header, when they have one): a store whose clock is ahead
+// by that much, as when that much time has passed for it. Everything
+// else passes through. The proxy stops when t ends.
+func (s *Server) AheadURL(t *testing.T, bucket, prefix string, ahead time.Duration) string {
+	t.Helper()
+	proxy := s.reverseProxy(t)
+	proxy.ModifyResponse = func(resp *http.Response) error {
+		if date, err := http.ParseTime(resp.Header.Get("Date")); err == nil {
+			resp.Header.Set("Date", date.Add(ahead).UTC().Format(http.TimeFormat))
+		}
+		return nil
+	}
+	return s.proxyURL(t, bucket, prefix, proxy)
+}
