@@ -111,7 +111,11 @@ func (s *Store) Shutdown(ctx context.Context) error {
 		select {
 		case <-drained:
 		case <-ctx.Done():
-			abandoned = fmt.Errorf("cache: closed with %d archive writers still open: %w", s.writers.open(), context.Cause(ctx))
+			// With the writers' end ready too, the select picks either at
+			// random: writers all closed by now are not abandoned.
+			if n := s.writers.open(); n > 0 {
+				abandoned = fmt.Errorf("cache: closed with %d archive writers still open: %w", n, context.Cause(ctx))
+			}
 		}
 	}
 	return errors.Join(abandoned, s.closeDB())

@@ -274,3 +274,26 @@ func TestCloseLeavesNoL0Tables(t *testing.T) {
 		t.Error("no tables at all: the documents were not flushed at Close")
 	}
 }
+
+// A Shutdown whose writers all closed by the time it waits returns clean,
+// even with its ctx done too: the writers' end is looked at first, as a
+// select with both ready picks either at random. Before, every other such
+// Shutdown failed with "closed with 0 archive writers still open".
+func TestShutdownDrainedBeatsDoneContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := range 20 {
+		s, err := Open(Options{InMemory: true, ChunkSize: testChunk})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := s.NewBlobWriter(shaOf([]byte(fmt.Sprint(i))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.hooks.shutdownWaits = func() { w.Close() } // the last writer closes as Shutdown begins to wait
+		if err := s.Shutdown(ctx); err != nil {
+			t.Fatalf("round %d: Shutdown with no writer left open, its ctx done: %v", i, err)
+		}
+	}
+}
