@@ -119,8 +119,9 @@ type Config struct {
 	// downloads, in the spirit of curl's --speed-limit and --speed-time: a
 	// download that receives fewer than MinSpeed bytes per second on
 	// average over a window of MinSpeedWindow is aborted as a timeout
-	// (OriginError.Timeout). Windows follow each other from when the body
-	// starts, in wall time. It catches origins that drip bytes just often
+	// (OriginError.Timeout). Windows follow each other from the first
+	// read, in the time the reads wait for the origin (not the caller's
+	// between them: a slow local disk is not a slow origin). It catches origins that drip bytes just often
 	// enough to never trip IdleTimeout. Defaults 1024 (1 KiB/s) and 30s; a
 	// negative value of either disables the limit.
 	MinSpeed       int64

@@ -251,9 +251,13 @@ func (b *archiveBody) Read(p []byte) (int, error) {
 	if room := b.max - b.n + 1; int64(len(p)) > room {
 		p = p[:room]
 	}
+	// The low-speed limit counts only the time spent waiting for the
+	// origin's bytes, not the caller's between reads (a slow local disk).
+	b.speed.Resume()
 	b.timer.Reset(b.idle)
 	n, err := b.body.Read(p)
 	b.timer.Stop()
+	b.speed.Pause()
 	if b.n+int64(n) > b.max {
 		n = int(b.max - b.n)
 		b.n = b.max
@@ -301,9 +305,12 @@ func (b *archiveBody) Close() error {
 }
 
 // startSpeedCheck starts the low-speed limit of a download whose request
-// cancel ends, a timeout as the cause; nil when the limit is off.
+// cancel ends, a timeout as the cause, paused until the first read; nil
+// when the limit is off.
 func (dl *downloads) startSpeedCheck(cancel context.CancelCauseFunc) *lowspeed.Check {
 	cause := &timeoutError{msg: fmt.Sprintf("fewer than %d bytes received in %s (low-speed limit %d bytes/s)",
 		lowspeed.MinBytes(dl.minSpeed, dl.minSpeedWindow), dl.minSpeedWindow, dl.minSpeed)}
-	return lowspeed.Start(dl.minSpeed, dl.minSpeedWindow, func() { cancel(cause) })
+	c := lowspeed.Start(dl.minSpeed, dl.minSpeedWindow, func() { cancel(cause) })
+	c.Pause()
+	return c
 }

@@ -539,3 +539,46 @@ func TestSourceOverArchiveLimitNamesSetting(t *testing.T) {
 		}
 	}
 }
+
+// The low-speed limit counts only the time spent waiting for the origin's
+// bytes: a caller that holds the body (its copy into the local cache
+// blocked on a slow or full disk) for several windows, before its first
+// read and between two, reads the whole archive, and the download is a
+// success. Before, the windows ran on while the caller was away, and the
+// download failed as an origin timeout while the origin was fine.
+func TestOpenArchiveLowSpeedReaderHeld(t *testing.T) {
+	data := bytes.Repeat([]byte{'z'}, 20000)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/fast.zip", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", strconv.Itoa(len(data)))
+		w.Write(data)
+	})
+	s := newTestServer(t, mux)
+	const window = 200 * time.Millisecond
+	obs := &outcomeLog{}
+	c := newTestClient(t, s, func(cfg *Config) {
+		cfg.IdleTimeout = time.Minute // never the reason here
+		cfg.MinSpeed = 1000           // 200 bytes a window
+		cfg.MinSpeedWindow = window
+		cfg.Observer = obs
+	})
+	body, _, err := c.OpenArchive(context.Background(), testProvider(s), s.url("/fast.zip"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer body.Close()
+	time.Sleep(3 * window) // the caller not reading yet
+	first := make([]byte, 100)
+	if _, err := io.ReadFull(body, first); err != nil {
+		t.Fatalf("the first read, 3 windows after the open: %v", err)
+	}
+	time.Sleep(3 * window) // the caller's local write, blocked
+	rest, err := io.ReadAll(body)
+	if err != nil || len(first)+len(rest) != len(data) {
+		t.Fatalf("read %d bytes, err %v; want the whole body of a caller held for 3 windows", len(first)+len(rest), err)
+	}
+	body.Close()
+	if o := obs.get(); len(o) != 1 || o[0] != "success" {
+		t.Fatalf("outcomes %v, want [success]", o)
+	}
+}

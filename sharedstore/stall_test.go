@@ -140,3 +140,49 @@ func TestSlowAnswersOpenTheBreaker(t *testing.T) {
 		})
 	}
 }
+
+// The low-speed limit counts only the time the reader waits for the
+// store's bytes: a reader that holds the body between reads (its copy
+// into the local cache blocked on a slow or full disk) for several call
+// timeouts reads the rest of it as it comes, and the store is not blamed.
+// Before, the limit's windows ran on while the reader was away, and the
+// body failed as a stalled store, opening the breaker (every replica's
+// readers then saw the store down) while the store was fine.
+func TestArchiveBodyReaderHeldNotBlamed(t *testing.T) {
+	srv := startServer(t)
+	const callTimeout = 500 * time.Millisecond
+	obs := &observer{}
+	s, err := sharedstore.Open(context.Background(), sharedstore.Config{URL: srv.URL("tfm", "replicas/a"), Holder: "a", Keys: testKeys(t),
+		CallTimeout: callTimeout, SlowCall: -1, MinSpeed: 16 << 10, BreakerThreshold: 1, BreakerCooldown: time.Minute, Observer: obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := bytes.Repeat([]byte("provider archive "), 100000)
+	sha := shaOf(data)
+	if err := s.PutArchive(context.Background(), sha, bytes.NewReader(data), int64(len(data))); err != nil {
+		t.Fatal(err)
+	}
+	body, _, err := s.OpenArchive(context.Background(), sha)
+	if err != nil || body == nil {
+		t.Fatalf("open: %v, %v", body != nil, err)
+	}
+	defer body.Close()
+	first := make([]byte, 1<<10)
+	if _, err := io.ReadFull(body, first); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(4 * callTimeout) // the reader's local write, blocked for four windows of the limit
+	rest, err := io.ReadAll(body)
+	if err != nil {
+		t.Fatalf("a body whose reader was away for 4 call timeouts: %v", err)
+	}
+	if !bytes.Equal(append(first, rest...), data) {
+		t.Fatalf("read %d bytes, not the %d stored", len(first)+len(rest), len(data))
+	}
+	if err := s.Status(); err != nil {
+		t.Errorf("the store after a reader held its body: %v, want available", err)
+	}
+	if obs.down.Load() {
+		t.Error("tfmirror_shared_store_down set by a reader that held its body")
+	}
+}

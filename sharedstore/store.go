@@ -85,7 +85,8 @@ type Config struct {
 	CallTimeout time.Duration
 	// MinSpeed is the low-speed limit of an archive's body, in bytes per
 	// second: a body that averages fewer over a CallTimeout (counted
-	// from its first read) fails as a store gone silent does. Default
+	// from its first read, in the time its reads wait for the store, not
+	// the reader's between them) fails as a store gone silent does. Default
 	// 1 KiB; negative: no limit.
 	MinSpeed int64
 	// BreakerThreshold is how many failed calls in a row open the breaker.
@@ -504,7 +505,7 @@ func (e *stallError) Error() string {
 
 // body is an object's body whose every read gets a byte within the call
 // timeout, and which gets Config.MinSpeed bytes a second over each call
-// timeout from its first read, or fails with a *stallError. Read calls
+// timeout spent in its reads, or fails with a *stallError. Read calls
 // must not overlap each other.
 type body struct {
 	io.ReadCloser
@@ -526,9 +527,13 @@ func (b *body) Read(p []byte) (int, error) {
 		b.read = true
 		b.speed.Store(b.startSpeed())
 	}
+	// The limit counts only the time spent waiting for the store's
+	// bytes, not the reader's between reads (a slow local disk).
+	b.speed.Load().Resume()
 	b.timer.Reset(b.s.cfg.CallTimeout)
 	n, err := b.ReadCloser.Read(p)
 	b.timer.Stop()
+	b.speed.Load().Pause()
 	b.speed.Load().Add(n)
 	if err != nil {
 		b.speed.Load().Stop() // the body is over either way

@@ -6,7 +6,10 @@
 // counts each read with Add and calls Stop once the transfer is over
 // (however it ended); at the end of a window with too few bytes the
 // Check calls its abort function once, from its own timer's goroutine,
-// and checks no more. A nil *Check (the limit off) takes Add and Stop.
+// and checks no more. The owner may Pause the check while it is away
+// from the body (the time it spends writing what it read is not the
+// sender's) and Resume it before the next read: the windows count only
+// the time between. A nil *Check (the limit off) takes every method.
 package lowspeed
 
 import (
@@ -25,6 +28,9 @@ type Check struct {
 	mu      sync.Mutex
 	last    int64 // received at the start of the current window
 	timer   *time.Timer
+	end     time.Time     // of the current window, while it runs
+	left    time.Duration // of the current window, while paused
+	paused  bool
 	stopped bool
 }
 
@@ -43,6 +49,7 @@ func Start(bytesPerSecond int64, window time.Duration, abort func()) *Check {
 	}
 	c := &Check{minBytes: MinBytes(bytesPerSecond, window), window: window, abort: abort}
 	c.mu.Lock()
+	c.end = time.Now().Add(window)
 	c.timer = time.AfterFunc(window, c.check)
 	c.mu.Unlock()
 	return c
@@ -59,8 +66,8 @@ func (c *Check) Add(n int) {
 func (c *Check) check() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.stopped {
-		return
+	if c.stopped || c.paused || time.Now().Before(c.end) {
+		return // a firing from before a Pause or a Resume
 	}
 	got := c.received.Load()
 	if got-c.last < c.minBytes {
@@ -69,7 +76,38 @@ func (c *Check) check() {
 		return
 	}
 	c.last = got
+	c.end = time.Now().Add(c.window)
 	c.timer.Reset(c.window)
+}
+
+// Pause stops the current window's clock until Resume.
+func (c *Check) Pause() {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped || c.paused {
+		return
+	}
+	c.paused = true
+	c.timer.Stop()
+	c.left = max(0, time.Until(c.end))
+}
+
+// Resume starts the current window's clock again where Pause stopped it.
+func (c *Check) Resume() {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped || !c.paused {
+		return
+	}
+	c.paused = false
+	c.end = time.Now().Add(c.left)
+	c.timer.Reset(c.left)
 }
 
 // Stop ends the limit; abort is not called after it returns.

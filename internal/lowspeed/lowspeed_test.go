@@ -65,3 +65,30 @@ func TestStopAndOff(t *testing.T) {
 		t.Errorf("MinBytes(1/s, 1ms) = %d, want at least 1", got)
 	}
 }
+
+// A paused check does not judge: its owner away from the body for many
+// windows is not a slow sender. Resumed, the window goes on and one with
+// too few bytes is aborted as before.
+func TestPause(t *testing.T) {
+	const window = 100 * time.Millisecond
+	var aborted atomic.Int32
+	c := lowspeed.Start(1000, window, func() { aborted.Add(1) })
+	defer c.Stop()
+	c.Pause()
+	c.Pause() // twice is once
+	time.Sleep(5 * window)
+	if n := aborted.Load(); n != 0 {
+		t.Fatalf("a check paused for 5 windows aborted %d times", n)
+	}
+	c.Resume()
+	deadline := time.Now().Add(5 * time.Second)
+	for aborted.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := aborted.Load(); n != 1 {
+		t.Fatalf("a resumed check with no bytes aborted %d times within 5s, want once", n)
+	}
+	var off *lowspeed.Check
+	off.Pause()
+	off.Resume()
+}
