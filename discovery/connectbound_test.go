@@ -2,7 +2,6 @@ package discovery
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -67,51 +66,18 @@ func TestHTTPProxyCONNECTIsBounded(t *testing.T) {
 		{scheme: "https", cert: &cert},
 	} {
 		t.Run(tc.scheme, func(t *testing.T) {
-			tryBounds(t, 300*time.Millisecond, func(bound time.Duration, last bool) bool {
-				real, ends := silentConnectProxy(t, tc.cert)
-				obs := &discoveryCounter{}
-				var logs logbuf.Buffer
-				c := leakProxyClient(t, s, tc.scheme, leakProxyName, real, nil, &logs, func(cfg *Config) {
-					cfg.Observer = obs
-					cfg.RequestTimeout = stallRequestTimeout
+			checkStalledHandshake(t, s, stalledProxy{
+				kind:   strings.ToUpper(tc.scheme),
+				scheme: tc.scheme,
+				start: func(t *testing.T) (string, <-chan stallEnd) {
+					return silentConnectProxy(t, tc.cert)
+				},
+				config: func(cfg *Config) {
 					pool := rootCAs(t, s)
 					pool.AddCert(ca.cert)
 					cfg.RootCAs = pool
-				})
-				c.tr.guard.proxyHandshake = bound
-				before := goroutines()
-				err, took, end := discoverStalled(t, c, s.host, ends)
-				if !end.stalled {
-					if !last && errors.As(err, new(*proxyStall)) {
-						return true
-					}
-					t.Fatalf("the request ended after %s, before the proxy stalled: %v", took, err)
-				}
-				stalledBounded(t, err, took, end, bound, true)
-				if want := "the connection to the host through the upstream proxy was not opened within " + bound.String(); !strings.Contains(err.Error(), want) {
-					t.Errorf("error %q does not say %q", err, want)
-				}
-				if errors.As(err, new(*ProxyError)) {
-					t.Errorf("err = %v, the proxy's; want the host's timeout", err)
-				}
-				if oe := wantOriginError(t, err, OpDiscovery, 0); !oe.Timeout() {
-					t.Errorf("err = %v, not a timeout", err)
-				}
-				if got := obs.seen(); len(got) != 1 || got[0] != "timeout" {
-					t.Errorf("observed outcomes %q, want [timeout]", got)
-				}
-				if got := c.Circuit(string(s.host)).Failures; got != 1 {
-					t.Errorf("the origin's circuit breaker counted %d failures, want 1", got)
-				}
-				if strings.Contains(logs.String(), "upstream proxy could not be reached") {
-					t.Errorf("logged that the upstream proxy could not be reached; log:\n%s", logs.String())
-				}
-				namesNoProxy(t, "the error", err.Error(), real)
-				if strings.Contains(logs.String(), leakProxyPass) {
-					t.Errorf("the log names the proxy's password:\n%s", logs.String())
-				}
-				noDialsLeft(t, before)
-				return false
+				},
+				hostAsked: true,
 			})
 		})
 	}
@@ -143,104 +109,17 @@ func countingTunnel(t *testing.T) (proxyURL *url.URL, connects *atomic.Int32) {
 // went away before the proxy answered, which goes to the idle
 // connections as any other.
 func TestHTTPProxyTunnelOutlivesTheCONNECTBound(t *testing.T) {
-	const chunk, chunks = 1 << 10, 5
-	for _, h2 := range []bool{false, true} {
-		proto := "HTTP/1.1"
-		if h2 {
-			proto = "HTTP/2.0"
-		}
-		// newServer is an origin whose /slow.zip takes chunks times
-		// every.
-		newServer := func(every time.Duration) *testServer {
-			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if r.URL.Path != "/slow.zip" {
-					w.Write([]byte(r.Proto))
-					return
-				}
-				for range chunks {
-					w.Write(bytes.Repeat([]byte("x"), chunk))
-					w.(http.Flusher).Flush()
-					select {
-					case <-time.After(every):
-					case <-r.Context().Done():
-						return
-					}
-				}
-			})
-			if h2 {
-				return newH2Server(t, h)
-			}
-			return newTestServer(t, h)
-		}
-		t.Run(proto+"/download", func(t *testing.T) {
-			tryBounds(t, 200*time.Millisecond, func(bound time.Duration, last bool) bool {
-				s := newServer(bound)
-				proxyURL, connects := countingTunnel(t)
-				c := newTestClient(t, s, func(cfg *Config) {
-					cfg.Proxy = http.ProxyURL(proxyURL)
-					cfg.Retries = -1
-				})
-				c.tr.guard.proxyHandshake = bound
-				prov := testProvider(s)
-				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-				defer cancel()
-				start := time.Now()
-				body, _, err := c.OpenArchive(ctx, prov, s.url("/slow.zip"))
-				if err != nil {
-					if !last && errors.As(err, new(*proxyStall)) {
-						return true // the proxy's answer not read within the bound
-					}
-					t.Fatalf("the archive through the HTTP proxy: %v", err)
-				}
-				data, err := io.ReadAll(body)
-				body.Close()
-				if err != nil || len(data) != chunk*chunks {
-					t.Fatalf("read %d bytes of %d in %s: %v", len(data), chunk*chunks, time.Since(start), err)
-				}
-				if took := time.Since(start); took < 3*bound {
-					t.Fatalf("the download took %s, want more than %s (3 times the bound)", took, 3*bound)
-				}
-				time.Sleep(2 * bound) // the connection idle past its bound
-				if doc, err := c.FetchDocument(ctx, prov, s.url("/doc"), 0); err != nil || string(doc) != proto {
-					t.Fatalf("the next request: %q, %v; want %q", doc, err, proto)
-				}
-				if got := connects.Load(); got != 1 {
-					t.Errorf("the proxy was asked %d times, want 1 (the idle connection carries the next request)", got)
-				}
-				return false
-			})
-		})
-		t.Run(proto+"/request gone", func(t *testing.T) {
-			tryBounds(t, 200*time.Millisecond, func(bound time.Duration, last bool) bool {
-				s := newServer(bound)
-				proxyURL, connects := countingTunnel(t)
-				gd := &goneDialer{}
-				c := newTestClient(t, s, func(cfg *Config) {
-					cfg.Proxy = http.ProxyURL(proxyURL)
-					cfg.Retries = -1
-					cfg.DialContext = gd.dial
-				})
-				c.tr.guard.proxyHandshake = bound
-				prov := testProvider(s)
-				if gd.request(t, func(ctx context.Context) error {
-					_, err := c.FetchDocument(ctx, prov, s.url("/gone"), 0)
-					return err
-				}) {
-					if !last {
-						return true
-					}
-					t.Fatalf("the proxy's answer to the CONNECT of the request gone was not read within the bound (%s)", bound)
-				}
-				time.Sleep(2 * bound) // the connection idle past its bound
-				if doc, err := c.FetchDocument(context.Background(), prov, s.url("/doc"), 0); err != nil || string(doc) != proto {
-					t.Fatalf("the next request: %q, %v; want %q", doc, err, proto)
-				}
-				if got := connects.Load(); got != 1 {
-					t.Errorf("the proxy was asked %d times, want 1 (the connection dialled for the request gone carries the next)", got)
-				}
-				return false
-			})
-		})
+	p := tunnelProxy{
+		kind:      "HTTP",
+		handshake: "the HTTP proxy's answer to the CONNECT",
+		start: func(t *testing.T) (*url.URL, func() int) {
+			proxyURL, connects := countingTunnel(t)
+			return proxyURL, func() int { return int(connects.Load()) }
+		},
+	}
+	for _, proto := range tunnelProtos {
+		t.Run(proto+"/download", func(t *testing.T) { p.download(t, proto) })
+		t.Run(proto+"/request gone", func(t *testing.T) { p.requestGone(t, proto) })
 	}
 }
 

@@ -1,7 +1,6 @@
 package discovery
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -355,63 +354,20 @@ func TestSOCKSHandshakeIsBounded(t *testing.T) {
 	}))
 	for _, tc := range []struct {
 		stage     string
-		proxys    bool
-		outcome   string
-		wantWords string // and the bound, when the host was asked for
+		hostAsked bool
 	}{
-		{stage: "greeting", proxys: true, outcome: "proxy", wantWords: "could not be reached on the way to " + string(s.host) + " (it did not answer in time)"},
-		{stage: "credentials", proxys: true, outcome: "proxy", wantWords: "could not be reached on the way to " + string(s.host) + " (it did not answer in time)"},
-		{stage: "connect", outcome: "timeout", wantWords: "the connection to the host through the upstream proxy was not opened within "},
+		{stage: "greeting"},
+		{stage: "credentials"},
+		{stage: "connect", hostAsked: true},
 	} {
 		t.Run(tc.stage, func(t *testing.T) {
-			tryBounds(t, 300*time.Millisecond, func(bound time.Duration, last bool) bool {
-				real, ends := stallingSOCKS(t, tc.stage)
-				obs := &discoveryCounter{}
-				var logs logbuf.Buffer
-				c := leakProxyClient(t, s, "socks5", leakProxyName, real, nil, &logs, func(cfg *Config) {
-					cfg.Observer = obs
-					cfg.RequestTimeout = stallRequestTimeout
-				})
-				c.tr.guard.proxyHandshake = bound
-				before := goroutines()
-				err, took, end := discoverStalled(t, c, s.host, ends)
-				if !end.stalled {
-					if !last && errors.As(err, new(*proxyStall)) {
-						return true
-					}
-					t.Fatalf("the request ended after %s, before the proxy stalled: %v", took, err)
-				}
-				stalledBounded(t, err, took, end, bound, !tc.proxys)
-				want := tc.wantWords
-				if !tc.proxys {
-					want += bound.String()
-				}
-				if !strings.Contains(err.Error(), want) {
-					t.Errorf("error %q does not say %q", err, want)
-				}
-				var pe *ProxyError
-				if got := errors.As(err, &pe); got != tc.proxys {
-					t.Errorf("err = %v: the proxy's = %v, want %v", err, got, tc.proxys)
-				}
-				if oe := wantOriginError(t, err, OpDiscovery, 0); !oe.Timeout() {
-					t.Errorf("err = %v, not a timeout", err)
-				}
-				if got := obs.seen(); len(got) != 1 || got[0] != tc.outcome {
-					t.Errorf("observed outcomes %q, want [%s]", got, tc.outcome)
-				}
-				if got := c.Circuit(string(s.host)).Failures; got != 1 {
-					t.Errorf("the origin's circuit breaker counted %d failures, want 1", got)
-				}
-				logged := strings.Contains(logs.String(), "upstream proxy could not be reached")
-				if logged != tc.proxys {
-					t.Errorf("logged that the upstream proxy could not be reached: %v, want %v; log:\n%s", logged, tc.proxys, logs.String())
-				}
-				namesNoProxy(t, "the error", err.Error(), real)
-				if strings.Contains(logs.String(), leakProxyPass) {
-					t.Errorf("the log names the proxy's password:\n%s", logs.String())
-				}
-				noDialsLeft(t, before)
-				return false
+			checkStalledHandshake(t, s, stalledProxy{
+				kind:   "SOCKS5",
+				scheme: "socks5",
+				start: func(t *testing.T) (string, <-chan stallEnd) {
+					return stallingSOCKS(t, tc.stage)
+				},
+				hostAsked: tc.hostAsked,
 			})
 		})
 	}
@@ -437,74 +393,19 @@ func noDialsLeft(t *testing.T, before map[string]string) {
 // request. The connection, idle longer than the bound, carries the next
 // request (the proxy is asked once).
 func TestSOCKSTunnelOutlivesTheHandshakeBound(t *testing.T) {
-	const chunk, chunks = 1 << 10, 5
-	for _, h2 := range []bool{false, true} {
-		proto := "HTTP/1.1"
-		if h2 {
-			proto = "HTTP/2.0"
-		}
-		t.Run(proto, func(t *testing.T) {
-			tryBounds(t, 200*time.Millisecond, func(bound time.Duration, last bool) bool {
-				var protos sync.Map
-				h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					protos.Store(r.Proto, true)
-					if r.URL.Path != "/slow.zip" {
-						w.Write([]byte("ok"))
-						return
-					}
-					for range chunks {
-						w.Write(bytes.Repeat([]byte("x"), chunk))
-						w.(http.Flusher).Flush()
-						select {
-						case <-time.After(bound):
-						case <-r.Context().Done():
-							return
-						}
-					}
-				})
-				s := newTestServer(t, h)
-				if h2 {
-					s = newH2Server(t, h)
-				}
-				proxySrv := socks5test.Start(t, socks5test.Options{})
-				c := newTestClient(t, s, func(cfg *Config) {
-					cfg.Proxy = http.ProxyURL(&url.URL{Scheme: "socks5", Host: proxySrv.Addr})
-					cfg.Retries = -1
-				})
-				c.tr.guard.proxyHandshake = bound
-				prov := testProvider(s)
-				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-				defer cancel()
-				start := time.Now()
-				body, _, err := c.OpenArchive(ctx, prov, s.url("/slow.zip"))
-				if err != nil {
-					if !last && errors.As(err, new(*proxyStall)) {
-						return true // the handshake not done within the bound
-					}
-					t.Fatalf("the archive through the SOCKS5 proxy: %v", err)
-				}
-				data, err := io.ReadAll(body)
-				body.Close()
-				if err != nil || len(data) != chunk*chunks {
-					t.Fatalf("read %d bytes of %d in %s: %v", len(data), chunk*chunks, time.Since(start), err)
-				}
-				if took := time.Since(start); took < 3*bound {
-					t.Fatalf("the download took %s, want more than %s (3 times the bound)", took, 3*bound)
-				}
-				time.Sleep(2 * bound) // the connection idle past its bound
-				if doc, err := c.FetchDocument(ctx, prov, s.url("/doc"), 0); err != nil || string(doc) != "ok" {
-					t.Fatalf("the next request: %q, %v", doc, err)
-				}
-				if got := proxySrv.Handshakes(); got != 1 {
-					t.Errorf("the proxy was asked %d times, want 1 (the idle connection carries the next request)", got)
-				}
-				if _, ok := protos.Load(proto); !ok {
-					t.Errorf("the origin was not asked over %s", proto)
-				}
-				return false
-			})
-		})
+	for _, proto := range tunnelProtos {
+		t.Run(proto, func(t *testing.T) { socksTunnel.download(t, proto) })
 	}
+}
+
+// socksTunnel is a SOCKS5 upstream proxy that works.
+var socksTunnel = tunnelProxy{
+	kind:      "SOCKS5",
+	handshake: "the SOCKS5 handshake",
+	start: func(t *testing.T) (*url.URL, func() int) {
+		proxySrv := socks5test.Start(t, socks5test.Options{})
+		return &url.URL{Scheme: "socks5", Host: proxySrv.Addr}, proxySrv.Handshakes
+	},
 }
 
 // TestSOCKSConnectionOfARequestGoneIsKept: a connection through a
@@ -516,46 +417,8 @@ func TestSOCKSTunnelOutlivesTheHandshakeBound(t *testing.T) {
 // HTTP/2 handed to that request dead, failing it ("client conn could
 // not be established").
 func TestSOCKSConnectionOfARequestGoneIsKept(t *testing.T) {
-	for _, h2 := range []bool{false, true} {
-		proto := "HTTP/1.1"
-		if h2 {
-			proto = "HTTP/2.0"
-		}
-		t.Run(proto, func(t *testing.T) {
-			tryBounds(t, 200*time.Millisecond, func(bound time.Duration, last bool) bool {
-				h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) })
-				s := newTestServer(t, h)
-				if h2 {
-					s = newH2Server(t, h)
-				}
-				proxySrv := socks5test.Start(t, socks5test.Options{})
-				gd := &goneDialer{}
-				c := newTestClient(t, s, func(cfg *Config) {
-					cfg.Proxy = http.ProxyURL(&url.URL{Scheme: "socks5", Host: proxySrv.Addr})
-					cfg.Retries = -1
-					cfg.DialContext = gd.dial
-				})
-				c.tr.guard.proxyHandshake = bound
-				prov := testProvider(s)
-				if gd.request(t, func(ctx context.Context) error {
-					_, err := c.FetchDocument(ctx, prov, s.url("/gone"), 0)
-					return err
-				}) {
-					if !last {
-						return true
-					}
-					t.Fatalf("the SOCKS5 handshake of the request gone was not done within the bound (%s)", bound)
-				}
-				time.Sleep(2 * bound) // the connection idle past its bound
-				if doc, err := c.FetchDocument(context.Background(), prov, s.url("/doc"), 0); err != nil || string(doc) != "ok" {
-					t.Fatalf("the next request: %q, %v", doc, err)
-				}
-				if got := proxySrv.Handshakes(); got != 1 {
-					t.Errorf("the proxy was asked %d times, want 1 (the connection dialled for the request gone carries the next)", got)
-				}
-				return false
-			})
-		})
+	for _, proto := range tunnelProtos {
+		t.Run(proto, func(t *testing.T) { socksTunnel.requestGone(t, proto) })
 	}
 }
 

@@ -55,15 +55,7 @@ func TestArchiveBodyDripBounded(t *testing.T) {
 // toward the breaker (threshold 1: open after it).
 func checkBodyBrokenOff(t *testing.T, s *sharedstore.Store, want, what string) {
 	t.Helper()
-	data := bytes.Repeat([]byte("provider archive "), 100000)
-	sha := shaOf(data)
-	if err := s.PutArchive(context.Background(), sha, bytes.NewReader(data), int64(len(data))); err != nil {
-		t.Fatal(err)
-	}
-	body, _, err := s.OpenArchive(context.Background(), sha)
-	if err != nil || body == nil {
-		t.Fatalf("open: %v, %v", body != nil, err)
-	}
+	data, body := storedArchive(t, s)
 	defer body.Close()
 	type result struct {
 		n   int
@@ -93,6 +85,22 @@ func checkBodyBrokenOff(t *testing.T, s *sharedstore.Store, want, what string) {
 	if !errors.Is(s.Status(), sharedstore.ErrUnavailable) {
 		t.Errorf("the store after %s, breaker threshold 1: %v, want unavailable", what, s.Status())
 	}
+}
+
+// storedArchive stores an archive of 1.7 MB through s and opens it
+// again: its bytes, and its body, which the caller closes.
+func storedArchive(t *testing.T, s *sharedstore.Store) ([]byte, io.ReadCloser) {
+	t.Helper()
+	data := bytes.Repeat([]byte("provider archive "), 100000)
+	sha := shaOf(data)
+	if err := s.PutArchive(context.Background(), sha, bytes.NewReader(data), int64(len(data))); err != nil {
+		t.Fatal(err)
+	}
+	body, _, err := s.OpenArchive(context.Background(), sha)
+	if err != nil || body == nil {
+		t.Fatalf("open: %v, %v", body != nil, err)
+	}
+	return data, body
 }
 
 // A store that answers every call, but only after more than half the
@@ -157,15 +165,7 @@ func TestArchiveBodyReaderHeldNotBlamed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data := bytes.Repeat([]byte("provider archive "), 100000)
-	sha := shaOf(data)
-	if err := s.PutArchive(context.Background(), sha, bytes.NewReader(data), int64(len(data))); err != nil {
-		t.Fatal(err)
-	}
-	body, _, err := s.OpenArchive(context.Background(), sha)
-	if err != nil || body == nil {
-		t.Fatalf("open: %v, %v", body != nil, err)
-	}
+	data, body := storedArchive(t, s)
 	defer body.Close()
 	first := make([]byte, 1<<10)
 	if _, err := io.ReadFull(body, first); err != nil {
