@@ -179,3 +179,22 @@ func TestReadingCommandsRefuseAMissingDataDir(t *testing.T) {
 		t.Error("tfmirror export of a missing data directory wrote OUT")
 	}
 }
+
+// cache prune refuses a data directory that is not there, as the
+// commands that read a cache do: a cron job's prune run in another
+// working directory (the default ./tfmirror-data) or with a mistyped
+// --data-dir made an empty cache there and reported "removed the
+// packages of 0 versions" with exit status 0, while the real cache was
+// never pruned.
+func TestCachePruneRefusesAMissingDataDir(t *testing.T) {
+	for _, args := range [][]string{{"--dry-run"}, {}, {"--keep-versions", "1"}} {
+		missing := filepath.Join(t.TempDir(), "no-such-data-dir")
+		stdout, stderr, code := pruneInProcess(t, missing, args...)
+		if code != 1 || !strings.Contains(stderr, "data directory "+missing+" does not exist") || stdout != "" {
+			t.Errorf("tfmirror cache prune %v on a missing data directory: exit %d, want 1 saying it does not exist, nothing on stdout:\n%s%s", args, code, stdout, stderr)
+		}
+		if _, err := os.Stat(missing); err == nil {
+			t.Errorf("tfmirror cache prune %v made the missing data directory", args)
+		}
+	}
+}

@@ -26,7 +26,8 @@ const exportUsage = "tfmirror export [--data-dir DIR] [--format bundle|oci-layou
 // out, and listed (the --config file's policy; through a running serve,
 // that process's). When a tfmirror serve runs on the data
 // directory, that process does the export (and writes OUT) and signs it
-// with its export key, and --export-key given here is an error;
+// with its export key and names the OCI repositories by its prefixes,
+// and --export-key or an OCI prefix given here is an error;
 // otherwise this one opens the cache, sealed, and signs with the key
 // --export-key names or the data directory's.
 func runExport(args []string, stdout, stderr io.Writer) int {
@@ -34,7 +35,7 @@ func runExport(args []string, stdout, stderr io.Writer) int {
 	var own settings.Config // export-key and the OCI prefixes, as serve takes them
 	var format string
 	var ifs *flag.FlagSet
-	e, rest, err := parseCacheCommandConfig("export", args, os.LookupEnv, stderr, exportUsage, func(fs *flag.FlagSet) {
+	e, rest, err := parseCacheCommandConfig("export", args, os.LookupEnv, usageOutput(args, stdout, stderr), exportUsage, func(fs *flag.FlagSet) {
 		ifs = fs
 		fs.Var(&providers, "provider", "comma-separated providers to export, HOST/NAMESPACE/TYPE or NAMESPACE/TYPE (registry.terraform.io); default all, and every cached registry module and CLI release (with --provider or --version, no module is exported, and a CLI release only when its address is named: releases.hashicorp.com/hashicorp/PRODUCT, get.opentofu.org/opentofu/tofu)")
 		fs.Var(&versionList, "version", "comma-separated provider (and CLI) versions to export; default all")
@@ -53,9 +54,10 @@ func runExport(args []string, stdout, stderr io.Writer) int {
 		pol, err = readPolicy(e.File)
 	}
 	keyGiven := err == nil && flagGiven(ifs, "export-key")
-	var releasesGiven []string
+	var releasesGiven, prefixesGiven []string
 	if err == nil {
-		settings.TakeGiven(ifs, own, &cfg, "export-key", "oci-provider-prefix", "oci-module-prefix")
+		settings.TakeGiven(ifs, own, &cfg, "export-key")
+		prefixesGiven = settings.TakeGiven(ifs, own, &cfg, "oci-provider-prefix", "oci-module-prefix")
 		releasesGiven = settings.TakeGiven(ifs, own, &cfg, releasesFlags...)
 	}
 	if err == nil && len(rest) != 1 {
@@ -118,6 +120,9 @@ func runExport(args []string, stdout, stderr io.Writer) int {
 	viaServer := func() error {
 		if keyGiven {
 			return errors.New("--export-key given, but the tfmirror serving this data directory does the export and signs it with its own export key: give --export-key to tfmirror serve")
+		}
+		if len(prefixesGiven) > 0 {
+			return fmt.Errorf("%s given, but the tfmirror serving this data directory does the export, with the repository names of its OCI front door: give them to tfmirror serve", strings.Join(prefixesGiven, " and "))
 		}
 		if len(releasesGiven) > 0 {
 			return fmt.Errorf("%s given, but the tfmirror serving this data directory does the export, with the CLI products and publisher keys it is configured with: give them to tfmirror serve", strings.Join(releasesGiven, " and "))

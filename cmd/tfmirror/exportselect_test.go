@@ -168,3 +168,35 @@ func TestExportOCILayoutSummaryCountsHeld(t *testing.T) {
 		t.Errorf("summary:\n%s\nwant the held versions counted", res.summary)
 	}
 }
+
+// An OCI layout export through a running serve names its repositories by
+// that serve's prefixes: --oci-provider-prefix or --oci-module-prefix
+// given to the command is refused (exit status 2, before the serve is
+// asked to export), as --export-key is, rather than passed over, which
+// wrote the layouts, and push.sh, under names other than those asked for.
+func TestExportThroughServeRefusesOCIPrefixes(t *testing.T) {
+	t.Parallel()
+	dataDir := filepath.Join(t.TempDir(), "data")
+	exported := make(chan string, 4)
+	fakeServeSocket(t, dataDir, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/export" {
+			exported <- r.URL.Path
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, "{}")
+	})
+	for _, flag := range []string{"--oci-provider-prefix", "--oci-module-prefix"} {
+		out := filepath.Join(t.TempDir(), "layout")
+		var stdout, stderr bytes.Buffer
+		code := runExport([]string{"--data-dir", dataDir, "--format", admin.FormatOCILayout, flag, "mirror", out}, &stdout, &stderr)
+		t.Logf("export %s: exit %d\n%s%s", flag, code, stdout.String(), stderr.String())
+		if code != 2 || !strings.Contains(stderr.String(), flag+" given, but the tfmirror serving this data directory does the export") {
+			t.Errorf("export %s mirror through a serve: exit %d, want 2 saying the serve's prefixes name the repositories", flag, code)
+		}
+		select {
+		case <-exported:
+			t.Errorf("export %s mirror through a serve: the serve was asked to export, with its own prefixes", flag)
+		default:
+		}
+	}
+}

@@ -127,3 +127,20 @@ func argumentsError(want string, rest []string) error {
 	}
 	return fmt.Errorf("want %s, got %d arguments", want, len(rest))
 }
+
+// usageOutput is where a command's flag set writes: stdout when its
+// command line asks for the usage (-h or --help), as the usage of
+// tfmirror and of its command groups goes there, so that it can be paged
+// or searched; otherwise stderr, where a flag that does not parse is
+// said, with the usage after it.
+func usageOutput(args []string, stdout, stderr io.Writer) io.Writer {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return stderr
+		case "-h", "-help", "--h", "--help":
+			return stdout
+		}
+	}
+	return stderr
+}

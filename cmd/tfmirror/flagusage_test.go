@@ -60,3 +60,26 @@ func TestGroupHelp(t *testing.T) {
 		}
 	}
 }
+
+// Every command's usage asked for with -h or --help is printed on stdout
+// with exit status 0, as tfmirror's own and its command groups' are
+// (tfmirror sync -h | less, tfmirror export --help | grep -- --format);
+// a flag it does not have gets the error and the usage on stderr, exit
+// status 2, and nothing on stdout.
+func TestCommandHelpOnStdout(t *testing.T) {
+	for _, cmd := range subcommands {
+		name := strings.Join(cmd, " ")
+		for _, h := range []string{"-h", "--help"} {
+			var stdout, stderr bytes.Buffer
+			code := run(append(cmd[:len(cmd):len(cmd)], h), &stdout, &stderr)
+			if code != 0 || !strings.Contains(stdout.String(), "Usage: tfmirror "+name) || !strings.Contains(stdout.String(), "\n  -") || stderr.Len() != 0 {
+				t.Errorf("tfmirror %s %s: exit %d, want 0, the usage and flags on stdout and nothing on stderr\nstdout:\n%s\nstderr:\n%s", name, h, code, stdout.String(), stderr.String())
+			}
+		}
+		var stdout, stderr bytes.Buffer
+		code := run(append(cmd[:len(cmd):len(cmd)], "--no-such-flag"), &stdout, &stderr)
+		if code != 2 || stdout.Len() != 0 || !strings.Contains(stderr.String(), "no-such-flag") {
+			t.Errorf("tfmirror %s --no-such-flag: exit %d, want 2, the error on stderr and nothing on stdout\nstdout:\n%s\nstderr:\n%s", name, code, stdout.String(), stderr.String())
+		}
+	}
+}

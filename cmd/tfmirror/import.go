@@ -33,7 +33,7 @@ func runImport(args []string, stdout, stderr io.Writer) int {
 		own           settings.Config // the trust flags, as serve takes them
 		ifs           *flag.FlagSet
 	)
-	e, rest, err := parseCacheCommandConfig("import", args, os.LookupEnv, stderr, importUsage, func(fs *flag.FlagSet) {
+	e, rest, err := parseCacheCommandConfig("import", args, os.LookupEnv, usageOutput(args, stdout, stderr), importUsage, func(fs *flag.FlagSet) {
 		ifs = fs
 		fs.BoolVar(&allowUnsigned, "allow-unsigned", false, "also import packages without signature from a directory without manifest (one terraform providers mirror wrote, of in-house builds): checked against the h1: hashes of VERSION.json where present and recorded as imported without signature")
 		settings.Add(fs, &own, trustFlags...)

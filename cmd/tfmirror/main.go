@@ -45,7 +45,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	switch args[0] {
 	case "serve":
-		e, err := parseServeConfig(args[1:], os.LookupEnv, stderr)
+		e, err := parseServeConfig(args[1:], os.LookupEnv, usageOutput(args[1:], stdout, stderr))
 		if errors.Is(err, settings.ErrHelp) {
 			return 0
 		}

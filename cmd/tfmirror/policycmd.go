@@ -143,7 +143,7 @@ func runPolicy(args []string, lookupEnv func(string) (string, bool), stdout, std
 		return 2
 	}
 	var asKind string
-	e, rest, err := parseCacheCommandConfig("policy explain", args[1:], lookupEnv, stderr, policyUsage, func(fs *flag.FlagSet) {
+	e, rest, err := parseCacheCommandConfig("policy explain", args[1:], lookupEnv, usageOutput(args[1:], stdout, stderr), policyUsage, func(fs *flag.FlagSet) {
 		fs.StringVar(&asKind, "kind", "", "what ADDRESS names, provider or module (default: a provider of two parts, or of three whose first is a host name with a dot or a port; else a module)")
 	})
 	if errors.Is(err, settings.ErrHelp) {

@@ -60,7 +60,7 @@ func runPrune(args []string, lookupEnv func(string) (string, bool), stdout, stde
 		own             settings.Config // the retention rules, as serve takes them
 		pfs             *flag.FlagSet
 	)
-	cfg, rest, err := parseCacheCommandFlags("cache prune", args, lookupEnv, stderr, pruneUsage, func(fs *flag.FlagSet) {
+	cfg, rest, err := parseCacheCommandFlags("cache prune", args, lookupEnv, usageOutput(args, stdout, stderr), pruneUsage, func(fs *flag.FlagSet) {
 		pfs = fs
 		fs.BoolVar(&dryRun, "dry-run", false, "list what would be removed, with sizes, and remove nothing")
 		fs.StringVar(&module, "module", "", "the registry module (HOST/NAMESPACE/NAME/SYSTEM) whose VERSIONs to remove")
@@ -122,6 +122,13 @@ func runPrune(args []string, lookupEnv func(string) (string, bool), stdout, stde
 	if err != nil {
 		fmt.Fprintf(stderr, "tfmirror cache prune: %v\n", err)
 		return 2
+	}
+	// A data directory that is not there (a mistyped --data-dir, the
+	// default of another working directory) has nothing to prune: made
+	// here, it would hide that the cache meant was never pruned.
+	if err := noDataDir(cfg.DataDir, "cache prune prunes the cache of an existing one, it never makes one"); err != nil {
+		fmt.Fprintf(stderr, "tfmirror cache prune: %v\n", err)
+		return 1
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -33,11 +33,11 @@ func usageEntries(t *testing.T, usage string) map[string]string {
 // the table says so exactly then.
 func TestSettingsCommands(t *testing.T) {
 	help := func(args ...string) map[string]string {
-		var stderr bytes.Buffer
-		if code := run(append(args, "-h"), io.Discard, &stderr); code != 0 {
+		var stdout, stderr bytes.Buffer
+		if code := run(append(args, "-h"), &stdout, &stderr); code != 0 {
 			t.Fatalf("%v -h: exit status %d: %s", args, code, stderr.String())
 		}
-		return usageEntries(t, stderr.String())
+		return usageEntries(t, stdout.String())
 	}
 	serve := help("serve")
 	// Every setting, and --config.
@@ -81,12 +81,12 @@ func TestSettingsCommands(t *testing.T) {
 			}) {
 			continue
 		}
-		var stderr bytes.Buffer
-		if code := run(append(strings.Fields(name), "-h"), io.Discard, &stderr); code != 0 {
+		var stdout, stderr bytes.Buffer
+		if code := run(append(strings.Fields(name), "-h"), &stdout, &stderr); code != 0 {
 			t.Fatalf("%s -h: exit status %d: %s", name, code, stderr.String())
 		}
 		for _, s := range settings.Table {
-			if h, ok := flagHelp(stderr.String(), s.Name); ok && hasHelp(h, s.Help) {
+			if h, ok := flagHelp(stdout.String(), s.Name); ok && hasHelp(h, s.Help) {
 				t.Errorf("tfmirror %s takes --%s with serve's meaning, but is not one of settings.CommandNames: docs/configuration.md does not say so", name, s.Name)
 			}
 		}

@@ -176,7 +176,7 @@ func readStdin(ctx context.Context, r io.Reader) ([]byte, error) {
 
 // runSync is `tfmirror sync`; it returns the exit status.
 func runSync(ctx context.Context, args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer, o overrides) int {
-	cfg, err := parseSyncFlags(args, lookupEnv, stderr)
+	cfg, err := parseSyncFlags(args, lookupEnv, usageOutput(args, stdout, stderr))
 	if errors.Is(err, settings.ErrHelp) {
 		return 0
 	}

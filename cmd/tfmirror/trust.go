@@ -203,7 +203,7 @@ const exportKeyUsage = "tfmirror export-key [--data-dir DIR] [--export-key FILE]
 func runExportKey(args []string, stdout, stderr io.Writer) int {
 	var own settings.Config // export-key, as serve takes it
 	var ifs *flag.FlagSet
-	cfg, rest, err := parseCacheCommandFlags("export-key", args, os.LookupEnv, stderr, exportKeyUsage, func(fs *flag.FlagSet) {
+	cfg, rest, err := parseCacheCommandFlags("export-key", args, os.LookupEnv, usageOutput(args, stdout, stderr), exportKeyUsage, func(fs *flag.FlagSet) {
 		ifs = fs
 		settings.Add(fs, &own, "export-key")
 	})

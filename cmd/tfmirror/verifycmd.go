@@ -23,7 +23,7 @@ const verifyUsage = "tfmirror cache verify [--data-dir DIR]"
 // failed or the data directory does not exist (it never makes one); it
 // removes nothing.
 func runVerify(args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) int {
-	cfg, rest, err := parseCacheCommandFlags("cache verify", args, lookupEnv, stderr, verifyUsage, func(*flag.FlagSet) {})
+	cfg, rest, err := parseCacheCommandFlags("cache verify", args, lookupEnv, usageOutput(args, stdout, stderr), verifyUsage, func(*flag.FlagSet) {})
 	if errors.Is(err, settings.ErrHelp) {
 		return 0
 	}
