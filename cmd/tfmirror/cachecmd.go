@@ -43,7 +43,7 @@ func parseCacheCommandConfig(name string, args []string, lookupEnv func(string) 
 	var mine settings.Config
 	passed := []string{"data-dir"}
 	for _, s := range settings.Table {
-		if s.Commands&settings.OnDataDir == settings.OnDataDir {
+		if s.Commands&settings.OnDataDir == settings.OnDataDir && s.Commands&settings.CommandNamed(name) != 0 {
 			s.Register(fs, &mine)
 			passed = append(passed, s.Name)
 		}
@@ -53,9 +53,10 @@ func parseCacheCommandConfig(name string, args []string, lookupEnv func(string) 
 	settings.AddConfigFlag(fs, &configPath)
 	passed = append(passed, settings.ConfigFlag)
 	// A command's log is for its operator: only trouble.
-	logLevel := fs.Lookup("log-level")
-	logLevel.DefValue = "warn"
-	logLevel.Value.Set("warn")
+	if logLevel := fs.Lookup("log-level"); logLevel != nil {
+		logLevel.DefValue = "warn"
+		logLevel.Value.Set("warn")
+	}
 	own(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(out, "Usage: %s\n\nFlags:\n", usage)

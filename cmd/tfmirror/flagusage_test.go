@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -80,6 +81,27 @@ func TestCommandHelpOnStdout(t *testing.T) {
 		code := run(append(cmd[:len(cmd):len(cmd)], "--no-such-flag"), &stdout, &stderr)
 		if code != 2 || stdout.Len() != 0 || !strings.Contains(stderr.String(), "no-such-flag") {
 			t.Errorf("tfmirror %s --no-such-flag: exit %d, want 2, the error on stderr and nothing on stdout\nstdout:\n%s\nstderr:\n%s", name, code, stdout.String(), stderr.String())
+		}
+	}
+}
+
+// export-key reads a key file and opens no cache: the flags of the
+// commands on a data directory that it would take and pass over (the
+// shared store's, --origin-ca-file, --log-level) are not its own. It took
+// them, listed them in -h and in docs/configuration.md, and did nothing
+// with them.
+func TestExportKeyTakesOnlyItsFlags(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"--shared-store", "s3://bucket/prefix"},
+		{"--shared-store-key-file", "/etc/tfmirror/shared.key"},
+		{"--origin-ca-file", "/etc/ssl/origin.pem"},
+		{"--log-level", "debug"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(append([]string{"export-key", "--data-dir", filepath.Join(t.TempDir(), "data")}, args...), &stdout, &stderr)
+		if code != 2 || !strings.Contains(stderr.String(), "flag provided but not defined: "+strings.TrimPrefix(args[0], "-")) {
+			t.Errorf("tfmirror export-key %s: exit status %d, stderr:\n%s\nwant 2, the flag not defined", strings.Join(args, " "), code, stderr.String())
 		}
 	}
 }

@@ -101,9 +101,21 @@ const (
 
 	// OnDataDir are the commands that open a data directory as serve
 	// does, without an engine of their own: the shared store's flags are
-	// theirs too.
-	OnDataDir = Export | Import | ExportKey | Prune | Verify | Explain
+	// theirs too. Not export-key, which reads a key file and opens no
+	// cache.
+	OnDataDir = Export | Import | Prune | Verify | Explain
 )
+
+// CommandNamed is the command of name (one of CommandNames'), 0 for
+// none.
+func CommandNamed(name string) Command {
+	for _, c := range CommandNames {
+		if c.Name == name {
+			return c.Cmd
+		}
+	}
+	return 0
+}
 
 // CommandNames names the commands, in the order docs/configuration.md
 // lists them.
