@@ -54,11 +54,14 @@ type Client struct {
 	http *http.Client
 }
 
-// Dial connects to the admin socket of dataDir. It returns
-// ErrNoServer when no process listens there: no socket file, one left
-// by a process that is gone, or a path too long to be a unix socket's
-// (EINVAL), where Listen fails as well (a serve there runs without its
-// admin socket).
+// Dial connects to the admin socket of dataDir, and asks the process
+// there whether it answers (GET /v1/ping). It returns ErrNoServer when no
+// process listens there: no socket file, one left by a process that is
+// gone, or a path too long to be a unix socket's (EINVAL), where Listen
+// fails as well (a serve there runs without its admin socket). A process
+// that holds the socket but answers nothing within pingTimeout (stopped,
+// or hung) is an error, ErrNotAnswering, where a command's call would
+// have waited for ever.
 func Dial(ctx context.Context, dataDir string) (*Client, error) {
 	path := SocketPath(dataDir)
 	var d net.Dialer
@@ -75,12 +78,45 @@ func Dial(ctx context.Context, dataDir string) (*Client, error) {
 		return nil, fmt.Errorf("admin socket %s: %w", path, err)
 	}
 	conn.Close()
-	return &Client{http: &http.Client{Transport: &http.Transport{
+	c := &Client{http: &http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return d.DialContext(ctx, "unix", path)
 		},
 		MaxIdleConnsPerHost: 16,
-	}}}, nil
+	}}}
+	if err := c.ping(ctx); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("admin socket %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// pingTimeout bounds Dial's question. A var, for tests.
+var pingTimeout = 15 * time.Second
+
+// ErrNotAnswering: a process holds the admin socket but does not answer
+// on it (stopped, or hung).
+var ErrNotAnswering = errors.New("the tfmirror serving this data directory does not answer on its admin socket (stopped, or hung): see its log, or its process's state")
+
+// ping asks the serving process whether it answers. Any HTTP answer will
+// do: a serve of an earlier release, which has no /v1/ping, answers 404.
+func (c *Client) ping(ctx context.Context) error {
+	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(pctx, http.MethodGet, "http://tfmirror/v1/ping", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		if ctx.Err() == nil && pctx.Err() != nil {
+			return fmt.Errorf("%w: no answer within %s", ErrNotAnswering, pingTimeout)
+		}
+		return err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<10))
+	resp.Body.Close()
+	return nil
 }
 
 // maxAnswer bounds the answer of one call that the client reads. It is

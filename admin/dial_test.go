@@ -3,11 +3,14 @@ package admin
 import (
 	"context"
 	"errors"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A data directory whose socket path is too long to be a unix socket's
@@ -36,4 +39,73 @@ func TestDialTooLongAPathIsNoServer(t *testing.T) {
 	if !strings.Contains(err.Error(), "too long") {
 		t.Errorf("Dial's error %q does not say the path is too long", err)
 	}
+}
+
+// A process that holds the admin socket but answers nothing on it (a
+// serve stopped with SIGSTOP, or hung) is said to be so by Dial, within
+// its bound: a command's call through it waited for ever. Any HTTP
+// answer is one (a serve of an earlier release, without /v1/ping, answers
+// 404).
+func TestDialAProcessThatDoesNotAnswer(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("unix sockets")
+	}
+	old := pingTimeout
+	pingTimeout = 300 * time.Millisecond
+	t.Cleanup(func() { pingTimeout = old })
+
+	dir := t.TempDir()
+	ln, err := Listen(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := make(chan net.Conn, 8)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				close(held)
+				return
+			}
+			held <- c // accepted, never answered
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		for c := range held {
+			c.Close()
+		}
+	})
+	done := make(chan error, 1)
+	go func() {
+		c, err := Dial(context.Background(), dir)
+		if c != nil {
+			c.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrNotAnswering) || errors.Is(err, ErrNoServer) {
+			t.Fatalf("Dial of a socket whose process does not answer: %v, want ErrNotAnswering", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Dial of a socket whose process does not answer did not return")
+	}
+
+	// An earlier release's serve: any answer is one.
+	dir2 := t.TempDir()
+	ln2, err := Listen(dir2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.NotFoundHandler()}
+	go srv.Serve(ln2)
+	t.Cleanup(func() { srv.Close() })
+	pingTimeout = time.Minute
+	c, err := Dial(context.Background(), dir2)
+	if err != nil {
+		t.Fatalf("Dial of a serve without /v1/ping: %v, want it answering", err)
+	}
+	c.Close()
 }

@@ -36,6 +36,7 @@ func (a *API) NewServer(base context.Context) *http.Server {
 // process's user or root (403 otherwise, and for a request whose
 // caller's credentials were not read: serve it with NewServer):
 //
+//	GET  /v1/ping                                           -> {}
 //	POST /v1/versions {"provider"}                          -> [Version]
 //	POST /v1/package  {"provider","version","platforms"}    -> [Archive]
 //	POST /v1/ensure   {"provider","version","platform"}     -> Ensured
@@ -56,6 +57,11 @@ func (a *API) NewServer(base context.Context) *http.Server {
 // changed and the caller's uid and pid: the audit log.
 func (a *API) Handler() http.Handler {
 	mux := http.NewServeMux()
+	// Dial's question: the serving process answers on its socket.
+	mux.HandleFunc("GET /v1/ping", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, "{}\n")
+	})
 	mux.HandleFunc("POST /v1/versions", a.serve(slog.LevelDebug, "admin sync: versions listed", func(ctx context.Context, p addrs.Provider, r Request) (any, []any, error) {
 		res, err := a.Versions(ctx, p)
 		return res, []any{"versions", len(res)}, err
