@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -63,6 +64,10 @@ func TestSyncThroughServeInterruptedBySignal(t *testing.T) {
 	// Each call waits until its client has gone, or the test ends.
 	ended := make(chan struct{})
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/ping" { // Dial's question, answered
+			io.WriteString(w, "{}")
+			return
+		}
 		interrupt(errSignal) // as signal.NotifyContext does
 		select {
 		case <-r.Context().Done():
