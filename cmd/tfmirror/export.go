@@ -127,6 +127,7 @@ func runExport(args []string, stdout, stderr io.Writer) int {
 		if len(releasesGiven) > 0 {
 			return fmt.Errorf("%s given, but the tfmirror serving this data directory does the export, with the CLI products and publisher keys it is configured with: give them to tfmirror serve", strings.Join(releasesGiven, " and "))
 		}
+		warnEnvIgnored(stderr, os.LookupEnv, "export", "exports", append([]string{"export-key", "oci-provider-prefix", "oci-module-prefix"}, releasesFlags...)...)
 		return nil
 	}
 	return runSealed("export", cfg, pol, stdout, stderr, viaServer, exportOp(req))

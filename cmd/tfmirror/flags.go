@@ -144,3 +144,16 @@ func usageOutput(args []string, stdout, stderr io.Writer) io.Writer {
 	}
 	return stderr
 }
+
+// warnEnvIgnored says on stderr which of the TFMIRROR_ variables of the
+// settings names are set, and so ignored, by command working through the
+// serve holding its data directory, which works with its own settings:
+// the serve's own variables, where the command runs in its environment
+// (kubectl exec), or the operator's, meant for a command on its own.
+func warnEnvIgnored(stderr io.Writer, lookupEnv func(string) (string, bool), command, does string, names ...string) {
+	for _, name := range names {
+		if _, ok := lookupEnv(settings.EnvName(name)); ok {
+			fmt.Fprintf(stderr, "tfmirror %s: %s is ignored: the tfmirror serving this data directory %s with its own settings\n", command, settings.EnvName(name), does)
+		}
+	}
+}

@@ -76,11 +76,7 @@ func runImport(args []string, stdout, stderr io.Writer) int {
 		if len(given) > 0 {
 			return fmt.Errorf("%s given, but the tfmirror serving this data directory does the import, with the keys it trusts and the hosts it allows unsigned versions under: give them to tfmirror serve (neither is ever sent over the admin socket)", strings.Join(given, " and "))
 		}
-		for _, name := range append(slices.Clone(trustFlags), releasesFlags...) {
-			if _, ok := os.LookupEnv(settings.EnvName(name)); ok {
-				fmt.Fprintf(stderr, "tfmirror import: %s is ignored: the tfmirror serving this data directory imports with its own settings\n", settings.EnvName(name))
-			}
-		}
+		warnEnvIgnored(stderr, os.LookupEnv, "import", "imports", append(slices.Clone(trustFlags), releasesFlags...)...)
 		return nil
 	}
 	return runSealed("import", cfg, pol, stdout, stderr, viaServer, func(ctx context.Context, ops engineOps) (airGapResult, error) {

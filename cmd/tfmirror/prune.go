@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -142,6 +143,9 @@ func runPrune(args []string, lookupEnv func(string) (string, bool), stdout, stde
 	if dd.viaServer && len(ruleFlags) > 0 {
 		fmt.Fprintf(stderr, "tfmirror cache prune: %s given, but the tfmirror serving this data directory prunes by its own rules and pins: give them to tfmirror serve\n", strings.Join(ruleFlags, ", "))
 		return 2
+	}
+	if dd.viaServer {
+		warnEnvIgnored(stderr, lookupEnv, "cache prune", "prunes", append(slices.Clone(ruleSettings), "offline")...)
 	}
 	res, err := dd.ops.Prune(ctx, req)
 	// What a failed prune did, when it says (a prune that failed part

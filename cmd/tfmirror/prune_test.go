@@ -225,3 +225,32 @@ func (w *testLogWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSuffix(string(p), "\n"))
 	return len(p), nil
 }
+
+// A prune through a serve prunes by that serve's rules: the retention
+// variables set where the command runs (TFMIRROR_KEEP_VERSIONS, meant
+// for a prune on its own, or the serve's own in a kubectl exec) are said
+// to be ignored. They were passed over without a word, where the flags
+// are refused and import says so of its variables.
+func TestCachePruneThroughServeSaysVariablesIgnored(t *testing.T) {
+	t.Parallel()
+	dataDir := filepath.Join(t.TempDir(), "data")
+	fakeServeSocket(t, dataDir, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, "{}")
+	})
+	env := map[string]string{"TFMIRROR_KEEP_VERSIONS": "1", "TFMIRROR_OFFLINE": "true"}
+	var stdout, stderr bytes.Buffer
+	code := runPrune([]string{"--data-dir", dataDir, "--dry-run"}, func(k string) (string, bool) { v, ok := env[k]; return v, ok }, &stdout, &stderr)
+	t.Logf("exit %d\nstdout:\n%sstderr:\n%s", code, stdout.String(), stderr.String())
+	if code != 0 {
+		t.Fatalf("a dry run through a serve: exit %d, want 0", code)
+	}
+	for name := range env {
+		if !strings.Contains(stderr.String(), name+" is ignored: the tfmirror serving this data directory prunes with its own settings") {
+			t.Errorf("stderr does not say %s is ignored", name)
+		}
+	}
+	if strings.Contains(stderr.String(), "TFMIRROR_PINS_DIR") {
+		t.Error("stderr names a variable that is not set")
+	}
+}
