@@ -121,8 +121,8 @@ type Config struct {
 	// average over a window of MinSpeedWindow is aborted as a timeout
 	// (OriginError.Timeout). Windows follow each other from the first
 	// read, in the time the reads wait for the origin (not the caller's
-	// between them: a slow local disk is not a slow origin). It catches origins that drip bytes just often
-	// enough to never trip IdleTimeout. Defaults 1024 (1 KiB/s) and 30s; a
+	// between them: a slow local disk is not a slow origin). It catches
+	// origins that drip bytes just often enough to never trip IdleTimeout. Defaults 1024 (1 KiB/s) and 30s; a
 	// negative value of either disables the limit.
 	MinSpeed       int64
 	MinSpeedWindow time.Duration
