@@ -104,6 +104,13 @@ type Options struct {
 	// store that stopped writing checks at this interval whether it may
 	// write again. Default DefaultSpaceCheckInterval.
 	SpaceCheckInterval time.Duration
+	// CollectAtClose has Shutdown and Close settle the deletions the
+	// value-log GC had not settled yet and collect the value log, for at
+	// most a few seconds, before the database closes: for a command that
+	// exits right after its last deletions, whose space would otherwise
+	// wait for the next Open. Default false: a serve's next start
+	// collects it, and its shutdown is not made longer.
+	CollectAtClose bool
 	// FailWrites is for tests and fault injection only: when set, it is
 	// called before each archive chunk and metadata document is written,
 	// and an error it returns is treated as a failed write (as on a full
@@ -131,6 +138,7 @@ type Store struct {
 	reopen    reopenBackoff      // watch's own
 	stopGC    context.CancelFunc // of the value-log GC goroutine (gc.go)
 	gcDone    chan struct{}
+	collect   bool // Options.CollectAtClose
 
 	hooks *testHooks // shared with the parts; set by tests only
 }
@@ -191,7 +199,7 @@ func Open(opts Options) (*Store, error) {
 	s := &Store{
 		Records: &Records{db: db, writers: writers, failWrites: opts.FailWrites},
 		Blobs:   newBlobs(opts, db, writers, hooks),
-		db:      db, writers: writers, hooks: hooks,
+		db:      db, writers: writers, hooks: hooks, collect: opts.CollectAtClose,
 	}
 	s.gc = &valueLogGC{db: db, budget: &s.budget, archiveBytes: func() int64 { _, n := s.statsNow(); return n }}
 

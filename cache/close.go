@@ -130,8 +130,10 @@ func (s *Store) Close() error {
 	return s.closeDB()
 }
 
-// closeDB stops the free-space checks, the count and the eviction
-// goroutine, and closes Badger once no operation is under way.
+// closeDB stops the free-space checks, the count, the eviction goroutine
+// and the value-log GC, collects what the GC had not yet collected
+// (collectBeforeClose, with Options.CollectAtClose), and closes Badger
+// once no operation is under way.
 func (s *Store) closeDB() error {
 	if s.stopWatch != nil { // it may reopen the database
 		s.stopWatch()
@@ -142,6 +144,9 @@ func (s *Store) closeDB() error {
 	if s.stopGC != nil {
 		s.stopGC()
 		<-s.gcDone
+		if s.collect {
+			s.gc.collectBeforeClose()
+		}
 	}
 	return s.db.close()
 }

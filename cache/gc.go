@@ -147,6 +147,28 @@ func (g *valueLogGC) run(ctx context.Context, interval time.Duration) {
 	}
 }
 
+// closeCollectTime bounds how long closing the store goes on collecting
+// (collectBeforeClose): a command exits right after its last deletions,
+// which the GC goroutine gathers for up to minSettleInterval first.
+const closeCollectTime = 5 * time.Second
+
+// collectBeforeClose settles the deletions the GC goroutine, stopped,
+// had not settled yet, and runs the value-log GC until no file is worth
+// rewriting, for at most closeCollectTime: what a command that opened
+// the data directory by itself deleted (archives evicted, pruned or
+// refused) returns to the disk as it exits, not at the next Open.
+func (g *valueLogGC) collectBeforeClose() {
+	if g.db.space.Dir == "" {
+		return // in memory: no value log
+	}
+	until := time.Now().Add(closeCollectTime)
+	if g.db.deletes.Swap(0) > 0 && g.settleDeletes() != nil {
+		return
+	}
+	for time.Now().Before(until) && g.round() == nil && !g.budget.stuck.Load() {
+	}
+}
+
 // settleDeletes has Badger flush its memtable (where the deletion markers
 // of recent deletions are) into a table, and compact the tables into one
 // level, so that every deleted value's place in the value log is counted

@@ -108,3 +108,48 @@ func TestDiskFollowsTheCacheAfterEvictions(t *testing.T) {
 		t.Errorf("%d archives readable, want %d", kept, archives)
 	}
 }
+
+// What a store opened with CollectAtClose deleted returns to the disk
+// before Close ends, though the deletions came just before it, within the settle interval of one
+// another: a command that opens the data directory by itself (an import
+// whose packages were all refused, their archives deleted as they were
+// refused) exits right after its last deletion, and the value log must
+// not keep their bytes until the next Open.
+func TestCloseReturnsTheSpaceOfDeletions(t *testing.T) {
+	const (
+		limit = 64 << 20 // value-log files of 4 MiB
+		size  = 4 << 20
+		n     = 8
+	)
+	dir := t.TempDir()
+	s, err := Open(Options{Dir: dir, MaxBytes: limit, CollectAtClose: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		b := make([]byte, size)
+		rand.NewChaCha8([32]byte{byte(i), 1}).Read(b)
+		w, err := s.NewBlobWriter(shaOf(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Write(b); err != nil {
+			t.Fatal(err)
+		}
+		// Refused: what it staged is deleted.
+		if err := w.Abort(); err != nil {
+			t.Fatal(err)
+		}
+		w.Close()
+	}
+	written := vlogBytes(dir)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Badger never collects the value-log file it writes to.
+	bound := 2 * valueLogFileSizeFor(limit)
+	if left := vlogBytes(dir); left > bound {
+		t.Fatalf("after %d MiB written and deleted, the value log holds %d MiB once the store is closed (%d MiB before Close); want at most %d MiB",
+			n*size>>20, left>>20, written>>20, bound>>20)
+	}
+}

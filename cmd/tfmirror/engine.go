@@ -66,10 +66,13 @@ const metadataStages = 4
 // openEngine opens the pull-through engine without any server, so that
 // serve and subcommands that work on the cache share one wiring: config ->
 // cache store (in DATA-DIR/cache) -> origin client -> engine. met, when
-// not nil, receives the cache's, the origin client's and the engine's
-// observations; watch, when not nil, the end of each origin request and
-// each package an origin answered that failed verification (the status
-// page's origin rows). The caller must call the returned parts' shutdown.
+// not nil (serve's), receives the cache's, the origin client's and the
+// engine's observations; nil is a command's, which exits right after its
+// work, so its cache collects as it closes what its last deletions freed
+// (cache.Options.CollectAtClose). watch, when not nil, receives the end
+// of each origin request and each package an origin answered that failed
+// verification (the status page's origin rows). The caller must call the
+// returned parts' shutdown.
 func openEngine(cfg settings.Config, logger *slog.Logger, o overrides, met *metrics.Metrics, watch *originwatch.Watch) (_ *engineParts, err error) {
 	reserve := cfg.DiskReserve
 	if reserve == 0 {
@@ -82,7 +85,8 @@ func openEngine(cfg settings.Config, logger *slog.Logger, o overrides, met *metr
 		DiskReserve: reserve,
 		// Nothing is evicted before retention has read what cannot be
 		// fetched again (it then says what may be: retention.Retainer.Evictable).
-		Evictable: func(string) bool { return false },
+		Evictable:      func(string) bool { return false },
+		CollectAtClose: met == nil,
 	}
 	if met != nil {
 		copts.OnEvict = func(cache.BlobInfo) { met.Evicted(1) }
