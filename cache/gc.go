@@ -156,11 +156,9 @@ const closeCollectTime = 5 * time.Second
 // had not settled yet, and runs the value-log GC until no file is worth
 // rewriting, for at most closeCollectTime: what a command that opened
 // the data directory by itself deleted (archives evicted, pruned or
-// refused) returns to the disk as it exits, not at the next Open.
+// refused) returns to the disk as it exits, not at the next Open. Called
+// by closeDB only where the GC goroutine ran (not in memory).
 func (g *valueLogGC) collectBeforeClose() {
-	if g.db.space.Dir == "" {
-		return // in memory: no value log
-	}
 	until := time.Now().Add(closeCollectTime)
 	if g.db.deletes.Swap(0) > 0 && g.settleDeletes() != nil {
 		return
