@@ -74,21 +74,30 @@ func TestAdminRefusesUnknownCaller(t *testing.T) {
 	var logs logbuf.Buffer
 	srv := httptest.NewServer(h.newAPI(t, jsonLogger(&logs), nil, Options{}).Handler())
 	defer srv.Close()
-	resp, err := http.Post(srv.URL+"/v1/versions", "application/json", strings.NewReader(`{"provider":"registry.terraform.io/hashicorp/random"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var body ErrorBody
-	json.NewDecoder(resp.Body).Decode(&body)
-	if resp.StatusCode != http.StatusForbidden || !strings.Contains(body.Error, "credentials") {
-		t.Errorf("%d %q, want 403 about the caller's credentials", resp.StatusCode, body.Error)
+	for _, req := range []struct{ method, path, body string }{
+		{http.MethodPost, "/v1/versions", `{"provider":"registry.terraform.io/hashicorp/random"}`},
+		{http.MethodGet, "/v1/ping", ""}, // Dial's question, behind the same guard
+	} {
+		hreq, err := http.NewRequest(req.method, srv.URL+req.path, strings.NewReader(req.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(hreq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body ErrorBody
+		json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden || !strings.Contains(body.Error, "credentials") {
+			t.Errorf("%s %s: %d %q, want 403 about the caller's credentials", req.method, req.path, resp.StatusCode, body.Error)
+		}
 	}
 	if n := h.origin.TotalHits(); n != 0 {
 		t.Errorf("the refused request reached the origin %d times", n)
 	}
-	if len(logLines(t, &logs, "admin request refused")) != 1 {
-		t.Errorf("the refusal was not logged")
+	if n := len(logLines(t, &logs, "admin request refused")); n != 2 {
+		t.Errorf("%d refusals logged, want 2", n)
 	}
 }
 
