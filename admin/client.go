@@ -52,6 +52,11 @@ func Listen(dataDir string) (net.Listener, error) {
 // Client calls the admin API of the tfmirror serving a data directory.
 type Client struct {
 	http *http.Client
+	// silence is how long a call waits for a sign of the serve (a
+	// heartbeat, its answer) before it gives up on it: silenceBeats of
+	// the heartbeats its ping said it sends; 0 for a serve that sends
+	// none, whose calls are not bounded.
+	silence time.Duration
 }
 
 // Dial connects to the admin socket of dataDir, and asks the process
@@ -98,8 +103,9 @@ var pingTimeout = 15 * time.Second
 // on it (stopped, or hung).
 var ErrNotAnswering = errors.New("the tfmirror serving this data directory does not answer on its admin socket (stopped, or hung): see its log, or its process's state")
 
-// ping asks the serving process whether it answers. Any HTTP answer will
-// do: a serve of an earlier release, which has no /v1/ping, answers 404.
+// ping asks the serving process whether it answers, and whether it sends
+// heartbeats (Ping). Any HTTP answer will do: a serve of an earlier
+// release, which has no /v1/ping, answers 404, and sends none.
 func (c *Client) ping(ctx context.Context) error {
 	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
 	defer cancel()
@@ -114,8 +120,12 @@ func (c *Client) ping(ctx context.Context) error {
 		}
 		return err
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<10))
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
 	resp.Body.Close()
+	var p Ping
+	if resp.StatusCode == http.StatusOK && json.Unmarshal(data, &p) == nil && p.HeartbeatMillis > 0 {
+		c.silence = silenceBeats * time.Duration(p.HeartbeatMillis) * time.Millisecond
+	}
 	return nil
 }
 
@@ -137,19 +147,22 @@ func (c *Client) call(ctx context.Context, path string, req, out any) error {
 	if err != nil {
 		return err
 	}
+	ctx, watch := c.watch(ctx)
+	defer watch.stop()
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://tfmirror"+path, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
 	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set(HeartbeatHeader, "1")
 	resp, err := c.http.Do(hreq)
 	if err != nil {
-		return fmt.Errorf("running tfmirror: %w", err)
+		return fmt.Errorf("running tfmirror: %w", watch.why(err))
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1))
+	data, err := io.ReadAll(io.LimitReader(&signReader{resp.Body, watch}, maxAnswer+1))
 	if err != nil {
-		return fmt.Errorf("running tfmirror: %w", err)
+		return fmt.Errorf("running tfmirror: %w", watch.why(err))
 	}
 	if int64(len(data)) > maxAnswer {
 		// Not read whole: said so, rather than as JSON cut short. The

@@ -36,7 +36,7 @@ func (a *API) NewServer(base context.Context) *http.Server {
 // process's user or root (403 otherwise, and for a request whose
 // caller's credentials were not read: serve it with NewServer):
 //
-//	GET  /v1/ping                                           -> {}
+//	GET  /v1/ping                                           -> Ping
 //	POST /v1/versions {"provider"}                          -> [Version]
 //	POST /v1/package  {"provider","version","platforms"}    -> [Archive]
 //	POST /v1/ensure   {"provider","version","platform"}     -> Ensured
@@ -51,17 +51,15 @@ func (a *API) NewServer(base context.Context) *http.Server {
 //	POST /v1/cli/versions CLIRequest                        -> ["VERSION", ...]
 //	POST /v1/cli/ensure   CLIRequest                        -> CLIEnsured
 //
+// A request that asks for it (HeartbeatHeader) is sent 102 Processing
+// every heartbeat while its operation runs, before its answer (beat).
 // Errors answer the status httperr.Status gives and an ErrorBody. What
 // changes the cache or writes files (ensure, CLI ensure, module unpack, export,
 // import), and a reload of the configuration, is logged at info level, succeeded or failed, with what it
 // changed and the caller's uid and pid: the audit log.
 func (a *API) Handler() http.Handler {
 	mux := http.NewServeMux()
-	// Dial's question: the serving process answers on its socket.
-	mux.HandleFunc("GET /v1/ping", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, "{}\n")
-	})
+	mux.HandleFunc("GET /v1/ping", ping)
 	mux.HandleFunc("POST /v1/versions", a.serve(slog.LevelDebug, "admin sync: versions listed", func(ctx context.Context, p addrs.Provider, r Request) (any, []any, error) {
 		res, err := a.Versions(ctx, p)
 		return res, []any{"versions", len(res)}, err
@@ -160,7 +158,9 @@ func handle[Req any](a *API, level slog.Level, msg string, op func(context.Conte
 		var res any
 		var attrs []any
 		if err == nil {
+			stop := beat(w, r)
 			res, attrs, err = op(r.Context(), req)
+			stop()
 		}
 		caller := []any{"caller_uid", peer.UID, "caller_pid", peer.PID}
 		if err != nil {

@@ -1,0 +1,248 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// setHeartbeat sets the serve's heartbeat for the test; call it before
+// the servers start, so that it is restored after they stop.
+func setHeartbeat(t *testing.T, d time.Duration) {
+	old := heartbeat
+	heartbeat = d
+	t.Cleanup(func() { heartbeat = old })
+}
+
+// A command's call through the socket that runs longer than its client's
+// bound on silence (an export, a reload that waits) is kept alive by the
+// serve's heartbeats, and answered: the real API, its server and its
+// client, through a real socket.
+func TestHeartbeatsKeepALongCallAlive(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("unix sockets")
+	}
+	setHeartbeat(t, 100*time.Millisecond)
+	h := newHarness(t, harnessOptions{})
+	ran := make(chan struct{})
+	a := h.newAPI(t, nil, nil, Options{Reload: func(ctx context.Context) (Reloaded, error) {
+		defer close(ran)
+		select {
+		case <-time.After(1500 * time.Millisecond): // the client's bound is 600 ms
+			return Reloaded{File: "tfmirror.hcl"}, nil
+		case <-ctx.Done():
+			return Reloaded{}, ctx.Err()
+		}
+	}})
+	dir, _ := socket(t, a)
+	c, err := Dial(t.Context(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if want := silenceBeats * heartbeat; c.silence != want {
+		t.Fatalf("client's bound on silence %s, want %s (the heartbeat the ping said, %d times)", c.silence, want, silenceBeats)
+	}
+	res, err := c.Reload(t.Context())
+	if err != nil {
+		t.Fatalf("a reload of 1.5 s through a serve sending heartbeats: %v", err)
+	}
+	if res.File != "tfmirror.hcl" {
+		t.Errorf("answer %+v, want the reload's", res)
+	}
+	<-ran
+}
+
+// The heartbeats are 102 Processing answers, sent while the operation
+// runs to a call that asks for them, and to no other (a client of an
+// earlier release gets the answers it knew).
+func TestHeartbeatsOnlyWhenAsked(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("unix sockets")
+	}
+	setHeartbeat(t, 10*time.Millisecond)
+	h := newHarness(t, harnessOptions{})
+	release := make(chan struct{})
+	var beats atomic.Int32
+	a := h.newAPI(t, nil, nil, Options{Reload: func(ctx context.Context) (Reloaded, error) {
+		select {
+		case <-release:
+			return Reloaded{File: "f"}, nil
+		case <-ctx.Done():
+			return Reloaded{}, ctx.Err()
+		}
+	}})
+	dir, _ := socket(t, a)
+	c, err := Dial(t.Context(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	post := func(ask bool, got1xx func(int)) (int, string) {
+		t.Helper()
+		ctx := httptrace.WithClientTrace(t.Context(), &httptrace.ClientTrace{
+			Got1xxResponse: func(code int, _ textproto.MIMEHeader) error { got1xx(code); return nil },
+		})
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://tfmirror/v1/reload", strings.NewReader("{}"))
+		if ask {
+			req.Header.Set(HeartbeatHeader, "1")
+		}
+		resp, err := c.http.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+
+	// Asked: the operation is let go after three beats (or a minute).
+	var once sync.Once
+	let := func() { once.Do(func() { close(release) }) }
+	bound := time.AfterFunc(time.Minute, let)
+	status, body := post(true, func(code int) {
+		if code != http.StatusProcessing {
+			t.Errorf("informational answer %d, want 102", code)
+		}
+		if beats.Add(1) == 3 {
+			let()
+		}
+	})
+	bound.Stop()
+	if n := beats.Load(); n < 3 {
+		t.Fatalf("%d heartbeats in a minute, at one every %s", n, heartbeat)
+	}
+	if status != http.StatusOK || !strings.Contains(body, `"f"`) {
+		t.Fatalf("answer after the beats: %d %s", status, body)
+	}
+
+	// Not asked: none, in 30 of the serve's heartbeats.
+	release = make(chan struct{})
+	var unasked atomic.Int32
+	time.AfterFunc(30*heartbeat, func() { close(release) })
+	if status, _ := post(false, func(int) { unasked.Add(1) }); status != http.StatusOK {
+		t.Fatalf("answer: %d", status)
+	}
+	if n := unasked.Load(); n != 0 {
+		t.Errorf("%d informational answers to a call that did not ask for them", n)
+	}
+}
+
+// A serve that stops answering in the middle of a call (stopped with
+// SIGSTOP, frozen with its container, after its ping answered) is given
+// up by the call once its heartbeats go missing, where the command
+// waited for ever. A serve of an earlier release, which sends none,
+// is waited for as before.
+func TestCallGivesUpOnASilentServe(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("unix sockets")
+	}
+	serve := func(t *testing.T, pingBody string, verify http.HandlerFunc) string {
+		t.Helper()
+		dir := t.TempDir()
+		ln, err := Listen(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mux := http.NewServeMux()
+		mux.HandleFunc("GET /v1/ping", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, pingBody) })
+		mux.HandleFunc("POST /v1/verify", verify)
+		srv := &http.Server{Handler: mux}
+		done := make(chan struct{})
+		go func() { defer close(done); srv.Serve(ln) }()
+		t.Cleanup(func() { srv.Close(); <-done })
+		return dir
+	}
+	call := func(t *testing.T, dir string) (time.Duration, error) {
+		t.Helper()
+		c, err := Dial(t.Context(), dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		done := make(chan error, 1)
+		start := time.Now()
+		go func() {
+			_, err := c.Verify(t.Context(), VerifyRequest{})
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			return time.Since(start), err
+		case <-time.After(time.Minute):
+			t.Fatal("the call did not return")
+			return 0, nil
+		}
+	}
+
+	t.Run("silent after one beat", func(t *testing.T) {
+		frozen := make(chan struct{})
+		defer close(frozen)
+		dir := serve(t, `{"heartbeat_ms":50}`, func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusProcessing)
+			select { // frozen: no beat, no answer
+			case <-frozen:
+			case <-r.Context().Done():
+			}
+		})
+		_, err := call(t, dir)
+		if !errors.Is(err, ErrNotAnswering) {
+			t.Fatalf("a call to a serve silent after one heartbeat: %v, want ErrNotAnswering", err)
+		}
+		if !strings.Contains(err.Error(), "no sign of it for 300ms") {
+			t.Errorf("error %q does not say how long the serve was silent", err)
+		}
+	})
+
+	t.Run("beats for longer than the bound", func(t *testing.T) {
+		// Says 300 ms (a bound of 1.8 s), beats every 20 ms for 3 s.
+		dir := serve(t, `{"heartbeat_ms":300}`, func(w http.ResponseWriter, r *http.Request) {
+			tick := time.NewTicker(20 * time.Millisecond)
+			defer tick.Stop()
+			for end := time.After(3 * time.Second); ; {
+				select {
+				case <-tick.C:
+					w.WriteHeader(http.StatusProcessing)
+					continue
+				case <-end:
+				case <-r.Context().Done():
+					return
+				}
+				break
+			}
+			io.WriteString(w, `{"checked":7}`)
+		})
+		took, err := call(t, dir)
+		if err != nil {
+			t.Fatalf("a call of 3 s to a serve beating all along: %v", err)
+		}
+		if took < 3*time.Second {
+			t.Fatalf("answered after %s, before the serve's 3 s", took)
+		}
+	})
+
+	t.Run("an earlier release sends none", func(t *testing.T) {
+		for _, ping := range []string{`{}`, `404 page not found`} {
+			dir := serve(t, ping, func(w http.ResponseWriter, r *http.Request) {
+				select {
+				case <-time.After(time.Second):
+				case <-r.Context().Done():
+					return
+				}
+				io.WriteString(w, `{"checked":1}`)
+			})
+			if _, err := call(t, dir); err != nil {
+				t.Errorf("ping %q: a call of 1 s to a serve that sends no heartbeats: %v", ping, err)
+			}
+		}
+	})
+}
