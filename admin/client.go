@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -57,6 +58,10 @@ type Client struct {
 	// the heartbeats its ping said it sends; 0 for a serve that sends
 	// none, whose calls are not bounded.
 	silence time.Duration
+	// silent is set once a call gave the serve up for its silence: the
+	// calls after it fail at once, so that a command of many calls (a
+	// sync of many packages) fails in one silence, not in one each.
+	silent atomic.Bool
 }
 
 // Dial connects to the admin socket of dataDir, and asks the process
@@ -146,6 +151,9 @@ func (c *Client) call(ctx context.Context, path string, req, out any) error {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return err
+	}
+	if c.silent.Load() {
+		return fmt.Errorf("running tfmirror: %w: it gave no sign of itself for %s on an earlier call", ErrNotAnswering, c.silence)
 	}
 	ctx, watch := c.watch(ctx)
 	defer watch.stop()

@@ -9,6 +9,7 @@ import (
 	"net/http/httptrace"
 	"net/textproto"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -92,6 +93,7 @@ func beat(w http.ResponseWriter, r *http.Request) (stop func()) {
 type watchdog struct {
 	t       *time.Timer
 	silence time.Duration
+	silent  *atomic.Bool // the client's, set when the watchdog fires
 }
 
 // errSilent is the cause of a call given up by its watchdog.
@@ -107,8 +109,11 @@ func (c *Client) watch(ctx context.Context) (context.Context, *watchdog) {
 		return ctx, &watchdog{}
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
-	w := &watchdog{silence: c.silence}
-	w.t = time.AfterFunc(c.silence, func() { cancel(errSilent{c.silence}) })
+	w := &watchdog{silence: c.silence, silent: &c.silent}
+	w.t = time.AfterFunc(c.silence, func() {
+		c.silent.Store(true)
+		cancel(errSilent{c.silence})
+	})
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		Got1xxResponse: func(int, textproto.MIMEHeader) error {
 			w.sign()
@@ -134,7 +139,7 @@ func (w *watchdog) stop() {
 // why is err, the error of a call, said as the serve's silence when the
 // watchdog gave the call up.
 func (w *watchdog) why(err error) error {
-	if w.t != nil && !w.t.Stop() {
+	if w.t != nil && !w.t.Stop() && w.silent.Load() {
 		// Fired: the call's context was cancelled for the silence, or
 		// the call failed just as it fired; either way, silence it was.
 		return fmt.Errorf("%w: %s", ErrNotAnswering, errSilent{w.silence})

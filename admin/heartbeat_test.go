@@ -162,44 +162,64 @@ func TestCallGivesUpOnASilentServe(t *testing.T) {
 		t.Cleanup(func() { srv.Close(); <-done })
 		return dir
 	}
-	call := func(t *testing.T, dir string) (time.Duration, error) {
+	call := func(t *testing.T, c *Client) error {
 		t.Helper()
-		c, err := Dial(t.Context(), dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
 		done := make(chan error, 1)
-		start := time.Now()
 		go func() {
 			_, err := c.Verify(t.Context(), VerifyRequest{})
 			done <- err
 		}()
 		select {
 		case err := <-done:
-			return time.Since(start), err
+			return err
 		case <-time.After(time.Minute):
 			t.Fatal("the call did not return")
-			return 0, nil
+			return nil
 		}
+	}
+	dialCall := func(t *testing.T, dir string) (time.Duration, error) {
+		t.Helper()
+		c, err := Dial(t.Context(), dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		start := time.Now()
+		err = call(t, c)
+		return time.Since(start), err
 	}
 
 	t.Run("silent after one beat", func(t *testing.T) {
 		frozen := make(chan struct{})
 		defer close(frozen)
+		var asked atomic.Int32
 		dir := serve(t, `{"heartbeat_ms":50}`, func(w http.ResponseWriter, r *http.Request) {
+			asked.Add(1)
 			w.WriteHeader(http.StatusProcessing)
 			select { // frozen: no beat, no answer
 			case <-frozen:
 			case <-r.Context().Done():
 			}
 		})
-		_, err := call(t, dir)
+		c, err := Dial(t.Context(), dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		err = call(t, c)
 		if !errors.Is(err, ErrNotAnswering) {
 			t.Fatalf("a call to a serve silent after one heartbeat: %v, want ErrNotAnswering", err)
 		}
 		if !strings.Contains(err.Error(), "no sign of it for 300ms") {
 			t.Errorf("error %q does not say how long the serve was silent", err)
+		}
+		// The calls after it (a sync's next package) fail at once, not
+		// in a silence each.
+		if err := call(t, c); !errors.Is(err, ErrNotAnswering) {
+			t.Errorf("the call after the silence: %v, want ErrNotAnswering", err)
+		}
+		if n := asked.Load(); n != 1 {
+			t.Errorf("the silent serve was asked %d times, want once", n)
 		}
 	})
 
@@ -221,7 +241,7 @@ func TestCallGivesUpOnASilentServe(t *testing.T) {
 			}
 			io.WriteString(w, `{"checked":7}`)
 		})
-		took, err := call(t, dir)
+		took, err := dialCall(t, dir)
 		if err != nil {
 			t.Fatalf("a call of 3 s to a serve beating all along: %v", err)
 		}
@@ -240,7 +260,7 @@ func TestCallGivesUpOnASilentServe(t *testing.T) {
 				}
 				io.WriteString(w, `{"checked":1}`)
 			})
-			if _, err := call(t, dir); err != nil {
+			if _, err := dialCall(t, dir); err != nil {
 				t.Errorf("ping %q: a call of 1 s to a serve that sends no heartbeats: %v", ping, err)
 			}
 		}
