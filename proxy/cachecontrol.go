@@ -130,7 +130,7 @@ func writeFile(w http.ResponseWriter, r *http.Request, doc document, contentType
 	h["Etag"] = doc.etag
 	if conditional(r) {
 		// A zero modification time: no Last-Modified, validation by ETag only.
-		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(doc.body))
+		http.ServeContent(noStoreErrors{w}, r, "", time.Time{}, bytes.NewReader(doc.body))
 		return
 	}
 	// What http.ServeContent answers to a request without preconditions
@@ -150,3 +150,24 @@ func conditional(r *http.Request) bool {
 	h := r.Header
 	return len(h["If-None-Match"]) > 0 || len(h["If-Match"]) > 0 || len(h["Range"]) > 0
 }
+
+// noStoreErrors is the ResponseWriter that http.ServeContent writes
+// through, for every front door: an error it answers itself with the
+// headers of the file still set (412 to an If-Match or
+// If-Unmodified-Since that fails; its 416 and others drop them) is
+// answered as every error is, errorCacheControl and no validators, so
+// that no cache keeps it, or takes it for the file.
+type noStoreErrors struct{ http.ResponseWriter }
+
+func (w noStoreErrors) WriteHeader(code int) {
+	if code >= 400 {
+		h := w.Header()
+		h.Set("Cache-Control", errorCacheControl)
+		h.Del("Etag")
+		h.Del("Last-Modified")
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap lets http.ResponseController reach the writer within.
+func (w noStoreErrors) Unwrap() http.ResponseWriter { return w.ResponseWriter }

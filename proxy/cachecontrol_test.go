@@ -65,6 +65,15 @@ func TestCacheHeaders(t *testing.T) {
 			if other.status != http.StatusOK || len(other.body) != len(r.body) {
 				t.Errorf("other ETag: status %d with %d bytes, want 200 with %d", other.status, len(other.body), len(r.body))
 			}
+			// A precondition that fails is an error like any other: not
+			// to be kept by a cache, nor validated as the file it is not.
+			failed := h.get(tc.path, "If-Match", `"0000"`)
+			if failed.status != http.StatusPreconditionFailed {
+				t.Fatalf("If-Match of another ETag: status %d, want 412", failed.status)
+			}
+			if cc, et := failed.header.Get("Cache-Control"), failed.header.Get("ETag"); cc != "no-store" || et != "" {
+				t.Errorf("412 Cache-Control %q ETag %q, want no-store and no ETag", cc, et)
+			}
 		})
 	}
 }

@@ -27,14 +27,15 @@ func TestWriteDocumentIsServeContent(t *testing.T) {
 	t.Parallel()
 	doc := newDocument([]byte(`{"versions":{"1.0.0":{}}}` + "\n"))
 	cacheControl := headerValue("public, max-age=60")
-	// What writeDocument did before it wrote plain answers itself.
+	// What writeDocument did before it wrote plain answers itself (its
+	// errors answered as every error is: TestCacheHeaders).
 	serveContent := func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
 		h.Set("Content-Type", "application/json")
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("Cache-Control", cacheControl[0])
 		h.Set("ETag", doc.etag[0])
-		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(doc.body))
+		http.ServeContent(noStoreErrors{w}, r, "", time.Time{}, bytes.NewReader(doc.body))
 	}
 	tests := []struct {
 		name   string

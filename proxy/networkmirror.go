@@ -134,7 +134,7 @@ var copyBuffers = sync.Pool{New: func() any { b := make([]byte, copyBufferSize);
 // it were whole.)
 func ServeCached(w http.ResponseWriter, r *http.Request, modTime time.Time, content io.ReadSeeker) {
 	cr := &contentReader{ReadSeeker: content}
-	http.ServeContent(w, r, "", modTime, cr)
+	http.ServeContent(noStoreErrors{w}, r, "", modTime, cr)
 	if cr.err == nil {
 		return
 	}
