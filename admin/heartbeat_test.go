@@ -23,32 +23,46 @@ func setHeartbeat(t *testing.T, d time.Duration) {
 	t.Cleanup(func() { heartbeat = old })
 }
 
+// reloadSocket serves the admin API over a socket, with reload as the
+// serving process's reload and a heartbeat every beat, and returns a
+// client of it.
+func reloadSocket(t *testing.T, beat time.Duration, reload func(context.Context) (Reloaded, error)) *Client {
+	t.Helper()
+	if runtime.GOOS == "windows" {
+		t.Skip("unix sockets")
+	}
+	setHeartbeat(t, beat)
+	h := newHarness(t, harnessOptions{})
+	dir, _ := socket(t, h.newAPI(t, nil, nil, Options{Reload: reload}))
+	c, err := Dial(t.Context(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// reloadAfter is a reload that reads file once done is, or fails with
+// ctx.
+func reloadAfter[T any](ctx context.Context, done <-chan T, file string) (Reloaded, error) {
+	select {
+	case <-done:
+		return Reloaded{File: file}, nil
+	case <-ctx.Done():
+		return Reloaded{}, ctx.Err()
+	}
+}
+
 // A command's call through the socket that runs longer than its client's
 // bound on silence (an export, a reload that waits) is kept alive by the
 // serve's heartbeats, and answered: the real API, its server and its
 // client, through a real socket.
 func TestHeartbeatsKeepALongCallAlive(t *testing.T) {
-	if runtime.GOOS == "windows" {
-		t.Skip("unix sockets")
-	}
-	setHeartbeat(t, 100*time.Millisecond)
-	h := newHarness(t, harnessOptions{})
 	ran := make(chan struct{})
-	a := h.newAPI(t, nil, nil, Options{Reload: func(ctx context.Context) (Reloaded, error) {
+	c := reloadSocket(t, 100*time.Millisecond, func(ctx context.Context) (Reloaded, error) {
 		defer close(ran)
-		select {
-		case <-time.After(1500 * time.Millisecond): // the client's bound is 600 ms
-			return Reloaded{File: "tfmirror.hcl"}, nil
-		case <-ctx.Done():
-			return Reloaded{}, ctx.Err()
-		}
-	}})
-	dir, _ := socket(t, a)
-	c, err := Dial(t.Context(), dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+		return reloadAfter(ctx, time.After(1500*time.Millisecond), "tfmirror.hcl") // the client's bound is 600 ms
+	})
 	if want := silenceBeats * heartbeat; c.silence != want {
 		t.Fatalf("client's bound on silence %s, want %s (the heartbeat the ping said, %d times)", c.silence, want, silenceBeats)
 	}
@@ -66,27 +80,11 @@ func TestHeartbeatsKeepALongCallAlive(t *testing.T) {
 // runs to a call that asks for them, and to no other (a client of an
 // earlier release gets the answers it knew).
 func TestHeartbeatsOnlyWhenAsked(t *testing.T) {
-	if runtime.GOOS == "windows" {
-		t.Skip("unix sockets")
-	}
-	setHeartbeat(t, 10*time.Millisecond)
-	h := newHarness(t, harnessOptions{})
 	release := make(chan struct{})
 	var beats atomic.Int32
-	a := h.newAPI(t, nil, nil, Options{Reload: func(ctx context.Context) (Reloaded, error) {
-		select {
-		case <-release:
-			return Reloaded{File: "f"}, nil
-		case <-ctx.Done():
-			return Reloaded{}, ctx.Err()
-		}
-	}})
-	dir, _ := socket(t, a)
-	c, err := Dial(t.Context(), dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := reloadSocket(t, 10*time.Millisecond, func(ctx context.Context) (Reloaded, error) {
+		return reloadAfter(ctx, release, "f")
+	})
 	post := func(ask bool, got1xx func(int)) (int, string) {
 		t.Helper()
 		ctx := httptrace.WithClientTrace(t.Context(), &httptrace.ClientTrace{
