@@ -40,31 +40,32 @@ func configHooks(m *server) []settings.Hook {
 }
 
 // liveSettings ready the new value of each setting the table marks Live
-// for c, and return what puts it in force on m from the next request on;
-// an error (a certificate a new public URL needs that cannot be issued)
-// refuses the reload, with nothing put in force.
-var liveSettings = map[string]func(m *server, c settings.Config, level *slog.LevelVar) (func(), error){
-	"log-level": func(m *server, c settings.Config, level *slog.LevelVar) (func(), error) {
+// for c, and return what puts it in force on m from the next request on,
+// and a warning for the operator ("" for none); an error (a certificate
+// a new public URL needs that cannot be issued) refuses the reload, with
+// nothing put in force.
+var liveSettings = map[string]func(m *server, c settings.Config, level *slog.LevelVar) (apply func(), warning string, err error){
+	"log-level": func(m *server, c settings.Config, level *slog.LevelVar) (func(), string, error) {
 		lvl, err := settings.ParseLevel(c.LogLevel) // validated
-		return func() { level.Set(lvl) }, err
+		return func() { level.Set(lvl) }, "", err
 	},
-	"public-url": func(m *server, c settings.Config, _ *slog.LevelVar) (func(), error) {
+	"public-url": func(m *server, c settings.Config, _ *slog.LevelVar) (func(), string, error) {
 		// Clients are told the new URL only with a certificate that
 		// names its host.
 		useCert, err := m.reissueCert(c)
 		if err != nil {
-			return nil, fmt.Errorf("--public-url %q: %w", c.PublicURL, err)
+			return nil, "", fmt.Errorf("--public-url %q: %w", c.PublicURL, err)
 		}
 		return func() {
 			useCert()
 			m.proxy.SetPublicURL(c.PublicURL)
-		}, nil
+		}, m.certMisses(c.PublicURL), nil
 	},
-	"not-found-ttl": func(m *server, c settings.Config, _ *slog.LevelVar) (func(), error) {
-		return func() { m.engine.NotFound().SetTTL(c.NotFoundTTL) }, nil
+	"not-found-ttl": func(m *server, c settings.Config, _ *slog.LevelVar) (func(), string, error) {
+		return func() { m.engine.NotFound().SetTTL(c.NotFoundTTL) }, "", nil
 	},
-	"not-found-max-entries": func(m *server, c settings.Config, _ *slog.LevelVar) (func(), error) {
-		return func() { m.engine.NotFound().SetMaxEntries(c.NotFoundMaxEntries) }, nil
+	"not-found-max-entries": func(m *server, c settings.Config, _ *slog.LevelVar) (func(), string, error) {
+		return func() { m.engine.NotFound().SetMaxEntries(c.NotFoundMaxEntries) }, "", nil
 	},
 }
 
@@ -80,20 +81,24 @@ func (m *server) useConfig(e *settings.Effective, reload func() (*settings.Effec
 	}
 	r, err := settings.NewReloader(e, settings.ReloaderConfig{
 		Load: reload,
-		Apply: func(_, next *settings.Effective, changed []*settings.Setting) error {
+		Apply: func(_, next *settings.Effective, changed []*settings.Setting) ([]string, error) {
 			// Every one readied before any is put in force.
 			var applies []func()
+			var warnings []string
 			for _, s := range changed {
-				apply, err := liveSettings[s.Name](m, next.Config, level)
+				apply, warning, err := liveSettings[s.Name](m, next.Config, level)
 				if err != nil {
-					return err
+					return nil, err
 				}
 				applies = append(applies, apply)
+				if warning != "" {
+					warnings = append(warnings, warning)
+				}
 			}
 			for _, apply := range applies {
 				apply()
 			}
-			return nil
+			return warnings, nil
 		},
 		Hooks:   configHooks(m),
 		Metrics: m.metrics,
@@ -206,7 +211,7 @@ func (m *server) reload() (admin.Reloaded, error) {
 	defer m.reloadMu.Unlock()
 	var out admin.Reloaded
 	var errs []error
-	inForce := "" // the configuration file's outcome, when put in force
+	var inForce []string // what each file put in force says, for an error
 	conf := m.conf.Load()
 	withFile, withTrust := m.reloadsFiles()
 	if !withFile && m.auth == nil && !withTrust {
@@ -235,7 +240,7 @@ func (m *server) reload() (admin.Reloaded, error) {
 		}
 		out.Warnings = res.Warnings
 		if err == nil {
-			inForce = configInForce(res)
+			inForce = append(inForce, configInForce(res))
 		}
 	}
 	if m.auth != nil {
@@ -243,6 +248,7 @@ func (m *server) reload() (admin.Reloaded, error) {
 			errs = append(errs, fmt.Errorf("client tokens file %s refused; the tokens in force stay: %w", m.cfg.AuthTokensFile, err))
 		} else {
 			out.Tokens = &n
+			inForce = append(inForce, fmt.Sprintf("client tokens file %s put in force (%s)", m.cfg.AuthTokensFile, counted(n, "token")))
 		}
 	}
 	if withTrust {
@@ -250,13 +256,14 @@ func (m *server) reload() (admin.Reloaded, error) {
 			errs = append(errs, fmt.Errorf("trusted keys refused; the keys in force stay: %w", err))
 		} else {
 			out.TrustedKeys = &n
+			inForce = append(inForce, fmt.Sprintf("trusted keys put in force (%s)", counted(n, "key")))
 		}
 	}
 	err := errors.Join(errs...)
-	if err != nil && inForce != "" {
+	if err != nil && len(inForce) > 0 {
 		// The error is all tfmirror reload prints: it says too what
 		// was put in force, which a refused file does not undo.
-		err = fmt.Errorf("%s\n%w", inForce, err)
+		err = fmt.Errorf("%s\n%w", strings.Join(inForce, "\n"), err)
 	}
 	last := &proxy.Reload{At: time.Now().UTC(), Applied: err == nil}
 	if err != nil {
@@ -268,6 +275,14 @@ func (m *server) reload() (admin.Reloaded, error) {
 		return out, &admin.LoggedError{Err: &httperr.RequestError{Status: http.StatusUnprocessableEntity, Msg: err.Error()}}
 	}
 	return out, nil
+}
+
+// counted is n things, of one called one.
+func counted(n int, one string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %ss", n, one)
 }
 
 // configInForce says that the configuration file res read was put in

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
@@ -46,18 +47,27 @@ func parseServeConfig(args []string, lookupEnv func(string) (string, bool), out 
 // restart, so the reload is refused now, saying which, with the
 // configuration in force kept, rather than the change said to be kept
 // for a restart that cannot start. The client tokens and trusted keys
-// files are read again by the reload itself (its parts), which reports
-// their errors.
-func reloadServeConfig(args []string, lookupEnv func(string) (string, bool)) func() (*settings.Effective, error) {
+// files serve started with (start's) are read again by the reload itself
+// (its parts), which reports their errors; others named in their place
+// are checked here, as they wait for the restart.
+func reloadServeConfig(args []string, lookupEnv func(string) (string, bool), start settings.Config) func() (*settings.Effective, error) {
 	return func() (*settings.Effective, error) {
 		e, err := parseServeConfig(args, lookupEnv, io.Discard)
 		if err != nil {
 			return nil, err
 		}
 		startOnly := e.Config
-		startOnly.AuthTokensFile, startOnly.TrustedExportKeys, startOnly.TrustedPublisherKeys = "", nil, nil
+		if startOnly.AuthTokensFile == start.AuthTokensFile {
+			startOnly.AuthTokensFile = ""
+		}
+		if slices.Equal(startOnly.TrustedExportKeys, start.TrustedExportKeys) {
+			startOnly.TrustedExportKeys = nil
+		}
+		if slices.Equal(startOnly.TrustedPublisherKeys, start.TrustedPublisherKeys) {
+			startOnly.TrustedPublisherKeys = nil
+		}
 		if err := checkNamedFiles(startOnly, lookupEnv); err != nil {
-			return nil, fmt.Errorf("a restart would refuse a file it names: %w", err)
+			return nil, fmt.Errorf("a restart would refuse a file it names: %w", e.Locate(err))
 		}
 		return e, nil
 	}

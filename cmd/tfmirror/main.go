@@ -56,7 +56,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		keepHangups()
 		ctx, hurry, stop := stopSignals()
 		defer stop()
-		if err := serve(ctx, hurry, e, reloadServeConfig(args[1:], os.LookupEnv), stderr); err != nil {
+		if err := serve(ctx, hurry, e, reloadServeConfig(args[1:], os.LookupEnv, e.Config), stderr); err != nil {
 			fmt.Fprintf(stderr, "tfmirror: %v\n", err)
 			return 1
 		}

@@ -82,7 +82,7 @@ func reloadingServer(t *testing.T, args []string) (*server, *slog.LevelVar) {
 	}
 	t.Cleanup(func() { m.shutdown(context.Background()) })
 	level := new(slog.LevelVar)
-	if err := m.useConfig(e, reloadServeConfig(args, noEnv), level); err != nil {
+	if err := m.useConfig(e, reloadServeConfig(args, noEnv, e.Config), level); err != nil {
 		t.Fatal(err)
 	}
 	return m, level

@@ -180,3 +180,37 @@ func TestReloadSaysOverriddenValues(t *testing.T) {
 		t.Errorf("tfmirror reload printed:\n%s\nwant a warning, with the file's line, that log_level is not in force", out.String())
 	}
 }
+
+// TestReloadRefusalSaysTheTokensPutInForce: a reload that refuses the
+// configuration file but puts the client tokens file in force (a token
+// removed from it, revoked) fails, and its error, all tfmirror reload
+// prints, says the tokens file was put in force, as the command's help
+// says the error tells what the other files put in force: it said the
+// configuration file was refused alone, and the operator took the
+// revocation for not done.
+func TestReloadRefusalSaysTheTokensPutInForce(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "tfmirror.hcl")
+	tokens := filepath.Join(dir, "tokens")
+	write := func(path, content string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const kept, revoked = "0123456789abcdef0123456789abcdef", "fedcba9876543210fedcba9876543210"
+	write(conf, "log_level = \"info\"\n")
+	write(tokens, kept+"\n"+revoked+"\n")
+	m, _ := reloadingServer(t, []string{"--config", conf, "--data-dir", filepath.Join(dir, "data"), "--insecure-http", "--auth-tokens-file", tokens})
+	write(conf, "log_level = \"loud\"\n")
+	write(tokens, kept+"\n")
+	_, err := m.reload()
+	if err == nil {
+		t.Fatal("a configuration file with a bad log level was put in force")
+	}
+	for _, want := range []string{"configuration file " + conf + " refused", "client tokens file " + tokens + " put in force (1 token)"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the reload's error lacks %q:\n%s", want, err)
+		}
+	}
+}

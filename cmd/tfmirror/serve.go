@@ -463,23 +463,16 @@ func (m *server) clock() time.Time {
 // when the one on disk does not, and returns what serves the one on disk
 // from the next connection on; an error says it could not be issued, and
 // nothing changed in what is served. An operator's certificate
-// (--tls-cert) is the operator's: it is left alone, with a warning when
-// it does not name the public URL's host.
+// (--tls-cert) is the operator's: it is left alone (certMisses warns when
+// it does not name the public URL's host).
 func (m *server) reissueCert(cfg settings.Config) (use func(), err error) {
 	none := func() {}
-	if m.tls == nil {
+	if m.tls == nil || m.caFile == "" {
 		return none, nil
 	}
 	host := ""
 	if u, err := url.Parse(cfg.PublicURL); err == nil {
 		host = strings.ToLower(u.Hostname())
-	}
-	if m.caFile == "" {
-		if c := m.cert.Load(); host != "" && c != nil && c.Leaf != nil && c.Leaf.VerifyHostname(host) != nil {
-			m.log.Warn("the public URL's host is not named by the certificate served (--tls-cert); clients that use the public URL will refuse it",
-				"host", host)
-		}
-		return none, nil
 	}
 	m.certMu.Lock()
 	defer m.certMu.Unlock()
@@ -504,6 +497,27 @@ func (m *server) reissueCert(cfg settings.Config) (use func(), err error) {
 			m.log.Info("issued a server certificate from the generated local CA", "names", hosts)
 		}
 	}, nil
+}
+
+// certMisses is the warning of a reload putting in force publicURL, whose
+// host the operator's certificate (--tls-cert) does not name: every client
+// that uses the URL refuses the certificate. "" when it names it, without
+// TLS, and with the generated certificate, which reissueCert issues for
+// the host.
+func (m *server) certMisses(publicURL string) string {
+	if m.tls == nil || m.caFile != "" {
+		return ""
+	}
+	u, err := url.Parse(publicURL)
+	if err != nil || u.Hostname() == "" {
+		return ""
+	}
+	host := strings.ToLower(u.Hostname())
+	if c := m.cert.Load(); c == nil || c.Leaf == nil || c.Leaf.VerifyHostname(host) == nil {
+		return ""
+	}
+	return fmt.Sprintf("public_url: its host %s is not named by the certificate served (--tls-cert %s): clients that use the public URL refuse it; put one that names it in its place and restart",
+		host, m.cfg.TLSCert)
 }
 
 // loadKeyPair reads the certificate chain and the private key served, as

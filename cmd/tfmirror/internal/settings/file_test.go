@@ -372,9 +372,9 @@ func TestReloader(t *testing.T) {
 	}}
 	r, err := NewReloader(initial, ReloaderConfig{
 		Load: loadNow,
-		Apply: func(cur, next *Effective, changed []*Setting) error {
+		Apply: func(cur, next *Effective, changed []*Setting) ([]string, error) {
 			applied = append(applied, Names(changed))
-			return nil
+			return nil, nil
 		},
 		Hooks:   []Hook{hook},
 		Metrics: counts,

@@ -69,8 +69,11 @@ type ReloaderConfig struct {
 	// be put in force (the certificate a new public URL needs cannot be
 	// issued), it puts none of them in force and says why: the reload is
 	// then refused, as one of a file that does not validate is, and the
-	// configuration in force stays.
-	Apply func(cur, next *Effective, changed []*Setting) error
+	// configuration in force stays. It returns what the operator should
+	// know of the values it put in force (a public URL the operator's
+	// certificate does not name), which the reload logs and returns
+	// among its warnings.
+	Apply func(cur, next *Effective, changed []*Setting) (warnings []string, err error)
 	// Hooks read the file's parts that are not settings (the policy).
 	Hooks   []Hook
 	Metrics ReloadMetrics
@@ -134,7 +137,8 @@ type Reloaded struct {
 	Restart []Change
 	Parts   []PartChange
 	// Warnings are the file's warnings (a value a flag or the
-	// environment overrides), as FormatDiagnostic writes them.
+	// environment overrides), as FormatDiagnostic writes them, then
+	// those of the values put in force (ReloaderConfig.Apply's).
 	Warnings []string
 }
 
@@ -186,12 +190,17 @@ func (r *Reloader) reload(cur *Effective) (Reloaded, error) {
 	if next, err = cur.keep(next, restart); err != nil {
 		return Reloaded{}, err
 	}
-	if err := r.cfg.Apply(cur, next, live); err != nil {
-		return Reloaded{}, err
+	warnings, err := r.cfg.Apply(cur, next, live)
+	if err != nil {
+		return Reloaded{}, next.Locate(err)
 	}
 	for _, w := range next.File.warnings() {
 		r.cfg.Logger.Warn("configuration file: "+FormatDiagnostic(w), "file", configPath(next))
 		res.Warnings = append(res.Warnings, FormatDiagnostic(w))
+	}
+	for _, w := range warnings {
+		r.cfg.Logger.Warn(w, "file", configPath(next))
+		res.Warnings = append(res.Warnings, w)
 	}
 	if len(restart) > 0 {
 		r.cfg.Logger.Warn("settings changed in the configuration file take effect only after a restart; their values in force stay",
