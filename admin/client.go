@@ -79,13 +79,7 @@ func Dial(ctx context.Context, dataDir string) (*Client, error) {
 	conn, err := d.DialContext(dctx, "unix", path)
 	cancel()
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) {
-			return nil, ErrNoServer
-		}
-		if errors.Is(err, syscall.EINVAL) {
-			return nil, fmt.Errorf("%w: %s is too long a path for a unix socket (%d bytes)", ErrNoServer, path, len(path))
-		}
-		return nil, fmt.Errorf("admin socket %s: %w", path, err)
+		return nil, dialError(path, err)
 	}
 	conn.Close()
 	c := &Client{http: &http.Client{Transport: &http.Transport{
@@ -99,6 +93,22 @@ func Dial(ctx context.Context, dataDir string) (*Client, error) {
 		return nil, fmt.Errorf("admin socket %s: %w", path, err)
 	}
 	return c, nil
+}
+
+// dialError is Dial's error for err, met connecting to the socket at
+// path.
+func dialError(path string, err error) error {
+	switch {
+	case errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED):
+		return ErrNoServer
+	case errors.Is(err, syscall.EINVAL):
+		return fmt.Errorf("%w: %s is too long a path for a unix socket (%d bytes)", ErrNoServer, path, len(path))
+	case errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPERM):
+		// The socket (mode 0600) or its directory is another user's:
+		// the mirror's, whose serve lets in only its own user and root.
+		return fmt.Errorf("admin socket %s: permission denied: the data directory and its admin socket are the mirror's user's, and only that user or root may use them; run the command as that user (sudo -u USER tfmirror ...)", path)
+	}
+	return fmt.Errorf("admin socket %s: %w", path, err)
 }
 
 // pingTimeout bounds Dial's question. A var, for tests.

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -108,4 +109,28 @@ func TestDialAProcessThatDoesNotAnswer(t *testing.T) {
 		t.Fatalf("Dial of a serve without /v1/ping: %v, want it answering", err)
 	}
 	c.Close()
+}
+
+// A socket the command's user may not open (the serve's socket, mode
+// 0600, and its data directory are another user's) is said to be so,
+// with what to do, not as the kernel's bare "permission denied"; the
+// other errors of a connect keep their meaning.
+func TestDialErrors(t *testing.T) {
+	path := "/var/lib/tfmirror/tfmirror.sock"
+	connect := func(errno syscall.Errno) error {
+		return &net.OpError{Op: "dial", Net: "unix", Err: os.NewSyscallError("connect", errno)}
+	}
+	err := dialError(path, connect(syscall.EACCES))
+	if errors.Is(err, ErrNoServer) || !strings.Contains(err.Error(), "are the mirror's user's, and only that user or root may use them") || !strings.Contains(err.Error(), path) {
+		t.Errorf("EACCES: %v, want it to say whose socket it is, and its path", err)
+	}
+	if err := dialError(path, connect(syscall.ECONNREFUSED)); err != ErrNoServer {
+		t.Errorf("ECONNREFUSED: %v, want ErrNoServer (a socket left by a process that is gone)", err)
+	}
+	if err := dialError(path, connect(syscall.ENOENT)); err != ErrNoServer {
+		t.Errorf("ENOENT: %v, want ErrNoServer", err)
+	}
+	if err := dialError(path, connect(syscall.EINVAL)); !errors.Is(err, ErrNoServer) || !strings.Contains(err.Error(), "too long") {
+		t.Errorf("EINVAL: %v, want ErrNoServer saying the path is too long", err)
+	}
 }
