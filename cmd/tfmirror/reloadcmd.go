@@ -81,18 +81,14 @@ func reloadDataDir(args []string, lookupEnv func(string) (string, bool), stdout,
 	dataDir := fs.String("data-dir", "", "data directory of the running tfmirror serve (default: TFMIRROR_DATA_DIR, else the configuration file's data_dir, else ./tfmirror-data)")
 	var configPath string
 	settings.AddConfigFlag(fs, &configPath)
-	help := false
+	// The usage goes where usageOutput says, as every command's; the
+	// flag package's error line about a flag that does not parse stays
+	// on stderr.
+	out := usageOutput(args, stdout, stderr)
 	fs.Usage = func() {
-		out := stderr
-		if help {
-			out = stdout
-		}
 		fmt.Fprintf(out, "Usage: %s\n\nAsks the tfmirror serving the data directory, through its admin socket, to read\nits configuration file (client tokens file, trusted keys files) again, as SIGHUP\ndoes, and prints what changed. Exit status 1 when a file is refused: what it configures stays\nas it was, and the error says what the other files put in force.\n\nFlags:\n", reloadUsage)
 		fs.SetOutput(out)
 		fs.PrintDefaults()
-	}
-	for _, a := range args {
-		help = help || a == "-h" || a == "--help" || a == "-help"
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
