@@ -142,8 +142,15 @@ func (g *valueLogGC) run(ctx context.Context, interval time.Duration) {
 				h()
 			}
 		}
-		for ctx.Err() == nil && g.round() == nil && !g.budget.stuck.Load() {
-		}
+		g.collect(func() bool { return ctx.Err() == nil })
+	}
+}
+
+// collect runs value-log GC rounds while more says to go on, until a
+// round finds no file worth rewriting (or fails), or the data
+// directory's budget is stuck.
+func (g *valueLogGC) collect(more func() bool) {
+	for more() && g.round() == nil && !g.budget.stuck.Load() {
 	}
 }
 
@@ -163,8 +170,7 @@ func (g *valueLogGC) collectBeforeClose() {
 	if g.db.deletes.Swap(0) > 0 && g.settleDeletes() != nil {
 		return
 	}
-	for time.Now().Before(until) && g.round() == nil && !g.budget.stuck.Load() {
-	}
+	g.collect(func() bool { return time.Now().Before(until) })
 }
 
 // settleDeletes has Badger flush its memtable (where the deletion markers
