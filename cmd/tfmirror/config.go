@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -168,20 +169,35 @@ func (m *server) reloadOnHangup(ctx context.Context) (stop func()) {
 	}
 }
 
+// hangupShuttingDown is what reloadOn logs of a SIGHUP once the mirror
+// shuts down.
+const hangupShuttingDown = "SIGHUP ignored: the mirror is shutting down"
+
 // reloadOn reloads what m reads from files (m.reload) on each SIGHUP hup
-// receives (catchHangups), until ctx is done or the returned function is
-// called; one caught before is reloaded at once. Without a configuration
-// file, a client tokens file or trusted keys, the SIGHUP is logged and
-// ignored, as tfmirror reload is refused: it never ends the mirror.
+// receives (catchHangups), until ctx is done (the shutdown begins); one
+// caught before is reloaded at once. Without a configuration file, a
+// client tokens file or trusted keys, the SIGHUP is logged and ignored, as
+// tfmirror reload is refused: it never ends the mirror. From ctx done
+// until the returned function is called, a SIGHUP is logged as ignored
+// (the process is on its way out, and the next one reads the files
+// anew), not dropped without a word.
 func (m *server) reloadOn(ctx context.Context, hup <-chan os.Signal) (stop func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
+	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
 		for {
 			select {
-			case <-ctx.Done():
+			case <-quit:
 				return
+			case <-ctx.Done():
+				for {
+					select {
+					case <-quit:
+						return
+					case <-hup:
+						m.log.Warn(hangupShuttingDown)
+					}
+				}
 			case <-hup:
 				// Each file refused is logged and counted where it
 				// was read; only "nothing to reload" is not.
@@ -191,10 +207,10 @@ func (m *server) reloadOn(ctx context.Context, hup <-chan os.Signal) (stop func(
 			}
 		}
 	}()
-	return func() {
-		cancel()
+	return sync.OnceFunc(func() {
+		close(quit)
 		<-done
-	}
+	})
 }
 
 // reload reads the configuration file again (when there is one), the

@@ -169,3 +169,31 @@ func holdsOpen(pid int, dir string) bool {
 	}
 	return false
 }
+
+// TestHangupWhileShuttingDownIsSaid: a SIGHUP that reaches a serve after
+// SIGTERM (during its --shutdown-delay, a rollout racing a config
+// change) reloads nothing, and the log says so; it was dropped without a
+// word, the operator left to think the file in force.
+func TestHangupWhileShuttingDownIsSaid(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	origin := newOrigin(t, fakeorigin.Options{})
+	caFile := originCAFile(t, origin)
+	conf := filepath.Join(t.TempDir(), "tfmirror.hcl")
+	if err := os.WriteFile(conf, []byte("log_level = \"info\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m := startProcess(t, bin, filepath.Join(t.TempDir(), "data"), origin, caFile,
+		"--config", conf, "--shutdown-delay", "5s")
+	if err := m.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	m.waitLog("shutting down", 10*time.Second)
+	if err := m.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	m.waitLog(hangupShuttingDown, 10*time.Second)
+}
