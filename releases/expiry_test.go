@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ProtonMail/go-crypto/openpgp"
+
 	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest/harness"
 	"github.com/tfmirror/tfmirror/v2/releases"
@@ -30,8 +32,8 @@ func TestStoredSumsOutliveTheirKeysExpiry(t *testing.T) {
 	doc := o.Sums("hashicorp", "terraform", "1.6.0")
 	whileValid := verifytest.SignedAt(t, key, doc, now.Add(-48*time.Hour))
 	late := verifytest.SignedAt(t, key, doc, now.Add(-12*time.Hour))
-	if err := verify.CheckSignature(doc, whileValid, []string{armored}); err == nil {
-		t.Fatal("a new verification with the expired key succeeded; the test needs one refused, as Terraform refuses it")
+	if _, _, err := verify.VerifyDetached(openpgp.EntityList{key}, doc, whileValid); err == nil {
+		t.Fatal("a verification with the expired key's validity now succeeded; the test needs one refused")
 	}
 	zip := o.Archive("terraform", "1.6.0", "linux_amd64")
 	ctx := context.Background()

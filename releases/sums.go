@@ -390,17 +390,17 @@ func namesVersion(s *Sums, files map[string]string) error {
 // installers judge it; a stored one (one verified when it was stored,
 // read again from the cache, or exported by a mirror that verified it,
 // as an import's manifest vouches) with the validity a key had when it
-// was verified (verify.StoredSignatureTime): a key that has expired
+// was verified (verify.VerifyStoredDetached): a key that has expired
 // since still verifies what it signed while valid, and nothing it
 // signed after.
 func (r *Releases) verifySums(s *Sums, stored bool) error {
 	kr := r.keys[s.Publisher]
-	check, checkTime := verify.VerifyDetached, verify.SignatureTime
+	check := verify.VerifyDetached
 	if stored {
-		check, checkTime = verify.VerifyStoredDetached, verify.StoredSignatureTime
+		check = verify.VerifyStoredDetached
 	}
 	for _, keys := range kr.blocks {
-		// verify.SignatureTime, keeping which key of the block signed: a
+		// verify.VerifyDetached, keeping which key of the block signed: a
 		// block may hold more than one, and the signature is served under
 		// the ID of the one that made it (.72D7468F.sig).
 		issuer, sig, err := check(keys, s.Document, s.Signature)
@@ -421,9 +421,13 @@ func (r *Releases) verifySums(s *Sums, stored bool) error {
 		s.KeyID, s.SignedAt, s.files = id, sig.CreationTime.UTC(), files
 		return nil
 	}
-	_, err := checkTime(s.Document, s.Signature, kr.armored)
-	if err == nil { // not reached: each key failed alone
-		err = &verify.Error{Reason: verify.ReasonSignature, Detail: "SHA256SUMS signature does not verify"}
+	// Each block failed alone: the failure of all together says why.
+	keyring, err := verify.SigningKeys(kr.armored)
+	if err != nil {
+		return err
 	}
-	return err
+	if _, _, err = check(keyring, s.Document, s.Signature); err == nil { // not reached
+		err = errors.New("no key block verifies it alone")
+	}
+	return &verify.Error{Reason: verify.ReasonSignature, Detail: "SHA256SUMS signature does not verify with the publisher's signing keys", Err: err}
 }

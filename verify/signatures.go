@@ -91,12 +91,11 @@ func issuerOf(s *packet.Signature, body []byte) string {
 	return SignatureIssuer(body)
 }
 
-// VerifyStoredDetached is VerifyDetached for a signature that verified
-// when what it signs was stored (see StoredSignatureTime): one whose key,
-// or a signature of it, has expired since is judged again at validFrom,
-// the earliest time it could have been verified, when that is not later
-// than now. Any other failure stands. A new verification is
-// VerifyDetached's.
+// VerifyStoredDetached is VerifyDetached for a signature that may have
+// outlived its key (see SignatureTime): one whose key, or a signature of
+// it, has expired since is judged again at validFrom, the earliest time
+// it could have been verified, when that is not later than now. Any other
+// failure stands. VerifyDetached judges the key's validity now.
 func VerifyStoredDetached(keyring openpgp.EntityList, document, signature []byte) (string, *packet.Signature, error) {
 	body, err := signaturePackets(signature)
 	if err != nil {

@@ -24,7 +24,6 @@ import (
 	"time"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
-	"github.com/ProtonMail/go-crypto/openpgp/packet"
 	"github.com/tfmirror/tfmirror/v2/internal/sha256hex"
 )
 
@@ -134,6 +133,16 @@ func CheckSignature(document, signature []byte, armoredKeys []string) error {
 // signature states, read from its packet once the signature verified: the
 // time its signer says it was made, which the signer alone vouches for.
 //
+// A key that has expired since the signature was made (or its signing
+// subkey, or a self-signature of it) still verifies it: the signature is
+// judged at the earliest time at which it, the key and the
+// self-signatures that make it a signing key all existed
+// (VerifyStoredDetached), as Terraform's and OpenTofu's installers install
+// a package whose publisher's key has expired (with a warning), where
+// many publishers let keys made with an expiry pass. A signature that was
+// valid at no time up to now (made after its key expired, or ahead of the
+// clock; a key revoked) fails.
+//
 // The keys are read within the bounds of ReadKeys' defaults, and together
 // within MaxSigningKeys keys, MaxSigningKeyBytes and MaxKeySignatures
 // self-signatures: more keys, bytes or self-signatures fail the check
@@ -144,7 +153,15 @@ func CheckSignature(document, signature []byte, armoredKeys []string) error {
 // verifies the signature. A signature holding a secret key packet fails
 // the check before go-crypto parses that packet (see walkPackets).
 func SignatureTime(document, signature []byte, armoredKeys []string) (time.Time, error) {
-	return signatureTime(document, signature, armoredKeys, VerifyDetached)
+	keyring, err := SigningKeys(armoredKeys)
+	if err != nil {
+		return time.Time{}, err
+	}
+	_, sig, err := VerifyStoredDetached(keyring, document, signature)
+	if err != nil {
+		return time.Time{}, &Error{Reason: ReasonSignature, Detail: "SHA256SUMS signature does not verify with the origin's signing keys", Err: err}
+	}
+	return sig.CreationTime.UTC(), nil
 }
 
 // CheckStoredSignature is CheckSignature for a signature checked again:
@@ -154,41 +171,14 @@ func CheckStoredSignature(document, signature []byte, armoredKeys []string) erro
 	return err
 }
 
-// StoredSignatureTime is SignatureTime for a signature checked again
-// that verified when what it signs was stored (a cached record's or CLI
-// release's SHA256SUMS, checked again as it is read, copied from the
-// shared store or verified by tfmirror cache verify; an import's that
-// the exporting mirror's signed manifest vouches it verified): the
-// validity of the key that
-// made it is the one it had then, not now. When the signature verifies
-// over document but the key, its signing subkey or a self-signature of
-// it has expired since (a key made with an expiry, which its publisher
-// extends, in a copy the stored one is not, or lets pass), the key is
-// judged at the earliest time at which the signature, the key and the
-// self-signatures that make it a signing key all existed, which is no
-// later than when the signature was first verified; a signature that
-// was valid at no time up to now (one made after its key expired, a
-// key that its stored copy revokes) fails as SignatureTime fails it.
-// A new verification (an origin's answer, an import a publisher's key
-// alone vouches for) is SignatureTime's, judged now, as Terraform's
-// installer judges it.
+// StoredSignatureTime is SignatureTime, for a signature checked again
+// that verified when what it signs was stored (a cached record's
+// SHA256SUMS, checked again as it is read, copied from the shared store
+// or verified by tfmirror cache verify; an import's that the exporting
+// mirror's signed manifest vouches it verified): the validity of the key
+// that made it is the one it had then, not now.
 func StoredSignatureTime(document, signature []byte, armoredKeys []string) (time.Time, error) {
-	return signatureTime(document, signature, armoredKeys, VerifyStoredDetached)
-}
-
-// signatureTime is SignatureTime, or StoredSignatureTime, as check
-// (VerifyDetached, VerifyStoredDetached) verifies the signature.
-func signatureTime(document, signature []byte, armoredKeys []string,
-	check func(openpgp.EntityList, []byte, []byte) (string, *packet.Signature, error)) (time.Time, error) {
-	keyring, err := SigningKeys(armoredKeys)
-	if err != nil {
-		return time.Time{}, err
-	}
-	_, sig, err := check(keyring, document, signature)
-	if err != nil {
-		return time.Time{}, &Error{Reason: ReasonSignature, Detail: "SHA256SUMS signature does not verify with the origin's signing keys", Err: err}
-	}
-	return sig.CreationTime.UTC(), nil
+	return SignatureTime(document, signature, armoredKeys)
 }
 
 // SigningKeys reads one answer's armored signing keys as SignatureTime

@@ -436,8 +436,7 @@ func TestSignatureTime(t *testing.T) {
 
 // TestStoredSignatureOutlivesTheKeysExpiry: a signature checked again
 // (StoredSignatureTime) verifies with a key that expired after it was
-// made, which a new verification refuses as Terraform does; a signature
-// valid at no time up to now fails both.
+// made; a signature valid at no time up to now fails.
 func TestStoredSignatureOutlivesTheKeysExpiry(t *testing.T) {
 	now := time.Now()
 	doc := []byte(strings.Repeat("ab", 32) + "  terraform-provider-x_1.0.0_linux_amd64.zip\n")
@@ -447,7 +446,6 @@ func TestStoredSignatureOutlivesTheKeysExpiry(t *testing.T) {
 	signAt := func(at time.Time) []byte { return verifytest.SignedAt(t, key, doc, at) }
 	signed := now.Add(-48 * time.Hour).Truncate(time.Second)
 	whileValid := signAt(signed)
-	checkReason(t, CheckSignature(doc, whileValid, keys), ReasonSignature)
 	at, err := StoredSignatureTime(doc, whileValid, keys)
 	if err != nil || !at.Equal(signed.UTC()) {
 		t.Errorf("StoredSignatureTime of a signature made while its key was valid = %v, %v; want %v", at, err, signed.UTC())
@@ -455,4 +453,26 @@ func TestStoredSignatureOutlivesTheKeysExpiry(t *testing.T) {
 	checkReason(t, CheckStoredSignature(append(bytes.Clone(doc), 'x'), whileValid, keys), ReasonSignature)
 	checkReason(t, CheckStoredSignature(doc, signAt(now.Add(-12*time.Hour)), keys), ReasonSignature) // after it expired
 	checkReason(t, CheckStoredSignature(doc, signAt(now.Add(time.Hour)), keys), ReasonSignature)     // made in the future
+}
+
+// TestNewSignatureOutlivesTheKeysExpiry: a new verification (an origin's
+// answer) accepts a signature made while its publisher's key was valid
+// once the key has expired, as Terraform's and OpenTofu's installers
+// install such a package (keys made with an expiry that their publishers
+// let pass sign many real providers' releases); a signature made after
+// the key expired, or ahead of the clock, is refused still.
+func TestNewSignatureOutlivesTheKeysExpiry(t *testing.T) {
+	now := time.Now()
+	doc := []byte(strings.Repeat("cd", 32) + "  terraform-provider-x_1.0.0_linux_amd64.zip\n")
+	key := verifytest.ExpiringKey(t, now.Add(-72*time.Hour), 48*time.Hour)
+	keys := []string{armored(t, key)}
+	signed := now.Add(-48 * time.Hour).Truncate(time.Second)
+	whileValid := verifytest.SignedAt(t, key, doc, signed)
+	at, err := SignatureTime(doc, whileValid, keys)
+	if err != nil || !at.Equal(signed.UTC()) {
+		t.Errorf("SignatureTime of a signature made while its key was valid, the key expired since = %v, %v; want %v", at, err, signed.UTC())
+	}
+	checkReason(t, CheckSignature(append(bytes.Clone(doc), 'x'), whileValid, keys), ReasonSignature)
+	checkReason(t, CheckSignature(doc, verifytest.SignedAt(t, key, doc, now.Add(-12*time.Hour)), keys), ReasonSignature) // after it expired
+	checkReason(t, CheckSignature(doc, verifytest.SignedAt(t, key, doc, now.Add(time.Hour)), keys), ReasonSignature)     // made in the future
 }

@@ -108,7 +108,8 @@ type Imported struct {
 	// that a key that expired after the export still verifies what it
 	// signed while valid, and nothing it signed after. Otherwise (a
 	// publisher's key alone vouches, by those very signatures) each is a
-	// new verification, judged now.
+	// new verification (verify.CheckSignature), which judges an origin's
+	// key so too, as Terraform does; the caller judges a key it pins.
 	Stored bool
 }
 
