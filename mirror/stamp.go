@@ -20,6 +20,7 @@ import (
 type Stamp struct {
 	gen   uint64    // the engine's generation when the call began
 	until time.Time // by Config.Now, when the answer expires; zero: never (offline, without a shared tier)
+	made  time.Time // Config.Now's wall clock reading when the answer was made (see Reuse)
 	kind  stampKind
 }
 
@@ -51,16 +52,18 @@ func (s *providerRecords) stamp(gen uint64, st providerlists.State, kind stampKi
 	if st.Stale || st.Fetched {
 		return Stamp{}
 	}
+	// Without its monotonic reading, so that Reuse compares wall clocks.
+	made := s.cfg.Now().Round(0)
 	if s.cfg.Offline {
 		if s.cfg.Shared != nil {
 			// What the shared tier said (the later listing of the version
 			// list, the archives it holds) is taken for SeenTTL: then it
 			// is asked again, and the answer made anew.
-			return Stamp{gen: gen, until: s.cfg.Now().Add(sharedtier.SeenTTL), kind: kind}
+			return Stamp{gen: gen, until: made.Add(sharedtier.SeenTTL), made: made, kind: kind}
 		}
-		return Stamp{gen: gen, kind: kind} // cached lists are served however old
+		return Stamp{gen: gen, made: made, kind: kind} // cached lists are served however old
 	}
-	return Stamp{gen: gen, until: st.StoredAt.Add(s.cfg.VersionsTTL), kind: kind}
+	return Stamp{gen: gen, until: st.StoredAt.Add(s.cfg.VersionsTTL), made: made, kind: kind}
 }
 
 // missingUntil returns until, or earlier when a platform of need that rec
@@ -85,12 +88,17 @@ func (s *providerRecords) missingUntil(rec *records.PackageRecord, need []string
 
 // Reuse reports whether an answer stamped st is still the one the call
 // that made it would give now. When it is, the cache lookups that call
-// would have made are counted, as if it had been made again.
+// would have made are counted, as if it had been made again. An answer
+// made while the clock read more than records.MaxClockSkew later than it
+// does now (it was set forward, then back) is not: the call judges the
+// records it answered from by the clock as it is (records.Fresh), where
+// the answer's expiry would hold until the clock caught up with it.
 func (s *Engine) Reuse(st Stamp) bool {
 	if st.kind == stampNone || st.gen != s.records.generation() {
 		return false
 	}
-	if !st.until.IsZero() && !s.cfg.Now().Before(st.until) {
+	now := s.cfg.Now()
+	if !st.until.IsZero() && !now.Before(st.until) || now.Round(0).Sub(st.made) <= -records.MaxClockSkew {
 		return false
 	}
 	s.metrics.CacheLookup("versions", true)
