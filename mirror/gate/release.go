@@ -397,12 +397,21 @@ func versionsOf(ds []dating) []string {
 // unanswered); any other is left undated.
 func (r *releaseTimes) noteDatings(kind, address string, ds []dating, theirs map[string]time.Time, unanswered map[string]bool) {
 	base := absentBase(kind, address)
+	now := r.cfg.Now()
 	for _, d := range ds {
 		at := d.at
+		ahead := false
 		if their := later(theirs[d.v], d.listed); !their.IsZero() {
-			at = their
+			// Another replica's listing, dated ahead of this clock (its
+			// own was ahead), was taken before now all the same.
+			at, ahead = their, their.After(now)
+			if ahead {
+				at = now
+			}
 		}
 		switch {
+		case ahead:
+			r.writeLocalOnce(base+d.v, at) // the tier keeps the other replica's
 		case !at.IsZero() && at.Equal(theirs[d.v]):
 			r.writeLocalOnce(base+d.v, at) // the tier's record: it holds it already
 		case !at.IsZero() && unanswered[d.v]:
