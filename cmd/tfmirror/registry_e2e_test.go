@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 	"github.com/tfmirror/tfmirror/v2/proxy"
@@ -274,4 +275,34 @@ func TestTerraformHostBlockWithClientAuth(t *testing.T) {
 	creds := fmt.Sprintf("credentials %q {\n  token = %q\n}\n", tfRegistry, token)
 	got, out := throughMirror(t, e, creds).init(t, providers)
 	checkSameInstall(t, "with client authentication", want, got, wantOut, out)
+}
+
+// TestTerraformInitOfAProviderWhoseKeyHasExpired: a provider whose
+// publisher's signing key has expired since it signed the version's
+// SHA256SUMS (a key made to expire, its expiry let pass, as many
+// publishers' are) installs through the mirror as it does directly, by
+// the registry protocol and by the network mirror protocol: Terraform
+// accepts such a key (with a warning in its log), and the mirror, which
+// refused it on a first pull, now judges it as Terraform does.
+func TestTerraformInitOfAProviderWhoseKeyHasExpired(t *testing.T) {
+	t.Parallel()
+	// The key was made on 1 January 2000 and expired a year later; it
+	// signed in June 2000.
+	e := newE2E(t, fakeorigin.Options{SigningKeyExpiry: 365 * 24 * time.Hour})
+	e.origin.AddProvider("acme", "old", []string{"1.0.0"}, []string{"linux_amd64"})
+	e.origin.SetSignedAt("acme", "old", "1.0.0", time.Date(2000, 6, 1, 0, 0, 0, 0, time.UTC))
+	providers := map[string]string{"old": "acme/old@1.0.0"}
+
+	want, wantOut := direct(t, e).init(t, providers)
+	got, out := throughMirror(t, e, "").init(t, providers)
+	checkSameInstall(t, "init through the host block", want, got, wantOut, out)
+
+	// The network mirror protocol: the mirror's check is the only one.
+	dir := writeConfig(t, providers)
+	if out, err := e.terraform(dir, "init", "-no-color"); err != nil {
+		t.Fatalf("terraform init through the network mirror: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".terraform", "providers", "registry.terraform.io", "acme", "old", "1.0.0", "linux_amd64")); err != nil {
+		t.Errorf("provider not installed through the network mirror: %v", err)
+	}
 }

@@ -93,6 +93,12 @@ type Options struct {
 	// is terraform-aws-modules/vpc/aws). Default false: matched with their
 	// case, as a registry serving static files does.
 	ModulesAnyCase bool
+	// SigningKeyExpiry makes the registry's signing key (the one
+	// SigningKey and ArmoredPublicKey give) expire this long after it was
+	// made, on 1 January 2000, as a publisher's key made with an expiry
+	// that it let pass: a SHA256SUMS signed before then (SetSignedAt)
+	// was signed while the key was valid. Default 0: it never expires.
+	SigningKeyExpiry time.Duration
 }
 
 // Kind names one endpoint of the fake registry, for hit counters and
@@ -240,7 +246,7 @@ func Start(opts Options) (*Origin, error) {
 		return nil, fmt.Errorf("fakeorigin: certificates: %w", err)
 	}
 	o.CACertPEM, o.pool = caPEM, pool
-	if o.keyA, o.armorA, err = newSigningKey("fakeorigin key A", "a@fakeorigin.invalid"); err != nil {
+	if o.keyA, o.armorA, err = newSigningKeyExpiring("fakeorigin key A", "a@fakeorigin.invalid", opts.SigningKeyExpiry); err != nil {
 		return nil, err
 	}
 	if o.keyB, _, err = newSigningKey("fakeorigin key B", "b@fakeorigin.invalid"); err != nil {
@@ -284,10 +290,20 @@ func Start(opts Options) (*Origin, error) {
 var keyCreated = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func newSigningKey(name, email string) (*openpgp.Entity, string, error) {
+	return newSigningKeyExpiring(name, email, 0)
+}
+
+// newSigningKeyExpiring is newSigningKey for a key that expires expiry
+// after it was made (0: never).
+func newSigningKeyExpiring(name, email string, expiry time.Duration) (*openpgp.Entity, string, error) {
+	if expiry < 0 || expiry > 100*365*24*time.Hour {
+		return nil, "", fmt.Errorf("fakeorigin: signing key expiry %s out of range", expiry)
+	}
 	// Made long ago, so that it may sign at any time a test chooses
 	// (SetSignedAt): a key does not sign before it exists.
 	e, err := openpgp.NewEntity(name, "test only", email,
-		&packet.Config{Algorithm: packet.PubKeyAlgoEdDSA, Time: func() time.Time { return keyCreated }})
+		&packet.Config{Algorithm: packet.PubKeyAlgoEdDSA, Time: func() time.Time { return keyCreated },
+			KeyLifetimeSecs: uint32(expiry / time.Second)})
 	if err != nil {
 		return nil, "", fmt.Errorf("fakeorigin: signing key: %w", err)
 	}
