@@ -187,13 +187,19 @@ func TestHangupWhileShuttingDownIsSaid(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := startProcess(t, bin, filepath.Join(t.TempDir(), "data"), origin, caFile,
-		"--config", conf, "--shutdown-delay", "5s")
+		"--config", conf, "--shutdown-delay", "20s")
 	if err := m.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	m.waitLog("shutting down", 10*time.Second)
+	// The delay has begun: the SIGHUP comes within it.
+	m.waitLog("shutting down: /readyz answers 503, serving on while load balancers take the mirror out", 10*time.Second)
 	if err := m.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
 	m.waitLog(hangupShuttingDown, 10*time.Second)
+	// A second SIGTERM ends the delay (and the test's wait) at once.
+	if err := m.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	m.waitLog("stopped", 10*time.Second)
 }
