@@ -108,8 +108,21 @@ func (d *PinsDir) Pins() (*retention.Pins, bool, error) {
 func (d *PinsDir) scan() ([]string, string, error) {
 	var files []string
 	h := sha256.New()
-	root := filepath.Clean(d.dir)
-	err := filepath.WalkDir(root, func(path string, e fs.DirEntry, err error) error {
+	// A directory named through a symbolic link is walked as the one it
+	// names (WalkDir follows no link, not even its root's); one that is
+	// not there, or no directory, is an error, never a directory without
+	// pins.
+	root, err := filepath.EvalSymlinks(filepath.Clean(d.dir))
+	if err == nil {
+		var fi os.FileInfo
+		if fi, err = os.Stat(root); err == nil && !fi.IsDir() {
+			err = fmt.Errorf("%s is not a directory", d.dir)
+		}
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("pins directory: %w", err)
+	}
+	err = filepath.WalkDir(root, func(path string, e fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
