@@ -94,7 +94,7 @@ func (r *Retainer) shareUses(uses map[string]time.Time) {
 	ctx, cancel := context.WithTimeout(context.Background(), sharedUseTimeout)
 	defer cancel()
 	for key, at := range uses {
-		if theirs, ok := r.sharedUse(ctx, key); ok && !theirs.Before(at) {
+		if theirs, ok, _ := r.sharedUse(ctx, key); ok && !theirs.Before(at) {
 			continue
 		}
 		if err := r.shared.PutMeta(ctx, lastUsePrefix+key, lastUseDoc{At: at}); err != nil {
@@ -104,17 +104,18 @@ func (r *Retainer) shareUses(uses map[string]time.Time) {
 	}
 }
 
-// sharedUse returns the last use of key that the shared store holds.
-func (r *Retainer) sharedUse(ctx context.Context, key string) (time.Time, bool) {
+// sharedUse returns the last use of key that the shared store holds;
+// err when the store did not answer (whether it holds one is not known).
+func (r *Retainer) sharedUse(ctx context.Context, key string) (time.Time, bool, error) {
 	raw, _, err := r.shared.GetMeta(ctx, lastUsePrefix+key)
 	if err != nil || raw == nil {
-		return time.Time{}, false
+		return time.Time{}, false, err
 	}
 	var doc lastUseDoc
 	if json.Unmarshal(raw, &doc) != nil {
-		return time.Time{}, false
+		return time.Time{}, false, nil
 	}
-	return doc.At, true
+	return doc.At, true, nil
 }
 
 // lastUses returns the last use of every version that has one: written

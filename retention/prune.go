@@ -224,26 +224,37 @@ func (r *Retainer) byRules(hs []*held) map[*held]string {
 	if d := r.cfg.UnusedAfter; d > 0 {
 		last := r.lastUses()
 		now := r.now()
+		unanswered := 0
 		for _, h := range hs {
 			if _, ok := out[h]; ok || len(h.cached) == 0 || !h.Refetch || h.pinnedBy != "" {
 				continue
 			}
-			at, ok := last[h.Key]
-			if !ok {
-				at = h.newest
+			// From its last download, or from when it was cached, when
+			// later (never downloaded, or cached again since by a sync).
+			at := h.newest
+			if used, ok := last[h.Key]; ok && used.After(at) {
+				at = used
 			}
 			if now.Sub(at) < d {
 				continue
 			}
 			if r.shared != nil { // a download on another replica counts
 				ctx, cancel := context.WithTimeout(context.Background(), sharedUseTimeout)
-				theirs, ok := r.sharedUse(ctx, h.Key)
+				theirs, ok, err := r.sharedUse(ctx, h.Key)
 				cancel()
+				if err != nil {
+					unanswered++ // not known: a later pass decides
+					continue
+				}
 				if ok && now.Sub(theirs) < d {
 					continue
 				}
 			}
 			out[h] = RuleUnused
+		}
+		if unanswered > 0 {
+			r.log.Warn("the shared store did not answer for the last use of versions; the unused rule removes none of them until it does",
+				"versions", unanswered)
 		}
 	}
 	return out

@@ -42,8 +42,10 @@ type Config struct {
 	// nil: none is refused.
 	Refused func(kind, address, version string) bool
 	// UnusedAfter removes the packages of versions not downloaded for
-	// this long (a version never downloaded counts from when its newest
-	// package was cached). Default 0: no such rule.
+	// this long (a version never downloaded, or cached again since its
+	// last download, counts from when its newest package was cached).
+	// Default 0: no such rule (the last uses are written all the same,
+	// for a rule turned on later).
 	UnusedAfter time.Duration
 	// Pins, when set, says which versions are pinned: no rule and no size
 	// limit removes their packages. Default nil: none.
@@ -376,13 +378,9 @@ func (r *Retainer) Evictable(sha string) bool {
 }
 
 // Used records a download of a version (mirrorheld.Notifier); written in
-// the next batch.
-func (r *Retainer) Used(key string) {
-	if r.cfg.UnusedAfter <= 0 {
-		return
-	}
-	r.uses.record(key, r.now())
-}
+// the next batch, with or without the unused rule: one turned on later
+// (or a prune by it) counts the downloads made before.
+func (r *Retainer) Used(key string) { r.uses.record(key, r.now()) }
 
 // Serving keeps sha, an archive of version v of address about to be
 // served or cached for a sync (mirrorheld.Notifier), from the size limit
