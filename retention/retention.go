@@ -60,6 +60,10 @@ type Config struct {
 	// Interval is how often the rules are applied in the background.
 	// Default 10 minutes; negative: only when Prune is called.
 	Interval time.Duration
+	// EvictNothing has the cache's size limit evict nothing (Evictable),
+	// for a dry run that promises to remove nothing on a cache over its
+	// limit. Default false.
+	EvictNothing bool
 	// PinsInterval is how often Pins is asked whether the pins changed.
 	// Default 30 seconds.
 	PinsInterval time.Duration
@@ -369,9 +373,10 @@ func (r *Retainer) Status() Status {
 // sha: not when a version that cannot be fetched again, or a pinned one,
 // needs it; nothing on a sealed mirror; nothing until retention has read
 // what the cache holds; nothing while the pins were never read (what
-// they pin is not known), as the rules remove nothing then.
+// they pin is not known), as the rules remove nothing then; nothing under
+// Config.EvictNothing.
 func (r *Retainer) Evictable(sha string) bool {
-	if r.offline || r.pins.unread() != nil {
+	if r.offline || r.cfg.EvictNothing || r.pins.unread() != nil {
 		return false
 	}
 	return r.prot.evictable(sha)

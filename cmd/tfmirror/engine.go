@@ -185,6 +185,7 @@ func openEngine(cfg settings.Config, logger *slog.Logger, o overrides, met *metr
 		return nil, err
 	}
 	rcfg := retentionRules(cfg.RetentionConfig, cfg.CacheMaxBytes)
+	rcfg.EvictNothing = o.evictNothing
 	var rshared retention.Shared // nil without a shared store
 	if shared != nil {
 		parts.shared = shared

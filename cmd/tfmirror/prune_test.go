@@ -254,3 +254,37 @@ func TestCachePruneThroughServeSaysVariablesIgnored(t *testing.T) {
 		t.Error("stderr names a variable that is not set")
 	}
 }
+
+// A command that promises to remove nothing (cache prune --dry-run,
+// cache verify, policy explain, export), opening a data directory whose
+// configuration file has lowered cache_max_bytes below what is cached,
+// removes nothing: opening the cache applied the size limit, and the
+// dry run evicted the archives it said it would not touch.
+func TestReadOnlyCommandsEvictNothing(t *testing.T) {
+	dataDir := syncedDataDir(t)
+	checked := func() string {
+		t.Helper()
+		out, _, code := verifyInProcess(t, dataDir)
+		if code != 0 {
+			t.Fatalf("cache verify: exit %d", code)
+		}
+		return out
+	}
+	before := checked()
+	if !strings.Contains(before, "checked 9 packages") {
+		t.Fatalf("cache verify after the sync: %q, want 9 packages", before)
+	}
+	conf := filepath.Join(t.TempDir(), "tfmirror.hcl")
+	if err := os.WriteFile(conf, []byte("cache_max_bytes = \"1KiB\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, code := pruneInProcess(t, dataDir, "--dry-run", "--config", conf); code != 0 || !strings.Contains(out, "would remove the packages of 0 versions") {
+		t.Fatalf("prune --dry-run: exit %d, %q", code, out)
+	}
+	if _, _, code := cacheInProcess(t, "verify", runVerify, dataDir, "--config", conf); code != 0 {
+		t.Fatalf("cache verify --config: exit %d", code)
+	}
+	if after := checked(); after != before {
+		t.Errorf("after a dry run and a check with cache_max_bytes below the cache: %q, was %q", after, before)
+	}
+}

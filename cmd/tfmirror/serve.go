@@ -59,6 +59,12 @@ type overrides struct {
 	keepStdLog bool
 	// stdin replaces os.Stdin, which `tfmirror sync -` reads.
 	stdin io.Reader
+	// evictNothing has the cache's size limit evict nothing
+	// (retention.Config.EvictNothing): cache prune --dry-run, which
+	// promises to remove nothing, on a cache over the limit its
+	// configuration file sets. (The commands that open the cache sealed,
+	// cache verify, policy explain and export, evict nothing as it is.)
+	evictNothing bool
 }
 
 // server is a wired tfmirror: cache, origin client, pull-through engine,
