@@ -130,6 +130,9 @@ func (p *pinState) read(log *slog.Logger) bool {
 	p.err = nil
 	if changed {
 		p.pins = pins
+		if pins.Skipped != "" {
+			log.Warn("reading the pins; some were not read", "skipped", pins.Skipped)
+		}
 	}
 	return changed
 }

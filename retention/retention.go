@@ -105,6 +105,9 @@ type Pins struct {
 	// releases.hashicorp.com/hashicorp/terraform,
 	// get.opentofu.org/opentofu/tofu).
 	CLIs map[string][]PinSelection
+	// Skipped, when not empty, says what the source did not read (files
+	// beyond its bounds); it is logged as a warning.
+	Skipped string
 }
 
 // PinSelection selects pinned versions.
