@@ -56,6 +56,9 @@ type harnessOptions struct {
 	// wrap, when set, is what retention is given of the engine's
 	// inventory (a test's failures).
 	wrap func(Engine) Engine
+	// wrapStore, when set, is what retention is given of the cache (a
+	// test's failures).
+	wrapStore func(Store) Store
 }
 
 // sharedBoth is a shared store as the engine and retention use it.
@@ -95,7 +98,11 @@ func (h *harness) start(opts harnessOptions) {
 	if opts.wrap != nil {
 		inv = opts.wrap(inv)
 	}
-	ret, err := New(opts.ret, inv, h.store, shared)
+	var store Store = h.store
+	if opts.wrapStore != nil {
+		store = opts.wrapStore(store)
+	}
+	ret, err := New(opts.ret, inv, store, shared)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -119,16 +119,20 @@ func (r *Retainer) sharedUse(ctx context.Context, key string) (time.Time, bool, 
 }
 
 // lastUses returns the last use of every version that has one: written
-// ones, and those not written yet.
-func (r *Retainer) lastUses() map[string]time.Time {
+// ones, and those not written yet; an error when the written ones could
+// not be read whole.
+func (r *Retainer) lastUses() (map[string]time.Time, error) {
 	last := map[string]time.Time{}
-	r.store.ScanMeta(lastUsePrefix, func(key string, _ time.Time, raw json.RawMessage) error {
+	err := r.store.ScanMeta(lastUsePrefix, func(key string, _ time.Time, raw json.RawMessage) error {
 		var doc lastUseDoc
 		if json.Unmarshal(raw, &doc) == nil {
 			last[strings.TrimPrefix(key, lastUsePrefix)] = doc.At
 		}
 		return nil
 	})
+	if err != nil {
+		return nil, err
+	}
 	r.uses.merge(last)
-	return last
+	return last, nil
 }

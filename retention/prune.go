@@ -222,7 +222,11 @@ func (r *Retainer) byRules(hs []*held) map[*held]string {
 		}
 	}
 	if d := r.cfg.UnusedAfter; d > 0 {
-		last := r.lastUses()
+		last, err := r.lastUses()
+		if err != nil { // a version whose use was not read would count from when it was cached
+			r.log.Warn("the last use of versions could not be read; the unused rule removes nothing in this pass", "error", err)
+			return out
+		}
 		now := r.now()
 		unanswered := 0
 		for _, h := range hs {
