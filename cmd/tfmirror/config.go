@@ -189,16 +189,11 @@ func (m *server) reloadOn(ctx context.Context, hup <-chan os.Signal) (stop func(
 			select {
 			case <-quit:
 				return
-			case <-ctx.Done():
-				for {
-					select {
-					case <-quit:
-						return
-					case <-hup:
-						m.log.Warn(hangupShuttingDown)
-					}
-				}
 			case <-hup:
+				if ctx.Err() != nil {
+					m.log.Warn(hangupShuttingDown)
+					continue
+				}
 				// Each file refused is logged and counted where it
 				// was read; only "nothing to reload" is not.
 				if _, err := m.reload(); err != nil && !errors.As(err, new(*admin.LoggedError)) {
@@ -293,7 +288,7 @@ func (m *server) reload() (admin.Reloaded, error) {
 	return out, nil
 }
 
-// counted is n things, of one called one.
+// counted is n things, of one called one ("1 token", "3 rules").
 func counted(n int, one string) string {
 	if n == 1 {
 		return "1 " + one

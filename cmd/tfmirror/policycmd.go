@@ -236,7 +236,7 @@ func explainByServer(dataDir string, kind policy.Kind, addr, version string, std
 	if res.Rules == 0 {
 		fmt.Fprintf(stderr, "tfmirror policy explain: the package policy of the tfmirror serving %s, asked through its admin socket: none, everything is allowed\n", dataDir)
 	} else {
-		fmt.Fprintf(stderr, "tfmirror policy explain: the package policy of the tfmirror serving %s, asked through its admin socket (%s)\n", dataDir, rules(res.Rules))
+		fmt.Fprintf(stderr, "tfmirror policy explain: the package policy of the tfmirror serving %s, asked through its admin socket (%s)\n", dataDir, counted(res.Rules, "rule"))
 	}
 	ex := res.Explanation(kind, addr, version)
 	fmt.Fprint(stdout, ex)

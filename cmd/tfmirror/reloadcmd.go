@@ -134,7 +134,7 @@ func printReloaded(w io.Writer, res admin.Reloaded) {
 	}
 	for _, p := range res.Parts {
 		changed = true
-		fmt.Fprintf(w, "  %s: %s added, %s removed\n", p.Name, rules(len(p.Added)), rules(len(p.Removed)))
+		fmt.Fprintf(w, "  %s: %s added, %s removed\n", p.Name, counted(len(p.Added), "rule"), counted(len(p.Removed), "rule"))
 		for _, r := range p.Removed {
 			fmt.Fprintf(w, "    - %s\n", r)
 		}
@@ -154,13 +154,6 @@ func printReloaded(w io.Writer, res admin.Reloaded) {
 	if res.TrustedKeys != nil {
 		fmt.Fprintf(w, "keys imports trust: %d in force\n", *res.TrustedKeys)
 	}
-}
-
-func rules(n int) string {
-	if n == 1 {
-		return "1 rule"
-	}
-	return strconv.Itoa(n) + " rules"
 }
 
 // shownValue quotes a setting's value, so that an empty one shows.
