@@ -617,11 +617,7 @@ func importVersion(ctx context.Context, engine Engine, b *bundle, p addrs.Provid
 		paths = append(paths, filepath.Join(shown, zips[pl]))
 	}
 	if signed {
-		// Under the manifest, the exporting mirror verified and stored
-		// them: judged as stored (a publisher's key that expired since
-		// still verifies what it signed while valid). A publisher's key
-		// alone vouches by the signatures themselves: judged now.
-		in.Documents, in.Stored = docs, shas != nil
+		in.Documents = docs
 	} else {
 		in.Unsigned = true
 	}

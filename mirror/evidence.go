@@ -119,7 +119,7 @@ func (s *providerRecords) verifyCached(ctx context.Context, p addrs.Provider, v 
 			Detail: fmt.Sprintf("the stored record of %s %s %s refers to no stored SHA256SUMS document", p, v, pl)}
 	}
 	doc := rec.Documents[a.Evidence.Document]
-	if err := verify.CheckStoredSignature(doc.Content, doc.Signature, records.ArmoredKeys(doc.SigningKeys)); err != nil {
+	if err := verify.CheckSignature(doc.Content, doc.Signature, records.ArmoredKeys(doc.SigningKeys)); err != nil {
 		return err
 	}
 	sums, err := verify.ParseSHA256SUMS(doc.Content)

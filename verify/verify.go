@@ -164,23 +164,6 @@ func SignatureTime(document, signature []byte, armoredKeys []string) (time.Time,
 	return sig.CreationTime.UTC(), nil
 }
 
-// CheckStoredSignature is CheckSignature for a signature checked again:
-// see StoredSignatureTime.
-func CheckStoredSignature(document, signature []byte, armoredKeys []string) error {
-	_, err := StoredSignatureTime(document, signature, armoredKeys)
-	return err
-}
-
-// StoredSignatureTime is SignatureTime, for a signature checked again
-// that verified when what it signs was stored (a cached record's
-// SHA256SUMS, checked again as it is read, copied from the shared store
-// or verified by tfmirror cache verify; an import's that the exporting
-// mirror's signed manifest vouches it verified): the validity of the key
-// that made it is the one it had then, not now.
-func StoredSignatureTime(document, signature []byte, armoredKeys []string) (time.Time, error) {
-	return SignatureTime(document, signature, armoredKeys)
-}
-
 // SigningKeys reads one answer's armored signing keys as SignatureTime
 // does: within MaxSigningKeys keys, MaxSigningKeyBytes and
 // MaxKeySignatures self-signatures in all, past which it fails with

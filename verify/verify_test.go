@@ -434,27 +434,6 @@ func TestSignatureTime(t *testing.T) {
 	}
 }
 
-// TestStoredSignatureOutlivesTheKeysExpiry: a signature checked again
-// (StoredSignatureTime) verifies with a key that expired after it was
-// made; a signature valid at no time up to now fails.
-func TestStoredSignatureOutlivesTheKeysExpiry(t *testing.T) {
-	now := time.Now()
-	doc := []byte(strings.Repeat("ab", 32) + "  terraform-provider-x_1.0.0_linux_amd64.zip\n")
-	made := now.Add(-72 * time.Hour)
-	key := verifytest.ExpiringKey(t, made, 48*time.Hour)
-	keys := []string{armored(t, key)}
-	signAt := func(at time.Time) []byte { return verifytest.SignedAt(t, key, doc, at) }
-	signed := now.Add(-48 * time.Hour).Truncate(time.Second)
-	whileValid := signAt(signed)
-	at, err := StoredSignatureTime(doc, whileValid, keys)
-	if err != nil || !at.Equal(signed.UTC()) {
-		t.Errorf("StoredSignatureTime of a signature made while its key was valid = %v, %v; want %v", at, err, signed.UTC())
-	}
-	checkReason(t, CheckStoredSignature(append(bytes.Clone(doc), 'x'), whileValid, keys), ReasonSignature)
-	checkReason(t, CheckStoredSignature(doc, signAt(now.Add(-12*time.Hour)), keys), ReasonSignature) // after it expired
-	checkReason(t, CheckStoredSignature(doc, signAt(now.Add(time.Hour)), keys), ReasonSignature)     // made in the future
-}
-
 // TestNewSignatureOutlivesTheKeysExpiry: a new verification (an origin's
 // answer) accepts a signature made while its publisher's key was valid
 // once the key has expired, as Terraform's and OpenTofu's installers

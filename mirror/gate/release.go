@@ -803,7 +803,7 @@ func (r *releaseTimes) signedAt(ctx context.Context, p addrs.Provider, v string,
 	}
 	if rec != nil && rec.HasEvidence() && len(rec.Documents) > 0 {
 		doc := rec.Documents[0]
-		if at, err := verify.StoredSignatureTime(doc.Content, doc.Signature, records.ArmoredKeys(doc.SigningKeys)); err == nil {
+		if at, err := verify.SignatureTime(doc.Content, doc.Signature, records.ArmoredKeys(doc.SigningKeys)); err == nil {
 			r.keep(key, at)
 			return at, true
 		}

@@ -101,16 +101,6 @@ type Imported struct {
 	// Unsigned accepts packages without any signature: they are checked
 	// against their H1 where given, and recorded as records.ProvenanceUnsigned.
 	Unsigned bool
-	// Stored says the Documents are ones a mirror verified and stored,
-	// and the caller's anchor vouches that it did (airgap: a trusted
-	// export key's manifest that lists them): their signatures are
-	// judged as a stored record's are (verify.CheckStoredSignature), so
-	// that a key that expired after the export still verifies what it
-	// signed while valid, and nothing it signed after. Otherwise (a
-	// publisher's key alone vouches, by those very signatures) each is a
-	// new verification (verify.CheckSignature), which judges an origin's
-	// key so too, as Terraform does; the caller judges a key it pins.
-	Stored bool
 }
 
 // Package is one platform's package of an Imported version.
@@ -323,8 +313,10 @@ func checkPlatforms(in Imported) error {
 
 // signedArchives checks the signed metadata of in (not Unsigned) before
 // any archive is read, trusting nothing of it that no signature covers:
-// each SHA256SUMS document's signature with its signing keys (as stored
-// when in.Stored), that it is
+// each SHA256SUMS document's signature with its signing keys
+// (verify.CheckSignature: a key that expired after it signed still
+// verifies it, as an origin's answer's; the caller judges a key it
+// pins), that it is
 // the release of in's provider type and version (records.ReleaseOf) and that the
 // documents agree; then for each package, that its platform is valid and
 // given once, that its filename, os and arch are its platform's and its
@@ -342,12 +334,8 @@ func signedArchives(in Imported, h1 func(sha string) string) ([]records.ArchiveR
 	}
 	rels := make([]records.Release, len(in.Documents))
 	all := map[string]string{}
-	check := verify.CheckSignature
-	if in.Stored {
-		check = verify.CheckStoredSignature
-	}
 	for i, doc := range in.Documents {
-		if err := check(doc.Content, doc.Signature, records.ArmoredKeys(doc.SigningKeys)); err != nil {
+		if err := verify.CheckSignature(doc.Content, doc.Signature, records.ArmoredKeys(doc.SigningKeys)); err != nil {
 			return nil, nil, docError(i, err)
 		}
 		parsed, err := verify.ParseSHA256SUMS(doc.Content)

@@ -123,14 +123,14 @@ func ReasonOf(err error) string {
 
 // verifyEvidence is checkEvidence's check, without remembering, of rec
 // as the record of version v of a provider of type typ: each document's
-// signature, as it was when stored (verify.CheckStoredSignature: a key
-// that has expired since still verifies it), that it is the release's
+// signature (verify.CheckSignature: a key that has expired since it
+// signed still verifies it), that it is the release's
 // (ReleaseOf), and each archive's
 // names and sha256 against it (CheckStoredNames) and its "packages".
 func (rec *PackageRecord) VerifyEvidence(typ string, v versions.Version) error {
 	rels := make([]Release, len(rec.Documents))
 	for i, doc := range rec.Documents {
-		if err := verify.CheckStoredSignature(doc.Content, doc.Signature, ArmoredKeys(doc.SigningKeys)); err != nil {
+		if err := verify.CheckSignature(doc.Content, doc.Signature, ArmoredKeys(doc.SigningKeys)); err != nil {
 			return err
 		}
 		parsed, err := verify.ParseSHA256SUMS(doc.Content)
