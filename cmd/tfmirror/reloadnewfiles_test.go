@@ -23,14 +23,8 @@ func TestReloadRefusesANewTokensOrKeysFileARestartWouldRefuse(t *testing.T) {
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "tfmirror.hcl")
 	tokens := filepath.Join(dir, "tokens")
-	write := func(path, body string) {
-		t.Helper()
-		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write(tokens, "0123456789abcdef0123456789abcdef\n")
-	write(conf, "log_level = \"info\"\nauth_tokens_file = \""+tokens+"\"\n")
+	writePrivate(t, tokens, "0123456789abcdef0123456789abcdef\n")
+	writePrivate(t, conf, "log_level = \"info\"\nauth_tokens_file = \""+tokens+"\"\n")
 	args := []string{"--config", conf, "--data-dir", filepath.Join(dir, "data"), "--insecure-http"}
 	m, _ := reloadingServer(t, args)
 
@@ -40,7 +34,7 @@ func TestReloadRefusesANewTokensOrKeysFileARestartWouldRefuse(t *testing.T) {
 		"auth_tokens_file = \"" + tokens + "\"\ntrusted_export_keys = [\"" + missing + "\"]\n",
 		"auth_tokens_file = \"" + tokens + "\"\ntrusted_publisher_keys = [\"registry.terraform.io/acme=" + missing + "\"]\n",
 	} {
-		write(conf, body)
+		writePrivate(t, conf, body)
 		_, err := m.reload()
 		if err == nil || !strings.Contains(err.Error(), missing) {
 			t.Errorf("reload of\n%s: %v, want it refused naming %s", body, err, missing)
@@ -52,8 +46,8 @@ func TestReloadRefusesANewTokensOrKeysFileARestartWouldRefuse(t *testing.T) {
 
 	// A file that is there: the change is kept for the restart.
 	other := filepath.Join(dir, "other-tokens")
-	write(other, "fedcba9876543210fedcba9876543210\n")
-	write(conf, "auth_tokens_file = \""+other+"\"\n")
+	writePrivate(t, other, "fedcba9876543210fedcba9876543210\n")
+	writePrivate(t, conf, "auth_tokens_file = \""+other+"\"\n")
 	got, err := m.reload()
 	if err != nil {
 		t.Fatalf("reload naming another tokens file that is there: %v", err)
@@ -75,17 +69,11 @@ func TestReloadRefusesANewTokensOrKeysFileARestartWouldRefuse(t *testing.T) {
 func TestReloadRefusalNamesTheFilesLine(t *testing.T) {
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "tfmirror.hcl")
-	write := func(body string) {
-		t.Helper()
-		if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write("public_url = \"https://mirror-a.example.test/\"\n")
+	writePrivate(t, conf, "public_url = \"https://mirror-a.example.test/\"\n")
 	data := filepath.Join(dir, "data")
 	m, _ := reloadingServer(t, []string{"--config", conf, "--data-dir", data})
 
-	write("public_url = \"https://mirror-a.example.test/\"\n\norigin_ca_file = [\"" + filepath.Join(dir, "not-there") + "\"]\n")
+	writePrivate(t, conf, "public_url = \"https://mirror-a.example.test/\"\n\norigin_ca_file = [\""+filepath.Join(dir, "not-there")+"\"]\n")
 	if _, err := m.reload(); err == nil || !strings.Contains(err.Error(), "origin_ca_file at "+conf+":3") {
 		t.Errorf("reload naming a CA file that is not there: %v, want it refused naming origin_ca_file at %s:3", err, conf)
 	}
@@ -93,7 +81,7 @@ func TestReloadRefusalNamesTheFilesLine(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(data, "tls", "ca-key.pem"), []byte("damaged\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	write("log_level = \"info\"\npublic_url = \"https://mirror-b.example.test/\"\n")
+	writePrivate(t, conf, "log_level = \"info\"\npublic_url = \"https://mirror-b.example.test/\"\n")
 	if _, err := m.reload(); err == nil || !strings.Contains(err.Error(), "public_url at "+conf+":2") {
 		t.Errorf("reload of a public URL whose certificate cannot be issued: %v, want it refused naming public_url at %s:2", err, conf)
 	}
@@ -112,17 +100,11 @@ func TestReloadSaysTheOperatorsCertificateDoesNotNameThePublicURL(t *testing.T) 
 		t.Fatal(err)
 	}
 	conf := filepath.Join(dir, "tfmirror.hcl")
-	write := func(body string) {
-		t.Helper()
-		if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write("public_url = \"https://mirror-a.example.test/\"\n")
+	writePrivate(t, conf, "public_url = \"https://mirror-a.example.test/\"\n")
 	m, _ := reloadingServer(t, []string{"--config", conf, "--data-dir", filepath.Join(dir, "data"),
 		"--tls-cert", files.Cert, "--tls-key", files.Key})
 
-	write("public_url = \"https://mirror-b.example.test/\"\n")
+	writePrivate(t, conf, "public_url = \"https://mirror-b.example.test/\"\n")
 	res, err := m.reload()
 	if err != nil {
 		t.Fatal(err)
@@ -134,7 +116,7 @@ func TestReloadSaysTheOperatorsCertificateDoesNotNameThePublicURL(t *testing.T) 
 	}
 
 	// A host it names: no warning.
-	write("public_url = \"https://mirror-a.example.test:8443/\"\n")
+	writePrivate(t, conf, "public_url = \"https://mirror-a.example.test:8443/\"\n")
 	if res, err = m.reload(); err != nil || len(res.Warnings) > 0 {
 		t.Errorf("reload of a public URL the certificate names: %v, warnings %q", err, res.Warnings)
 	}

@@ -20,15 +20,9 @@ func TestReloadOutcomeShown(t *testing.T) {
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "tfmirror.hcl")
 	tokens := filepath.Join(dir, "tokens")
-	write := func(path, content string) {
-		t.Helper()
-		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
 	const token = "0123456789abcdef0123456789abcdef"
-	write(conf, "log_level = \"info\"\n")
-	write(tokens, token+"\n")
+	writePrivate(t, conf, "log_level = \"info\"\n")
+	writePrivate(t, tokens, token+"\n")
 	args := []string{"--config", conf, "--data-dir", filepath.Join(dir, "data"), "--insecure-http", "--auth-tokens-file", tokens}
 	m, _ := reloadingServer(t, args)
 	metric := func(name string, labels ...string) float64 {
@@ -69,7 +63,7 @@ func TestReloadOutcomeShown(t *testing.T) {
 	}
 
 	before := time.Now()
-	write(tokens, token+"\nshort\n")
+	writePrivate(t, tokens, token+"\nshort\n")
 	if _, err := m.reload(); err == nil {
 		t.Fatal("a tokens file with a short token was put in force")
 	}
@@ -90,7 +84,7 @@ func TestReloadOutcomeShown(t *testing.T) {
 		t.Errorf("the configuration file was put in force, but tfmirror_config_last_reload_successful is %v", got)
 	}
 
-	write(conf, "log_level = \"loud\"\n")
+	writePrivate(t, conf, "log_level = \"loud\"\n")
 	if _, err := m.reload(); err == nil {
 		t.Fatal("a configuration file with a bad log level was put in force")
 	}
@@ -99,8 +93,8 @@ func TestReloadOutcomeShown(t *testing.T) {
 		t.Errorf("after both files refused: last reload %+v, want both named with their lines", last)
 	}
 
-	write(conf, "log_level = \"debug\"\n")
-	write(tokens, token+"\n")
+	writePrivate(t, conf, "log_level = \"debug\"\n")
+	writePrivate(t, tokens, token+"\n")
 	if _, err := m.reload(); err != nil {
 		t.Fatal(err)
 	}
@@ -128,18 +122,12 @@ func TestReloadRefusalSaysWhatWasPutInForce(t *testing.T) {
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "tfmirror.hcl")
 	tokens := filepath.Join(dir, "tokens")
-	write := func(path, content string) {
-		t.Helper()
-		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write(conf, "log_level = \"info\"\n")
-	write(tokens, "0123456789abcdef0123456789abcdef\n")
+	writePrivate(t, conf, "log_level = \"info\"\n")
+	writePrivate(t, tokens, "0123456789abcdef0123456789abcdef\n")
 	args := []string{"--config", conf, "--data-dir", filepath.Join(dir, "data"), "--insecure-http", "--auth-tokens-file", tokens}
 	m, level := reloadingServer(t, args)
-	write(conf, "log_level = \"debug\"\npolicy {\n  deny = [\"registry.terraform.io/acme/*\"]\n}\n")
-	write(tokens, "short\n")
+	writePrivate(t, conf, "log_level = \"debug\"\npolicy {\n  deny = [\"registry.terraform.io/acme/*\"]\n}\n")
+	writePrivate(t, tokens, "short\n")
 	_, err := m.reload()
 	if err == nil {
 		t.Fatal("a tokens file with a short token was put in force")
@@ -162,13 +150,9 @@ func TestReloadRefusalSaysWhatWasPutInForce(t *testing.T) {
 func TestReloadSaysOverriddenValues(t *testing.T) {
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "tfmirror.hcl")
-	if err := os.WriteFile(conf, []byte("log_level = \"info\"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writePrivate(t, conf, "log_level = \"info\"\n")
 	m, _ := reloadingServer(t, []string{"--config", conf, "--data-dir", filepath.Join(dir, "data"), "--insecure-http", "--log-level", "warn"})
-	if err := os.WriteFile(conf, []byte("log_level = \"debug\"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writePrivate(t, conf, "log_level = \"debug\"\n")
 	res, err := m.reload()
 	if err != nil {
 		t.Fatal(err)
@@ -192,18 +176,12 @@ func TestReloadRefusalSaysTheTokensPutInForce(t *testing.T) {
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "tfmirror.hcl")
 	tokens := filepath.Join(dir, "tokens")
-	write := func(path, content string) {
-		t.Helper()
-		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
 	const kept, revoked = "0123456789abcdef0123456789abcdef", "fedcba9876543210fedcba9876543210"
-	write(conf, "log_level = \"info\"\n")
-	write(tokens, kept+"\n"+revoked+"\n")
+	writePrivate(t, conf, "log_level = \"info\"\n")
+	writePrivate(t, tokens, kept+"\n"+revoked+"\n")
 	m, _ := reloadingServer(t, []string{"--config", conf, "--data-dir", filepath.Join(dir, "data"), "--insecure-http", "--auth-tokens-file", tokens})
-	write(conf, "log_level = \"loud\"\n")
-	write(tokens, kept+"\n")
+	writePrivate(t, conf, "log_level = \"loud\"\n")
+	writePrivate(t, tokens, kept+"\n")
 	_, err := m.reload()
 	if err == nil {
 		t.Fatal("a configuration file with a bad log level was put in force")
@@ -212,5 +190,14 @@ func TestReloadRefusalSaysTheTokensPutInForce(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the reload's error lacks %q:\n%s", want, err)
 		}
+	}
+}
+
+// writePrivate writes content to path, mode 0600, as the operator's
+// configuration and secret files are kept.
+func writePrivate(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
 	}
 }
