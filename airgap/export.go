@@ -225,7 +225,26 @@ func exportTar(ctx context.Context, engine Engine, pkgs Served, sel Selection, s
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("writing %s: %w", out, err)
 	}
-	return os.Rename(f.Name(), out)
+	if err := os.Rename(f.Name(), out); err != nil {
+		return err
+	}
+	// Its name is on disk too before the export says it is done: a
+	// medium pulled out at once holds it under out's name, not under
+	// its temporary one (or out an earlier export's).
+	if err := syncDir(filepath.Dir(out)); err != nil {
+		return fmt.Errorf("syncing %s: %w", filepath.Dir(out), err)
+	}
+	return nil
+}
+
+// syncDir makes the names in the directory dir durable; a var, for tests.
+var syncDir = func(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 // ctxReader reads r until ctx is done: a large archive copied into the

@@ -131,7 +131,10 @@ func readOwnFile(path string, max int64, log *slog.Logger) ([]byte, error) {
 // writeNew writes a new file at path (mode 0600) whole or not at all:
 // write fills a file of its own in path's directory, synced, then linked
 // to path, which fails with fs.ErrExist when a file is there already (of
-// two processes making it at once, the second reads the first's).
+// two processes making it at once, the second reads the first's). The
+// directory is synced once the link is made: a key it wrote, handed out
+// (an export key's public half carried across the air gap), is not lost
+// to a power loss and made anew at the next start.
 func writeNew(path string, write func(io.Writer) error) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".new-*")
 	if err != nil {
@@ -151,7 +154,20 @@ func writeNew(path string, write func(io.Writer) error) error {
 	if err != nil {
 		return err
 	}
-	return os.Link(tmp.Name(), path)
+	if err := os.Link(tmp.Name(), path); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+// syncDir makes the names in the directory dir durable; a var, for tests.
+var syncDir = func(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 // existingDataDir says why dir is no data directory for command, which
