@@ -55,6 +55,12 @@ type ImportSummary struct {
 	Versions []string `json:"versions,omitempty"`
 }
 
+// stored says the import stored packages, or found them stored (their
+// records written again).
+func (s ImportSummary) stored() bool {
+	return s.Imported+s.Present+s.Modules+s.ModulesPresent+s.CLIArchives+s.CLIPresent > 0
+}
+
 // ImportOptions are how Import reads its input.
 type ImportOptions struct {
 	// Trust is what vouches for a version: without any key, nothing
@@ -128,6 +134,14 @@ func Import(ctx context.Context, engine Engine, in string, opts ImportOptions, r
 	}
 	if err == nil {
 		err = importReleases(ctx, engine, b, report, &sum)
+	}
+	// What it stored is on disk before it says it is done (or was
+	// interrupted): the medium it came on may be taken away then.
+	if !sum.stored() {
+		return sum, err
+	}
+	if serr := engine.AirGap().Sync(); serr != nil && err == nil {
+		err = fmt.Errorf("making what was imported durable: %w", serr)
 	}
 	return sum, err
 }

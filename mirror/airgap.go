@@ -56,6 +56,13 @@ func (s *AirGap) Import(ctx context.Context, in imports.Imported) (imports.Resul
 	return res, err
 }
 
+// Sync makes what imports stored so far durable: an import of what may
+// not be had again (its medium taken away once it said it was done)
+// survives a power loss after it returns (see cache.Records.Sync).
+func (s *AirGap) Sync() error {
+	return s.store.Sync()
+}
+
 // DiskHeadroom is how many bytes an import may still write to the cache's
 // file system (unpacking a bundle beside it) before the cache's free space
 // reaches its disk reserve, asked now (see cache.Store.Headroom); ok is

@@ -79,6 +79,8 @@ type Store interface {
 	// ScanMetaAfter is ScanMeta from the first key greater than after.
 	ScanMetaAfter(prefix, after string, fn func(key string, storedAt time.Time, raw json.RawMessage) error) error
 	Stats() (archives int, bytes int64)
+	// Sync makes what was written so far durable (see AirGap.Sync).
+	Sync() error
 }
 
 // Metrics receives what the engine observes. Package metrics implements it;
