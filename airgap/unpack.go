@@ -351,30 +351,14 @@ func newScratch(parent string) (string, error) {
 }
 
 // RemoveScratch removes from dir what imports that did not end (their
-// process was killed, or crashed) left unpacked there: the scratch
-// directories of processes no longer running. A process calls it at
-// start, before it imports, on the directory its imports unpack into.
-// Each directory removed is logged.
+// process was killed, or crashed) left unpacked there. A process calls
+// it at start, before it imports, on the directory its imports unpack
+// into, once that directory is its own (the data directory, whose cache
+// one process at a time opens): every import scratch directory there is
+// then one a process that is gone left, whatever process has its id now
+// (after a reboot, or in a container, ids are given again). Each
+// directory removed is logged.
 func RemoveScratch(dir string, logger *slog.Logger) error {
-	return scratch.Remove(dir, scratch.Import, func(e fs.DirEntry) bool {
-		if !e.IsDir() {
-			return true
-		}
-		pidText, _, _ := strings.Cut(strings.TrimPrefix(e.Name(), scratch.Import), "-")
-		pid, err := strconv.Atoi(pidText)
-		return err == nil && pid != os.Getpid() && running(pid) // an import under way in another process
-	}, logger, "removed what an interrupted import left unpacked")
-}
-
-// running reports whether a process with id pid exists.
-func running(pid int) bool {
-	if pid <= 0 {
-		return false
-	}
-	p, err := os.FindProcess(pid)
-	if err != nil {
-		return false
-	}
-	err = p.Signal(syscall.Signal(0))
-	return err == nil || errors.Is(err, syscall.EPERM)
+	return scratch.Remove(dir, scratch.Import, func(e fs.DirEntry) bool { return !e.IsDir() },
+		logger, "removed what an interrupted import left unpacked")
 }

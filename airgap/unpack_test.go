@@ -319,9 +319,8 @@ func TestReadCapped(t *testing.T) {
 	}
 }
 
-// RemoveScratch removes the scratch directories of processes no longer
-// running (and of an earlier process with this one's ID), and nothing
-// else.
+// RemoveScratch removes the scratch directories of imports, whatever
+// process they were named for, and nothing else.
 func TestRemoveScratch(t *testing.T) {
 	dead := exec.Command("true")
 	if err := dead.Run(); err != nil {
@@ -338,7 +337,6 @@ func TestRemoveScratch(t *testing.T) {
 		mk(scratch.Import + "garbled"),
 	}
 	kept := []string{
-		mk(scratch.Import + strconv.Itoa(os.Getppid()) + "-789"), // under way in a running process
 		mk("import-123"),
 		"cache",
 	}
@@ -360,6 +358,24 @@ func TestRemoveScratch(t *testing.T) {
 	}
 	if err := RemoveScratch(filepath.Join(dir, "none"), discard()); err != nil {
 		t.Errorf("a data directory not made yet: %v", err)
+	}
+}
+
+// An import killed before a power cut (or in a container, restarted)
+// left its unpacked bundle named with its process's id, which another
+// process running has now: the directory is the data directory's own
+// (its cache is open), so no import of another process unpacks there,
+// and what is left goes at start as any other (before, it was kept, as
+// an import under way, at every start while that process ran).
+func TestRemoveScratchOfAnIDGivenAgain(t *testing.T) {
+	dir := t.TempDir()
+	name := scratch.Import + strconv.Itoa(os.Getppid()) + "-789" // a process running, not this one
+	write(t, filepath.Join(dir, name, "registry.test", "big.zip"), "unpacked")
+	if err := RemoveScratch(dir, discard()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, name)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s, named with the id of a process running: %v, want removed", name, err)
 	}
 }
 
