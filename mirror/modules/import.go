@@ -133,7 +133,7 @@ func (s *Modules) ImportModule(ctx context.Context, in Imported) (ImportOutcome,
 		if cached.SHA256 != "" && cached.SHA256 == in.SHA256 {
 			if info, err := s.store.StatBlob(cached.SHA256); err == nil {
 				out.Present, out.Size = true, info.Size
-				return out, nil
+				return out, s.recordHost(m)
 			}
 		}
 	}
@@ -159,8 +159,11 @@ func (s *Modules) ImportModule(ctx context.Context, in Imported) (ImportOutcome,
 		renewed = true
 		return true, nil
 	})
-	if err != nil || out.Present {
+	if err != nil {
 		return out, err
+	}
+	if out.Present {
+		return out, s.recordHost(m)
 	}
 	if renewed {
 		rec = cached
@@ -179,15 +182,24 @@ func (s *Modules) ImportModule(ctx context.Context, in Imported) (ImportOutcome,
 			return out, fmt.Errorf("storing module record: %w", err)
 		}
 	}
-	if !s.hosts.Allowed(m.Hostname) {
-		if err := s.hosts.Record(m.Hostname); err != nil {
-			return out, err
-		}
+	if err := s.recordHost(m); err != nil {
+		return out, err
 	}
 	s.log.Info("module package imported", "module", m.String(), "version", in.Version, "sha256", sum, "size", size,
 		"provenance", rec.Provenance.String())
 	s.notFound.ForgetModule(m) // what the origin was last heard to lack of it
 	return out, nil
+}
+
+// recordHost records m's host local-only unless it is an allowed origin.
+// An import of a version present already records it too: one that
+// stopped once the version's record was written, before its host was
+// recorded, is completed by importing it again.
+func (s *Modules) recordHost(m addrs.Module) error {
+	if s.hosts.Allowed(m.Hostname) {
+		return nil
+	}
+	return s.hosts.Record(m.Hostname)
 }
 
 // stageModule reads in's package into the scratch directory within the
