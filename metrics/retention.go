@@ -3,7 +3,7 @@ package metrics
 import "github.com/prometheus/client_golang/prometheus"
 
 // RetentionRules are the label values of removals (package retention's rule names).
-var RetentionRules = []string{"keep-versions", "unused", "named"}
+var RetentionRules = []string{"keep-versions", "unused", "named", "unnamed"}
 
 // retentionMetrics are the collectors of retention (retention.Metrics).
 type retentionMetrics struct {
@@ -15,7 +15,7 @@ type retentionMetrics struct {
 
 func (rm *retentionMetrics) collectors() []prometheus.Collector {
 	rm.versions = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "tfmirror_retention_removed_versions_total", Help: "Versions whose packages retention removed, by rule (keep-versions, unused, named: tfmirror cache prune naming them).",
+		Name: "tfmirror_retention_removed_versions_total", Help: "Versions whose packages retention removed, by rule (keep-versions, unused, named: tfmirror cache prune naming them; unnamed: archives no record names, counted in bytes only).",
 	}, []string{"rule"})
 	rm.bytes = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tfmirror_retention_removed_bytes_total", Help: "Bytes of packages retention removed, by rule.",

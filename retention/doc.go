@@ -14,6 +14,9 @@
 //     version needs it;
 //   - Prune naming versions, which alone removes what cannot be fetched
 //     again (the version then leaves its version list, whole);
+//   - the archives no record names (a prune stopped half way, a failed
+//     import), removed in the background once found so for an hour, but
+//     for those an import under way protects;
 //   - the last use of versions, written in batches (never on every
 //     download) to the cache and to the shared store.
 //

@@ -10,7 +10,9 @@ import (
 const rebuildGap = time.Second
 
 // loop is the background work, until ctx ends (Close): the first reading
-// of the pins and rebuild, the rules every Interval, rebuilds asked for
+// of the pins and rebuild, the rules every Interval, the removal of the
+// archives no record names (at most every unnamedEvery, each Interval or
+// hour), rebuilds asked for
 // (ImportEnded, a pinned archive served) or when the pins change, and the
 // batches of last uses.
 func (r *Retainer) loop(ctx context.Context) {
@@ -44,6 +46,7 @@ func (r *Retainer) loop(ctx context.Context) {
 			if rules {
 				r.apply(ctx)
 			}
+			r.sweepUnnamedDue(ctx)
 		case <-r.wake:
 			// Rebuilds asked for in a row (an import of many versions)
 			// run at most every rebuildGap: each reads every record.

@@ -429,7 +429,7 @@ func (r *Retainer) removeWhole(rm Removal) (Removal, bool) {
 	// without being able to fetch them again.
 	named, err := r.namedUnfetchable(rm.Archives)
 	if err != nil {
-		r.log.Warn("reading the cache's records once a version was removed; its packages are left behind (the size limit may evict those no record names)", append(attrs, "error", err)...)
+		r.log.Warn("reading the cache's records once a version was removed; its packages are left behind (the removal of the archives no record names takes those)", append(attrs, "error", err)...)
 		named = map[string]bool{}
 		for _, sha := range rm.Archives {
 			named[sha] = true
@@ -439,8 +439,8 @@ func (r *Retainer) removeWhole(rm Removal) (Removal, bool) {
 	got.Archives, got.Bytes = []string{}, 0
 	var errs []error
 	kept := r.prot.removeUnnamed(rm.Archives, named, func(sha string) {
-		// Named by no record now: one left behind is the size limit's
-		// to evict.
+		// Named by no record now: one left behind goes with the
+		// archives no record names (sweepUnnamed).
 		info, err := r.store.EvictBlob(sha)
 		switch {
 		case err == nil:
@@ -455,7 +455,7 @@ func (r *Retainer) removeWhole(rm Removal) (Removal, bool) {
 	}
 	if err := errors.Join(errs...); err != nil {
 		// What is left of the archives is named by nothing, and served
-		// by nothing.
+		// by nothing: sweepUnnamed removes it later.
 		r.log.Warn("removing an archive of a version taken off its version list; it is left behind, named by no record", append(attrs, "error", err)...)
 	}
 	r.log.Info("removed the packages of a version", append([]any{"rule", rm.Rule}, append(attrs, "bytes", got.Bytes,

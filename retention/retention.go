@@ -83,6 +83,7 @@ const (
 	RuleKeepVersions = "keep-versions"
 	RuleUnused       = "unused"
 	RuleNamed        = "named"
+	RuleUnnamed      = "unnamed"
 )
 
 // PinSource says which versions are pinned. Package internal/manifest
@@ -299,6 +300,7 @@ type Retainer struct {
 
 	passMu     sync.Mutex // one pass or prune at a time
 	lastShared time.Time  // when the bucket was last pruned (the goroutine's)
+	unnamed    unnamedSweep
 	wake       chan struct{}
 	cancel     context.CancelFunc
 	done       chan struct{}
