@@ -394,6 +394,13 @@ func (s *Modules) ModuleLocation(ctx context.Context, m addrs.Module, version ve
 		if err != nil {
 			return nil, err
 		}
+		// A caller that found none just before another's ask (and its
+		// package's fetch) ended takes the record that ask stored: asked
+		// again, the origin's answer would be written over the record
+		// completed with its package's sha256.
+		if rec, src, err := s.recs.ModuleRecord(ctx, key); err == nil && src == records.Hit {
+			return rec, nil
+		}
 		found := s.storedRecord(key) // none, or one today's rules refuse
 		originVersion := s.originModuleVersion(ctx, m, version)
 		dl, err := mo.ModuleLocation(ctx, m, originVersion)
@@ -758,6 +765,13 @@ func (s *Modules) fetchMissing(ctx context.Context, m addrs.Module, version vers
 	recKey := records.ModuleRecordKey(m, version)
 	res, src, err := once(ctx, s, "modpkg/"+recKey, "module_package", "the module's source",
 		func(ctx context.Context) (*records.ModuleRecord, error) {
+			// Fetched by a caller whose fetch ended just before this one
+			// began: its package is cached, the source is not asked again.
+			if now, src, err := s.recs.ModuleRecord(ctx, recKey); err == nil && src == records.Hit && now.SHA256 != "" {
+				if _, err := s.store.StatBlob(now.SHA256); err == nil {
+					return now, nil
+				}
+			}
 			return s.recs.FetchModule(ctx, m, recKey, rec, modsource.MaxPackageBytes(s.cfg.Limits),
 				func(ctx context.Context, rec records.ModuleRecord) (*records.ModuleRecord, error) {
 					// What the store beyond the cache did not have.
