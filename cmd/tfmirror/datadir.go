@@ -134,9 +134,13 @@ func readOwnFile(path string, max int64, log *slog.Logger) ([]byte, error) {
 // two processes making it at once, the second reads the first's). The
 // directory is synced once the link is made: a key it wrote, handed out
 // (an export key's public half carried across the air gap), is not lost
-// to a power loss and made anew at the next start.
+// to a power loss and made anew at the next start. Files of its own that
+// a process killed while it wrote left (a private key in them) go first,
+// once older than newLeftoverAge.
 func writeNew(path string, write func(io.Writer) error) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".new-*")
+	pattern := "." + filepath.Base(path) + ".new-*"
+	removeLeftovers(filepath.Join(filepath.Dir(path), pattern))
+	tmp, err := os.CreateTemp(filepath.Dir(path), pattern)
 	if err != nil {
 		return err
 	}
@@ -158,6 +162,22 @@ func writeNew(path string, write func(io.Writer) error) error {
 		return err
 	}
 	return syncDir(filepath.Dir(path))
+}
+
+// newLeftoverAge is the age from which writeNew takes a file of its
+// pattern for one a killed process left: writing one takes milliseconds,
+// and another process may be writing the same key at this moment.
+const newLeftoverAge = 10 * time.Minute
+
+// removeLeftovers removes the regular files glob matches that were last
+// written newLeftoverAge ago or earlier; what it cannot remove stays.
+func removeLeftovers(glob string) {
+	names, _ := filepath.Glob(glob)
+	for _, name := range names {
+		if info, err := os.Lstat(name); err == nil && info.Mode().IsRegular() && time.Since(info.ModTime()) >= newLeftoverAge {
+			os.Remove(name)
+		}
+	}
 }
 
 // syncDir makes the names in the directory dir durable; a var, for tests.

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"errors"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
 )
@@ -33,5 +36,40 @@ func TestNewKeyNameIsSynced(t *testing.T) {
 	}
 	if len(synced) != 1 || synced[0] != dir {
 		t.Errorf("directories synced once the key was made: %q, want %s", synced, dir)
+	}
+}
+
+// TestNewKeyLeftoversGo: a process killed while it wrote a key left its
+// file of its own beside the key's name (`.export-key.asc.new-*`, a
+// private key in it); the next one that makes the key removes it, and
+// leaves one that may be another process's making the key at this
+// moment.
+func TestNewKeyLeftoversGo(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	left := filepath.Join(dir, "."+settings.ExportKeyName+".new-123")
+	fresh := filepath.Join(dir, "."+settings.ExportKeyName+".new-456")
+	other := filepath.Join(dir, ".other.new-789")
+	for _, p := range []string{left, fresh, other} {
+		if err := os.WriteFile(p, []byte("-----BEGIN PGP PRIVATE KEY BLOCK-----"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	long := time.Now().Add(-time.Hour)
+	for _, p := range []string{left, other} {
+		if err := os.Chtimes(p, long, long); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, created, err := ensureDataDirKey(dir, slog.New(slog.DiscardHandler)); err != nil || !created {
+		t.Fatalf("ensureDataDirKey: created %v, %v", created, err)
+	}
+	if _, err := os.Lstat(left); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("%s, left by a killed process an hour ago: %v, want removed", left, err)
+	}
+	for _, p := range []string{fresh, other} {
+		if _, err := os.Lstat(p); err != nil {
+			t.Errorf("%s: %v, want kept", p, err)
+		}
 	}
 }
