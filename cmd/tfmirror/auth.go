@@ -69,6 +69,7 @@ func readSigningKeyFile(path string) ([]byte, error) {
 // reads the first one's key, never an empty file the first has not
 // written yet.
 func dataDirKey(path string, log *slog.Logger) ([]byte, error) {
+	removeNewLeftovers(path)
 	key, err := readOwnFile(path, maxDataDirKeyBytes, log)
 	if err == nil {
 		if len(key) < proxy.MinSigningKeyLen {

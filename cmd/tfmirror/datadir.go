@@ -134,13 +134,9 @@ func readOwnFile(path string, max int64, log *slog.Logger) ([]byte, error) {
 // two processes making it at once, the second reads the first's). The
 // directory is synced once the link is made: a key it wrote, handed out
 // (an export key's public half carried across the air gap), is not lost
-// to a power loss and made anew at the next start. Files of its own that
-// a process killed while it wrote left (a private key in them) go first,
-// once older than newLeftoverAge.
+// to a power loss and made anew at the next start.
 func writeNew(path string, write func(io.Writer) error) error {
-	pattern := "." + filepath.Base(path) + ".new-*"
-	removeLeftovers(filepath.Join(filepath.Dir(path), pattern))
-	tmp, err := os.CreateTemp(filepath.Dir(path), pattern)
+	tmp, err := os.CreateTemp(filepath.Dir(path), newPattern(path))
 	if err != nil {
 		return err
 	}
@@ -164,15 +160,20 @@ func writeNew(path string, write func(io.Writer) error) error {
 	return syncDir(filepath.Dir(path))
 }
 
-// newLeftoverAge is the age from which writeNew takes a file of its
-// pattern for one a killed process left: writing one takes milliseconds,
-// and another process may be writing the same key at this moment.
-const newLeftoverAge = 10 * time.Minute
+// newPattern is the pattern of the names of writeNew's own files for path.
+func newPattern(path string) string { return "." + filepath.Base(path) + ".new-*" }
 
-// removeLeftovers removes the regular files glob matches that were last
-// written newLeftoverAge ago or earlier; what it cannot remove stays.
-func removeLeftovers(glob string) {
-	names, _ := filepath.Glob(glob)
+// newLeftoverAge is the age from which removeNewLeftovers takes a file of
+// writeNew's own for one a killed process left: writing one takes
+// milliseconds, and another process may be writing the same key now.
+const newLeftoverAge = time.Minute
+
+// removeNewLeftovers removes the files of writeNew's own for path that a
+// process killed while it wrote left beside it (a private key in them),
+// once newLeftoverAge old; what it cannot remove stays. Each start calls
+// it for the keys of the data directory, made then or read.
+func removeNewLeftovers(path string) {
+	names, _ := filepath.Glob(filepath.Join(filepath.Dir(path), newPattern(path)))
 	for _, name := range names {
 		if info, err := os.Lstat(name); err == nil && info.Mode().IsRegular() && time.Since(info.ModTime()) >= newLeftoverAge {
 			os.Remove(name)

@@ -41,35 +41,42 @@ func TestNewKeyNameIsSynced(t *testing.T) {
 
 // TestNewKeyLeftoversGo: a process killed while it wrote a key left its
 // file of its own beside the key's name (`.export-key.asc.new-*`, a
-// private key in it); the next one that makes the key removes it, and
-// leaves one that may be another process's making the key at this
-// moment.
+// private key in it); the next start removes it, whether it makes the key
+// or reads the one made since, and leaves one that may be another
+// process's making the key at this moment.
 func TestNewKeyLeftoversGo(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	left := filepath.Join(dir, "."+settings.ExportKeyName+".new-123")
-	fresh := filepath.Join(dir, "."+settings.ExportKeyName+".new-456")
-	other := filepath.Join(dir, ".other.new-789")
-	for _, p := range []string{left, fresh, other} {
-		if err := os.WriteFile(p, []byte("-----BEGIN PGP PRIVATE KEY BLOCK-----"), 0o600); err != nil {
-			t.Fatal(err)
+	for _, made := range []bool{false, true} {
+		dir := t.TempDir()
+		if made {
+			if _, _, err := ensureDataDirKey(dir, slog.New(slog.DiscardHandler)); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
-	long := time.Now().Add(-time.Hour)
-	for _, p := range []string{left, other} {
-		if err := os.Chtimes(p, long, long); err != nil {
-			t.Fatal(err)
+		left := filepath.Join(dir, "."+settings.ExportKeyName+".new-123")
+		fresh := filepath.Join(dir, "."+settings.ExportKeyName+".new-456")
+		other := filepath.Join(dir, ".other.new-789")
+		for _, p := range []string{left, fresh, other} {
+			if err := os.WriteFile(p, []byte("-----BEGIN PGP PRIVATE KEY BLOCK-----"), 0o600); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
-	if _, created, err := ensureDataDirKey(dir, slog.New(slog.DiscardHandler)); err != nil || !created {
-		t.Fatalf("ensureDataDirKey: created %v, %v", created, err)
-	}
-	if _, err := os.Lstat(left); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("%s, left by a killed process an hour ago: %v, want removed", left, err)
-	}
-	for _, p := range []string{fresh, other} {
-		if _, err := os.Lstat(p); err != nil {
-			t.Errorf("%s: %v, want kept", p, err)
+		long := time.Now().Add(-time.Hour)
+		for _, p := range []string{left, other} {
+			if err := os.Chtimes(p, long, long); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, created, err := ensureDataDirKey(dir, slog.New(slog.DiscardHandler)); err != nil || created == made {
+			t.Fatalf("ensureDataDirKey, the key made before %v: created %v, %v", made, created, err)
+		}
+		if _, err := os.Lstat(left); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("the key made before %v: %s, left by a killed process an hour ago: %v, want removed", made, left, err)
+		}
+		for _, p := range []string{fresh, other} {
+			if _, err := os.Lstat(p); err != nil {
+				t.Errorf("the key made before %v: %s: %v, want kept", made, p, err)
+			}
 		}
 	}
 }

@@ -161,6 +161,7 @@ func parseExportKey(path string, data []byte) (*airgap.ExportKey, error) {
 // linked into place only if absent (writeNew).
 func ensureDataDirKey(dataDir string, log *slog.Logger) (key *airgap.ExportKey, created bool, err error) {
 	path := filepath.Join(dataDir, settings.ExportKeyName)
+	removeNewLeftovers(path)
 	read := func() (*airgap.ExportKey, error) {
 		data, err := readOwnFile(path, maxKeyringBytes, log)
 		if err != nil {
