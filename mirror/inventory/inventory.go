@@ -269,12 +269,15 @@ func (s *Inventory) RemoveVersion(kind, address, version string) error {
 		if err != nil {
 			return err
 		}
+		// The zip's record first: a removal stopped between the two
+		// leaves the version whole (its zip made again when asked), never
+		// a zip record whose version is gone.
+		if err := s.store.DeleteMeta(records.ModuleZipKey(m, v)); err != nil && !errors.Is(err, cache.ErrNotFound) {
+			return err
+		}
 		key := records.ModuleRecordKey(m, v)
 		err = s.store.DeleteMeta(key)
 		s.parts.Records.Forget(key)
-		if zerr := s.store.DeleteMeta(records.ModuleZipKey(m, v)); err == nil && !errors.Is(zerr, cache.ErrNotFound) {
-			err = zerr
-		}
 		return err
 	}
 	p, v, err := parseProviderVersion(address, version)
