@@ -130,3 +130,66 @@ func TestLateCallerFindsThePackageFetched(t *testing.T) {
 		t.Errorf("the package was fetched %d times, want 1", n)
 	}
 }
+
+// zipWrites counts the writes of one record key and of blobs.
+type zipWrites struct {
+	*stallingStore
+	puts, blobs atomic.Int32
+}
+
+func (s *zipWrites) PutMeta(key string, v any) error {
+	if key == s.key {
+		s.puts.Add(1)
+	}
+	return s.stallingStore.PutMeta(key, v)
+}
+
+func (s *zipWrites) NewBlobWriter(sha string) (cache.BlobWriter, error) {
+	s.blobs.Add(1)
+	return s.stallingStore.NewBlobWriter(sha)
+}
+
+// A caller that found no zip of a version just before another caller's
+// making of it ended takes the zip that making stored: the zip is made,
+// stored and recorded once.
+func TestLateCallerFindsTheZipMade(t *testing.T) {
+	t.Parallel()
+	version := enginetest.MustModuleVersion(t, "1.0.0")
+	ss := &stallingStore{key: records.ModuleZipKey(harness.Module, version), read: make(chan struct{}), letGo: make(chan struct{})}
+	zw := &zipWrites{stallingStore: ss}
+	h := harness.New(t, harness.Options{Wrap: func(s harness.Store) harness.Store { ss.Store = s; return zw }})
+	h.Origin.AddTarball("vpc.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# one\n")}))
+	h.Origin.AddModule("acme", "vpc", "aws", "1.0.0", h.Origin.TarballURL("vpc.tar.gz"))
+	zips := h.Engine.Modules().Zips()
+
+	late := make(chan error, 1)
+	var lateSHA string
+	go func() {
+		z, err := zips.OpenModuleZip(context.Background(), harness.Module, version)
+		if err == nil {
+			lateSHA = z.Record.SHA256
+			z.Close()
+		}
+		late <- err
+	}()
+	<-ss.read
+	first, err := zips.OpenModuleZip(context.Background(), harness.Module, version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.Close()
+	blobs := zw.blobs.Load() // the package's and the zip's
+	close(ss.letGo)
+	if err := <-late; err != nil {
+		t.Fatalf("late caller: %v", err)
+	}
+	if lateSHA != first.Record.SHA256 {
+		t.Errorf("late caller's zip %s, want %s", lateSHA, first.Record.SHA256)
+	}
+	if n := zw.puts.Load(); n != 1 {
+		t.Errorf("the zip's record was written %d times, want 1", n)
+	}
+	if n := zw.blobs.Load() - blobs; n != 0 {
+		t.Errorf("the late caller stored %d blobs, want none: the zip was made again", n)
+	}
+}
