@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,7 +12,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +19,7 @@ import (
 	"oras.land/oras-go/v2/content"
 	"oras.land/oras-go/v2/registry/remote/auth"
 
+	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/observed"
 	"github.com/tfmirror/tfmirror/v2/oci"
@@ -139,9 +138,10 @@ func TestORASPullsProvider(t *testing.T) {
 	}
 }
 
-// The index announces the zip's real size before any zip is fetched, and
-// the layer digest resolves as a blob of its repository before the zip
-// is cached: fifty clients fetching it cold make one origin download.
+// The layer digest resolves as a blob of its repository before the zip
+// is cached: fifty clients fetching it cold, all waiting on the origin at
+// once, are coalesced on one origin download (and the platform's
+// manifest, fetched after, names that digest and the zip's real size).
 func TestColdBlobFanOutMakesOneDownload(t *testing.T) {
 	r := newRig(t, rigOptions{})
 	r.origin.AddProvider("acme", "net", []string{"2.0.0"}, twoPlatforms)
@@ -155,46 +155,81 @@ func TestColdBlobFanOutMakesOneDownload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var index ocispec.Index
-	json.Unmarshal(b, &index)
-	var layer ocispec.Descriptor
-	for _, m := range index.Manifests {
-		if m.Platform.OS == "linux" {
-			mb, err := content.FetchAll(ctx, repo, m)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var man ocispec.Manifest
-			json.Unmarshal(mb, &man)
-			layer = man.Layers[0]
-		}
-	}
 	want := r.origin.Archive("acme", "net", "2.0.0", "linux_amd64")
-	if layer.Size != int64(len(want)) {
-		t.Fatalf("layer size %d, want %d", layer.Size, len(want))
+	// The layer's digest, as the platform's manifest names it (fetching
+	// the manifest would download the archive).
+	layer := "sha256:" + r.origin.SHA256("acme", "net", "2.0.0", "linux_amd64")
+	p, err := addrs.NewProvider(originHost, "acme", "net")
+	if err != nil {
+		t.Fatal(err)
 	}
 	release := r.origin.GateArchives()
-	var wg sync.WaitGroup
-	errs := make(chan error, 50)
-	for range 50 {
-		wg.Go(func() {
-			got, err := content.FetchAll(ctx, r.repo("acme", "net", auth.EmptyCredential).Blobs(), layer)
-			if err == nil && !bytes.Equal(got, want) {
-				err = errors.New("wrong bytes")
+	defer release()
+	const clients = 50
+	type answer struct {
+		resp *http.Response
+		err  error
+	}
+	answers := make(chan answer, clients)
+	for range clients {
+		go func() {
+			req, err := http.NewRequest(http.MethodGet, r.http.URL+"/v2/"+r.names.Provider(p)+"/blobs/"+layer, nil)
+			if err != nil {
+				answers <- answer{err: err}
+				return
 			}
-			errs <- err
-		})
+			resp, err := r.http.Client().Do(req)
+			answers <- answer{resp, err}
+		}()
+	}
+	// Every client is answered while the origin's download is held: each
+	// is waiting on a download then, none on the cache.
+	sources := map[string]int{}
+	var bodies []io.ReadCloser
+	deadline := time.After(time.Minute)
+	for range clients {
+		select {
+		case a := <-answers:
+			if a.err != nil {
+				t.Fatal(a.err)
+			}
+			defer a.resp.Body.Close()
+			if a.resp.StatusCode != http.StatusOK {
+				t.Fatalf("blob: %s", a.resp.Status)
+			}
+			sources[a.resp.Header.Get("X-Tfmirror-Cache")]++
+			bodies = append(bodies, a.resp.Body)
+		case <-deadline:
+			t.Fatalf("%d of %d clients answered while the download was held (origin hits %d)", len(bodies), clients, r.origin.ArchiveHits("acme", "net", "2.0.0", "linux_amd64"))
+		}
+	}
+	if sources["miss"] != 1 || sources["coalesced"] != clients-1 {
+		t.Errorf("cache sources %v; want 1 miss, %d coalesced", sources, clients-1)
 	}
 	release()
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Error(err)
+	for _, body := range bodies {
+		if got, err := io.ReadAll(body); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("blob: %d bytes, err %v; want %d bytes", len(got), err, len(want))
 		}
 	}
 	if got := r.origin.ArchiveHits("acme", "net", "2.0.0", "linux_amd64"); got != 1 {
-		t.Errorf("%d origin downloads for 50 clients, want 1", got)
+		t.Errorf("%d origin downloads for %d clients, want 1", got, clients)
+	}
+	var index ocispec.Index
+	json.Unmarshal(b, &index)
+	for _, m := range index.Manifests {
+		if m.Platform.OS != "linux" {
+			continue
+		}
+		mb, err := content.FetchAll(ctx, repo, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var man ocispec.Manifest
+		json.Unmarshal(mb, &man)
+		if len(man.Layers) != 1 || string(man.Layers[0].Digest) != layer || man.Layers[0].Size != int64(len(want)) {
+			t.Errorf("manifest layers %+v; want one, %s of %d bytes", man.Layers, layer, len(want))
+		}
 	}
 }
 
