@@ -187,7 +187,8 @@ func (r *Retainer) namedArchives(cached shaSet) ([]bool, error) {
 			named[i] = true
 		}
 	}
-	err := r.store.ScanMeta("", func(_ string, _ time.Time, raw json.RawMessage) error {
+	err := r.store.ScanMeta("", func(key string, _ time.Time, raw json.RawMessage) error {
+		sha256sOf([]byte(key), mark) // a record keyed by the archive it is of
 		sha256sOf(raw, mark)
 		return nil
 	})

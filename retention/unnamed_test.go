@@ -270,17 +270,23 @@ func TestArchivesRecordsNameAreKeptPastTheGrace(t *testing.T) {
 // writes, read after a rollback) is kept: what a record may name stays.
 func TestArchiveAnyRecordNamesIsKept(t *testing.T) {
 	t.Parallel()
-	h, clock, _, sha, _ := unnamedRig(t, Config{})
-	if err := h.store.PutMeta("later-kind/x", map[string]string{"digest": "sha256:" + strings.ToUpper(sha)}); err != nil {
-		t.Fatal(err)
-	}
-	for range 2 {
+	for _, inKey := range []bool{false, true} {
+		h, clock, _, sha, _ := unnamedRig(t, Config{})
+		key, value := "later-kind/x", map[string]string{"digest": "sha256:" + strings.ToUpper(sha)}
+		if inKey { // a record keyed by the archive it is of
+			key, value = "later-kind/sha256:"+sha, map[string]string{"size": "1"}
+		}
+		if err := h.store.PutMeta(key, value); err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			h.ret.sweepUnnamed(t.Context())
+			clock.Add(2 * unnamedGrace)
+		}
 		h.ret.sweepUnnamed(t.Context())
-		clock.Add(2 * unnamedGrace)
-	}
-	h.ret.sweepUnnamed(t.Context())
-	if _, err := h.store.StatBlob(sha); err != nil {
-		t.Fatalf("an archive a record of another kind names was removed: %v", err)
+		if _, err := h.store.StatBlob(sha); err != nil {
+			t.Fatalf("an archive a record of another kind names (in its key %v) was removed: %v", inKey, err)
+		}
 	}
 }
 
