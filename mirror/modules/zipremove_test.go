@@ -7,14 +7,13 @@ import (
 
 	"github.com/apparentlymart/go-versions/versions"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest/harness"
-	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 )
 
 // failSecondDelete is a store whose second deletion of a record, once
 // armed, fails: a removal stopped half way (killed, the disk failing).
 type failSecondDelete struct {
-	mirror.Store
+	harness.Store
 	armed   atomic.Bool
 	deletes atomic.Int32
 }
@@ -34,7 +33,7 @@ func TestModuleRemovalStoppedLeavesNoZipRecordAlone(t *testing.T) {
 	t.Parallel()
 	needGit(t)
 	var store *failSecondDelete
-	h := harness.New(t, harness.Options{Wrap: func(s mirror.Store) mirror.Store {
+	h := harness.New(t, harness.Options{Wrap: func(s harness.Store) harness.Store {
 		store = &failSecondDelete{Store: s}
 		return store
 	}})
