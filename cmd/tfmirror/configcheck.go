@@ -10,6 +10,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
 	"github.com/tfmirror/tfmirror/v2/discovery"
+	"github.com/tfmirror/tfmirror/v2/internal/inputfile"
 	"github.com/tfmirror/tfmirror/v2/sharedstore"
 )
 
@@ -46,6 +47,12 @@ func checkNamedFiles(cfg settings.Config, lookupEnv func(string) (string, bool))
 				flag = "tls-cert, --tls-key"
 			}
 			add(flag, err)
+			if flag == "tls-cert" {
+				// The key was not read: judge it alone, so that its
+				// refusal is reported with the certificate's.
+				_, err := inputfile.ReadTrusted(cfg.TLSKey, maxKeyFileBytes)
+				add("tls-key", err)
+			}
 		}
 	}
 	if cfg.AuthTokensFile != "" {
@@ -71,7 +78,13 @@ func checkNamedFiles(cfg settings.Config, lookupEnv func(string) (string, bool))
 	}
 	if cfg.SharedStore != "" && cfg.SharedKeyFile != "" {
 		if _, err := sharedstore.LoadKeys(cfg.SharedKeyFile, cfg.SharedPrevKeyFile); err != nil {
-			add(sharedKeyFlag(err), err)
+			flag := sharedKeyFlag(err)
+			add(flag, err)
+			if flag == "shared-store-key-file" && cfg.SharedPrevKeyFile != "" {
+				// The previous key was not judged: judge it alone.
+				_, err := sharedstore.LoadKeys(cfg.SharedPrevKeyFile, "")
+				add("shared-store-previous-key-file", err)
+			}
 		}
 	}
 	_, err := readArmoredKeys(cfg.ReleasesHashiCorpKeys)

@@ -162,3 +162,47 @@ func TestConfigCheckRefusesWhatServeRefuses(t *testing.T) {
 		})
 	}
 }
+
+// A certificate that cannot be read does not hide its key's refusal:
+// config check names both files, each at its line, so that one run says
+// all that a start would refuse.
+func TestConfigCheckNamesTheKeyOfAMissingCertificate(t *testing.T) {
+	dir := t.TempDir()
+	key := goodFile(dir, "tls.key", "not read for what it holds")
+	if err := os.Chmod(key, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	conf := goodFile(dir, "tfmirror.hcl", `tls_cert = "`+filepath.Join(dir, "missing.pem")+`"`+"\n"+`tls_key = "`+key+`"`+"\n")
+	noEnv := func(string) (string, bool) { return "", false }
+	var stdout, stderr bytes.Buffer
+	if code := runConfig([]string{"check", conf}, noEnv, &stdout, &stderr); code != 1 {
+		t.Errorf("exit status %d, want 1\n%s%s", code, stdout.String(), stderr.String())
+	}
+	for _, want := range []string{
+		conf + ":1,", "--tls-cert", "missing.pem",
+		conf + ":2,", "--tls-key", key + " has mode 0666",
+	} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("config check's errors lack %q:\n%s", want, stderr.String())
+		}
+	}
+
+	// So with the shared store's keys: the current one missing, the
+	// previous one refused.
+	conf = goodFile(dir, "shared.hcl", `shared_store = "s3://bucket/prefix"`+"\n"+
+		`shared_store_key_file = "`+filepath.Join(dir, "missing.key")+`"`+"\n"+
+		`shared_store_previous_key_file = "`+key+`"`+"\n")
+	stdout.Reset()
+	stderr.Reset()
+	if code := runConfig([]string{"check", conf}, noEnv, &stdout, &stderr); code != 1 {
+		t.Errorf("exit status %d, want 1\n%s%s", code, stdout.String(), stderr.String())
+	}
+	for _, want := range []string{
+		conf + ":2,", "--shared-store-key-file", "missing.key",
+		conf + ":3,", "--shared-store-previous-key-file", key + " has mode 0666",
+	} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("config check's errors lack %q:\n%s", want, stderr.String())
+		}
+	}
+}
