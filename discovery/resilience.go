@@ -33,8 +33,9 @@ type CircuitOpenError struct {
 
 func (e *CircuitOpenError) Error() string {
 	if e.RetryAfter > 0 {
+		// Whole seconds rounded up, as the answer's Retry-After gives it.
 		return fmt.Sprintf("%v: %d consecutive failures; next attempt in %s",
-			ErrCircuitOpen, e.Failures, e.RetryAfter.Round(time.Second))
+			ErrCircuitOpen, e.Failures, (e.RetryAfter + time.Second - 1).Truncate(time.Second))
 	}
 	return fmt.Sprintf("%v: %d consecutive failures; a probe request is under way", ErrCircuitOpen, e.Failures)
 }

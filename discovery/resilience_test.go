@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -438,5 +439,24 @@ func TestRetryAfterTooLongForADurationIsNotRetried(t *testing.T) {
 					ra, got, waits())
 			}
 		})
+	}
+}
+
+// An open breaker's error names the wait as whole seconds rounded up, as
+// the Retry-After its answer carries does: less than half a second left
+// is not "next attempt in 0s".
+func TestCircuitOpenErrorWaitRoundsUp(t *testing.T) {
+	for _, c := range []struct {
+		wait time.Duration
+		want string
+	}{
+		{300 * time.Millisecond, "next attempt in 1s"},
+		{1500 * time.Millisecond, "next attempt in 2s"},
+		{30 * time.Second, "next attempt in 30s"},
+	} {
+		err := &CircuitOpenError{Failures: 5, RetryAfter: c.wait}
+		if got := err.Error(); !strings.HasSuffix(got, c.want) {
+			t.Errorf("wait %v: %q, want it to end %q", c.wait, got, c.want)
+		}
 	}
 }

@@ -92,7 +92,13 @@ var (
 type TooManyFailuresError struct{ Wait time.Duration }
 
 func (e *TooManyFailuresError) Error() string {
-	return fmt.Sprintf("too many failed authentication attempts from this address: try again in %s", e.Wait.Round(time.Second))
+	return fmt.Sprintf("too many failed authentication attempts from this address: try again in %ds", retryAfterSeconds(e.Wait))
+}
+
+// retryAfterSeconds is wait in whole seconds as Retry-After gives it:
+// rounded up, at least 1 (a probe under way has no known end).
+func retryAfterSeconds(wait time.Duration) int64 {
+	return max(1, int64((wait+time.Second-1)/time.Second))
 }
 
 // Status is the HTTP status code of err. Trouble at an origin is never
@@ -205,7 +211,7 @@ func RetryAfter(err error) (time.Duration, bool) {
 // its errors so.
 func SetRetryAfter(h http.Header, err error) {
 	if wait, ok := RetryAfter(err); ok {
-		h.Set("Retry-After", strconv.FormatInt(max(1, int64((wait+time.Second-1)/time.Second)), 10))
+		h.Set("Retry-After", strconv.FormatInt(retryAfterSeconds(wait), 10))
 	} else if at, ok := AvailableAt(err); ok {
 		h.Set("Retry-After", at.UTC().Format(http.TimeFormat))
 	}

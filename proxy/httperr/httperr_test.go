@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -207,5 +208,19 @@ func TestStatusOfOriginFailures(t *testing.T) {
 				t.Errorf("the message changed: %q, was %q", err, tc.err)
 			}
 		})
+	}
+}
+
+// The 429's message names the wait its Retry-After gives: a wait of less
+// than half a second is not "try again in 0s" beside "Retry-After: 1".
+func TestTooManyFailuresMessageAgreesWithRetryAfter(t *testing.T) {
+	for _, wait := range []time.Duration{0, 300 * time.Millisecond, 1500 * time.Millisecond, 7 * time.Second} {
+		err := &TooManyFailuresError{Wait: wait}
+		h := http.Header{}
+		SetRetryAfter(h, err)
+		want := "try again in " + h.Get("Retry-After") + "s"
+		if !strings.HasSuffix(err.Error(), want) {
+			t.Errorf("wait %v: message %q, want it to end %q (Retry-After: %s)", wait, err.Error(), want, h.Get("Retry-After"))
+		}
 	}
 }
