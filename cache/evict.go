@@ -286,9 +286,15 @@ func (s *Blobs) SetEvictable(fn func(sha string) bool) {
 // removes, never from under a reader. It returns what was deleted. An
 // archive the size limit is evicting meanwhile is waited for: EvictBlob
 // returns what that eviction deleted, or, when it kept the archive after
-// all, tries again.
+// all, tries again. Once a table is found damaged it deletes nothing
+// (ErrTablesDamaged): what retention removes was decided by passes over
+// the records, which the damage cuts short (an archive whose record it
+// hides is taken for one no record names).
 func (s *Blobs) EvictBlob(sha string) (BlobInfo, error) {
 	if err := checkSHA(sha); err != nil {
+		return BlobInfo{}, err
+	}
+	if err := s.db.checkTables(); err != nil {
 		return BlobInfo{}, err
 	}
 	for {
