@@ -252,9 +252,10 @@ func (r *Records) ScanMetaAfter(prefix, after string, fn func(key string, stored
 // to scanBatch), each in a read transaction of its own, and fn runs
 // outside them, so that it may call the store: an entry written during
 // the scan may or may not be seen. A store without a database holds
-// nothing to scan.
+// nothing to scan; one whose database goes during the scan fails it.
 func scanBatched[T any](d *database, prefix, start []byte, first int, decode func(key, val []byte) (T, error), fn func(T) error) error {
 	size := first
+	read := false // a batch was read: the database was open
 	for {
 		var batch []T
 		err := d.view(func(txn *badger.Txn) error {
@@ -277,12 +278,18 @@ func scanBatched[T any](d *database, prefix, start []byte, first int, decode fun
 			}
 			return nil
 		})
-		if errors.Is(err, errNoDB) {
+		if errors.Is(err, errNoDB) && !read {
 			return nil
+		}
+		if errors.Is(err, errNoDB) {
+			// Gone since the scan began (a read-write reopen that failed):
+			// what it did not read is not known to be absent.
+			return fmt.Errorf("cache: the database closed during a scan of %q, cut short", prefix)
 		}
 		if err != nil {
 			return err
 		}
+		read = true
 		for _, v := range batch {
 			if err := fn(v); err != nil {
 				return err
