@@ -91,7 +91,10 @@ func (r *Retainer) sweepUnnamed(ctx context.Context) {
 		return
 	}
 	cached := newSHASet(keys)
-	named, err := r.namedArchives(cached)
+	named, err := r.namedArchives(ctx, cached)
+	if ctx.Err() != nil {
+		return // the serve is shutting down
+	}
 	if err != nil {
 		r.log.Warn("reading the cache's records for the archives no record names; none is removed", "error", err)
 		return
@@ -125,7 +128,9 @@ func (r *Retainer) sweepUnnamed(ctx context.Context) {
 	}
 	// A record written since the first reading, by a writer that found
 	// the archive cached, names it now.
-	if named, err = r.namedArchives(cached); err != nil {
+	if named, err = r.namedArchives(ctx, cached); ctx.Err() != nil {
+		return
+	} else if err != nil {
 		r.log.Warn("reading the cache's records for the archives no record names; none is removed", "error", err)
 		return
 	}
@@ -175,12 +180,13 @@ func (r *Retainer) sweepUnnamed(ctx context.Context) {
 }
 
 // namedArchives says which of cached a record of the cache may name
-// (named[i] for cached[i]): those whose sha256 the text of any record
-// holds (of any kind: versions of providers and modules, module zips,
+// (named[i] for cached[i]): those whose sha256 the key or the text of any
+// record holds (of any kind: versions of providers and modules, module zips,
 // OCI documents, CLI releases, and kinds unknown to this release), and
 // those the listings of versions give (CLI releases' SHA256SUMS, which
-// their records keep as documents). What a record may name is kept.
-func (r *Retainer) namedArchives(cached shaSet) ([]bool, error) {
+// their records keep as documents). What a record may name is kept. It
+// stops once ctx ends, with its error.
+func (r *Retainer) namedArchives(ctx context.Context, cached shaSet) ([]bool, error) {
 	named := make([]bool, len(cached))
 	mark := func(k [32]byte) {
 		if i, ok := slices.BinarySearchFunc(cached, k, compareSHA); ok {
@@ -190,7 +196,7 @@ func (r *Retainer) namedArchives(cached shaSet) ([]bool, error) {
 	err := r.store.ScanMeta("", func(key string, _ time.Time, raw json.RawMessage) error {
 		sha256sOf([]byte(key), mark) // a record keyed by the archive it is of
 		sha256sOf(raw, mark)
-		return nil
+		return ctx.Err()
 	})
 	if err != nil {
 		return nil, err

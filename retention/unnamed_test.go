@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"sync"
@@ -79,13 +80,25 @@ func TestRetentionPassRemovesArchivesNoRecordNames(t *testing.T) {
 // afterNamesRead is a cache whose reading of every record (prefix "")
 // runs then, once, when set: between a sweep's reading of what records
 // name and its removals.
+// each, when set, runs before each record of such a reading is handed on.
 type afterNamesRead struct {
 	Store
 	mu   sync.Mutex
 	then func()
+	each func()
 }
 
 func (s *afterNamesRead) ScanMeta(prefix string, fn func(key string, storedAt time.Time, raw json.RawMessage) error) error {
+	s.mu.Lock()
+	each := s.each
+	s.mu.Unlock()
+	if prefix == "" && each != nil {
+		inner := fn
+		fn = func(key string, storedAt time.Time, raw json.RawMessage) error {
+			each()
+			return inner(key, storedAt, raw)
+		}
+	}
 	err := s.Store.ScanMeta(prefix, fn)
 	if prefix == "" {
 		s.mu.Lock()
@@ -337,5 +350,34 @@ func TestAFailedImportsArchiveIsRemovedOnceNoImportRuns(t *testing.T) {
 	}
 	if _, err := h.store.StatBlob(sha); err == nil {
 		t.Fatal("the archive of a failed import, which no record names, is still cached once no import runs")
+	}
+}
+
+// TestUnnamedSweepStopsWithItsContext: the sweep's readings of every
+// record stop once its context ends (the serve shutting down), rather
+// than read a large cache's records to the end four times first.
+func TestUnnamedSweepStopsWithItsContext(t *testing.T) {
+	t.Parallel()
+	h, _, wrapped, sha, _ := unnamedRig(t, Config{})
+	for i := range 50 {
+		if err := h.store.PutMeta(fmt.Sprintf("later-kind/%02d", i), i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	var read atomic.Int32
+	wrapped.mu.Lock()
+	wrapped.each = func() {
+		if read.Add(1) == 1 {
+			cancel()
+		}
+	}
+	wrapped.mu.Unlock()
+	h.ret.sweepUnnamed(ctx)
+	if n := read.Load(); n != 1 {
+		t.Errorf("the sweep read %d records after its context ended at the first, want none more", n-1)
+	}
+	if _, err := h.store.StatBlob(sha); err != nil {
+		t.Errorf("a sweep stopped by its context removed an archive: %v", err)
 	}
 }
