@@ -39,10 +39,7 @@ func TestCrowdOfClientsFirstGoesAway(t *testing.T) {
 	logs := &observed.Logs{}
 	h := newHarness(t, harnessOptions{cfg: Config{Logger: slog.New(logs)}, engine: mirror.Config{Logger: slog.New(logs), HoldBack: 1024}})
 	const version, pl = "1.0.0", "linux_amd64"
-	h.origin.AddProvider(ns, typ, []string{version}, []string{pl})
-	h.origin.SetArchiveBytes(ns, typ, version, pl, enginetest.ZipOfSize(t, typ, 1<<20, 7))
-	want := h.origin.Archive(ns, typ, version, pl)
-	release := h.origin.GateArchives()
+	want, release := gatedArchive(t, h, 1<<20, 7)
 	defer release()
 
 	obs := &observed.Codes{}
@@ -120,18 +117,14 @@ func TestEveryClientGoneDownloadStillCached(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	const version, pl = "1.0.0", "linux_amd64"
-	h.origin.AddProvider(ns, typ, []string{version}, []string{pl})
-	h.origin.SetArchiveBytes(ns, typ, version, pl, enginetest.ZipOfSize(t, typ, 1<<20, 3))
-	want := h.origin.Archive(ns, typ, version, pl)
-	release := h.origin.GateArchives()
+	want, release := gatedArchive(t, h, 1<<20, 3)
 	defer release()
 
 	var cancels []context.CancelFunc
 	var bodies []io.Closer
 	for range 5 {
 		ctx, cancel := context.WithCancel(context.Background())
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, h.http.URL+archivePath(version, pl), nil)
-		resp, err := h.http.Client().Do(req)
+		resp, err := h.openArchive(ctx, version, pl)
 		if err != nil || resp.StatusCode != http.StatusOK {
 			t.Fatalf("client: %v", err)
 		}
@@ -163,16 +156,12 @@ func TestHeadAndRangeDuringDownload(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	const version, pl = "1.0.0", "linux_amd64"
-	h.origin.AddProvider(ns, typ, []string{version}, []string{pl})
-	h.origin.SetArchiveBytes(ns, typ, version, pl, enginetest.ZipOfSize(t, typ, 1<<20, 5))
-	want := h.origin.Archive(ns, typ, version, pl)
-	release := h.origin.GateArchives()
+	want, release := gatedArchive(t, h, 1<<20, 5)
 	defer release()
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, h.http.URL+archivePath(version, pl), nil)
-	resp, err := h.http.Client().Do(req)
+	resp, err := h.openArchive(ctx, version, pl)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,16 +205,12 @@ func TestSlowClientOutlivesTheDownload(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	const version, pl = "1.0.0", "linux_amd64"
-	h.origin.AddProvider(ns, typ, []string{version}, []string{pl})
-	h.origin.SetArchiveBytes(ns, typ, version, pl, enginetest.ZipOfSize(t, typ, 4<<20, 9))
-	want := h.origin.Archive(ns, typ, version, pl)
-	release := h.origin.GateArchives()
+	want, release := gatedArchive(t, h, 4<<20, 9)
 	defer release()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, h.http.URL+archivePath(version, pl), nil)
-	resp, err := h.http.Client().Do(req)
+	resp, err := h.openArchive(ctx, version, pl)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,4 +256,25 @@ func TestClientGoneWhileModulePackageFetched(t *testing.T) {
 	for _, r := range logs.AtLeast(slog.LevelWarn) {
 		t.Errorf("logged at %v: %s", r.Level, r.Message)
 	}
+}
+
+// gatedArchive gives provider ns/typ 1.0.0 for linux_amd64 an archive of
+// size bytes (of seed) at h's origin, whose answers wait for release: the
+// archive and release.
+func gatedArchive(t *testing.T, h *harness, size int, seed uint64) (want []byte, release func()) {
+	t.Helper()
+	const version, pl = "1.0.0", "linux_amd64"
+	h.origin.AddProvider(ns, typ, []string{version}, []string{pl})
+	h.origin.SetArchiveBytes(ns, typ, version, pl, enginetest.ZipOfSize(t, typ, size, seed))
+	return h.origin.Archive(ns, typ, version, pl), h.origin.GateArchives()
+}
+
+// openArchive starts a GET of the archive of version for pl, its body
+// left to read.
+func (h *harness) openArchive(ctx context.Context, version, pl string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.http.URL+archivePath(version, pl), nil)
+	if err != nil {
+		return nil, err
+	}
+	return h.http.Client().Do(req)
 }
