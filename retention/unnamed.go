@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/tfmirror/tfmirror/v2/cache"
+	mirrorheld "github.com/tfmirror/tfmirror/v2/mirror/inventory"
 )
 
 // unnamedGrace is how long an archive stays named by no record, seen so
@@ -183,8 +184,8 @@ func (r *Retainer) sweepUnnamed(ctx context.Context) {
 // (named[i] for cached[i]): those whose sha256 the key or the text of any
 // record holds (of any kind: versions of providers and modules, module zips,
 // OCI documents, CLI releases, and kinds unknown to this release), and
-// those the listings of versions give (CLI releases' SHA256SUMS, which
-// their records keep as documents). What a record may name is kept. It
+// those the CLI versions' listings give (their SHA256SUMS, which their
+// records keep as documents). What a record may name is kept. It
 // stops once ctx ends, with its error.
 func (r *Retainer) namedArchives(ctx context.Context, cached shaSet) ([]bool, error) {
 	named := make([]bool, len(cached))
@@ -201,8 +202,14 @@ func (r *Retainer) namedArchives(ctx context.Context, cached shaSet) ([]bool, er
 	if err != nil {
 		return nil, err
 	}
-	err = r.scanHeld(false, func(h *held) {
-		for _, sha := range slices.Concat(h.Archives, h.SetAside, h.Unfetchable) {
+	// The engine's versions name their archives in their records' text
+	// (hex strings), read above; a CLI version may name them only in
+	// its SHA256SUMS, which its record keeps in base64.
+	if r.cfg.CLI == nil {
+		return named, nil
+	}
+	err = r.cfg.CLI.ScanVersions(func(v mirrorheld.Record) {
+		for _, sha := range slices.Concat(v.Archives, v.SetAside, v.Unfetchable) {
 			if k, ok := shaKey(sha); ok {
 				mark(k)
 			}
