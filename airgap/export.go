@@ -19,6 +19,7 @@ import (
 	"github.com/apparentlymart/go-versions/versions"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/internal/dirsync"
 	"github.com/tfmirror/tfmirror/v2/internal/jsonbound"
 	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/mirror/gate"
@@ -238,14 +239,7 @@ func exportTar(ctx context.Context, engine Engine, pkgs Served, sel Selection, s
 }
 
 // syncDir makes the names in the directory dir durable; a var, for tests.
-var syncDir = func(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}
+var syncDir = dirsync.Sync
 
 // ctxReader reads r until ctx is done: a large archive copied into the
 // tar file stops at an interrupt.

@@ -15,6 +15,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/admin"
 	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
+	"github.com/tfmirror/tfmirror/v2/internal/dirsync"
 	"github.com/tfmirror/tfmirror/v2/internal/inputfile"
 	"github.com/tfmirror/tfmirror/v2/mirror/unsigned"
 )
@@ -182,14 +183,7 @@ func removeNewLeftovers(path string) {
 }
 
 // syncDir makes the names in the directory dir durable; a var, for tests.
-var syncDir = func(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}
+var syncDir = dirsync.Sync
 
 // existingDataDir says why dir is no data directory for command, which
 // reads a cache and never makes one (policy explain, cache verify,
