@@ -188,6 +188,18 @@ func (d *database) sync() error {
 	return d.withWritable(func(db *badger.DB) error { return db.Sync() })
 }
 
+// syncWritten is sync for what was written already, whatever the free
+// space now (below the reserve too, where sync refuses as writes do); a
+// database not open or read-only wrote nothing to sync.
+func (d *database) syncWritten() error {
+	return d.withDB(func() error {
+		if d.bdb == nil || d.readOnly {
+			return nil
+		}
+		return d.bdb.Sync()
+	})
+}
+
 // ErrTablesDamaged is returned for what the store does not do once a
 // table of its database was found damaged where it is stored
 // (checkTables): remove chunks that no record was read for, compact the

@@ -70,14 +70,7 @@ func metaKey(key string) ([]byte, error) {
 // archives) durable, so that a power loss after it returns loses none of
 // it. It writes nothing itself: below the disk reserve it syncs as ever,
 // and a store opened read-only, which wrote nothing, has nothing to sync.
-func (r *Records) Sync() error {
-	return r.db.withDB(func() error {
-		if r.db.bdb == nil || r.db.readOnly {
-			return nil
-		}
-		return r.db.bdb.Sync()
-	})
-}
+func (r *Records) Sync() error { return r.db.syncWritten() }
 
 // PutMeta stores v, JSON-encoded, under key with the current time. It
 // fails with ErrClosed once Shutdown or Close began.
