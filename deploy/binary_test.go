@@ -164,6 +164,7 @@ func checkServe(t *testing.T, where string, args []string, env map[string]string
 	// arguments over earlier ones, so paths and addresses are replaced by
 	// harmless ones (and TLS forced on, to stop there) while every other
 	// value is the deployed one.
+	bin := binary(t) // the build first: the timeout is the run's
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	tmp := t.TempDir()
@@ -181,7 +182,7 @@ func checkServe(t *testing.T, where string, args []string, env map[string]string
 	cmdArgs = append(cmdArgs,
 		"--data-dir", tmp, "--listen", "127.0.0.1:0", "--metrics-listen", "", "--insecure-http=false",
 		"--tls-cert", filepath.Join(tmp, "missing.pem"), "--tls-key", filepath.Join(tmp, "missing-key.pem"))
-	cmd := exec.CommandContext(ctx, binary(t), cmdArgs...)
+	cmd := exec.CommandContext(ctx, bin, cmdArgs...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
 	for k, v := range env {
 		if strings.HasPrefix(k, "TFMIRROR_") {
@@ -205,9 +206,10 @@ func configCheck(t *testing.T, where, name string, content []byte) string {
 	if err := os.WriteFile(file, content, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	bin := binary(t) // the build first: the timeout is the run's
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, binary(t), "config", "check", "--skip-files", file)
+	cmd := exec.CommandContext(ctx, bin, "config", "check", "--skip-files", file)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

@@ -64,10 +64,11 @@ func TestSystemdUnit(t *testing.T) {
 		if err := os.Chmod(state, os.FileMode(mode)); err != nil {
 			t.Fatal(err)
 		}
+		bin := binary(t) // the build first: the timeout is the run's
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		// It stops at the missing certificate, after preparing the
 		// directory.
-		out, _ := exec.CommandContext(ctx, binary(t), "serve", "--data-dir", state, "--listen", "127.0.0.1:0", "--metrics-listen", "",
+		out, _ := exec.CommandContext(ctx, bin, "serve", "--data-dir", state, "--listen", "127.0.0.1:0", "--metrics-listen", "",
 			"--tls-cert", filepath.Join(state, "missing.pem"), "--tls-key", filepath.Join(state, "missing-key.pem")).CombinedOutput()
 		cancel()
 		if fi, err := os.Stat(state); err != nil {

@@ -113,8 +113,9 @@ func startRendered(t *testing.T, w *workload, override map[string]any) (addr, me
 		}
 		args = append(args, w.args[i])
 	}
+	bin := binary(t) // the build first: the timeout is the run's
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	cmd := exec.CommandContext(ctx, binary(t), args...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
