@@ -259,7 +259,7 @@ type evictor struct {
 	blobs *Blobs
 	lru   lru
 	// kicks asks the goroutine for a pass; flush asks for one and is
-	// answered when it is over (test rigs). stopLoop and done stop it.
+	// answered when it is over (Store.EvictNow). stopLoop and done stop it.
 	kicks    chan struct{}
 	flush    chan chan struct{}
 	stopLoop context.CancelFunc
@@ -279,6 +279,39 @@ func (s *Blobs) SetEvictable(fn func(sha string) bool) {
 	}
 	s.evict.lru.evictable.Store(&fn)
 	s.evict.kick()
+}
+
+// EvictNow runs an eviction pass now and waits until it is over, or ctx is
+// done: after it, the archives are within Options.MaxBytes unless what
+// is left is in use or may not be evicted (see Blobs.SetEvictable).
+// Without a size limit it does nothing. A command that reports what it
+// removed (cache prune) waits so for what the size limit evicts.
+func (s *Store) EvictNow(ctx context.Context) error { return s.evict.now(ctx) }
+
+// now runs a pass and waits for it (Store.EvictNow).
+func (e *evictor) now(ctx context.Context) error {
+	if e.done == nil {
+		return nil
+	}
+	done := make(chan struct{})
+	select {
+	case e.flush <- done:
+	case <-e.done:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		select {
+		case <-done: // over as ctx ended: said so, not at random
+			return nil
+		default:
+			return ctx.Err()
+		}
+	}
 }
 
 // EvictBlob deletes the committed archive sha unless it is open for

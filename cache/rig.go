@@ -183,32 +183,6 @@ func (r Rig) MarkDamaged(sha string) error {
 	return nil
 }
 
-// Evict runs an eviction pass now and waits until it is over, or ctx is
-// done: after it, the archives are within Options.MaxBytes unless what
-// is left is in use or may not be evicted (see Blobs.SetEvictable).
-// Without a size limit it does nothing.
-func (r Rig) Evict(ctx context.Context) error {
-	e := r.s.evict
-	if e.done == nil {
-		return nil
-	}
-	done := make(chan struct{})
-	select {
-	case e.flush <- done:
-	case <-e.done:
-		return ErrClosed
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		select {
-		case <-done: // over as ctx ended: said so, not at random
-			return nil
-		default:
-			return ctx.Err()
-		}
-	}
-}
+// Evict runs an eviction pass now and waits until it is over
+// (Store.EvictNow).
+func (r Rig) Evict(ctx context.Context) error { return r.s.evict.now(ctx) }

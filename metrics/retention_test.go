@@ -17,12 +17,16 @@ func TestRetention(t *testing.T) {
 	m, reg := newTest(t)
 	m.RetentionRemoved("keep-versions", 2, 300)
 	m.RetentionRemoved("keep-versions", 1, 100)
+	m.RetentionSharedRemoved("keep-versions", 1, 50)
 	m.RetentionKept(5000, true)
-	if got := testutil.ToFloat64(m.retention.versions.WithLabelValues("keep-versions")); got != 3 {
+	if got := testutil.ToFloat64(m.retention.versions.WithLabelValues("keep-versions", "cache")); got != 3 {
 		t.Errorf("versions removed = %v, want 3", got)
 	}
-	if got := testutil.ToFloat64(m.retention.bytes.WithLabelValues("keep-versions")); got != 400 {
+	if got := testutil.ToFloat64(m.retention.bytes.WithLabelValues("keep-versions", "cache")); got != 400 {
 		t.Errorf("bytes removed = %v, want 400", got)
+	}
+	if got := testutil.ToFloat64(m.retention.bytes.WithLabelValues("keep-versions", "shared")); got != 50 {
+		t.Errorf("bytes removed from the bucket = %v, want 50", got)
 	}
 	if got := testutil.ToFloat64(m.retention.unmet); got != 1 {
 		t.Errorf("limit unmet = %v, want 1", got)
@@ -30,7 +34,7 @@ func TestRetention(t *testing.T) {
 	if got := testutil.ToFloat64(m.retention.kept); got != 5000 {
 		t.Errorf("kept bytes = %v, want 5000", got)
 	}
-	if n, err := testutil.GatherAndCount(reg, "tfmirror_retention_removed_bytes_total"); err != nil || n != len(RetentionRules) {
+	if n, err := testutil.GatherAndCount(reg, "tfmirror_retention_removed_bytes_total"); err != nil || n != len(RetentionRules)+len(RetentionSharedRules) {
 		t.Errorf("series = %d (%v), want every rule pre-created", n, err)
 	}
 }

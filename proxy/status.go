@@ -332,6 +332,10 @@ func (s *statusPage) mirrorURLFrom(r *http.Request) (u string, fromRequest bool)
 // to a viewer without a token.
 const pinsErrorHidden = "the pins could not be read; the pins read before stay in force (a client token shows why, and the log says it)"
 
+// pinsSkippedHidden is what the page says of pins left unread to a
+// viewer without a token.
+const pinsSkippedHidden = "some pins files were not read (a client token shows which, and the log says it)"
+
 // status collects the status page's data. The mirror URL is the
 // configured public URL, or else the one this request was made to.
 func (s *statusPage) status(r *http.Request) (*Status, error) {
@@ -386,6 +390,10 @@ func (s *statusPage) status(r *http.Request) (*Status, error) {
 			if st.Retention.PinsError != "" {
 				// It names the pins file, its line and what it pins.
 				st.Retention.PinsError = pinsErrorHidden
+			}
+			if st.Retention.PinsSkipped != "" {
+				// It names the pins directory's paths.
+				st.Retention.PinsSkipped = pinsSkippedHidden
 			}
 		}
 		for i := range st.Origins {

@@ -295,6 +295,7 @@ func (p *staticPins) Pins() (*Pins, bool, error) {
 type retentionMetrics struct {
 	mu        sync.Mutex
 	removed   map[string][2]int64 // rule -> versions, bytes
+	shared    map[string][2]int64 // of the shared store's bucket
 	kept      int64
 	unmet     bool
 	keptCalls int
@@ -308,6 +309,16 @@ func (m *retentionMetrics) RetentionRemoved(rule string, versions int, bytes int
 	}
 	r := m.removed[rule]
 	m.removed[rule] = [2]int64{r[0] + int64(versions), r[1] + bytes}
+}
+
+func (m *retentionMetrics) RetentionSharedRemoved(rule string, versions int, bytes int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.shared == nil {
+		m.shared = map[string][2]int64{}
+	}
+	r := m.shared[rule]
+	m.shared[rule] = [2]int64{r[0] + int64(versions), r[1] + bytes}
 }
 
 func (m *retentionMetrics) RetentionKept(bytes int64, unmet bool) {
@@ -415,11 +426,18 @@ func replicaWithTwoVersionsShared(t *testing.T) (*harness, *sharedstore.Store, *
 // pins (nil: none).
 func replicaWithTwoVersionsSharedPins(t *testing.T, pins PinSource) (*harness, *sharedstore.Store, *s3test.Server) {
 	t.Helper()
+	return replicaWithTwoVersionsSharedConfig(t, Config{KeepVersions: 1, Interval: -1, Pins: pins})
+}
+
+// replicaWithTwoVersionsSharedConfig is replicaWithTwoVersionsShared with
+// retention's cfg.
+func replicaWithTwoVersionsSharedConfig(t *testing.T, cfg Config) (*harness, *sharedstore.Store, *s3test.Server) {
+	t.Helper()
 	srv := s3test.Start(t)
 	srv.SetEnv(t)
 	srv.CreateBucket(bucket)
 	sa := newSharedStore(t, srv, "a")
-	a := newHarness(t, harnessOptions{shared: sharedTier{sa}, ret: Config{KeepVersions: 1, Interval: -1, Pins: pins}})
+	a := newHarness(t, harnessOptions{shared: sharedTier{sa}, ret: cfg})
 	a.origin.AddProvider(ns, typ, []string{"1.0.0", "2.0.0"}, []string{"linux_amd64"})
 	a.readAll("1.0.0", "2.0.0")
 	a.waitIdle()

@@ -52,7 +52,9 @@ func errNothingNamed(what, version string) error {
 // removals made, or that would be made. The rules remove nothing while
 // the pins have never been read: they would not know what is pinned.
 // It reads the pins first: a version pinned since their last check is
-// kept (and, once a rebuild ran, kept from the size limit too).
+// kept (and, once a rebuild ran, kept from the size limit too). With
+// Config.Evictions, a prune that removes lists too what the size limit
+// evicted (RuleSizeLimit), once a pass of it ended.
 func (r *Retainer) Prune(ctx context.Context, req PruneRequest) ([]Removal, error) {
 	r.pins.first(r.log)
 	if r.pins.read(r.log) {
@@ -88,6 +90,11 @@ func (r *Retainer) Prune(ctx context.Context, req PruneRequest) ([]Removal, erro
 	}
 	done, err := r.remove(ctx, p, read)
 	r.rebuild()
+	if err == nil {
+		var evicted []Removal
+		evicted, err = r.cfg.Evictions.list(ctx, r.store, r.log, hs)
+		done = append(done, evicted...)
+	}
 	return done, err
 }
 
@@ -205,6 +212,10 @@ func (r *Retainer) byRules(hs []*held) map[*held]string {
 			groups[g] = append(groups[g], h)
 		}
 		for _, g := range groups {
+			// Newest first; of the same precedence (builds of a
+			// version, 1.2.0+a and 1.2.0+b, which semver does not
+			// order), the greater spelling first: the cache's pass and
+			// the bucket's keep the same whatever order they read.
 			slices.SortFunc(g, func(a, b *held) int {
 				switch {
 				case a.Version.GreaterThan(b.Version):
@@ -212,7 +223,7 @@ func (r *Retainer) byRules(hs []*held) map[*held]string {
 				case b.Version.GreaterThan(a.Version):
 					return 1
 				}
-				return 0
+				return strings.Compare(b.Raw, a.Raw)
 			})
 			for _, h := range r.beyondNewest(g, k) {
 				if h.Refetch && h.pinnedBy == "" {

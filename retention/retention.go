@@ -25,8 +25,9 @@ type Config struct {
 	// packages of older versions are removed. The newest are releases: a
 	// prerelease takes no place among them, and is removed only when it
 	// is older than all of them; with fewer releases than KeepVersions,
-	// the newest prereleases take the places left. Default 0: no such
-	// rule.
+	// the newest prereleases take the places left. Versions of the same
+	// precedence (builds, 1.2.0+a and 1.2.0+b) are ordered by their
+	// spelling, the greater the newer. Default 0: no such rule.
 	KeepVersions int
 	// KeepPerMajor applies KeepVersions to each major version apart.
 	// Default false.
@@ -70,6 +71,14 @@ type Config struct {
 	// FlushInterval is how often the last use of versions is written to
 	// the cache, in one batch (never on every download). Default 1 minute.
 	FlushInterval time.Duration
+	// Evictions, when set, are the archives the cache's size limit
+	// evicts (it is the cache's cache.Options.OnEvict): a Prune that
+	// removes then waits for a pass of the size limit and lists the
+	// versions whose archives it evicted since the last one, as removals
+	// by RuleSizeLimit; a command's prune (tfmirror cache prune), on a
+	// cache the size limit shrinks as it opens. Default nil: they are
+	// not listed.
+	Evictions *Evictions
 	// MaxBytes is the cache's size limit (cache.Options.MaxBytes), to say
 	// when what may not be evicted alone exceeds it. Default 0: none.
 	MaxBytes int64
@@ -84,6 +93,8 @@ const (
 	RuleUnused       = "unused"
 	RuleNamed        = "named"
 	RuleUnnamed      = "unnamed"
+	// RuleSizeLimit is the size limit's (Config.Evictions).
+	RuleSizeLimit = "size-limit"
 )
 
 // PinSource says which versions are pinned. Package internal/manifest
@@ -107,7 +118,8 @@ type Pins struct {
 	// get.opentofu.org/opentofu/tofu).
 	CLIs map[string][]PinSelection
 	// Skipped, when not empty, says what the source did not read (files
-	// beyond its bounds); it is logged as a warning.
+	// beyond its bounds); it is logged as a warning, and shown on the
+	// status page (Status.PinsSkipped).
 	Skipped string
 }
 
@@ -135,7 +147,8 @@ type Removal struct {
 	Kind    string `json:"kind"`    // provider, module or cli
 	Address string `json:"address"` // HOST/NAMESPACE/TYPE, HOST/NAMESPACE/NAME/SYSTEM or a CLI product's (Pins.CLIs)
 	Version string `json:"version"`
-	// Rule is why: RuleKeepVersions, RuleUnused or RuleNamed.
+	// Rule is why: RuleKeepVersions, RuleUnused, RuleNamed or
+	// RuleSizeLimit.
 	Rule string `json:"rule"`
 	// Archives are the sha256s of the packages removed (those no kept
 	// version shares), Bytes their total size.
@@ -157,6 +170,9 @@ type Status struct {
 	// PinsError is why the pins could not be read ("" if they could; the
 	// pins read before are kept).
 	PinsError string `json:"pins_error,omitempty"`
+	// PinsSkipped says what the pins in force left unread (Pins.Skipped:
+	// files nested deeper than the source reads); "" when nothing.
+	PinsSkipped string `json:"pins_skipped,omitempty"`
 	// KeptBytes are the bytes of cached packages the size limit may not
 	// evict (they cannot be fetched again, or are pinned).
 	KeptBytes int64 `json:"kept_bytes"`
@@ -171,6 +187,9 @@ type Status struct {
 type Metrics interface {
 	// RetentionRemoved records the packages of versions removed by rule.
 	RetentionRemoved(rule string, versions int, bytes int64)
+	// RetentionSharedRemoved records the packages of versions removed by
+	// rule from the shared store's bucket.
+	RetentionSharedRemoved(rule string, versions int, bytes int64)
 	// RetentionKept records the bytes the size limit may not evict, and
 	// whether they alone exceed it.
 	RetentionKept(bytes int64, limitUnmet bool)
@@ -241,6 +260,8 @@ type Blobs interface {
 	UnlessInUse(shas []string, fn func() error) error
 	// SetEvictable sets which archives the size limit may evict.
 	SetEvictable(fn func(sha string) bool)
+	// EvictNow runs a pass of the size limit and waits until it is over.
+	EvictNow(ctx context.Context) error
 	// ReleaseReadPages gives back the pages a pass over every record
 	// mapped into the process.
 	ReleaseReadPages()
@@ -370,6 +391,9 @@ func (r *Retainer) Status() Status {
 	}
 	if err := r.pins.lastErr(); err != nil {
 		st.PinsError = err.Error()
+	}
+	if pins := r.pins.get(); pins != nil {
+		st.PinsSkipped = pins.Skipped
 	}
 	return st
 }

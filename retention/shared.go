@@ -99,11 +99,15 @@ func (r *Retainer) pruneShared(ctx context.Context) ([]Removal, error) {
 	pins, _ := r.pins.current()
 	applyPins(pins, hs)
 	var done []Removal
+	defer func() { countShared(r.cfg.Metrics, done) }()
 	for _, rm := range plan(hs, r.byRules(hs)) {
 		got := rm
 		got.Archives, got.Bytes = []string{}, 0
 		for _, sha := range rm.Archives {
 			if err := sh.DeleteArchive(ctx, sha); err != nil {
+				if len(got.Archives) > 0 { // what went is counted
+					done = append(done, got)
+				}
 				return done, fmt.Errorf("deleting an archive from the shared store: %w", err)
 			}
 			got.Archives = append(got.Archives, sha)
@@ -114,6 +118,21 @@ func (r *Retainer) pruneShared(ctx context.Context) ([]Removal, error) {
 			"address", rm.Address, "version", rm.Version, "bytes", got.Bytes)
 	}
 	return done, nil
+}
+
+// countShared records in met what a pass removed from the bucket.
+func countShared(met Metrics, done []Removal) {
+	if met == nil {
+		return
+	}
+	versions, bytes := map[string]int{}, map[string]int64{}
+	for _, rm := range done {
+		versions[rm.Rule]++
+		bytes[rm.Rule] += rm.Bytes
+	}
+	for rule, n := range versions {
+		met.RetentionSharedRemoved(rule, n, bytes[rule])
+	}
 }
 
 // bucketHeld is a version of a record of the bucket, with the bucket's

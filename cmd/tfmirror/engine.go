@@ -92,6 +92,11 @@ func openEngine(cfg settings.Config, logger *slog.Logger, o overrides, met *metr
 		copts.OnEvict = func(cache.BlobInfo) { met.Evicted(1) }
 		copts.OnDamaged = met.CacheDamagedRead
 	}
+	var evicted *retention.Evictions // listed by cache prune
+	if o.listEvictions && copts.OnEvict == nil {
+		evicted = &retention.Evictions{}
+		copts.OnEvict = evicted.Add
+	}
 	store, err := cache.Open(copts)
 	if errors.Is(err, syscall.EWOULDBLOCK) {
 		// The cache's directory lock is held: say by whom, and what to do.
@@ -186,6 +191,7 @@ func openEngine(cfg settings.Config, logger *slog.Logger, o overrides, met *metr
 	}
 	rcfg := retentionRules(cfg.RetentionConfig, cfg.CacheMaxBytes)
 	rcfg.EvictNothing = o.evictNothing
+	rcfg.Evictions = evicted
 	var rshared retention.Shared // nil without a shared store
 	if shared != nil {
 		parts.shared = shared

@@ -65,6 +65,9 @@ type overrides struct {
 	// configuration file sets. (The commands that open the cache sealed,
 	// cache verify, policy explain and export, evict nothing as it is.)
 	evictNothing bool
+	// listEvictions has retention's prune list what the cache's size
+	// limit evicted (retention.Config.Evictions): cache prune.
+	listEvictions bool
 }
 
 // server is a wired tfmirror: cache, origin client, pull-through engine,
