@@ -221,7 +221,8 @@ type API struct {
 	log     *slog.Logger
 	metrics Metrics
 	opts    Options
-	uid     int // the user the process runs as, who may call (see peer.go)
+	uid     int   // the user the process runs as, who may call (see peer.go)
+	drain   drain // a shutdown's (Server.Drain)
 }
 
 // New returns the admin operations of engine, reaching packages through

@@ -71,7 +71,8 @@ type Client struct {
 // fails as well (a serve there runs without its admin socket). A process
 // that holds the socket but answers nothing within pingTimeout (stopped,
 // or hung) is an error, ErrNotAnswering, where a command's call would
-// have waited for ever.
+// have waited for ever. A serve shutting down answers ErrShuttingDown
+// until it has stopped (API.Drain).
 func Dial(ctx context.Context, dataDir string) (*Client, error) {
 	path := SocketPath(dataDir)
 	var d net.Dialer
@@ -120,7 +121,8 @@ var ErrNotAnswering = errors.New("the tfmirror serving this data directory does 
 
 // ping asks the serving process whether it answers, and whether it sends
 // heartbeats (Ping). Any HTTP answer will do: a serve of an earlier
-// release, which has no /v1/ping, answers 404, and sends none.
+// release, which has no /v1/ping, answers 404, and sends none; but one
+// that says it is shutting down is ErrShuttingDown.
 func (c *Client) ping(ctx context.Context) error {
 	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
 	defer cancel()
@@ -137,6 +139,10 @@ func (c *Client) ping(ctx context.Context) error {
 	}
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
 	resp.Body.Close()
+	var refused ErrorBody
+	if resp.StatusCode == http.StatusServiceUnavailable && json.Unmarshal(data, &refused) == nil && refused.Error == ErrShuttingDown.Error() {
+		return ErrShuttingDown
+	}
 	var p Ping
 	if resp.StatusCode == http.StatusOK && json.Unmarshal(data, &p) == nil && p.HeartbeatMillis > 0 {
 		c.silence = silenceBeats * time.Duration(p.HeartbeatMillis) * time.Millisecond
@@ -153,6 +159,10 @@ var maxAnswer int64 = 256 << 20
 
 // ErrNoServer: no process listens on the admin socket.
 var ErrNoServer = errors.New("no tfmirror serves this data directory")
+
+// ErrShuttingDown: the tfmirror serving the data directory is shutting
+// down, and takes no new command.
+var ErrShuttingDown = errors.New("the tfmirror serving this data directory is shutting down and takes no new command; run it again once that serve has stopped (or against the one that replaces it)")
 
 // Close closes the client's idle connections.
 func (c *Client) Close() { c.http.CloseIdleConnections() }

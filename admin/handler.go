@@ -23,12 +23,12 @@ const maxRequest = 64 << 10
 // NewServer returns the HTTP server of the admin API for a unix socket
 // (Listen): it reads each connection's caller credentials (peer.go) and
 // serves Handler. Requests run on base, detached from its cancellation;
-// the caller shuts the server down.
-func (a *API) NewServer(base context.Context) *http.Server {
+// the caller drains the server (Server.Drain) and closes it.
+func (a *API) NewServer(base context.Context) *Server {
 	srv := httpserve.New(a.Handler(), slog.NewLogLogger(a.log.Handler(), slog.LevelDebug))
 	srv.BaseContext = func(net.Listener) context.Context { return context.WithoutCancel(base) }
 	srv.ConnContext = connContext
-	return srv
+	return &Server{Server: srv, drain: &a.drain}
 }
 
 // Handler serves the admin API, for a unix socket only: a caller is let
@@ -93,7 +93,7 @@ func (a *API) Handler() http.Handler {
 	a.policyRoutes(mux) // policy.go
 	a.reloadRoutes(mux) // reload.go
 	a.cliRoutes(mux)    // clireleases.go
-	return a.guard(mux)
+	return a.guard(a.drain.layer(mux))
 }
 
 // providersOf returns the providers of versions ("HOST/NAMESPACE/TYPE

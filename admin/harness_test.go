@@ -105,12 +105,19 @@ func TestMain(m *testing.M) {
 // through it and returns the status and the answer.
 func socket(t *testing.T, a *API) (dataDir string, post func(path, body string) (int, []byte)) {
 	t.Helper()
+	dataDir, _, post = socketServer(t, a)
+	return dataDir, post
+}
+
+// socketServer is socket, with the server it serves a with.
+func socketServer(t *testing.T, a *API) (dataDir string, srv *Server, post func(path, body string) (int, []byte)) {
+	t.Helper()
 	dataDir = t.TempDir()
 	ln, err := Listen(dataDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := a.NewServer(context.Background())
+	srv = a.NewServer(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -127,7 +134,7 @@ func socket(t *testing.T, a *API) (dataDir string, post func(path, body string) 
 		srv.Close()
 		<-done
 	})
-	return dataDir, func(path, body string) (int, []byte) {
+	return dataDir, srv, func(path, body string) (int, []byte) {
 		t.Helper()
 		resp, err := client.Post("http://tfmirror"+path, "application/json", strings.NewReader(body))
 		if err != nil {

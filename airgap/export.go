@@ -4,7 +4,6 @@ import (
 	"archive/tar"
 	"compress/gzip"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -141,11 +140,11 @@ func exportTar(ctx context.Context, engine Engine, pkgs Served, sel Selection, s
 	if err := removeStaleTarTemps(filepath.Dir(out), report); err != nil {
 		return err
 	}
-	name := tarTempPrefix + rand.Text()
-	tmp := filepath.Join(filepath.Dir(out), name)
-	if err := os.Mkdir(tmp, 0o700); err != nil {
+	tmp, lock, err := makeTarTemp(filepath.Dir(out))
+	if err != nil {
 		return err
 	}
+	defer lock.Close() // once the directory is removed
 	defer os.RemoveAll(tmp)
 	if err := exportDir(ctx, engine, pkgs, sel, selected, tmp, key, report, sum); err != nil {
 		return err

@@ -491,12 +491,13 @@ func isStaleTemp(d fs.DirEntry) bool {
 const tarTempPrefix = ".tfmirror-export-"
 
 // removeStaleTarTemps removes, in dir, what an export into a tar file
-// there that was killed while it wrote left beside it (tarTempPrefix),
-// once nothing in it was written for staleTempAge, and reports each. An
-// export of another process, writing, is left alone, and so is an entry
-// named otherwise (an earlier release named its working directory and
-// tar file by os.MkdirTemp and os.CreateTemp's digits instead: those are
-// taken too).
+// there that was killed while it wrote left beside it (tarTempPrefix):
+// at once when no export holds its lock, or once nothing in it was
+// written for staleTempAge where that cannot be told (tarTempDead); and
+// reports each. An export of another process, writing, is left alone,
+// and so is an entry named otherwise (an earlier release named its
+// working directory and tar file by os.MkdirTemp and os.CreateTemp's
+// digits instead: those are taken too).
 func removeStaleTarTemps(dir string, report func(string)) error {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
@@ -511,10 +512,13 @@ func removeStaleTarTemps(dir string, report func(string)) error {
 		if !isTarTempName(d.Name()) || !(d.IsDir() || d.Type().IsRegular()) {
 			continue
 		}
-		if fresh, err := writtenSince(root.FS(), d.Name(), time.Now().Add(-staleTempAge)); err != nil || fresh {
+		unlock, dead, err := tarTempDead(root, d.Name())
+		if err != nil || !dead {
 			continue // gone meanwhile, or being written
 		}
-		if err := root.RemoveAll(d.Name()); err != nil {
+		err = root.RemoveAll(d.Name())
+		unlock()
+		if err != nil {
 			return fmt.Errorf("removing %s, left by an export killed while it wrote: %w", filepath.Join(dir, d.Name()), err)
 		}
 		report(fmt.Sprintf("%s: removed, left by an export into a tar file killed while it wrote", filepath.Join(dir, d.Name())))

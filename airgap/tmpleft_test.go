@@ -110,9 +110,11 @@ func TestOCILayoutExportRemovesAnInterruptedExportsTemporaryFiles(t *testing.T) 
 // An export into a tar file killed while it wrote leaves, beside the tar
 // file's name, its working directory (every archive exported so far) and
 // its unfinished tar file. The next export into a tar file there removes
-// those of an export long gone, and says so; a working directory written
-// into lately (another process's export, however old the directory
-// itself), and a file of the operator's that only looks like one, stay.
+// those of an export long gone, and says so; the working directory of
+// another process's export still writing (its lock held, and, where
+// there are no locks, written into lately, however old the directory
+// itself) with its tar file, and a file of the operator's that only
+// looks like one, stay.
 func TestTarExportRemovesAnInterruptedExportsLeftovers(t *testing.T) {
 	engine, _ := cachedNetAndTarball(t)
 	parent := t.TempDir()
@@ -152,6 +154,14 @@ func TestTarExportRemovesAnInterruptedExportsLeftovers(t *testing.T) {
 	file(filepath.Join(live, "registry.terraform.io", "x", "y", "archive.zip"), time.Now())
 	age(filepath.Join(live, "registry.terraform.io"), old)
 	age(live, old)
+	lock, err := os.Open(live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if err := lockTarTemp(lock); err != nil {
+		t.Fatal(err)
+	}
 	kept := []string{live,
 		file(filepath.Join(parent, ".tfmirror-export-notes.txt"), old),
 		file(filepath.Join(parent, ".tfmirror-export-QRSTUVWXYZ234567ABCDEFGHIJ.tar"), time.Now())}

@@ -111,22 +111,29 @@ func prepareDataDir(dir string, logger *slog.Logger) error {
 func readOwnFile(path string, max int64, log *slog.Logger) ([]byte, error) {
 	data, err := inputfile.ReadTrusted(path, max)
 	var we *inputfile.WritableError
-	if !errors.As(err, &we) {
+	if !errors.As(err, &we) || !makeOwnOnly(path, log) {
 		return data, err
 	}
-	f, info, oerr := inputfile.OpenOperator(path)
-	if oerr != nil {
-		return nil, err
+	return inputfile.ReadTrusted(path, max)
+}
+
+// makeOwnOnly takes the write bits of its group and of all users from
+// the file at path when this process's user owns it (readOwnFile), and
+// logs it; it says whether it did. A file missing, another user's, or
+// writable by its owner only is left as it is.
+func makeOwnOnly(path string, log *slog.Logger) bool {
+	f, info, err := inputfile.OpenOperator(path)
+	if err != nil {
+		return false
 	}
+	defer f.Close()
 	perm := info.Mode().Perm()
-	if !inputfile.OwnedBySelf(info) || f.Chmod(perm&^0o022) != nil {
-		f.Close()
-		return nil, err
+	if perm&0o022 == 0 || !inputfile.OwnedBySelf(info) || f.Chmod(perm&^0o022) != nil {
+		return false
 	}
-	f.Close()
 	log.Info("a file of the data directory was writable by other users; it is now its owner's only",
 		"path", path, "mode", fmt.Sprintf("%04o", perm), "now", fmt.Sprintf("%04o", perm&^0o022))
-	return inputfile.ReadTrusted(path, max)
+	return true
 }
 
 // writeNew writes a new file at path (mode 0600) whole or not at all:

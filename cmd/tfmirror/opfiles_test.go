@@ -333,7 +333,8 @@ func TestDataDirKeyChecked(t *testing.T) {
 }
 
 // TestDataDirGeneratedTLSKeyProcess: the TLS key tfmirror generated in
-// its data directory (DATA-DIR/tls/server-key.pem, without --tls-key)
+// its data directory (DATA-DIR/tls/server-key.pem, without --tls-key),
+// and the key of the CA that issued it (tls/ca-key.pem),
 // that a kubelet's fsGroup walk (at each mount with fsGroupChangePolicy
 // Always) or a restore left group-writable is made its owner's only and
 // logged, as the URL-signing key is, and the serve starts with the same
@@ -398,8 +399,10 @@ func TestDataDirGeneratedTLSKeyProcess(t *testing.T) {
 	if !strings.Contains(logged, "a file of the data directory was writable by other users; it is now its owner's only") {
 		t.Errorf("the serve did not say it made its key its own:\n%s", logged)
 	}
-	if fi, err := os.Stat(key); err != nil || fi.Mode().Perm() != 0o640 {
-		t.Errorf("the key is now %v (%v), want 0640", fi.Mode(), err)
+	for _, k := range []string{key, filepath.Join(tlsDir, "ca-key.pem")} {
+		if fi, err := os.Stat(k); err != nil || fi.Mode().Perm() != 0o640 {
+			t.Errorf("%s is now %v (%v), want 0640", k, fi.Mode(), err)
+		}
 	}
 	for name, b := range before {
 		if got, _ := os.ReadFile(filepath.Join(tlsDir, name)); !bytes.Equal(got, b) {

@@ -448,8 +448,13 @@ func (m *server) renewIfDue() {
 // server certificate for hosts when the one there does not name them or
 // is due for renewal at now (certs.Ensure). A CA replaced (weeks before
 // it expired) is logged as a warning: clients must trust the new one.
+// The CA's key, which certs refuses when others may write it, is first
+// made its owner's only when it is this user's (makeOwnOnly), as the
+// server's key is when it is read.
 func (m *server) ensureCert(hosts []string, now time.Time) (certs.Files, error) {
-	files, err := certs.Ensure(filepath.Join(m.cfg.DataDir, "tls"), hosts, now)
+	dir := filepath.Join(m.cfg.DataDir, "tls")
+	makeOwnOnly(filepath.Join(dir, certs.CAKeyFile), m.log)
+	files, err := certs.Ensure(dir, hosts, now)
 	if err == nil && files.CAReplaced {
 		m.log.Warn(caReplacedWarning, "ca_file", files.CA)
 	}
@@ -638,12 +643,14 @@ func (m *server) serve(ctx context.Context, ln net.Listener) error {
 	// way out of serve closes and waits for (stopServers), so that
 	// neither the port nor the socket outlives serve.
 	var servers sync.WaitGroup
-	var metricsSrv, adminSrv *http.Server
+	var metricsSrv *http.Server
+	var adminSrv *admin.Server
 	stopServers := func() {
-		for _, s := range []*http.Server{metricsSrv, adminSrv} {
-			if s != nil {
-				s.Close()
-			}
+		if metricsSrv != nil {
+			metricsSrv.Close()
+		}
+		if adminSrv != nil {
+			adminSrv.Close()
 		}
 		servers.Wait()
 	}
@@ -708,12 +715,15 @@ func (m *server) serve(ctx context.Context, ln net.Listener) error {
 	defer cancel()
 	// The admin socket takes no new command from now on either, as the
 	// port takes no new connection: a sync, import or prune begun while
-	// the requests drain would start work the shutdown cuts off. Its
-	// commands under way drain beside the requests, to the same deadline.
-	// Closing the listener removes the socket file.
+	// the requests drain would start work the shutdown cuts off. It stays
+	// open, saying the serve is shutting down, until serve returns
+	// (stopServers; closing the listener removes the socket file): a
+	// command is not told that no serve runs while this one holds the
+	// cache. Its commands under way drain beside the requests, to the
+	// same deadline.
 	adminDone := make(chan error, 1)
 	if adminSrv != nil {
-		go func() { adminDone <- adminSrv.Shutdown(sctx) }()
+		go func() { adminDone <- adminSrv.Drain(sctx) }()
 	} else {
 		adminDone <- nil
 	}
@@ -831,7 +841,7 @@ func (m *server) checkShared(ctx context.Context) {
 // long for one, a file system without sockets) the mirror serves on, and
 // says so. It returns nil then; errors of the running server go to errc.
 // Its goroutine is counted in servers.
-func (m *server) serveAdmin(ctx context.Context, errc chan<- error, servers *sync.WaitGroup) *http.Server {
+func (m *server) serveAdmin(ctx context.Context, errc chan<- error, servers *sync.WaitGroup) *admin.Server {
 	ln, err := admin.Listen(m.cfg.DataDir)
 	if err != nil {
 		m.log.Warn("admin socket unavailable: tfmirror sync, export and import cannot use this data directory while the mirror runs", "error", err)

@@ -359,13 +359,17 @@ func TestShutdownEndsDownloadsBeforeClosingCache(t *testing.T) {
 	}
 }
 
-// TestAdminSocketClosesWhenShutdownBegins: once a mirror begins to shut
+// TestAdminSocketRefusesOnceShutdownBegins: once a mirror begins to shut
 // down, its admin socket takes no new command, as its port takes no new
 // connection, while a download keeps the shutdown waiting: a sync,
 // import or prune begun then would start work the shutdown is about to
-// cut off (a sync's downloads from origins, an import's writes) rather
-// than be told at once that no mirror serves the data directory.
-func TestAdminSocketClosesWhenShutdownBegins(t *testing.T) {
+// cut off (a sync's downloads from origins, an import's writes). It says
+// the serve is shutting down, until it has stopped: `tfmirror reload`
+// and `tfmirror cache prune` say so and fail, rather than say that no
+// tfmirror serves the data directory (and the prune try to open the
+// cache the serve still holds). Once the serve has stopped, the socket
+// is gone.
+func TestAdminSocketRefusesOnceShutdownBegins(t *testing.T) {
 	t.Parallel()
 	const typ, version, pl = "random", "1.0.0", "linux_amd64"
 	origin := newOrigin(t, fakeorigin.Options{ArchiveSize: 1 << 20})
@@ -392,23 +396,34 @@ func TestAdminSocketClosesWhenShutdownBegins(t *testing.T) {
 	deadline := time.Now().Add(20 * time.Second) // before the origin's silence fails the download
 	for {
 		c, err := admin.Dial(t.Context(), dir)
-		if errors.Is(err, admin.ErrNoServer) {
+		if errors.Is(err, admin.ErrShuttingDown) {
 			break
 		}
 		if err == nil {
 			c.Close()
 		}
-		if time.Now().After(deadline) {
-			t.Errorf("the admin socket still takes commands 20s after the shutdown began: %v", err)
-			break
+		if errors.Is(err, admin.ErrNoServer) || time.Now().After(deadline) {
+			t.Fatalf("the admin socket of a serve shutting down: %v, want it to say it is shutting down", err)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+	for _, args := range [][]string{
+		{"reload", "--data-dir", dir},
+		{"cache", "prune", "--dry-run", "--data-dir", dir},
+	} {
+		code, _, stderr := runCommand(args...)
+		if code == 0 || !strings.Contains(stderr, "is shutting down") {
+			t.Errorf("tfmirror %s while the serve shuts down: exit %d, want a failure saying it is shutting down:\n%s", strings.Join(args[:len(args)-2], " "), code, stderr)
+		}
 	}
 	release()
 	if err := <-done; err != nil {
 		t.Errorf("the download in flight across the shutdown: %v", err)
 	}
 	<-stopped
+	if _, err := admin.Dial(t.Context(), dir); !errors.Is(err, admin.ErrNoServer) {
+		t.Errorf("the admin socket once the serve stopped: %v, want none", err)
+	}
 }
 
 // With --shutdown-delay, a SIGTERM first has /readyz answer 503 while the

@@ -30,7 +30,7 @@ import (
 // File names inside the directory passed to Ensure.
 const (
 	CAFile        = "ca.pem"
-	caKeyFile     = "ca-key.pem"
+	CAKeyFile     = "ca-key.pem"
 	ServerFile    = "server.pem"
 	ServerKeyFile = "server-key.pem"
 )
@@ -95,11 +95,13 @@ func Ensure(dir string, hosts []string, now time.Time) (Files, error) {
 // (neither of its files); replaced says a CA there was replaced by a new
 // one: weeks before it expired, or not a CA of the kind it makes. One of its two files without the other
 // is refused, naming the one missing and what to do: a new CA would
-// replace the one clients trust.
+// replace the one clients trust. The key, a secret the mirror trusts, is
+// read as the operator's keys are (inputfile.ReadTrusted): one that users
+// other than its owner may write is refused, and kept.
 func loadOrCreateCA(dir string, now time.Time) (ca *x509.Certificate, key *ecdsa.PrivateKey, replaced bool, err error) {
-	certPath, keyPath := filepath.Join(dir, CAFile), filepath.Join(dir, caKeyFile)
+	certPath, keyPath := filepath.Join(dir, CAFile), filepath.Join(dir, CAKeyFile)
 	certPEM, cerr := inputfile.ReadOperator(certPath, maxCertBytes)
-	keyPEM, kerr := inputfile.ReadOperator(keyPath, maxKeyBytes)
+	keyPEM, kerr := inputfile.ReadTrusted(keyPath, maxKeyBytes)
 	certMissing, keyMissing := errors.Is(cerr, fs.ErrNotExist), errors.Is(kerr, fs.ErrNotExist)
 	switch {
 	case certMissing && keyMissing:

@@ -9,9 +9,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tfmirror/tfmirror/v2/internal/inputfile"
 )
 
 func TestEnsureServesTrustedTLS(t *testing.T) {
@@ -24,7 +27,7 @@ func TestEnsureServesTrustedTLS(t *testing.T) {
 	if !f.Created {
 		t.Error("first Ensure should report a new certificate")
 	}
-	for _, p := range []string{f.Key, filepath.Join(dir, caKeyFile)} {
+	for _, p := range []string{f.Key, filepath.Join(dir, CAKeyFile)} {
 		st, err := os.Stat(p)
 		if err != nil {
 			t.Fatal(err)
@@ -205,5 +208,37 @@ func TestCAWrittenWholeOrNotAtAll(t *testing.T) {
 	}
 	if _, err := Ensure(dir, []string{"localhost"}, time.Now()); err != nil {
 		t.Errorf("Ensure once there is room again: %v", err)
+	}
+}
+
+// TestCAKeyModeChecked: the CA's key is a secret the mirror trusts, read
+// as the other key files are (internal/inputfile.ReadTrusted): one its
+// group or all users may write is refused, naming the chmod to run, and
+// the CA is kept, never replaced by a new one that no client trusts.
+func TestCAKeyModeChecked(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no mode bits")
+	}
+	dir := t.TempDir()
+	if _, err := Ensure(dir, []string{"localhost"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	keyPath := filepath.Join(dir, CAKeyFile)
+	before, err := os.ReadFile(keyPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []os.FileMode{0o620, 0o602} {
+		if err := os.Chmod(keyPath, mode); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Ensure(dir, []string{"localhost"}, time.Now())
+		var we *inputfile.WritableError
+		if !errors.As(err, &we) || we.Path != keyPath || !strings.Contains(err.Error(), "chmod go-w "+keyPath) {
+			t.Errorf("a CA key of mode %04o: %v, want it refused naming it and the chmod to run", mode, err)
+		}
+		if after, _ := os.ReadFile(keyPath); string(after) != string(before) {
+			t.Errorf("a CA key of mode %04o was replaced", mode)
+		}
 	}
 }

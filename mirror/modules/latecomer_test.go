@@ -99,7 +99,9 @@ func TestLateCallerKeepsTheCompletedModuleRecord(t *testing.T) {
 
 // A caller that read a version's record just before another caller's
 // fetch of its package ended joins nothing (the fetch is over) and finds
-// the package cached: the source host is not asked again.
+// the package cached: the source host is not asked again, and the
+// package is said to come from the cache (records.Hit, the answer's
+// X-Tfmirror-Cache), not from a download this caller started.
 func TestLateCallerFindsThePackageFetched(t *testing.T) {
 	t.Parallel()
 	h, ss, _ := latecomerRig(t, true)
@@ -111,9 +113,11 @@ func TestLateCallerFindsThePackageFetched(t *testing.T) {
 	}
 
 	late := make(chan error, 1)
+	var lateSrc records.Source
 	go func() {
 		pkg, err := mods.OpenModule(context.Background(), harness.Module, version)
 		if err == nil {
+			lateSrc = pkg.Source
 			pkg.Close()
 		}
 		late <- err
@@ -125,6 +129,9 @@ func TestLateCallerFindsThePackageFetched(t *testing.T) {
 	close(ss.letGo)
 	if err := <-late; err != nil {
 		t.Fatalf("late caller: %v", err)
+	}
+	if lateSrc != records.Hit {
+		t.Errorf("the late caller's package is said to be a %s, want a hit: it was read from the cache", lateSrc)
 	}
 	if n := h.Origin.Hits(fakeorigin.Tarball); n != 1 {
 		t.Errorf("the package was fetched %d times, want 1", n)
@@ -151,7 +158,7 @@ func (s *zipWrites) NewBlobWriter(sha string) (cache.BlobWriter, error) {
 
 // A caller that found no zip of a version just before another caller's
 // making of it ended takes the zip that making stored: the zip is made,
-// stored and recorded once.
+// stored and recorded once, and the late caller's is a cache hit.
 func TestLateCallerFindsTheZipMade(t *testing.T) {
 	t.Parallel()
 	version := enginetest.MustModuleVersion(t, "1.0.0")
@@ -164,10 +171,11 @@ func TestLateCallerFindsTheZipMade(t *testing.T) {
 
 	late := make(chan error, 1)
 	var lateSHA string
+	var lateSrc records.Source
 	go func() {
 		z, err := zips.OpenModuleZip(context.Background(), harness.Module, version)
 		if err == nil {
-			lateSHA = z.Record.SHA256
+			lateSHA, lateSrc = z.Record.SHA256, z.Source
 			z.Close()
 		}
 		late <- err
@@ -185,6 +193,9 @@ func TestLateCallerFindsTheZipMade(t *testing.T) {
 	}
 	if lateSHA != first.Record.SHA256 {
 		t.Errorf("late caller's zip %s, want %s", lateSHA, first.Record.SHA256)
+	}
+	if lateSrc != records.Hit {
+		t.Errorf("the late caller's zip is said to be a %s, want a hit: it was read from the cache", lateSrc)
 	}
 	if n := zw.puts.Load(); n != 1 {
 		t.Errorf("the zip's record was written %d times, want 1", n)

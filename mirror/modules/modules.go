@@ -669,8 +669,15 @@ func (s *Modules) timedOut(ctx context.Context, err error) error {
 // bounds it), and waits for it or for ctx, which bounds this caller's wait
 // only. The source is records.Miss for the call that ran fetch and
 // records.Coalesced for the others, counted as such for kind (a metric
-// label); waiting names what is waited for in ctx's error.
-func once[T any](ctx context.Context, s *Modules, key, kind, waiting string, fetch func(ctx context.Context) (*T, error)) (T, records.Source, error) {
+// label); waiting names what is waited for in ctx's error. A fetch that
+// found what it was to make in the cache already (stored by a call that
+// ended just before it began) says so with cached, and the source is
+// records.Hit for every caller: none started or joined a download.
+func once[T any](ctx context.Context, s *Modules, key, kind, waiting string, fetch func(ctx context.Context) (res *T, cached bool, err error)) (T, records.Source, error) {
+	type result struct {
+		res    *T
+		cached bool
+	}
 	var zero T
 	var led atomic.Bool
 	ch := s.pkgs.DoChan(key, func() (any, error) {
@@ -680,24 +687,27 @@ func once[T any](ctx context.Context, s *Modules, key, kind, waiting string, fet
 			return nil, err
 		}
 		defer done()
-		res, err := fetch(ctx)
-		return res, s.timedOut(ctx, err)
+		res, cached, err := fetch(ctx)
+		return result{res, cached}, s.timedOut(ctx, err)
 	})
-	var res T
+	var r result
 	select {
-	case r := <-ch:
-		if r.Err != nil {
-			return zero, 0, r.Err
+	case c := <-ch:
+		if c.Err != nil {
+			return zero, 0, c.Err
 		}
-		res = *r.Val.(*T)
+		r = c.Val.(result)
 	case <-ctx.Done():
 		return zero, 0, fmt.Errorf("waiting for %s: %w", waiting, ctx.Err())
 	}
-	if led.Load() {
-		return res, records.Miss, nil
+	switch {
+	case r.cached:
+		return *r.res, records.Hit, nil
+	case led.Load():
+		return *r.res, records.Miss, nil
 	}
 	s.metrics.Coalesced(kind)
-	return res, records.Coalesced, nil
+	return *r.res, records.Coalesced, nil
 }
 
 // OpenModule opens the package of version of m: from the cache, or else
@@ -764,15 +774,15 @@ func servingFetched(n lifetime.Notifier, m addrs.Module, version versions.Versio
 func (s *Modules) fetchMissing(ctx context.Context, m addrs.Module, version versions.Version, rec records.ModuleRecord) (*Package, *records.ModuleRecord, error) {
 	recKey := records.ModuleRecordKey(m, version)
 	res, src, err := once(ctx, s, "modpkg/"+recKey, "module_package", "the module's source",
-		func(ctx context.Context) (*records.ModuleRecord, error) {
+		func(ctx context.Context) (*records.ModuleRecord, bool, error) {
 			// Fetched by a caller whose fetch ended just before this one
 			// began: its package is cached, the source is not asked again.
 			if now, src, err := s.recs.ModuleRecord(ctx, recKey); err == nil && src == records.Hit && now.SHA256 != "" {
 				if _, err := s.store.StatBlob(now.SHA256); err == nil {
-					return now, nil
+					return now, true, nil
 				}
 			}
-			return s.recs.FetchModule(ctx, m, recKey, rec, modsource.MaxPackageBytes(s.cfg.Limits),
+			fetched, err := s.recs.FetchModule(ctx, m, recKey, rec, modsource.MaxPackageBytes(s.cfg.Limits),
 				func(ctx context.Context, rec records.ModuleRecord) (*records.ModuleRecord, error) {
 					// What the store beyond the cache did not have.
 					if s.cfg.Offline {
@@ -783,6 +793,7 @@ func (s *Modules) fetchMissing(ctx context.Context, m addrs.Module, version vers
 					}
 					return s.fetchRelocated(ctx, m, version, rec, "")
 				})
+			return fetched, false, err
 		})
 	if err != nil {
 		return nil, nil, err
@@ -820,8 +831,9 @@ func (s *Modules) refetchRefused(ctx context.Context, m addrs.Module, version ve
 	fresh.SHA256, fresh.Size, fresh.Commit, fresh.FetchedAt = "", 0, "", time.Time{}
 	recKey := records.ModuleRecordKey(m, version)
 	res, src, err := once(ctx, s, "modpkg/"+recKey+"/"+replaces, "module_package", "the module's source",
-		func(ctx context.Context) (*records.ModuleRecord, error) {
-			return s.fetchRelocated(ctx, m, version, fresh, replaces)
+		func(ctx context.Context) (*records.ModuleRecord, bool, error) {
+			res, err := s.fetchRelocated(ctx, m, version, fresh, replaces)
+			return res, false, err
 		})
 	if err != nil {
 		return nil, err

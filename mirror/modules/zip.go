@@ -94,20 +94,21 @@ func (s *Zips) OpenModuleZip(ctx context.Context, m addrs.Module, version versio
 	}
 	s.mods.metrics.CacheLookup("module_zip", false)
 	made, src, err := once(ctx, s.mods, key, "module_zip", "the module's zip",
-		func(ctx context.Context) (*records.ModuleZipRecord, error) {
+		func(ctx context.Context) (*records.ModuleZipRecord, bool, error) {
 			// Made by a caller whose making ended just before this one
 			// began: its zip is cached, it is not made and stored again.
 			var now records.ModuleZipRecord
 			if ok, _ := s.zipRecord(ctx, m, version, &now); ok && s.packageHeld(now) {
 				if _, err := s.mods.store.StatBlob(now.SHA256); err == nil {
-					return &now, nil
+					return &now, true, nil
 				}
 			}
 			var first *records.ModuleZipRecord
 			if haveRec {
 				first = &rec
 			}
-			return s.makeModuleZip(ctx, m, version, first)
+			made, err := s.makeModuleZip(ctx, m, version, first)
+			return made, false, err
 		})
 	if err != nil {
 		return nil, err
