@@ -175,13 +175,13 @@ func (s *providerRecords) packageFor(ctx context.Context, k records.VersionKeys,
 				// The record of an earlier release served as it was
 				// served then: whatever the origin says now.
 				s.metrics.StaleServed("package")
-				s.log.Warn("could not fetch the origin's evidence for package metadata cached by an earlier release; serving it as it is",
+				s.life.LogStale(s.log, "could not fetch the origin's evidence for package metadata cached by an earlier release; serving it as it is",
 					"provider", p.String(), "version", v.String(), "error", err)
 				return cached, false, nil
 			case !old && cached.Covers(need, stillMissing) &&
 				!errors.Is(err, discovery.ErrNotFound) && !errors.Is(err, records.ErrVersionNotFound):
 				s.metrics.StaleServed("package")
-				s.log.Warn("origin failed asking again for platforms it had no package for; serving cached package metadata",
+				s.life.LogStale(s.log, "origin failed asking again for platforms it had no package for; serving cached package metadata",
 					"provider", p.String(), "version", v.String(), "error", err)
 				return cached, false, nil
 			}

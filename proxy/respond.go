@@ -3,7 +3,11 @@ package proxy
 import (
 	"log/slog"
 	"net/http"
+	"time"
 
+	"golang.org/x/time/rate"
+
+	"github.com/tfmirror/tfmirror/v2/internal/logbound"
 	"github.com/tfmirror/tfmirror/v2/proxy/httperr"
 )
 
@@ -11,8 +15,9 @@ import (
 // answered and logged, the caching policy of fresh documents, and client
 // authentication (auth.go).
 type responder struct {
-	log  *slog.Logger
-	auth *Auth // nil: no client authentication
+	log      *slog.Logger
+	auth     *Auth // nil: no client authentication
+	failures *Failures
 
 	documentCacheControl []string // Cache-Control of fresh index.json and VERSION.json, from the engine's VersionsTTL
 }
@@ -25,6 +30,36 @@ func (rs *responder) fail(w http.ResponseWriter, r *http.Request, err error) {
 		err = httperr.Gone(r.Context(), err)
 	}
 	status := writeError(w, err)
+	rs.failures.Log(rs.log, r, status, "path", LoggedPath(r), "status", status, "error", err)
+}
+
+// Failures logs a front door's "request failed" lines, one per failed
+// request, at a level that says whose fault it is: the mirror's (error),
+// an origin's (warn: one down, its circuit breaker open), a client gone
+// (debug) or the client's own (info: a made-up name, an unknown host, a
+// malformed path). A client can make as many of the last two as it asks
+// for: of each, at most faultBurst are logged at their level at once,
+// then one every faultEvery, the others at debug with their number on the
+// next (internal/logbound); the access log names every request's status
+// all the same. Safe for concurrent use.
+type Failures struct{ clientFaults, originFaults *logbound.Warnings }
+
+// NewFailures returns the bound of a front door's "request failed" lines.
+func NewFailures() *Failures {
+	return &Failures{
+		clientFaults: logbound.New(rate.Every(faultEvery), faultBurst, "failures_logged_at_debug"),
+		originFaults: logbound.New(rate.Every(faultEvery), faultBurst, "failures_logged_at_debug"),
+	}
+}
+
+const (
+	faultBurst = 20
+	faultEvery = 10 * time.Second
+)
+
+// Log logs the failure of r, answered status, with its attributes args.
+func (f *Failures) Log(log *slog.Logger, r *http.Request, status int, args ...any) {
+	const msg = "request failed"
 	level := slog.LevelInfo
 	switch {
 	case status == httperr.StatusClientClosedRequest:
@@ -34,7 +69,14 @@ func (rs *responder) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case status >= 500:
 		level = slog.LevelWarn
 	}
-	rs.log.Log(r.Context(), level, "request failed", "path", r.URL.EscapedPath(), "status", status, "error", err)
+	switch level {
+	case slog.LevelInfo:
+		f.clientFaults.LogAt(log, time.Now(), level, msg, args...)
+	case slog.LevelWarn:
+		f.originFaults.Log(log, time.Now(), msg, args...)
+	default:
+		log.Log(r.Context(), level, msg, args...)
+	}
 }
 
 // MarkStale marks an answer made from a version list the origin could not

@@ -167,6 +167,7 @@ func New(cfg Config, engine Engine) (*Server, error) {
 	rs := &responder{
 		log:                  cfg.Logger,
 		auth:                 cfg.Auth,
+		failures:             NewFailures(),
 		documentCacheControl: headerValue(documentCacheControl(engine.Config().VersionsTTL)),
 	}
 	s := &Server{

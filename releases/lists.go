@@ -74,6 +74,15 @@ func listKey(pub Publisher, product string) string {
 	return "releases/list/" + string(pub) + "/" + product
 }
 
+// A list served stale is logged by every request for it while its origin
+// is down, as many as clients ask: at most staleWarnBurst at warn at
+// once, then one every staleWarnEvery, the others at debug with their
+// number on the next (the metrics count each all the same).
+const (
+	staleWarnBurst = 10
+	staleWarnEvery = time.Minute
+)
+
 // Versions returns the product's version list: the cached one while
 // younger than Config.ListTTL, else the origin's, or the cached one
 // (ListState.Stale) when the origin fails. Offline, only versions with a
@@ -130,7 +139,7 @@ func (r *Releases) list(ctx context.Context, pub Publisher, product string, maxA
 	})
 	if err != nil {
 		if m != nil && !errors.Is(err, ErrNotFound) && ctx.Err() == nil {
-			r.log.Warn("release list refresh failed; serving the cached list", "publisher", string(pub), "product", product, "error", err)
+			r.stale.Log(r.log, time.Now(), "release list refresh failed; serving the cached list", "publisher", string(pub), "product", product, "error", err)
 			return m.list, ListState{Stale: true, At: m.list.At}, nil
 		}
 		return nil, ListState{}, err

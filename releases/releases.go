@@ -14,10 +14,12 @@ import (
 	"time"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
+	"golang.org/x/time/rate"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/discovery"
 	"github.com/tfmirror/tfmirror/v2/internal/flights"
+	"github.com/tfmirror/tfmirror/v2/internal/logbound"
 	"github.com/tfmirror/tfmirror/v2/internal/redact"
 	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
@@ -172,6 +174,8 @@ type Releases struct {
 	// missing remembers the optional files the origin answered 404, by
 	// fileKey, until the time each is asked again (files.go).
 	missing *missingFiles
+
+	stale *logbound.Warnings // of the lists served stale (lists.go)
 }
 
 // keyring is a publisher's keys: armored (for verify's words when no
@@ -291,7 +295,8 @@ func New(cfg Config, origin Origin, engine Engine, store Store) (*Releases, erro
 	}
 	r := &Releases{cfg: cfg, origin: origin, engine: engine, store: store, log: cfg.Logger, metrics: cfg.Metrics,
 		keys: map[Publisher]keyring{}, products: map[string]bool{},
-		sums: map[string]*Sums{}, lists: map[string]*listMemo{}, missing: newMissingFiles(cfg.ListTTL, cfg.Now)}
+		sums: map[string]*Sums{}, lists: map[string]*listMemo{}, missing: newMissingFiles(cfg.ListTTL, cfg.Now),
+		stale: logbound.New(rate.Every(staleWarnEvery), staleWarnBurst, "stale_logged_at_debug")}
 	var err error
 	if r.keys[HashiCorp], err = newKeyring(cfg.HashiCorpKeys); err != nil {
 		return nil, fmt.Errorf("releases: HashiCorp keys: %w", err)

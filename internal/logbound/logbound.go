@@ -2,13 +2,15 @@
 // cause as many of as they like (a refusal of a made-up name, a wrong
 // token), logged within a bound so that they cannot fill the log.
 //
-// A Warnings logs at warn a burst at once and then at a steady rate; the
-// warnings beyond the bound are logged at debug, and the next warning
-// says how many were. It counts nothing else: what a caller must count
-// for every event (a metric, the status page) it counts itself.
+// A Warnings logs at warn (or the level its caller gives) a burst at
+// once and then at a steady rate; the warnings beyond the bound are
+// logged at debug, and the next warning says how many were. It counts
+// nothing else: what a caller must count for every event (a metric, the
+// status page) it counts itself.
 package logbound
 
 import (
+	"context"
 	"log/slog"
 	"sync"
 	"time"
@@ -34,6 +36,12 @@ func New(every rate.Limit, burst int, countKey string) *Warnings {
 // Log logs msg with its attributes args at now: at warn within the
 // bound, else at debug.
 func (w *Warnings) Log(log *slog.Logger, now time.Time, msg string, args ...any) {
+	w.LogAt(log, now, slog.LevelWarn, msg, args...)
+}
+
+// LogAt is Log of a line whose level within the bound is level (info for
+// a client's own mistakes, say), not warn.
+func (w *Warnings) LogAt(log *slog.Logger, now time.Time, level slog.Level, msg string, args ...any) {
 	w.mu.Lock()
 	warn, unlogged := w.limit.AllowN(now, 1), w.unlogged
 	if warn {
@@ -49,5 +57,5 @@ func (w *Warnings) Log(log *slog.Logger, now time.Time, msg string, args ...any)
 	if unlogged > 0 && w.countKey != "" {
 		args = append(args, w.countKey, unlogged)
 	}
-	log.Warn(msg, args...)
+	log.Log(context.Background(), level, msg, args...)
 }

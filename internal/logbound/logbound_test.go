@@ -50,3 +50,23 @@ func TestWarningsBounded(t *testing.T) {
 		}
 	}
 }
+
+// LogAt logs within the bound at the level it is given, beyond it at
+// debug, as Log does at warn.
+func TestLogAtLevel(t *testing.T) {
+	var logs strings.Builder
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	w := New(rate.Limit(1), 2, "at_debug")
+	now := time.Unix(1_700_000_000, 0)
+	for range 5 {
+		w.LogAt(log, now, slog.LevelInfo, "failed")
+	}
+	w.LogAt(log, now.Add(time.Second), slog.LevelInfo, "failed")
+	got := logs.String()
+	if i, d, wn := strings.Count(got, "level=INFO"), strings.Count(got, "level=DEBUG"), strings.Count(got, "level=WARN"); i != 3 || d != 3 || wn != 0 {
+		t.Fatalf("%d at info, %d at debug, %d at warn, want 3, 3 and 0:\n%s", i, d, wn, got)
+	}
+	if !strings.Contains(got, "level=INFO msg=failed at_debug=3") {
+		t.Fatalf("a second later, no count of those at debug:\n%s", got)
+	}
+}

@@ -13,13 +13,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
 	"golang.org/x/sync/singleflight"
+	"golang.org/x/time/rate"
 
+	"github.com/tfmirror/tfmirror/v2/internal/logbound"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 )
 
@@ -74,6 +77,7 @@ type Lifetime struct {
 	// imports is the import lock: one import, or removal, at a time.
 	imports sync.Mutex
 	notify  atomic.Pointer[Notifier]
+	stale   *logbound.Warnings // of LogStale
 }
 
 // New returns a running lifetime whose Coalesce runs each fetch for at
@@ -82,7 +86,8 @@ func New(timeout time.Duration, metrics Metrics) *Lifetime {
 	if metrics == nil {
 		metrics = noMetrics{}
 	}
-	l := &Lifetime{timeout: timeout, metrics: metrics}
+	l := &Lifetime{timeout: timeout, metrics: metrics,
+		stale: logbound.New(rate.Every(staleWarnEvery), staleWarnBurst, "stale_logged_at_debug")}
 	l.work.idle = make(chan struct{})
 	close(l.work.idle)
 	l.root, l.cancel = context.WithCancel(context.Background())
@@ -203,6 +208,21 @@ func (l *Lifetime) CoalesceWrite(ctx context.Context, kind, key string, write fu
 	}
 	return res, false, err
 }
+
+// LogStale logs msg, with its attributes args, of a cached copy served
+// stale because its origin failed (StaleMessage for a version list). Every
+// request for it does so while its origin is down or slow, as many as
+// clients ask: at most staleWarnBurst are logged at warn at once, then one
+// every staleWarnEvery, the others at debug with their number on the next
+// (each is counted in the metrics all the same).
+func (l *Lifetime) LogStale(log *slog.Logger, msg string, args ...any) {
+	l.stale.Log(log, time.Now(), msg, args...)
+}
+
+const (
+	staleWarnBurst = 10
+	staleWarnEvery = time.Minute
+)
 
 // StaleMessage is the log line of a cached copy of what (a version list)
 // served, stale, because the coalesced refresh of it failed with err, or

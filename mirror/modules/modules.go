@@ -314,7 +314,7 @@ func (s *Modules) moduleVersions(ctx context.Context, m addrs.Module) (*records.
 	}
 	if haveCached && !errors.Is(err, discovery.ErrNotFound) && ctx.Err() == nil {
 		s.metrics.StaleServed("module_versions")
-		s.log.Warn(lifetime.StaleMessage(err, "module version list"), "module", m.String(), "stored_at", storedAt, "error", err)
+		s.life.LogStale(s.log, lifetime.StaleMessage(err, "module version list"), "module", m.String(), "stored_at", storedAt, "error", err)
 		return &cached, ListState{Stale: true, StoredAt: storedAt}, nil
 	}
 	return nil, ListState{}, err

@@ -138,7 +138,7 @@ func (s *Lists) Versions(ctx context.Context, k records.ProviderKeys, force bool
 	}
 	if haveCached && !errors.Is(err, discovery.ErrNotFound) && ctx.Err() == nil {
 		s.metrics.StaleServed("versions")
-		s.cfg.Logger.Warn(lifetime.StaleMessage(err, "version list"), "provider", k.Name, "stored_at", storedAt, "error", err)
+		s.parts.Life.LogStale(s.cfg.Logger, lifetime.StaleMessage(err, "version list"), "provider", k.Name, "stored_at", storedAt, "error", err)
 		return cached, State{Stale: true, StoredAt: storedAt, Err: err}, nil
 	}
 	return nil, State{}, err

@@ -69,6 +69,7 @@ type Door struct {
 	names     *memo.Memo[string, oci.Repository] // repository names parsed, so that a warm request parses none
 	refs      *memo.Memo[string, manifestRef]    // manifest request paths parsed and answered
 	hot       hotManifests                       // manifest answers by request path, while they hold
+	failures  *proxy.Failures
 }
 
 // The layers in front of the door answer its requests in its format.
@@ -86,7 +87,7 @@ func New(cfg Config, providers Providers) (*Door, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Door{cfg: cfg, providers: providers, names: memo.New[string, oci.Repository](4096),
-		refs: memo.New[string, manifestRef](4096)}, nil
+		refs: memo.New[string, manifestRef](4096), failures: proxy.NewFailures()}, nil
 }
 
 var apiVersion = []string{"registry/2.0"}
@@ -628,14 +629,5 @@ func (d *Door) fail(w http.ResponseWriter, r *http.Request, code string, status 
 		body, _ := json.Marshal(errorEnvelope{Errors: []errorEntry{{Code: code, Message: msg}}})
 		writeJSON(w, r, status, "application/json", body)
 	}
-	level := slog.LevelInfo
-	switch {
-	case status == httperr.StatusClientClosedRequest:
-		level = slog.LevelDebug
-	case status == http.StatusInternalServerError:
-		level = slog.LevelError
-	case status >= 500:
-		level = slog.LevelWarn
-	}
-	d.cfg.Logger.Log(r.Context(), level, "request failed", "path", proxy.LoggedPath(r), "status", status, "code", code, "error", err)
+	d.failures.Log(d.cfg.Logger, r, status, "path", proxy.LoggedPath(r), "status", status, "code", code, "error", err)
 }

@@ -518,3 +518,44 @@ func TestNonASCIIProviderTypeServed(t *testing.T) {
 		}
 	}
 }
+
+// Bad references and names no repository has, asked in a loop, get an
+// access-log line each and, at info, only the first of their "request
+// failed" lines: the rest are at debug, so that a client cannot grow the
+// log by two lines a request.
+func TestClientFaultsBoundedInTheLog(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	logs := &observed.Logs{}
+	door, err := New(Config{Names: r.names, Logger: slog.New(logs), Modules: r.pkgs}, r.pkgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := proxy.New(proxy.Config{Logger: slog.New(logs), OCI: door}, r.pkgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := proxy.Instrument(srv, slog.New(logs), nil)
+	paths := []string{
+		"/v2/providers/" + originHost + "/acme/net/manifests/not..a..tag",
+		"/v2/providers/" + originHost + "/acme/nothing/manifests/1.0.0",
+		"/v2/nothing/tags/list",
+		"/v2/providers/" + originHost + "/acme/net/blobs/sha256:zz",
+	}
+	const n = 200
+	for i := range n {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, paths[i%len(paths)], nil))
+		if rec.Code < 400 || rec.Code >= 500 {
+			t.Fatalf("%s: status %d, want a client error", paths[i%len(paths)], rec.Code)
+		}
+	}
+	failed := 0
+	for _, rec := range logs.Records() {
+		if rec.Level >= slog.LevelInfo && rec.Message != "request" {
+			failed++
+		}
+	}
+	if failed == 0 || failed > 40 {
+		t.Errorf("%d lines at info besides the access log for %d requests, want at least one and at most 40", failed, n)
+	}
+}

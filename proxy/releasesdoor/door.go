@@ -67,8 +67,9 @@ type Config struct {
 
 // Door serves /releases/.
 type Door struct {
-	cfg Config
-	rel Releases
+	cfg      Config
+	rel      Releases
+	failures *proxy.Failures
 }
 
 // New returns a Door answering from rel.
@@ -83,7 +84,7 @@ func New(cfg Config, rel Releases) (*Door, error) {
 		plain := cfg.PlainHTTP
 		cfg.MirrorURL = func(r *http.Request) string { return proxy.RequestURL(r, plain) }
 	}
-	return &Door{cfg: cfg, rel: rel}, nil
+	return &Door{cfg: cfg, rel: rel, failures: proxy.NewFailures()}, nil
 }
 
 // maxPathLen bounds a request path.
@@ -172,21 +173,14 @@ func (d *Door) fail(w http.ResponseWriter, r *http.Request, err error) {
 		err = httperr.Gone(r.Context(), err)
 	}
 	status := httperr.Status(err)
-	level := slog.LevelInfo
-	switch {
-	case status == httperr.StatusClientClosedRequest:
+	d.failures.Log(d.cfg.Logger, r, status, "path", proxy.LoggedPath(r), "status", status, "error", err)
+	if status == httperr.StatusClientClosedRequest {
 		// Told nothing, but counted and logged with its own code, not
 		// as a 200 that delivered nothing.
-		d.cfg.Logger.Debug("request failed", "path", r.URL.EscapedPath(), "status", status, "error", err)
 		w.Header().Set("Cache-Control", "no-store")
 		w.WriteHeader(status)
 		return
-	case status == http.StatusInternalServerError:
-		level = slog.LevelError
-	case status >= 500:
-		level = slog.LevelWarn
 	}
-	d.cfg.Logger.Log(r.Context(), level, "request failed", "path", r.URL.EscapedPath(), "status", status, "error", err)
 	msg := err.Error()
 	if status == http.StatusInternalServerError {
 		msg = "internal error"

@@ -959,3 +959,39 @@ func TestOpenTofuLatestTakesABuildOfARelease(t *testing.T) {
 		t.Errorf("latest: %d %s (%v), want v1.9.1+ci-2", status, latest, err)
 	}
 }
+
+// Paths that name nothing, asked in a loop, get an access-log line each
+// and, at info, only the first of their "request failed" lines: the rest
+// are at debug, so that a client cannot grow the log by two lines a
+// request.
+func TestClientFaultsBoundedInTheLog(t *testing.T) {
+	r := newRig(t, nil)
+	logs := &observed.Logs{}
+	door, err := releasesdoor.New(releasesdoor.Config{PlainHTTP: true, Logger: slog.New(logs)}, r.side.Served)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := proxy.Instrument(door, slog.New(logs), nil)
+	paths := []string{
+		"/releases/nothing/here",
+		"/releases/hashicorp/terraform/9.9.9/index.json",
+		"/releases/hashicorp//terraform",
+	}
+	const n = 200
+	for i := range n {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, paths[i%len(paths)], nil))
+		if rec.Code < 400 || rec.Code >= 500 {
+			t.Fatalf("%s: status %d, want a client error", paths[i%len(paths)], rec.Code)
+		}
+	}
+	failed := 0
+	for _, rec := range logs.Records() {
+		if rec.Level >= slog.LevelInfo && rec.Message != "request" {
+			failed++
+		}
+	}
+	if failed == 0 || failed > 40 {
+		t.Errorf("%d lines at info besides the access log for %d requests, want at least one and at most 40", failed, n)
+	}
+}
