@@ -96,7 +96,9 @@ func (h *harness) stop() {
 		return
 	}
 	h.http.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// Generous: a test whose origin answers late (SetLatency) leaves
+	// fetch chains of several slow steps, slower still on a loaded machine.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := h.engine.Shutdown(ctx); err != nil {
 		h.t.Errorf("archive fetches still running: %v", err)
