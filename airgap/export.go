@@ -128,7 +128,7 @@ func Export(ctx context.Context, engine Engine, pkgs Served, sel Selection, out 
 	if IsTarName(out) {
 		err = exportTar(ctx, engine, pkgs, sel, selected, out, key, report, &sum)
 	} else {
-		err = exportDir(ctx, engine, pkgs, sel, selected, out, key, report, &sum)
+		err = exportDir(ctx, engine, pkgs, sel, selected, out, false, key, report, &sum)
 	}
 	return sum, err
 }
@@ -146,7 +146,7 @@ func exportTar(ctx context.Context, engine Engine, pkgs Served, sel Selection, s
 	}
 	defer lock.Close() // once the directory is removed
 	defer os.RemoveAll(tmp)
-	if err := exportDir(ctx, engine, pkgs, sel, selected, tmp, key, report, sum); err != nil {
+	if err := exportDir(ctx, engine, pkgs, sel, selected, tmp, true, key, report, sum); err != nil {
 		return err
 	}
 	f, err := os.OpenFile(tmp+".tar", os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
@@ -303,9 +303,10 @@ func cachedModules(engine Engine) ([]modules.Cached, error) {
 // VERSION.json of every provider in out, as `terraform providers mirror`
 // does, and last the manifest signed by key. Every file of out is read
 // and written through one root (outdir.go): nothing outside out, and no
-// link in it.
-func exportDir(ctx context.Context, engine Engine, pkgs Served, sel Selection, selected []mirror.CachedVersion, out string, key *ExportKey, report func(string), sum *ExportSummary) error {
-	dir, err := openOutDir(out)
+// link in it. It holds out's lock while it runs, unless locked says its
+// caller does (openOutDir).
+func exportDir(ctx context.Context, engine Engine, pkgs Served, sel Selection, selected []mirror.CachedVersion, out string, locked bool, key *ExportKey, report func(string), sum *ExportSummary) error {
+	dir, err := openOutDir(out, locked)
 	if err != nil {
 		return err
 	}

@@ -142,7 +142,7 @@ func ExportOCILayout(ctx context.Context, engine Engine, arts Artifacts, names o
 	if err != nil {
 		return sum, err
 	}
-	dir, err := openOutDir(out)
+	dir, err := openOutDir(out, false)
 	if err != nil {
 		return sum, err
 	}

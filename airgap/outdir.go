@@ -61,6 +61,12 @@ type outDir struct {
 	above []string        // directories outside OUT that openOutDir made a directory in, not yet synced
 
 	release func() // gives OUT back for other exports (claimOut)
+	// lock is OUT opened through the root, holding OUT's lock
+	// (lockExport) until Close, nil when it holds none.
+	lock *os.File
+	// locked: OUT's lock is held, by lock or by the caller, so what is
+	// in OUT is no other export's.
+	locked bool
 }
 
 // outLinkError refuses a link in OUT where an export needs a directory,
@@ -73,8 +79,13 @@ func (e *outLinkError) Error() string {
 
 // openOutDir makes the directory path (mode 0755) unless it is there,
 // and opens it as the root of an export. A link at path itself is
-// followed: the operator named it.
-func openOutDir(path string) (*outDir, error) {
+// followed: the operator named it. It takes OUT's lock (lockExport) for
+// the export, unless locked says the caller holds it (a tar file's
+// working directory, makeTarTemp's): an export of another process
+// writing into OUT is refused, an *outInUseError. Where the file system
+// has no such lock, the export goes on without it, as where there are
+// none (exportLocks).
+func openOutDir(path string, locked bool) (*outDir, error) {
 	path = filepath.Clean(path)
 	// The directories above those MkdirAll makes (OUT among them): each
 	// holds a new name.
@@ -97,7 +108,26 @@ func openOutDir(path string) (*outDir, error) {
 		release()
 		return nil, err
 	}
-	return &outDir{root: root, path: path, sync: (*os.File).Sync, dirty: map[string]bool{}, above: above, release: release}, nil
+	o := &outDir{root: root, path: path, sync: (*os.File).Sync, dirty: map[string]bool{}, above: above, release: release, locked: locked && exportLocks}
+	if !locked {
+		o.lock, err = root.Open(".")
+		if err == nil {
+			if err = lockExport(o.lock); err != nil {
+				o.lock.Close()
+				o.lock = nil
+			}
+		}
+		switch {
+		case errors.Is(err, errExportLocked):
+			o.Close()
+			return nil, &outInUseError{path: path}
+		case err != nil:
+			// No lock on this file system: none is held.
+		default:
+			o.locked = exportLocks
+		}
+	}
+	return o, nil
 }
 
 // outsInUse are the directories exports of this process write, by
@@ -107,9 +137,20 @@ func openOutDir(path string) (*outDir, error) {
 // other's tags and files.
 var outsInUse sync.Map // string -> struct{}
 
-// ErrOutInUse is an export into a directory another export of the same
-// process is writing.
+// ErrOutInUse is an export into a directory another export, of this
+// process or (where there are locks, exportLocks) of another, is
+// writing: errors.Is finds it in an *outInUseError.
 var ErrOutInUse = errors.New("another export is writing into this directory; wait for it to finish, or export elsewhere")
+
+// outInUseError refuses an export into path, which another export is
+// writing.
+type outInUseError struct{ path string }
+
+func (e *outInUseError) Error() string {
+	return "another export is writing into " + e.path + "; wait for it to finish, or export elsewhere"
+}
+
+func (e *outInUseError) Is(target error) bool { return target == ErrOutInUse }
 
 // claimOut claims the directory path, which is there, for one export;
 // release gives it back. The directory is claimed under the name it has
@@ -123,7 +164,7 @@ func claimOut(path string) (release func(), err error) {
 		return nil, err
 	}
 	if _, busy := outsInUse.LoadOrStore(abs, struct{}{}); busy {
-		return nil, fmt.Errorf("%s: %w", path, ErrOutInUse)
+		return nil, &outInUseError{path: path}
 	}
 	var once sync.Once
 	return func() { once.Do(func() { outsInUse.Delete(abs) }) }, nil
@@ -131,6 +172,9 @@ func claimOut(path string) (release func(), err error) {
 
 func (o *outDir) Close() error {
 	defer o.release()
+	if o.lock != nil {
+		defer o.lock.Close()
+	}
 	return o.root.Close()
 }
 
@@ -433,9 +477,11 @@ const tempPrefix = ".tmp-"
 
 // staleTempAge is how long a temporary file of write's must have gone
 // unwritten for removeStaleTemps to take it for one an export killed
-// while it wrote left behind: an export writes its files without pause,
-// and one of another process writing into OUT (which nothing stops) is
-// left alone.
+// while it wrote left behind where OUT's lock is not held (no locks
+// here, exportLocks, or on OUT's file system): an export writes its
+// files without pause, and one of another process writing into OUT is
+// left alone. With the lock held, no other export writes into OUT, and
+// every temporary file there is a killed one's.
 const staleTempAge = time.Hour
 
 // removeStaleTemps removes the temporary files of write's that an
@@ -443,10 +489,17 @@ const staleTempAge = time.Hour
 // once the export is gone), so that an export into OUT after one that was
 // killed neither carries them nor lists them as left out of its signed
 // manifest, as every export after would. It returns the paths removed.
+// It does not look into a tar file's working directory in OUT (an
+// export into OUT/NAME.tar, which holds that directory's own lock).
 func (o *outDir) removeStaleTemps() ([]string, error) {
 	var removed []string
 	err := o.walk(func(path string, d fs.DirEntry) error {
-		if !isStaleTemp(d) {
+		if d.IsDir() && path != o.path && isTarTempName(d.Name()) {
+			// A tar file's working directory: its own export's, which
+			// holds its own lock, and removes it (removeStaleTarTemps).
+			return fs.SkipDir
+		}
+		if !isStaleTemp(d, o.locked) {
 			return nil
 		}
 		if err := o.remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -469,8 +522,9 @@ func (o *outDir) removeStaleTempsReporting(report func(string)) error {
 }
 
 // isStaleTemp says d is a regular file named as write names its
-// temporary files that was last written more than staleTempAge ago.
-func isStaleTemp(d fs.DirEntry) bool {
+// temporary files that was last written more than staleTempAge ago, or
+// at any time when locked (OUT's lock is held).
+func isStaleTemp(d fs.DirEntry, locked bool) bool {
 	rest, ok := strings.CutPrefix(d.Name(), tempPrefix)
 	if !ok || len(rest) != 26 || !d.Type().IsRegular() {
 		return false
@@ -479,6 +533,9 @@ func isStaleTemp(d fs.DirEntry) bool {
 		if (c < 'A' || c > 'Z') && (c < '2' || c > '7') {
 			return false
 		}
+	}
+	if locked {
+		return true
 	}
 	info, err := d.Info()
 	return err == nil && time.Since(info.ModTime()) > staleTempAge

@@ -17,7 +17,7 @@ import (
 // every file the manifest names, whole.
 func TestOutDirSyncsFilesAndTheirDirectories(t *testing.T) {
 	out := t.TempDir()
-	dir, err := openOutDir(out)
+	dir, err := openOutDir(out, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,11 +64,11 @@ func TestOutDirSyncsFilesAndTheirDirectories(t *testing.T) {
 // again once the first is done.
 func TestOneExportAtATimeIntoADirectory(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "out")
-	first, err := openOutDir(out)
+	first, err := openOutDir(out, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := openOutDir(out + "/./"); !errors.Is(err, ErrOutInUse) {
+	if _, err := openOutDir(out+"/./", false); !errors.Is(err, ErrOutInUse) {
 		t.Errorf("a second export into %s while the first writes: %v, want ErrOutInUse", out, err)
 	}
 	sealed := newEngine(t, nil)
@@ -98,7 +98,7 @@ func TestOutDirSyncsTheParentsOfTheDirectoriesItMakes(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(out, "old"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	dir, err := openOutDir(out)
+	dir, err := openOutDir(out, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,12 +140,12 @@ func TestOneExportAtATimeIntoADirectoryThroughALink(t *testing.T) {
 	if err := os.Symlink("out", alias); err != nil {
 		t.Fatal(err)
 	}
-	first, err := openOutDir(out)
+	first, err := openOutDir(out, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer first.Close()
-	if second, err := openOutDir(alias); !errors.Is(err, ErrOutInUse) {
+	if second, err := openOutDir(alias, false); !errors.Is(err, ErrOutInUse) {
 		if err == nil {
 			second.Close()
 		}
@@ -159,7 +159,7 @@ func TestOneExportAtATimeIntoADirectoryThroughALink(t *testing.T) {
 func TestOutDirSyncsTheDirectoryAboveANewOUT(t *testing.T) {
 	base := t.TempDir()
 	out := filepath.Join(base, "new", "out")
-	dir, err := openOutDir(out)
+	dir, err := openOutDir(out, false)
 	if err != nil {
 		t.Fatal(err)
 	}

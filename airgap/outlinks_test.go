@@ -32,7 +32,7 @@ func outsideFiles(t *testing.T, dir string) []string {
 // outFor is the export directory out, opened for the test's length.
 func outFor(t *testing.T, out string) *outDir {
 	t.Helper()
-	dir, err := openOutDir(out)
+	dir, err := openOutDir(out, false)
 	if err != nil {
 		t.Fatal(err)
 	}

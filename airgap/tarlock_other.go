@@ -4,10 +4,10 @@ package airgap
 
 import "os"
 
-// tarLocks: there are no advisory locks here; what an export into a
-// tar file leaves is taken for a killed one's by its age alone
-// (staleTempAge).
-const tarLocks = false
+// exportLocks: there are no advisory locks here; what an export leaves
+// is taken for a killed one's by its age alone (staleTempAge), and
+// exports of two processes into one OUT are not told apart.
+const exportLocks = false
 
-// lockTarTemp takes no lock here.
-func lockTarTemp(*os.File) error { return nil }
+// lockExport takes no lock here.
+func lockExport(*os.File) error { return nil }

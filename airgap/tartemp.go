@@ -10,13 +10,13 @@ import (
 	"time"
 )
 
-// errTarTempTaken: another holds the lock of an export's working
-// directory (lockTarTemp).
-var errTarTempTaken = errors.New("held by another export")
+// errExportLocked: another holds the lock of the directory an export
+// writes (lockExport).
+var errExportLocked = errors.New("held by another export")
 
 // makeTarTemp makes the working directory of an export into a tar file
 // in dir (tarTempPrefix and 26 base32 characters, mode 0700) and takes
-// its lock (lockTarTemp), which the export holds until it closes lock,
+// its lock (lockExport), which the export holds until it closes lock,
 // once it removed the directory: a later export then knows it for a
 // live export's, not a killed one's (tarTempDead). A directory that
 // another export's sweep took for a killed one's meanwhile (its lock
@@ -36,7 +36,7 @@ func makeTarTemp(dir string) (path string, lock *os.File, err error) {
 		} else if err != nil {
 			return "", nil, err
 		}
-		err = lockTarTemp(lock)
+		err = lockExport(lock)
 		if err == nil {
 			held, serr := lock.Stat()
 			there, lerr := os.Lstat(path)
@@ -45,7 +45,7 @@ func makeTarTemp(dir string) (path string, lock *os.File, err error) {
 			}
 		}
 		lock.Close()
-		if err != nil && !errors.Is(err, errTarTempTaken) {
+		if err != nil && !errors.Is(err, errExportLocked) {
 			return "", nil, err
 		}
 	}
@@ -54,7 +54,7 @@ func makeTarTemp(dir string) (path string, lock *os.File, err error) {
 
 // tarTempDead says whether name, in root, what an export into a tar file
 // writes beside it (isTarTempName), was left by one that is gone. Where
-// there are locks (tarLocks), what an export of this release leaves
+// there are locks (exportLocks), what an export of this release leaves
 // (base32 names) is of one that is gone, killed, when its working
 // directory has no lock holder, however lately it was written, and
 // unlock then holds that lock until the caller has removed it, so that
@@ -67,7 +67,7 @@ func tarTempDead(root *os.Root, name string) (unlock func(), dead bool, err erro
 	none := func() {}
 	base := strings.TrimSuffix(name, ".tar")
 	rest := strings.TrimPrefix(base, tarTempPrefix)
-	if !tarLocks || len(rest) != 26 || strings.Trim(rest, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567") != "" {
+	if !exportLocks || len(rest) != 26 || strings.Trim(rest, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567") != "" {
 		fresh, err := writtenSince(root.FS(), name, time.Now().Add(-staleTempAge))
 		return none, err == nil && !fresh, err
 	}
@@ -78,9 +78,9 @@ func tarTempDead(root *os.Root, name string) (unlock func(), dead bool, err erro
 	if err != nil {
 		return none, false, err
 	}
-	if err := lockTarTemp(f); err != nil {
+	if err := lockExport(f); err != nil {
 		f.Close()
-		if errors.Is(err, errTarTempTaken) {
+		if errors.Is(err, errExportLocked) {
 			err = nil
 		}
 		return none, false, err

@@ -14,9 +14,10 @@ import (
 // beside the files it was writing). The next export into the directory
 // removes those of an export long gone: they are neither carried nor
 // reported as left out of the signed manifest on every export after. A
-// temporary file written lately (an export of another process writing
-// into the directory) and a file of the operator's that only looks like
-// one are left, and reported as before.
+// file of the operator's that only looks like one is left, and reported
+// as before; so is, where there are no locks (exportLocks), a temporary
+// file written lately (that of an export of another process writing
+// into the directory, which the lock refuses where there are locks).
 func TestExportRemovesAnInterruptedExportsTemporaryFiles(t *testing.T) {
 	engine, p, out, key := exportedNetAndTarball(t)
 	providerDir := filepath.Join(out, p.Hostname.ForDisplay(), p.Namespace, p.Type)
@@ -35,9 +36,12 @@ func TestExportRemovesAnInterruptedExportsTemporaryFiles(t *testing.T) {
 		write(filepath.Join(providerDir, ".tmp-ABCDEFGHIJKLMNOPQRSTUVWXYZ"), old),
 		write(filepath.Join(out, ".tmp-234567ABCDEFGHIJKLMNOPQRST"), old),
 	}
-	kept := []string{
-		write(filepath.Join(providerDir, ".tmp-QRSTUVWXYZ234567ABCDEFGHIJ"), time.Now()),
-		write(filepath.Join(providerDir, ".tmp-notes.txt"), old),
+	kept := []string{write(filepath.Join(providerDir, ".tmp-notes.txt"), old)}
+	fresh := write(filepath.Join(providerDir, ".tmp-QRSTUVWXYZ234567ABCDEFGHIJ"), time.Now())
+	if exportLocks {
+		stale = append(stale, fresh)
+	} else {
+		kept = append(kept, fresh)
 	}
 
 	var reports []string
@@ -159,7 +163,7 @@ func TestTarExportRemovesAnInterruptedExportsLeftovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lock.Close()
-	if err := lockTarTemp(lock); err != nil {
+	if err := lockExport(lock); err != nil {
 		t.Fatal(err)
 	}
 	kept := []string{live,
