@@ -272,7 +272,7 @@ func (s *Shared) Share(key string, record any) {
 			return
 		}
 		if err := s.tier.PutMeta(ctx, key, record); err != nil {
-			s.log.Warn("record not stored in the shared store", "key", key, "error", err)
+			s.failed(ctx, err, "record not stored in the shared store", "key", key)
 		}
 	}()
 }

@@ -424,10 +424,13 @@ func (t failingTier) OpenArchive(context.Context, string) (io.ReadCloser, int64,
 	return nil, 0, t.err
 }
 
+func (t failingTier) PutMeta(context.Context, string, any) error { return t.err }
+
 // A failing store is a WARN line per failed call, the replica going on
 // without it; while its circuit breaker is open (ErrUnavailable, which
 // the store logs once as it opens) the calls it refuses are debug lines,
-// so that an outage of the bucket is not a WARN line per request.
+// so that an outage of the bucket is not a WARN line per request, nor
+// per record the cache stores.
 func TestFailuresWhileTheStoreIsDownLoggedAtDebug(t *testing.T) {
 	for _, c := range []struct {
 		name string
@@ -457,6 +460,18 @@ func TestFailuresWhileTheStoreIsDownLoggedAtDebug(t *testing.T) {
 			warns, debugs := strings.Count(logged.String(), "level=WARN msg=\"shared store failed"), strings.Count(logged.String(), "level=DEBUG msg=\"shared store failed")
 			if c.warn && (warns != 3 || debugs != 0) || !c.warn && (warns != 0 || debugs != 3) {
 				t.Errorf("%d WARN and %d DEBUG lines for 3 failed reads, want them at %s:\n%s", warns, debugs, map[bool]string{true: "WARN", false: "DEBUG"}[c.warn], logged.String())
+			}
+			// So with the records each new one in the cache shares.
+			logged.Reset()
+			for i := range 3 {
+				s.Share(fmt.Sprintf("provider/record-%d", i), map[string]int{"n": i})
+			}
+			if err := s.life.Wait(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			warns, debugs = strings.Count(logged.String(), "level=WARN msg=\"record not stored in the shared store"), strings.Count(logged.String(), "level=DEBUG msg=\"record not stored in the shared store")
+			if c.warn && (warns != 3 || debugs != 0) || !c.warn && (warns != 0 || debugs != 3) {
+				t.Errorf("%d WARN and %d DEBUG lines for 3 failed writes, want them at %s:\n%s", warns, debugs, map[bool]string{true: "WARN", false: "DEBUG"}[c.warn], logged.String())
 			}
 		})
 	}
