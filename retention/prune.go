@@ -325,28 +325,13 @@ func named(hs []*held, req PruneRequest) (map[*held]string, error) {
 // from the size limit when the records were read (removeUnkept).
 func (r *Retainer) remove(ctx context.Context, plan []Removal, read uint64) ([]Removal, error) {
 	var done []Removal
-	type tally struct {
-		versions int
-		bytes    int64
-	}
-	byRule := map[string]*tally{}
-	count := func(got Removal) {
-		done = append(done, got)
-		t := byRule[got.Rule]
-		if t == nil {
-			t = &tally{}
-			byRule[got.Rule] = t
-		}
-		t.versions++
-		t.bytes += got.Bytes
-	}
 	for _, rm := range plan {
 		if ctx.Err() != nil {
 			break
 		}
 		if rm.Unlisted || rm.Withheld {
 			if got, ok := r.removeWhole(rm); ok {
-				count(got)
+				done = append(done, got)
 			}
 			continue
 		}
@@ -381,16 +366,36 @@ func (r *Retainer) remove(ctx context.Context, plan []Removal, read uint64) ([]R
 		if len(got.Archives) == 0 {
 			continue
 		}
-		count(got)
+		done = append(done, got)
 		r.log.Info("removed the packages of a version", "rule", rm.Rule, "kind", rm.Kind, "address", rm.Address,
 			"version", rm.Version, "bytes", got.Bytes, "unlisted", false, "withheld_import", false)
 	}
 	if r.cfg.Metrics != nil {
-		for rule, t := range byRule {
-			r.cfg.Metrics.RetentionRemoved(rule, t.versions, t.bytes)
-		}
+		countRemovals(done, r.cfg.Metrics.RetentionRemoved)
 	}
 	return done, ctx.Err()
+}
+
+// countRemovals gives record (a Metrics method: the cache's removals or
+// the bucket's) the versions and bytes of done, by rule.
+func countRemovals(done []Removal, record func(rule string, versions int, bytes int64)) {
+	type tally struct {
+		versions int
+		bytes    int64
+	}
+	byRule := map[string]*tally{}
+	for _, rm := range done {
+		t := byRule[rm.Rule]
+		if t == nil {
+			t = &tally{}
+			byRule[rm.Rule] = t
+		}
+		t.versions++
+		t.bytes += rm.Bytes
+	}
+	for rule, t := range byRule {
+		record(rule, t.versions, t.bytes)
+	}
 }
 
 // removeWhole applies rm, a removal of what cannot be fetched again (a

@@ -99,7 +99,9 @@ func (r *Retainer) pruneShared(ctx context.Context) ([]Removal, error) {
 	pins, _ := r.pins.current()
 	applyPins(pins, hs)
 	var done []Removal
-	defer func() { countShared(r.cfg.Metrics, done) }()
+	if r.cfg.Metrics != nil {
+		defer func() { countRemovals(done, r.cfg.Metrics.RetentionSharedRemoved) }()
+	}
 	for _, rm := range plan(hs, r.byRules(hs)) {
 		got := rm
 		got.Archives, got.Bytes = []string{}, 0
@@ -118,21 +120,6 @@ func (r *Retainer) pruneShared(ctx context.Context) ([]Removal, error) {
 			"address", rm.Address, "version", rm.Version, "bytes", got.Bytes)
 	}
 	return done, nil
-}
-
-// countShared records in met what a pass removed from the bucket.
-func countShared(met Metrics, done []Removal) {
-	if met == nil {
-		return
-	}
-	versions, bytes := map[string]int{}, map[string]int64{}
-	for _, rm := range done {
-		versions[rm.Rule]++
-		bytes[rm.Rule] += rm.Bytes
-	}
-	for rule, n := range versions {
-		met.RetentionSharedRemoved(rule, n, bytes[rule])
-	}
 }
 
 // bucketHeld is a version of a record of the bucket, with the bucket's
