@@ -74,15 +74,6 @@ func listKey(pub Publisher, product string) string {
 	return "releases/list/" + string(pub) + "/" + product
 }
 
-// A list served stale is logged by every request for it while its origin
-// is down, as many as clients ask: at most staleWarnBurst at warn at
-// once, then one every staleWarnEvery, the others at debug with their
-// number on the next (the metrics count each all the same).
-const (
-	staleWarnBurst = 10
-	staleWarnEvery = time.Minute
-)
-
 // Versions returns the product's version list: the cached one while
 // younger than Config.ListTTL, else the origin's, or the cached one
 // (ListState.Stale) when the origin fails. Offline, only versions with a

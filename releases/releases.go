@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
-	"golang.org/x/time/rate"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/discovery"
@@ -22,6 +21,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/internal/logbound"
 	"github.com/tfmirror/tfmirror/v2/internal/redact"
 	"github.com/tfmirror/tfmirror/v2/mirror"
+	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/verify"
 )
@@ -175,7 +175,10 @@ type Releases struct {
 	// fileKey, until the time each is asked again (files.go).
 	missing *missingFiles
 
-	stale *logbound.Warnings // of the lists served stale (lists.go)
+	// stale bounds the log lines of the lists served stale (lists.go):
+	// logged by every request for one while its origin is down, as many
+	// as clients ask (the metrics count each all the same).
+	stale *logbound.Warnings
 }
 
 // keyring is a publisher's keys: armored (for verify's words when no
@@ -296,7 +299,7 @@ func New(cfg Config, origin Origin, engine Engine, store Store) (*Releases, erro
 	r := &Releases{cfg: cfg, origin: origin, engine: engine, store: store, log: cfg.Logger, metrics: cfg.Metrics,
 		keys: map[Publisher]keyring{}, products: map[string]bool{},
 		sums: map[string]*Sums{}, lists: map[string]*listMemo{}, missing: newMissingFiles(cfg.ListTTL, cfg.Now),
-		stale: logbound.New(rate.Every(staleWarnEvery), staleWarnBurst, "stale_logged_at_debug")}
+		stale: lifetime.NewStaleWarnings()}
 	var err error
 	if r.keys[HashiCorp], err = newKeyring(cfg.HashiCorpKeys); err != nil {
 		return nil, fmt.Errorf("releases: HashiCorp keys: %w", err)

@@ -86,8 +86,7 @@ func New(timeout time.Duration, metrics Metrics) *Lifetime {
 	if metrics == nil {
 		metrics = noMetrics{}
 	}
-	l := &Lifetime{timeout: timeout, metrics: metrics,
-		stale: logbound.New(rate.Every(staleWarnEvery), staleWarnBurst, "stale_logged_at_debug")}
+	l := &Lifetime{timeout: timeout, metrics: metrics, stale: NewStaleWarnings()}
 	l.work.idle = make(chan struct{})
 	close(l.work.idle)
 	l.root, l.cancel = context.WithCancel(context.Background())
@@ -217,6 +216,13 @@ func (l *Lifetime) CoalesceWrite(ctx context.Context, kind, key string, write fu
 // (each is counted in the metrics all the same).
 func (l *Lifetime) LogStale(log *slog.Logger, msg string, args ...any) {
 	l.stale.Log(log, time.Now(), msg, args...)
+}
+
+// NewStaleWarnings returns the bound of the log lines of cached copies
+// served stale (LogStale's), for what logs them apart from a lifetime
+// (the CLI releases' lists).
+func NewStaleWarnings() *logbound.Warnings {
+	return logbound.New(rate.Every(staleWarnEvery), staleWarnBurst, "stale_logged_at_debug")
 }
 
 const (
