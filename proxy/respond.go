@@ -60,22 +60,15 @@ const (
 // Log logs the failure of r, answered status, with its attributes args.
 func (f *Failures) Log(log *slog.Logger, r *http.Request, status int, args ...any) {
 	const msg = "request failed"
-	level := slog.LevelInfo
 	switch {
 	case status == httperr.StatusClientClosedRequest:
-		level = slog.LevelDebug
+		log.Log(r.Context(), slog.LevelDebug, msg, args...)
 	case status == http.StatusInternalServerError:
-		level = slog.LevelError
+		log.Log(r.Context(), slog.LevelError, msg, args...)
 	case status >= 500:
-		level = slog.LevelWarn
-	}
-	switch level {
-	case slog.LevelInfo:
-		f.clientFaults.LogAt(log, time.Now(), level, msg, args...)
-	case slog.LevelWarn:
 		f.originFaults.Log(log, time.Now(), msg, args...)
 	default:
-		log.Log(r.Context(), level, msg, args...)
+		f.clientFaults.LogAt(log, time.Now(), slog.LevelInfo, msg, args...)
 	}
 }
 
