@@ -526,19 +526,20 @@ func (o *outDir) removeStaleTempsReporting(report func(string)) error {
 // at any time when locked (OUT's lock is held).
 func isStaleTemp(d fs.DirEntry, locked bool) bool {
 	rest, ok := strings.CutPrefix(d.Name(), tempPrefix)
-	if !ok || len(rest) != 26 || !d.Type().IsRegular() {
+	if !ok || !isRandText(rest) || !d.Type().IsRegular() {
 		return false
-	}
-	for _, c := range rest {
-		if (c < 'A' || c > 'Z') && (c < '2' || c > '7') {
-			return false
-		}
 	}
 	if locked {
 		return true
 	}
 	info, err := d.Info()
 	return err == nil && time.Since(info.ModTime()) > staleTempAge
+}
+
+// isRandText says s is as rand.Text() makes the names of an export's
+// temporary files and directories: 26 characters of base32.
+func isRandText(s string) bool {
+	return len(s) == 26 && strings.Trim(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567") == ""
 }
 
 // tarTempPrefix begins the names of what an export into a tar file
@@ -591,7 +592,7 @@ func isTarTempName(name string) bool {
 		return false
 	}
 	rest = strings.TrimSuffix(rest, ".tar")
-	base32 := len(rest) == 26 && strings.Trim(rest, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567") == ""
+	base32 := isRandText(rest)
 	digits := len(rest) >= 1 && len(rest) <= 10 && strings.Trim(rest, "0123456789") == ""
 	return base32 || digits
 }

@@ -67,7 +67,7 @@ func tarTempDead(root *os.Root, name string) (unlock func(), dead bool, err erro
 	none := func() {}
 	base := strings.TrimSuffix(name, ".tar")
 	rest := strings.TrimPrefix(base, tarTempPrefix)
-	if !exportLocks || len(rest) != 26 || strings.Trim(rest, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567") != "" {
+	if !exportLocks || !isRandText(rest) {
 		fresh, err := writtenSince(root.FS(), name, time.Now().Add(-staleTempAge))
 		return none, err == nil && !fresh, err
 	}
