@@ -542,20 +542,8 @@ func TestClientFaultsBoundedInTheLog(t *testing.T) {
 		"/v2/providers/" + originHost + "/acme/net/blobs/sha256:zz",
 	}
 	const n = 200
-	for i := range n {
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, paths[i%len(paths)], nil))
-		if rec.Code < 400 || rec.Code >= 500 {
-			t.Fatalf("%s: status %d, want a client error", paths[i%len(paths)], rec.Code)
-		}
-	}
-	failed := 0
-	for _, rec := range logs.Records() {
-		if rec.Level >= slog.LevelInfo && rec.Message != "request" {
-			failed++
-		}
-	}
-	if failed == 0 || failed > 40 {
+	observed.AskClientFaults(t, h, paths, n)
+	if failed := logs.Besides("request", slog.LevelInfo); failed == 0 || failed > 40 {
 		t.Errorf("%d lines at info besides the access log for %d requests, want at least one and at most 40", failed, n)
 	}
 }

@@ -121,3 +121,29 @@ func (o *Codes) Expect(t testing.TB, paths []string, want int) {
 		}
 	}
 }
+
+// AskClientFaults asks h n times with GET, for paths in turn, and fails t
+// unless each is answered a client error (4xx): a stranger's requests in
+// a loop.
+func AskClientFaults(t testing.TB, h http.Handler, paths []string, n int) {
+	t.Helper()
+	for i := range n {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, paths[i%len(paths)], nil))
+		if rec.Code < 400 || rec.Code >= 500 {
+			t.Fatalf("%s: status %d, want a client error", paths[i%len(paths)], rec.Code)
+		}
+	}
+}
+
+// Besides counts the records kept at level or above whose message is not
+// msg (the lines besides the access log's, say).
+func (h *Logs) Besides(msg string, level slog.Level) int {
+	n := 0
+	for _, r := range h.AtLeast(level) {
+		if r.Message != msg {
+			n++
+		}
+	}
+	return n
+}
