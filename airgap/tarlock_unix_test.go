@@ -6,11 +6,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
 	"testing"
-
-	"golang.org/x/sys/unix"
 )
 
 // An export into a tar file killed while it wrote leaves its working
@@ -39,14 +35,7 @@ func TestTarExportRetryRemovesAKilledExportsLeftoversAtOnce(t *testing.T) {
 
 	live := filepath.Join(parent, ".tfmirror-export-QRSTUVWXYZ234567ABCDEFGHIJ")
 	file(filepath.Join(live, "index.json"))
-	lock, err := os.Open(live)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Close()
-	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		t.Fatal(err)
-	}
+	holdOut(t, live) // an export still writing
 	kept := []string{live, file(live + ".tar")}
 
 	var reports []string
@@ -54,14 +43,7 @@ func TestTarExportRetryRemovesAKilledExportsLeftoversAtOnce(t *testing.T) {
 	if sum, err := Export(context.Background(), engine, servedBy(t, engine, nil), Selection{}, out, newKey(t, "exporter"), func(s string) { reports = append(reports, s) }); err != nil || sum.Failed != 0 {
 		t.Fatalf("export retried after a killed one: %+v %v %q", sum, err, reports)
 	}
-	for _, path := range stale {
-		if _, err := os.Lstat(path); !os.IsNotExist(err) {
-			t.Errorf("%s, a killed export's leftover, is still there (%v)", path, err)
-		}
-		if !slices.ContainsFunc(reports, func(r string) bool { return strings.Contains(r, path) && strings.Contains(r, "removed") }) {
-			t.Errorf("no report says %s was removed: %q", path, reports)
-		}
-	}
+	checkRemoved(t, stale, reports)
 	for _, path := range kept {
 		if _, err := os.Lstat(path); err != nil {
 			t.Errorf("%s, of an export still writing, was removed: %v", path, err)

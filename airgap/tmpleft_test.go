@@ -175,14 +175,7 @@ func TestTarExportRemovesAnInterruptedExportsLeftovers(t *testing.T) {
 	if sum, err := Export(context.Background(), engine, servedBy(t, engine, nil), Selection{}, out, newKey(t, "exporter"), func(s string) { reports = append(reports, s) }); err != nil || sum.Failed != 0 {
 		t.Fatalf("export after an interrupted one: %+v %v %q", sum, err, reports)
 	}
-	for _, path := range stale {
-		if _, err := os.Lstat(path); !os.IsNotExist(err) {
-			t.Errorf("%s, an interrupted export's leftover, is still there (%v)", path, err)
-		}
-		if !slices.ContainsFunc(reports, func(r string) bool { return strings.Contains(r, path) && strings.Contains(r, "removed") }) {
-			t.Errorf("no report says %s was removed: %q", path, reports)
-		}
-	}
+	checkRemoved(t, stale, reports)
 	for _, path := range kept {
 		if _, err := os.Lstat(path); err != nil {
 			t.Errorf("%s was removed: %v", path, err)
@@ -194,5 +187,19 @@ func TestTarExportRemovesAnInterruptedExportsLeftovers(t *testing.T) {
 	}
 	if len(entries) != len(kept)+1 {
 		t.Errorf("beside the export: %v, want the %d kept and bundle.tar", entries, len(kept))
+	}
+}
+
+// checkRemoved fails t for each path of stale still there, or that no
+// line of reports says was removed.
+func checkRemoved(t *testing.T, stale, reports []string) {
+	t.Helper()
+	for _, path := range stale {
+		if _, err := os.Lstat(path); !os.IsNotExist(err) {
+			t.Errorf("%s, left by a killed export, is still there (%v)", path, err)
+		}
+		if !slices.ContainsFunc(reports, func(r string) bool { return strings.Contains(r, path) && strings.Contains(r, "removed") }) {
+			t.Errorf("no report says %s was removed: %q", path, reports)
+		}
 	}
 }
