@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -141,6 +142,33 @@ func TestReleaseBuildCommand(t *testing.T) {
 	out, err := exec.Command(bin, "version").CombinedOutput()
 	if err != nil || !strings.HasPrefix(string(out), "tfmirror "+testVersion+" commit "+testCommit+" ") {
 		t.Errorf("tfmirror version: %v %q, want it to name %s and %s", err, out, testVersion, testCommit)
+	}
+}
+
+// TestReleaseTargetsTypeCheck type-checks the main module, its tests
+// included, for each system the release builds for besides the one the
+// tests run on (go vet, which compiles every package and test file for
+// GOOS without linking): a test file that names what only a file of
+// another system's build declares (a helper in a unix-only file, a
+// syscall function Windows lacks) breaks that system's build of the
+// tests, which nothing else here would show. (deploy/, a module of its
+// own, ships nothing: its tests run where the release is made.)
+func TestReleaseTargetsTypeCheck(t *testing.T) {
+	t.Parallel()
+	c, err := readGoreleaser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, goos := range c.Builds[0].Goos {
+		if goos == runtime.GOOS {
+			continue // the tests themselves build it
+		}
+		cmd := exec.Command("go", "vet", "./...")
+		cmd.Dir = ".."
+		cmd.Env = append(os.Environ(), append(c.Builds[0].Env, "GOOS="+goos, "GOARCH=amd64", "GOWORK=off")...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("GOOS=%s go vet ./...: %v\n%s", goos, err, out)
+		}
 	}
 }
 

@@ -206,3 +206,12 @@ func TestConfigCheckNamesTheKeyOfAMissingCertificate(t *testing.T) {
 		}
 	}
 }
+
+// goodFile writes a regular file of mode 0600 in dir.
+func goodFile(dir, name, content string) string {
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		panic(err)
+	}
+	return path
+}

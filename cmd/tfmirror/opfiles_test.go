@@ -57,15 +57,6 @@ var operatorFileFlags = []struct {
 	{"trusted-publisher-keys", nil, true, false},
 }
 
-// goodFile writes a regular file of mode 0600 in dir.
-func goodFile(dir, name, content string) string {
-	path := filepath.Join(dir, name)
-	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-		panic(err)
-	}
-	return path
-}
-
 // TestOperatorFilesRefusedProcess runs the binary with each file serve's
 // flags name in turn replaced by what it must refuse at start, at once
 // and naming the file: a FIFO (whose open would wait for a writer for

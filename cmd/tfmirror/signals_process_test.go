@@ -36,7 +36,11 @@ func signalsChild(mode string) int {
 		kept := keepHangups()
 		_, stopHangups := catchHangups()
 		stopHangups() // serve has returned
-		if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		self, err := os.FindProcess(os.Getpid())
+		if err == nil {
+			err = self.Signal(syscall.SIGHUP)
+		}
+		if err != nil {
 			fmt.Println(err)
 			return 3
 		}
