@@ -243,3 +243,91 @@ func TestModuleFetchStoppedByShutdownIsNoError(t *testing.T) {
 		t.Error("the download cut by the shutdown was not logged as such")
 	}
 }
+
+// heldPackage holds the first read of the cached blob sha, once armed,
+// until the engine's lifetime is cancelled (its shutdown's deadline),
+// saying when that read starts (entered).
+type heldPackage struct {
+	Store
+	sha     string
+	armed   atomic.Bool
+	entered chan struct{}
+	life    func() context.Context
+}
+
+func (s *heldPackage) OpenBlob(sha string) (cache.BlobReader, error) {
+	b, err := s.Store.OpenBlob(sha)
+	if err != nil || sha != s.sha || !s.armed.Load() {
+		return b, err
+	}
+	return heldReader{b, s}, nil
+}
+
+type heldReader struct {
+	cache.BlobReader
+	s *heldPackage
+}
+
+func (r heldReader) hold() {
+	if r.s.armed.CompareAndSwap(true, false) {
+		r.s.entered <- struct{}{}
+		<-r.s.life().Done()
+	}
+}
+
+func (r heldReader) Read(p []byte) (int, error) { r.hold(); return r.BlobReader.Read(p) }
+
+func (r heldReader) ReadAt(p []byte, off int64) (int, error) {
+	r.hold()
+	return r.BlobReader.ReadAt(p, off)
+}
+
+// A module zip whose making the shutdown's deadline cuts is not an
+// error of the mirror's, nor a package that cannot be made a zip: it is
+// logged as stopped by the shutdown (info), as a package download is.
+func TestModuleZipStoppedByShutdownIsNoError(t *testing.T) {
+	t.Parallel()
+	logs := &observed.Logs{}
+	held := &heldPackage{entered: make(chan struct{}, 1)}
+	h := newHarness(t, harnessOptions{cfg: Config{ScratchDir: t.TempDir(), Logger: slog.New(logs)},
+		wrap: func(s Store) Store { held.Store = s; return held }})
+	held.life = func() context.Context { return h.engine.life.Context() }
+	h.origin.AddTarball("m.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# one\n")}))
+	h.origin.AddModule("acme", "tarball", "aws", "0.1.0", h.origin.TarballURL("m.tar.gz"))
+	m := addrs.Module{Hostname: originHost, Namespace: "acme", Name: "tarball", System: "aws"}
+	v := enginetest.MustModuleVersion(t, "0.1.0")
+	pkg, err := h.engine.Modules().OpenModule(t.Context(), m, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held.sha = pkg.SHA256
+	pkg.Close()
+	held.armed.Store(true)
+	made := make(chan error, 1)
+	go func() {
+		z, err := h.engine.Modules().Zips().OpenModuleZip(context.Background(), m, v)
+		if err == nil {
+			z.Close()
+		}
+		made <- err
+	}()
+	<-held.entered
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	if err := h.engine.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Shutdown with a module zip being made: %v, want its deadline", err)
+	}
+	if err := <-made; err == nil {
+		t.Error("the zip was served although its making was cut")
+	}
+	for _, r := range logs.AtLeast(slog.LevelError) {
+		t.Errorf("logged at %v: %s", r.Level, r.Message)
+	}
+	stopped := false
+	for _, r := range logs.Records() {
+		stopped = stopped || strings.Contains(r.Message, "zip") && strings.Contains(r.Message, "stopped by shutdown")
+	}
+	if !stopped {
+		t.Error("the zip's making cut by the shutdown was not logged as such")
+	}
+}

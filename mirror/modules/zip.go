@@ -245,9 +245,18 @@ func (s *Zips) makeModuleZip(ctx context.Context, m addrs.Module, version versio
 	defer func() { spool.Close(); os.Remove(spool.Name()) }()
 	h := sha256.New()
 	if _, err := modsource.WriteZip(ctx, pkg.Content(), io.MultiWriter(spool, h), s.mods.cfg.ScratchDir, s.mods.cfg.Limits); err != nil {
-		s.mods.log.Error("module package cannot be made a zip", "module", m.String(), "version", pkg.Record.Version, "error", err)
 		err = fmt.Errorf("module %s %s as a zip: %w", m, pkg.Record.Version, err)
-		s.mods.refused.note(refusal, err)
+		switch {
+		case errors.Is(ctx.Err(), context.Canceled):
+			// ctx is the engine's (once): only its shutdown (at the
+			// deadline) cancels it. Not a fault, and said apart from one.
+			s.mods.log.Info("module zip making stopped by shutdown; nothing was cached", "module", m.String(), "version", pkg.Record.Version, "error", err)
+		case lasting(err):
+			s.mods.log.Error("module package cannot be made a zip", "module", m.String(), "version", pkg.Record.Version, "error", err)
+			s.mods.refused.note(refusal, err)
+		default: // the scratch directory's disk, the engine's timeout
+			s.mods.log.Error("making module zip failed; nothing was cached", "module", m.String(), "version", pkg.Record.Version, "error", err)
+		}
 		return nil, err
 	}
 	size, err := spool.Seek(0, io.SeekCurrent)
