@@ -1,10 +1,12 @@
 package cache
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -204,7 +206,7 @@ func (l *lru) victim() (sha string, kept int) {
 			kept++
 			continue
 		}
-		if sha == "" || e.last < oldest {
+		if sha == "" || e.last < oldest || e.last == oldest && k < sha { // as WouldEvict orders them
 			sha, oldest = k, e.last
 		}
 	}
@@ -287,6 +289,54 @@ func (s *Blobs) SetEvictable(fn func(sha string) bool) {
 // Without a size limit it does nothing. A command that reports what it
 // removed (cache prune) waits so for what the size limit evicts.
 func (s *Store) EvictNow(ctx context.Context) error { return s.evict.now(ctx) }
+
+// WouldEvict returns the archives a pass of the size limit would evict
+// now, were the archives gone (their sizes by sha256) deleted first: in
+// the order the pass would take them, least recently used first, of
+// those may says it may evict (in place of SetEvictable's function, which
+// a caller that evicts nothing has keep everything), passing over those
+// in use. It deletes nothing, and marks nothing; nil without a size
+// limit. What clients read or write meanwhile changes what a pass then
+// takes: a listing for a command that removes nothing (cache prune
+// --dry-run).
+func (s *Store) WouldEvict(gone map[string]int64, may func(sha string) bool) []BlobInfo {
+	l := &s.evict.lru
+	if l.max <= 0 {
+		return nil
+	}
+	s.counted()
+	total := s.occupied()
+	for _, size := range gone {
+		total -= size
+	}
+	type candidate struct {
+		sha  string
+		last int64
+	}
+	var cs []candidate
+	l.mu.Lock()
+	for sha, e := range l.entries {
+		if _, ok := gone[sha]; !ok && e.committed && e.refs == 0 && !e.evicting {
+			cs = append(cs, candidate{sha, e.last})
+		}
+	}
+	l.mu.Unlock()
+	slices.SortFunc(cs, func(a, b candidate) int { return cmp.Or(cmp.Compare(a.last, b.last), strings.Compare(a.sha, b.sha)) })
+	var out []BlobInfo
+	for _, c := range cs {
+		if total <= l.max {
+			break
+		}
+		if !may(c.sha) {
+			continue
+		}
+		if info, _, err := s.statBlob(c.sha); err == nil {
+			out = append(out, info)
+			total -= info.Size
+		}
+	}
+	return out
+}
 
 // now runs a pass and waits for it (Store.EvictNow).
 func (e *evictor) now(ctx context.Context) error {

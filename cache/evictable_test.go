@@ -2,6 +2,7 @@ package cache
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 )
@@ -183,5 +184,82 @@ func TestEvictBlobWhileTheSizeLimitEvictsIt(t *testing.T) {
 	}
 	if _, err := s.EvictBlob(shaOf(a)); !errors.Is(err, ErrNotFound) {
 		t.Errorf("EvictBlob once a is gone: %v, want ErrNotFound", err)
+	}
+}
+
+// WouldEvict lists what a pass would evict of a cache that evicts
+// nothing now, in the pass's order (least recently used first), passing
+// over the archives in use, those may refuses and those gone, and counting
+// the bytes of gone as freed; it deletes nothing, and a pass then evicts
+// what it listed.
+func TestWouldEvictListsWhatAPassTakes(t *testing.T) {
+	const size = testChunk * 2
+	s, err := Open(Options{InMemory: true, ChunkSize: testChunk, MaxBytes: 2 * size, Evictable: func(string) bool { return false }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.waitCount()
+	var blobs [][]byte
+	for i := range 5 {
+		blobs = append(blobs, randomBytes(size, uint64(400+i)))
+		put(t, s, blobs[i])
+	}
+	a, b, c, d, e := shaOf(blobs[0]), shaOf(blobs[1]), shaOf(blobs[2]), shaOf(blobs[3]), shaOf(blobs[4])
+	readBlob(t, s, blobs[0]) // a: the most recently used
+	reader, err := s.OpenBlob(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	all := func(string) bool { return true }
+	shas := func(infos []BlobInfo) []string {
+		var out []string
+		for _, info := range infos {
+			if info.Size != size {
+				t.Errorf("archive %s listed with size %d, want %d", info.SHA256, info.Size, size)
+			}
+			out = append(out, info.SHA256)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name string
+		gone map[string]int64
+		may  func(string) bool
+		want []string
+	}{
+		{"least recently used first, the one in use passed over", nil, all, []string{c, d, e}},
+		{"what may not go passed over", nil, func(sha string) bool { return sha != d }, []string{c, e, a}},
+		{"what goes first freeing its bytes", map[string]int64{c: size, e: size}, all, []string{d}},
+		{"nothing over the limit", map[string]int64{c: size, d: size, e: size}, all, nil},
+	} {
+		if got := shas(s.WouldEvict(tc.gone, tc.may)); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %d archives listed, want %d (%v)", tc.name, len(got), len(tc.want), slices.Equal(got, tc.want))
+		}
+	}
+	if n, _ := s.Stats(); n != 5 {
+		t.Fatalf("%d archives left after the listings, want the 5 put", n)
+	}
+	want := s.WouldEvict(nil, all)
+	s.SetEvictable(all)
+	s.settle()
+	for _, info := range want {
+		if _, err := s.StatBlob(info.SHA256); !errors.Is(err, ErrNotFound) {
+			t.Errorf("archive %s listed, and not evicted by the pass: %v", info.SHA256, err)
+		}
+	}
+	if n, _ := s.Stats(); n != 2 {
+		t.Errorf("%d archives left after the pass, want 2", n)
+	}
+
+	unlimited, err := Open(Options{InMemory: true, ChunkSize: testChunk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlimited.Close()
+	put(t, unlimited, blobs[0])
+	if got := unlimited.WouldEvict(nil, all); got != nil {
+		t.Errorf("without a size limit: %d archives listed", len(got))
 	}
 }

@@ -1,7 +1,8 @@
 package retention
 
 // The size limit's evictions, listed by a command's Prune
-// (Config.Evictions) with what the rules remove.
+// (Config.Evictions) with what the rules remove: made, or, for a dry
+// run, those a pass would make.
 
 import (
 	"context"
@@ -50,7 +51,36 @@ func (e *Evictions) list(ctx context.Context, store Blobs, log *slog.Logger, hs 
 		return nil, nil
 	}
 	err := store.EvictNow(ctx)
-	sizes := e.take()
+	return byVersion(e.take(), log, "the size limit evicted archives no version's record names", hs), err
+}
+
+// predict returns the versions whose archives a pass of store's size
+// limit would evict (RuleSizeLimit) once the removals p were made, of
+// the archives may says it may evict, each archive under the first
+// version of hs that names it. A nil e lists nothing.
+func (e *Evictions) predict(store Blobs, log *slog.Logger, hs []*held, p []Removal, may func(sha string) bool) []Removal {
+	if e == nil {
+		return nil
+	}
+	gone := map[string]int64{}
+	for _, rm := range p {
+		for _, sha := range rm.Archives {
+			if info, err := store.StatBlob(sha); err == nil {
+				gone[sha] = info.Size
+			}
+		}
+	}
+	sizes := map[string]int64{}
+	for _, info := range store.WouldEvict(gone, may) {
+		sizes[info.SHA256] = info.Size
+	}
+	return byVersion(sizes, log, "the size limit would evict archives no version's record names", hs)
+}
+
+// byVersion returns the versions of hs whose archives sizes holds, each
+// archive under the first that names it, as removals by RuleSizeLimit,
+// in order; it logs msg with the number of archives no version names.
+func byVersion(sizes map[string]int64, log *slog.Logger, msg string, hs []*held) []Removal {
 	var out []Removal
 	for _, h := range hs {
 		rm := Removal{Kind: h.Kind, Address: h.Address, Version: h.Raw, Rule: RuleSizeLimit, Archives: []string{}}
@@ -66,10 +96,10 @@ func (e *Evictions) list(ctx context.Context, store Blobs, log *slog.Logger, hs 
 		}
 	}
 	if len(sizes) > 0 {
-		log.Info("the size limit evicted archives no version's record names", "archives", len(sizes))
+		log.Info(msg, "archives", len(sizes))
 	}
 	slices.SortFunc(out, func(a, b Removal) int {
 		return strings.Compare(a.Kind+" "+a.Address+" "+a.Version, b.Kind+" "+b.Address+" "+b.Version)
 	})
-	return out, err
+	return out
 }

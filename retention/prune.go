@@ -53,8 +53,9 @@ func errNothingNamed(what, version string) error {
 // the pins have never been read: they would not know what is pinned.
 // It reads the pins first: a version pinned since their last check is
 // kept (and, once a rebuild ran, kept from the size limit too). With
-// Config.Evictions, a prune that removes lists too what the size limit
-// evicted (RuleSizeLimit), once a pass of it ended.
+// Config.Evictions, a prune lists too what the size limit evicted
+// (RuleSizeLimit), once a pass of it ended; a dry run, what a pass would
+// evict once the removals listed were made.
 func (r *Retainer) Prune(ctx context.Context, req PruneRequest) ([]Removal, error) {
 	r.pins.first(r.log)
 	if r.pins.read(r.log) {
@@ -81,7 +82,12 @@ func (r *Retainer) Prune(ctx context.Context, req PruneRequest) ([]Removal, erro
 	}
 	p := plan(hs, removed)
 	if req.DryRun {
-		return p, nil
+		if r.cfg.Evictions != nil {
+			// What the size limit may evict, read now, as the prune's
+			// own rebuild reads it before its pass.
+			r.rebuild()
+		}
+		return append(p, r.cfg.Evictions.predict(r.store, r.log, hs, p, r.mayEvict)...), nil
 	}
 	if !req.isNamed() {
 		r.mu.Lock()

@@ -262,6 +262,9 @@ type Blobs interface {
 	SetEvictable(fn func(sha string) bool)
 	// EvictNow runs a pass of the size limit and waits until it is over.
 	EvictNow(ctx context.Context) error
+	// WouldEvict lists what a pass of the size limit would evict, were
+	// the archives gone removed first; it removes nothing.
+	WouldEvict(gone map[string]int64, may func(sha string) bool) []cache.BlobInfo
 	// ReleaseReadPages gives back the pages a pass over every record
 	// mapped into the process.
 	ReleaseReadPages()
@@ -405,10 +408,13 @@ func (r *Retainer) Status() Status {
 // they pin is not known), as the rules remove nothing then; nothing under
 // Config.EvictNothing.
 func (r *Retainer) Evictable(sha string) bool {
-	if r.offline || r.cfg.EvictNothing || r.pins.unread() != nil {
-		return false
-	}
-	return r.prot.evictable(sha)
+	return !r.cfg.EvictNothing && r.mayEvict(sha)
+}
+
+// mayEvict is Evictable but for Config.EvictNothing: what the size limit
+// would evict of a cache that evicts nothing now (Prune's DryRun).
+func (r *Retainer) mayEvict(sha string) bool {
+	return !r.offline && r.pins.unread() == nil && r.prot.evictable(sha)
 }
 
 // Used records a download of a version (mirrorheld.Notifier); written in

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -44,5 +45,36 @@ func TestCachePruneListsSizeLimitEvictions(t *testing.T) {
 	}
 	if total := fmt.Sprintf("removed the packages of %d versions", len(lines)); !strings.Contains(out, total) {
 		t.Errorf("the prune's total is not %q:\n%s", total, out)
+	}
+}
+
+// A dry run on such a data directory lists the versions whose packages
+// the size limit would evict, as the prune then evicts them, and evicts
+// nothing itself.
+func TestCachePruneDryRunListsSizeLimitEvictions(t *testing.T) {
+	dataDir := syncedDataDir(t)
+	conf := filepath.Join(t.TempDir(), "tfmirror.hcl")
+	if err := os.WriteFile(conf, []byte("cache_max_bytes = \"1KiB\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dry, _, code := pruneInProcess(t, dataDir, "--config", conf, "--dry-run")
+	if code != 0 {
+		t.Fatalf("prune --dry-run: exit %d", code)
+	}
+	if after, _, _ := verifyInProcess(t, dataDir); !strings.HasPrefix(after, "checked 9 packages") {
+		t.Fatalf("cache verify after the dry run: %q, want the 9 packages synced", after)
+	}
+	out, _, code := pruneInProcess(t, dataDir, "--config", conf)
+	if code != 0 {
+		t.Fatalf("prune: exit %d", code)
+	}
+	line := regexp.MustCompile(`(?m)^size-limit +provider .*$`)
+	want, got := line.FindAllString(out, -1), line.FindAllString(dry, -1)
+	if len(want) == 0 || !slices.Equal(got, want) {
+		t.Errorf("the dry run lists as evicted by the size limit:\n%s\nthe prune then evicted:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	total := regexp.MustCompile(`the packages of (\d+) versions`)
+	if d, p := total.FindStringSubmatch(dry), total.FindStringSubmatch(out); d == nil || p == nil || d[1] != p[1] {
+		t.Errorf("totals: dry run %q, prune %q", d, p)
 	}
 }

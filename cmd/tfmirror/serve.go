@@ -66,7 +66,8 @@ type overrides struct {
 	// cache verify, policy explain and export, evict nothing as it is.)
 	evictNothing bool
 	// listEvictions has retention's prune list what the cache's size
-	// limit evicted (retention.Config.Evictions): cache prune.
+	// limit evicted, or with --dry-run would evict
+	// (retention.Config.Evictions): cache prune.
 	listEvictions bool
 }
 
