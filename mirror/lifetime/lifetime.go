@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
-	"golang.org/x/sync/singleflight"
 	"golang.org/x/time/rate"
 
 	"github.com/tfmirror/tfmirror/v2/internal/logbound"
@@ -73,7 +72,11 @@ type Lifetime struct {
 	root   context.Context
 	cancel context.CancelFunc
 	work   tasks
-	meta   singleflight.Group
+	// flights are the works Coalesce runs, by key: each is counted in
+	// work from the ask that starts it to its end, and its callers hold
+	// nothing of their own, so that a caller gone leaves nothing behind.
+	flightsMu sync.Mutex
+	flights   map[string]*flight
 	// imports is the import lock: one import, or removal, at a time.
 	imports sync.Mutex
 	notify  atomic.Pointer[Notifier]
@@ -86,7 +89,7 @@ func New(timeout time.Duration, metrics Metrics) *Lifetime {
 	if metrics == nil {
 		metrics = noMetrics{}
 	}
-	l := &Lifetime{timeout: timeout, metrics: metrics, stale: NewStaleWarnings()}
+	l := &Lifetime{timeout: timeout, metrics: metrics, stale: NewStaleWarnings(), flights: map[string]*flight{}}
 	l.work.idle = make(chan struct{})
 	close(l.work.idle)
 	l.root, l.cancel = context.WithCancel(context.Background())
@@ -253,58 +256,60 @@ func (l *Lifetime) Coalesce(ctx context.Context, kind, key string, fn func(conte
 // at most wait (0: as long as its context lets it), then stops waiting
 // with ErrStillWaiting while the work goes on.
 func (l *Lifetime) CoalesceWithin(ctx context.Context, wait time.Duration, kind, key string, fn func(context.Context) (any, error)) (any, error) {
-	// The work is counted from the ask until it ends, so that Wait does
-	// not find the lifetime idle while the goroutine that runs fn has
-	// not begun (a caller that stopped waiting first hands the count to
-	// a goroutine that waits for the end; once stopped, nothing is
-	// counted: fn is refused by Detached).
-	counted := l.work.add()
-	var led atomic.Bool
-	var err error
-	ch := l.meta.DoChan(key, func() (any, error) {
-		led.Store(true)
-		ctx, done, err := l.Detached(l.timeout)
+	// The work is counted (Detached) as it is asked for, before the
+	// goroutine that runs fn begins, so that Wait does not find the
+	// lifetime idle meanwhile; once stopped, no work is taken. A caller
+	// that joined work under way is counted as coalesced however its
+	// wait ends.
+	l.flightsMu.Lock()
+	f, joined := l.flights[key]
+	if !joined {
+		wctx, done, err := l.Detached(l.timeout)
 		if err != nil {
+			l.flightsMu.Unlock()
 			return nil, err
 		}
-		defer done()
-		return fn(ctx)
-	})
+		f = &flight{done: make(chan struct{})}
+		l.flights[key] = f
+		go l.run(wctx, key, f, done, fn)
+	}
+	l.flightsMu.Unlock()
+	if joined {
+		l.metrics.Coalesced(kind)
+	}
 	var waited <-chan time.Time
 	if wait > 0 {
 		t := time.NewTimer(wait)
 		defer t.Stop()
 		waited = t.C
 	}
-	// A caller whose fn did not run joined work under way: counted as
-	// coalesced however its wait ends. (One that stops waiting before its
-	// own fn's goroutine began, within microseconds of asking, is counted
-	// so too.)
 	select {
-	case res := <-ch:
-		l.countJoined(kind, &led)
-		if counted {
-			l.work.done()
-		}
-		return res.Val, res.Err
+	case <-f.done:
+		return f.val, f.err
 	case <-ctx.Done():
-		err = fmt.Errorf("waiting for the origin: %w", ctx.Err())
+		return nil, fmt.Errorf("waiting for the origin: %w", ctx.Err())
 	case <-waited:
-		err = fmt.Errorf("%w after %s", ErrStillWaiting, wait)
+		return nil, fmt.Errorf("%w after %s", ErrStillWaiting, wait)
 	}
-	l.countJoined(kind, &led)
-	if counted {
-		go func() { <-ch; l.work.done() }() // ends with the work, within l.timeout
-	}
-	return nil, err
 }
 
-// countJoined counts a caller of CoalesceWithin whose fn did not run (led
-// false) as coalesced under kind.
-func (l *Lifetime) countJoined(kind string, led *atomic.Bool) {
-	if !led.Load() {
-		l.metrics.Coalesced(kind)
-	}
+// flight is one run of a work Coalesce runs for all the callers of its
+// key: done is closed once val and err are set.
+type flight struct {
+	done chan struct{}
+	val  any
+	err  error
+}
+
+// run runs fn on ctx for the callers of f, and ends the work (done) once
+// they have its outcome: the key is free for the next work first.
+func (l *Lifetime) run(ctx context.Context, key string, f *flight, done func(), fn func(context.Context) (any, error)) {
+	defer done()
+	f.val, f.err = fn(ctx)
+	l.flightsMu.Lock()
+	delete(l.flights, key)
+	l.flightsMu.Unlock()
+	close(f.done)
 }
 
 // Import is an import under way, begun by BeginImport: the archives

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -311,5 +312,39 @@ func TestWaitIdleOnceCtxDone(t *testing.T) {
 	l.EndWork()
 	if err := l.Wait(done); err != nil {
 		t.Errorf("Wait once the work ended: %v", err)
+	}
+}
+
+// Callers that stop waiting for work under way leave nothing behind
+// them: a client asking in a loop for what a slow origin is still to
+// answer, and going away each time, does not pile up a goroutine (and a
+// channel) a request until the work ends.
+func TestCallersGoneLeaveNothingBehind(t *testing.T) {
+	l := New(time.Minute, nil)
+	release := make(chan struct{})
+	var runs atomic.Int32
+	fn := heldWork(release, &runs)
+	if _, err := l.CoalesceWithin(t.Context(), time.Nanosecond, "k", "key", fn); !errors.Is(err, ErrStillWaiting) {
+		t.Fatalf("the caller that started the work: %v, want ErrStillWaiting", err)
+	}
+	gone, cancel := context.WithCancel(t.Context())
+	cancel()
+	before := runtime.NumGoroutine()
+	const callers = 2000
+	for range callers {
+		if _, err := l.Coalesce(gone, "k", "key", fn); !errors.Is(err, context.Canceled) {
+			t.Fatalf("a caller gone: %v, want context.Canceled", err)
+		}
+	}
+	grown := runtime.NumGoroutine() - before
+	close(release)
+	if err := l.Wait(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if grown > callers/20 {
+		t.Errorf("%d callers gone left %d goroutines behind while the work ran, want none", callers, grown)
+	}
+	if n := runs.Load(); n != 1 {
+		t.Errorf("fn ran %d times, want 1", n)
 	}
 }
