@@ -145,7 +145,13 @@ func (s *providerRecords) packageFor(ctx context.Context, k records.VersionKeys,
 	// old: a record without evidence, which is served only while it
 	// cannot be replaced.
 	old := haveCached && !cached.HasEvidence()
-	if haveCached && (!old || s.cfg.Offline) && cached.Covers(need, s.believedMissing(k.ProviderKeys, cached, time.Time{})) {
+	covered := func() bool {
+		return haveCached && (!old || s.cfg.Offline) && cached.Covers(need, s.believedMissing(k.ProviderKeys, cached, time.Time{}))
+	}
+	if !covered() {
+		need, entry = s.offeredOnly(ctx, k, need, entry, cached)
+	}
+	if covered() {
 		if old && evidence {
 			return nil, false, fmt.Errorf("%w: %w: %s %s was cached by an earlier release", records.ErrOffline, records.ErrNoEvidence, p, v)
 		}
@@ -192,6 +198,27 @@ func (s *providerRecords) packageFor(ctx context.Context, k records.VersionKeys,
 		}
 	}
 	return nil, false, fmt.Errorf("package metadata for %s %s kept changing while it was fetched", p, v)
+}
+
+// offeredOnly returns need without the platforms that the version's list
+// entry (entry, read when nil) does not offer and that cached (nil: none)
+// has no archive of, and the entry: those have no package, and are
+// neither asked for nor stored in the record as found missing, so that
+// platform names a client makes up do not grow the version's record.
+// When the entry cannot be read, need and entry are returned as they
+// are (the fetch reads it, and fails as it did).
+func (s *providerRecords) offeredOnly(ctx context.Context, k records.VersionKeys, need []string, entry *records.VersionEntry, cached *records.PackageRecord) ([]string, *records.VersionEntry) {
+	if entry == nil {
+		e, _, _, err := s.lists.Entry(ctx, k)
+		if err != nil {
+			return need, nil
+		}
+		entry = &e
+	}
+	return slices.DeleteFunc(slices.Clone(need), func(pl string) bool {
+		_, held := cached.Archive(pl)
+		return !held && !slices.Contains(entry.Platforms, pl)
+	}), entry
 }
 
 // fetchPackage fetches the package metadata of the platforms in need that
@@ -333,16 +360,19 @@ func (s *providerRecords) fetchPackage(ctx context.Context, k records.VersionKey
 		}
 		rec.Archives[pl] = a
 	}
-	// Findings of missing platforms, old and new, are made again.
+	// Findings of missing platforms, old and new, are made again. Those
+	// of platforms the list does not offer go (an earlier release stored
+	// one for any name a client asked for): such a platform is answered
+	// from the list (offeredOnly), and only this fetch's are kept.
 	rec.Missing = slices.DeleteFunc(rec.Missing, func(pl string) bool {
-		return slices.Contains(missing, pl) || slices.Contains(unlisted, pl)
+		return slices.Contains(missing, pl) || !slices.Contains(entry.Platforms, pl)
 	})
 	if rec.MissingChecked == nil {
 		rec.MissingChecked = map[string]records.MissingCheck{}
 	}
-	for _, pl := range missing {
-		delete(rec.MissingChecked, pl)
-	}
+	maps.DeleteFunc(rec.MissingChecked, func(pl string, _ records.MissingCheck) bool {
+		return !slices.Contains(rec.Missing, pl)
+	})
 	if len(notFound) > 0 {
 		check := records.MissingCheck{At: s.cfg.Now(), List: s.listStoredAt(k.Versions)}
 		for _, pl := range notFound {
