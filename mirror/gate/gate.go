@@ -27,6 +27,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"golang.org/x/time/rate"
 
 	"github.com/tfmirror/tfmirror/v2/internal/logbound"
@@ -148,8 +149,8 @@ type state struct {
 	gen atomic.Uint64 // advanced by every SetPolicy
 
 	mu      sync.Mutex
-	seen    map[heldKey]heldEntry // refusals logged, by version and rule
-	seenGen uint64                // advanced by every change of seen
+	seen    *simplelru.LRU[heldKey, heldEntry] // refusals logged, by version and rule (newRefusalsSeen)
+	seenGen uint64                             // advanced by every change of seen
 	// refusals is Refusals' last answer (refusals.go).
 	refusals *ListMemo[Refusal]
 	warns    *RefusalWarnings        // bounds the refusals logged at warn
@@ -171,8 +172,19 @@ type datedList struct {
 type heldKey struct{ kind, address, version, rule string }
 
 // maxHeldSeen bounds the refusals remembered (to log each once and list
-// them); past it the memory starts again.
+// them); past it the one least recently made is forgotten, so that names
+// a client makes up in a loop do not empty the list of what clients keep
+// asking for. It bounds the lists last filtered too.
 const maxHeldSeen = 1 << 14
+
+// newRefusalsSeen is the memory of refusals, bounded by maxHeldSeen.
+func newRefusalsSeen() *simplelru.LRU[heldKey, heldEntry] {
+	seen, err := simplelru.NewLRU[heldKey, heldEntry](maxHeldSeen, nil)
+	if err != nil {
+		panic(err) // only for a size below one
+	}
+	return seen
+}
 
 // Refusal is a version (or an address: Version "") the package policy
 // in effect holds back.
@@ -256,15 +268,12 @@ func (g *Gate) refused(kind policy.Kind, address, version string, rel policy.Rel
 	k := heldKey{string(kind), address, version, v.Rule}
 	h := heldEntry{Refusal{Kind: kind, Address: address, Version: version, Rule: v.Rule, Reason: v.Reason, AvailableAt: v.AvailableAt}, rel}
 	g.mu.Lock()
-	old, logged := g.seen[k]
-	if !logged && len(g.seen) >= maxHeldSeen {
-		clear(g.seen)
-	}
 	if g.seen == nil {
-		g.seen = map[heldKey]heldEntry{}
+		g.seen = newRefusalsSeen()
 	}
+	old, logged := g.seen.Get(k) // made again: the most recent
 	if !logged || old != h {
-		g.seen[k] = h
+		g.seen.Add(k, h)
 		g.seenGen++
 	}
 	g.mu.Unlock()

@@ -550,3 +550,50 @@ func TestRefusalsKeptWhileTheyHold(t *testing.T) {
 		t.Fatalf("with no policy, held back %d versions and %d addresses", v, a)
 	}
 }
+
+// The memory of refusals the status page lists is bounded, and full it
+// forgets the refusal least recently made, not all of them: a client
+// asking for made-up names past the bound does not empty the list of
+// what the policy holds back that clients keep asking for.
+func TestRefusalsForgetTheLeastRecent(t *testing.T) {
+	t.Parallel()
+	const bound = 1 << 14 // the memory's, as docs/policy.md states it
+	h := harness.New(t, harness.Options{})
+	src := fmt.Sprintf(`allow = ["%s/%s/*"]`, harness.OriginHost, harness.NS)
+	h.Engine.SetPolicy(enginetest.DecodePolicy(t, src))
+	refuse := func(ns string) {
+		p := addrs.Provider{Hostname: harness.OriginHost, Namespace: ns, Type: "x"}
+		if err := h.Engine.CheckAddress(policy.Provider, p.String()); !errors.Is(err, gate.ErrPolicy) {
+			t.Fatalf("%s: %v, want a policy refusal", p, err)
+		}
+	}
+	asked := addrs.Provider{Hostname: harness.OriginHost, Namespace: "asked-for", Type: "x"}.String()
+	listed := func() (found bool, n int) {
+		// A policy put in force: the list made again at once, not its
+		// last answer given again.
+		h.Engine.SetPolicy(enginetest.DecodePolicy(t, src))
+		for _, w := range h.Engine.Withheld() {
+			found = found || w.Provider == asked
+			n++
+		}
+		return found, n
+	}
+	refuse("asked-for")
+	for i := range bound - 1 {
+		refuse(fmt.Sprintf("made-up-%d", i))
+	}
+	if found, n := listed(); !found || n != bound {
+		t.Fatalf("at the bound: %d refusals listed (the one asked for: %v), want %d with it", n, found, bound)
+	}
+	refuse("asked-for") // asked for again
+	for i := range bound / 2 {
+		refuse(fmt.Sprintf("made-up-more-%d", i))
+	}
+	found, n := listed()
+	if !found {
+		t.Errorf("%d made-up names past the bound forgot the refusal asked for again before them", bound/2)
+	}
+	if n != bound {
+		t.Errorf("%d refusals listed past the bound, want %d", n, bound)
+	}
+}

@@ -100,9 +100,9 @@ func (g *Gate) refusalsNow() []Refusal {
 		return g.Current(), g.now(), g.seenGen
 	}, func(pol *policy.Policy, now time.Time) ([]Refusal, int, uint64) {
 		g.mu.Lock()
-		seen := make([]heldEntry, 0, len(g.seen))
-		for _, h := range g.seen {
-			seen = append(seen, h)
+		var seen []heldEntry
+		if g.seen != nil {
+			seen = g.seen.Values()
 		}
 		built := g.seenGen
 		g.mu.Unlock()
