@@ -135,6 +135,24 @@ func WaitIdle(t testing.TB, wait Waiter) {
 	}
 }
 
+// WaitStored waits (30 s at most, asking every 10 ms) until store holds
+// the archive with sha, whatever else the engine still does: for a test
+// whose own client holds an archive open, which WaitIdle waits for too.
+func WaitStored(t testing.TB, store *cache.Store, sha string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := store.StatBlob(sha)
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("archive %s not cached after 30 s: %v", sha, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // WaitCommitted waits until the fetches end, by wait, and checks that the
 // archive with sha is in store.
 func WaitCommitted(t testing.TB, wait Waiter, store *cache.Store, sha string) {
