@@ -1,6 +1,7 @@
 package ocidoor
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
 	digest "github.com/opencontainers/go-digest"
@@ -424,15 +426,20 @@ func newHotManifest(p addrs.Provider, doc oci.Document, cacheControl []string, h
 	}
 }
 
-// write sends the answer; a HEAD gets the headers only.
+// write sends the answer; a HEAD gets the headers only, a request whose
+// If-None-Match names it 304 (conditional).
 func (a hotManifest) write(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h["Cache-Control"] = a.cacheControl
 	h["Docker-Content-Digest"] = a.dcd
 	h["Etag"] = a.etag
 	h["Content-Type"] = a.contentType
-	h["Content-Length"] = a.contentLength
 	h["X-Content-Type-Options"] = nosniff
+	if conditional(r) {
+		proxy.ServeCached(w, r, time.Time{}, bytes.NewReader(a.body))
+		return
+	}
+	h["Content-Length"] = a.contentLength
 	w.WriteHeader(http.StatusOK)
 	if r.Method != http.MethodHead {
 		w.Write(a.body)
@@ -518,12 +525,17 @@ func (d *Door) referrers(w http.ResponseWriter, r *http.Request, name, ref strin
 }
 
 // writeJSON sends body with its media type and length; a HEAD gets the
-// headers only.
+// headers only. A document answered with its ETag (set by the caller)
+// answers the preconditions on it, and Range (conditional).
 func writeJSON(w http.ResponseWriter, r *http.Request, status int, mediaType string, body []byte) {
 	h := w.Header()
 	h["Content-Type"] = []string{mediaType}
-	h["Content-Length"] = []string{strconv.Itoa(len(body))}
 	h["X-Content-Type-Options"] = nosniff
+	if status == http.StatusOK && h["Etag"] != nil && conditional(r) {
+		proxy.ServeCached(w, r, time.Time{}, bytes.NewReader(body))
+		return
+	}
+	h["Content-Length"] = []string{strconv.Itoa(len(body))}
 	w.WriteHeader(status)
 	if r.Method != http.MethodHead {
 		w.Write(body)
@@ -531,6 +543,18 @@ func writeJSON(w http.ResponseWriter, r *http.Request, status int, mediaType str
 }
 
 var nosniff = []string{"nosniff"}
+
+// conditional reports whether r has a header that http.ServeContent acts
+// on for a document answered with its ETag and no modification time: a
+// precondition on the ETag (a cache in front revalidating an index of a
+// tag, which it may not reuse unasked, with If-None-Match), or Range.
+// Such a request is answered by proxy.ServeCached, as the network
+// mirror's documents are: 304 to an If-None-Match that names the
+// document, 412 to an If-Match that does not.
+func conditional(r *http.Request) bool {
+	h := r.Header
+	return len(h["If-None-Match"]) > 0 || len(h["If-Match"]) > 0 || len(h["Range"]) > 0
+}
 
 // The OCI error codes answered.
 const (
