@@ -160,8 +160,18 @@ func (c *contentReader) Read(p []byte) (int, error) {
 // front door that serves archives). Bytes reach
 // the client as the engine releases them; if the download fails the
 // response is aborted, so no client ever holds a complete unverified
-// archive.
+// archive. A request whose If-None-Match names the ETag the door set (the
+// archive's digest, known before its bytes) is answered 304, as for a
+// cached archive: a cache in front revalidating its copy is not sent the
+// archive again; the download goes on for the cache.
 func StreamArchive(w http.ResponseWriter, r *http.Request, a *mirror.Archive) {
+	if inm := r.Header["If-None-Match"]; len(inm) > 0 && etagListed(strings.Join(inm, ","), w.Header().Get("Etag")) {
+		h := w.Header()
+		delete(h, "Content-Type")
+		delete(h, "Content-Length")
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
 	if a.Size >= 0 {
 		w.Header().Set("Content-Length", fmt.Sprint(a.Size))
 	}
@@ -216,6 +226,21 @@ func StreamArchive(w http.ResponseWriter, r *http.Request, a *mirror.Archive) {
 			panic(http.ErrAbortHandler)
 		}
 	}
+}
+
+// etagListed reports whether the If-None-Match value list names etag (a
+// strong one), by the weak comparison the header takes; "*" names any.
+func etagListed(list, etag string) bool {
+	if etag == "" {
+		return false
+	}
+	for t := range strings.SplitSeq(list, ",") {
+		t = strings.TrimSpace(t)
+		if t == "*" || strings.TrimPrefix(t, "W/") == etag {
+			return true
+		}
+	}
+	return false
 }
 
 func (n *networkMirror) handleIndex(w http.ResponseWriter, r *http.Request) {

@@ -1,12 +1,16 @@
 package ocidoor
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
+	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/oci"
 )
 
@@ -81,5 +85,33 @@ func TestDocumentsAnswerIfNoneMatch(t *testing.T) {
 					name, i, other.StatusCode, len(b), other.Header.Get("Content-Length"))
 			}
 		}
+	}
+}
+
+// TestColdBlobAnswersIfNoneMatch: a blob the mirror does not hold yet,
+// asked with an If-None-Match naming its digest (a cache in front
+// revalidating its copy), is answered 304 without its bytes, as a cached
+// blob is; its download goes on into the cache, once.
+func TestColdBlobAnswersIfNoneMatch(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, rigOptions{})
+	r.origin.AddProvider("hashicorp", "random", []string{"1.0.0"}, twoPlatforms)
+	p, err := addrs.NewProvider(originHost, "hashicorp", "random")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := "/v2/" + r.names.Provider(p)
+	r.do("GET", base+"/manifests/1.0.0").Body.Close()
+	blob := "sha256:" + r.origin.SHA256("hashicorp", "random", "1.0.0", "linux_amd64")
+	resp := r.do("GET", base+"/blobs/"+blob, "If-None-Match", `"`+blob+`"`)
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusNotModified || len(b) != 0 || resp.Header.Get("X-Tfmirror-Cache") != "miss" {
+		t.Errorf("cold blob with If-None-Match naming it: %d (%v, %s), %d bytes; want 304 and no body",
+			resp.StatusCode, err, resp.Header.Get("X-Tfmirror-Cache"), len(b))
+	}
+	enginetest.WaitCommitted(t, func(ctx context.Context) error { return mirror.WaitIdle(ctx, r.engine) }, r.store, strings.TrimPrefix(blob, "sha256:"))
+	if n := r.origin.ArchiveHits("hashicorp", "random", "1.0.0", "linux_amd64"); n != 1 {
+		t.Errorf("origin archive fetches = %d, want 1", n)
 	}
 }
