@@ -266,6 +266,15 @@ func (rs *responder) authorize(ra routeAuth) mux.MiddlewareFunc {
 	}
 }
 
+// Private returns w marking its response as private to one client and
+// not to be stored, whatever Cache-Control the handler chose, with Vary:
+// Authorization: for a door's answers to a request its client
+// authentication let through (the CLI releases door's), as authorize
+// marks the mirror protocols'. A shared cache in front may keep answers
+// whatever the request's Authorization (nginx's proxy_cache does), and
+// would hand a token holder's to clients without one.
+func Private(w http.ResponseWriter) http.ResponseWriter { return &privateWriter{ResponseWriter: w} }
+
 // privateWriter marks a response as private to one client and not to be
 // stored, whatever Cache-Control the handler chose.
 type privateWriter struct {

@@ -60,7 +60,8 @@ type Config struct {
 	PlainHTTP bool
 	// Auth, when set, requires a client token: as a Bearer token, or as
 	// the password of Basic credentials (the installers' remote user and
-	// password settings). Default: anonymous.
+	// password settings); the answers are then private (proxy.Private).
+	// Default: anonymous.
 	Auth   *proxy.Auth
 	Logger *slog.Logger
 }
@@ -99,6 +100,11 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if !d.authorized(w, r) {
 		return
+	}
+	if d.cfg.Auth != nil {
+		// A token holder's answer is not for a cache in front to hand
+		// to others.
+		w = proxy.Private(w)
 	}
 	path := r.URL.Path
 	rest, ok := strings.CutPrefix(path, Prefix)
