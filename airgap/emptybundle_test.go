@@ -3,6 +3,7 @@ package airgap
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
@@ -33,5 +34,29 @@ func TestEmptyBundleImports(t *testing.T) {
 	}
 	if _, err := Import(ctx, newEngine(t, nil), t.TempDir(), ImportOptions{Trust: Trust{ExportKeys: publicOf(t, key)}, ScratchDir: t.TempDir()}, func(string) {}); err == nil {
 		t.Error("import of an empty directory without manifest: no error")
+	}
+}
+
+// TestEmptyBundleUntrustedSaysWhy: the empty bundle of an empty cache,
+// imported where its signer is not trusted (no --trusted-export-keys, or
+// another key), is refused naming the manifest's signer and the setting
+// that would trust it, not as an input that "holds no provider packages",
+// which sent the operator looking for a broken bundle.
+func TestEmptyBundleUntrustedSaysWhy(t *testing.T) {
+	ctx := context.Background()
+	empty := newEngine(t, enginetest.StartOrigin(t, fakeorigin.Options{}))
+	key := newKey(t, "exporter")
+	out := filepath.Join(t.TempDir(), "out.tar.gz")
+	if _, err := Export(ctx, empty, servedBy(t, empty, nil), Selection{}, out, key, func(string) {}); err != nil {
+		t.Fatalf("export of an empty cache: %v", err)
+	}
+	for name, trust := range map[string]Trust{
+		"no export key trusted": {},
+		"another key trusted":   {ExportKeys: publicOf(t, newKey(t, "other"))},
+	} {
+		_, err := Import(ctx, newEngine(t, nil), out, ImportOptions{Trust: trust, ScratchDir: t.TempDir()}, func(string) {})
+		if err == nil || !strings.Contains(err.Error(), "--trusted-export-keys") || !strings.Contains(err.Error(), "tfmirror-manifest.json is signed by key") {
+			t.Errorf("%s: import of an empty bundle: %v; want it refused, saying the manifest's signer is not trusted (--trusted-export-keys)", name, err)
+		}
 	}
 }

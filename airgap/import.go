@@ -259,6 +259,11 @@ func importDir(ctx context.Context, engine Engine, b *bundle, report func(string
 	// key and listing nothing, is no mistake: there is nothing to import.
 	emptyExport := b.manifest != nil && len(b.manifest) == 0
 	if !found && !hasModules(dir) && !hasReleases(dir) && !emptyExport {
+		if b.hasManifest && b.manifest == nil {
+			// An export's manifest no trusted key vouches for: say why,
+			// the key, rather than send the operator after the bundle.
+			return fmt.Errorf("%s holds no provider packages (HOST/NAMESPACE/TYPE/terraform-provider-TYPE_VERSION_OS_ARCH.zip), and is no empty export a trusted key signed: %s", shown, b.why)
+		}
 		return fmt.Errorf("%s holds no provider packages (HOST/NAMESPACE/TYPE/terraform-provider-TYPE_VERSION_OS_ARCH.zip)", shown)
 	}
 	return nil
