@@ -80,6 +80,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "reload":
 		return runReload(args[1:], os.LookupEnv, stdout, stderr)
 	case "version", "--version", "-version":
+		if len(args) == 2 && (args[1] == "-h" || args[1] == "--help" || args[1] == "-help") {
+			fmt.Fprintln(stdout, "Usage: tfmirror version\n\nPrints the version, the commit and the Go version tfmirror was built with, and its platform.")
+			return 0
+		}
 		if len(args) > 1 {
 			// A flag or argument it does not take (a script's typo) is
 			// said, not passed over.

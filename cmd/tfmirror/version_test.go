@@ -187,6 +187,18 @@ func TestVersionRefusesArguments(t *testing.T) {
 	}
 }
 
+// TestVersionHelp: `tfmirror version -h` (or --help) prints the
+// command's usage on stdout and exits 0, as every other command's -h
+// does; it was refused as a flag the command does not take (exit 2).
+func TestVersionHelp(t *testing.T) {
+	for _, h := range []string{"-h", "--help", "-help"} {
+		var stdout, stderr strings.Builder
+		if code := run([]string{"version", h}, &stdout, &stderr); code != 0 || !strings.HasPrefix(stdout.String(), "Usage: tfmirror version") || stderr.Len() != 0 {
+			t.Errorf("tfmirror version %s: exit %d, stdout %q, stderr %q; want exit 0 and the usage on stdout", h, code, stdout.String(), stderr.String())
+		}
+	}
+}
+
 // TestFlagAfterArgumentsNamed: a flag given after a command's arguments
 // (read as one more argument, as Go's flag parsing stops at the first)
 // is named in the refusal, with where flags go, and the command does
