@@ -143,3 +143,42 @@ func TestKindSeriesAsDocumented(t *testing.T) {
 		}
 	}
 }
+
+// TestDocsSayTheSentinelValues: a gauge whose help gives a value a
+// meaning of its own (-1, not checked or not probed) has it said in its
+// row of docs/metrics.md too, so that a dashboard or an alert built on
+// the doc does not read -1 as a measure (tfmirror_cache_disk_reserve_bytes
+// said nothing of its -1 with --disk-reserve 0).
+func TestDocsSayTheSentinelValues(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	if _, err := New(reg, Options{
+		Version: "test", Origins: []string{"registry.terraform.io"},
+		Cache:   func() (int, int64) { return 0, 0 },
+		Disk:    func() (int64, int64, bool) { return 0, 0, true },
+		Damaged: func() int { return 0 },
+	}); err != nil {
+		t.Fatal(err)
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile("../docs/metrics.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, f := range families {
+		if !strings.HasPrefix(f.GetName(), "tfmirror_") || !strings.Contains(f.GetHelp(), "-1") {
+			continue
+		}
+		checked++
+		row := regexp.MustCompile("(?m)^\\| `" + f.GetName() + "` \\|.*$").FindString(string(doc))
+		if !strings.Contains(row, "-1") {
+			t.Errorf("%s: its help says what -1 means (%q); its row of docs/metrics.md does not: %s", f.GetName(), f.GetHelp(), row)
+		}
+	}
+	if checked < 3 {
+		t.Errorf("found %d gauges whose help names -1; the check reads them wrong", checked)
+	}
+}
