@@ -45,6 +45,12 @@ func TestMetricsDamagedCachedArchiveCountsAsAborted(t *testing.T) {
 	if got := metric(t, reg, "tfmirror_cache_damaged_reads_total"); got != 1 {
 		t.Errorf("tfmirror_cache_damaged_reads_total = %v, want 1", got)
 	}
+	// The disk's fault, not the origin's: docs/operations.md ("Checking
+	// the cache") and docs/metrics.md count it apart from the
+	// verification failures, whose critical alert points at the origin.
+	if got := metric(t, reg, "tfmirror_verification_failures_total", "reason", "checksum_mismatch"); got != 0 {
+		t.Errorf("tfmirror_verification_failures_total{reason=\"checksum_mismatch\"} = %v, want 0: a damaged read is the disk's, counted in tfmirror_cache_damaged_reads_total", got)
+	}
 	if got := metric(t, reg, "tfmirror_http_requests_total", "route", "archive", "code", "200"); got != before+1 {
 		t.Errorf("tfmirror_http_requests_total{route=archive,code=200} = %v, want %v", got, before+1)
 	}
