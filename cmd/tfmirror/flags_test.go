@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -76,4 +77,45 @@ func settingHelp(name string) string {
 		}
 	}
 	return ""
+}
+
+// TestSettingsErrorsEachOnALine: several settings a command refuses at
+// once (serve's flags, a data directory command's configuration file)
+// are listed each on a line of its own, indented under the command's
+// line, as config check lists a file's errors: they were printed one
+// after the other, the first after "tfmirror serve:" and the others at
+// the start of a line, where they read as lines of another program.
+func TestSettingsErrorsEachOnALine(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "tfmirror.hcl")
+	if err := os.WriteFile(conf, []byte("listen = \"8443\"\nlog_level = \"loud\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"serve", "--data-dir", dir, "--listen", "foo", "--log-level", "loud", "--max-connections", "-1"},
+		{"export", "--data-dir", dir, "--config", conf, filepath.Join(dir, "out")},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := run(args, &stdout, &stderr); code != 2 {
+			t.Fatalf("tfmirror %s: exit %d, want 2\n%s", strings.Join(args, " "), code, stderr.String())
+		}
+		lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+		prefix := "tfmirror " + args[0] + ": "
+		if !strings.HasPrefix(lines[0], prefix) || len(lines) < 3 {
+			t.Fatalf("tfmirror %s: stderr:\n%s\nwant the command's line, then a line for each error", strings.Join(args, " "), stderr.String())
+		}
+		errs := 0
+		for _, l := range lines[1:] {
+			if strings.HasPrefix(l, "Usage: ") {
+				break
+			}
+			if !strings.HasPrefix(l, "  --") {
+				t.Errorf("tfmirror %s: line %q is neither the command's nor an indented error's\nstderr:\n%s", args[0], l, stderr.String())
+			}
+			errs++
+		}
+		if errs < 2 {
+			t.Errorf("tfmirror %s: %d errors listed under the command's line, want each on its own\nstderr:\n%s", args[0], errs, stderr.String())
+		}
+	}
 }

@@ -273,7 +273,7 @@ func (c Config) Validate() error {
 	if err := c.ValidateEngine(); err != nil {
 		errs = append(errs, err)
 	}
-	return errors.Join(errs...)
+	return JoinProblems(errs...)
 }
 
 // checkUnsignedHosts checks that every --allow-unsigned-hosts host is an
@@ -396,7 +396,7 @@ func (c Config) ValidateEngine() error {
 	if _, err := ParseLevel(c.LogLevel); err != nil {
 		errs = append(errs, err)
 	}
-	return errors.Join(errs...)
+	return JoinProblems(errs...)
 }
 
 // checkSAN checks a --tls-san entry: an IP address, or a DNS name
@@ -489,3 +489,39 @@ func ParseLevel(s string) (slog.Level, error) {
 	}
 	return lvl, nil
 }
+
+// Problems are the errors a check of the settings found, each naming its
+// flags (Config.Validate, Loaded.Locate). Printed, several are listed one
+// a line, indented under a line that counts them, as config check lists
+// a file's errors; one alone is printed as it is. errors.Is and As see
+// each (Unwrap).
+type Problems []error
+
+// JoinProblems is Problems of the errors errs and those they join
+// (errors.Join, Problems), without the nil ones; nil when none is left.
+func JoinProblems(errs ...error) error {
+	var out Problems
+	for _, e := range errs {
+		out = append(out, unjoin(e)...)
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+func (p Problems) Error() string {
+	if len(p) == 1 {
+		return p[0].Error()
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d errors in the settings:", len(p))
+	for _, e := range p {
+		b.WriteString("\n  ")
+		b.WriteString(strings.ReplaceAll(e.Error(), "\n", "\n  "))
+	}
+	return b.String()
+}
+
+// Unwrap is the errors, for errors.Is and errors.As.
+func (p Problems) Unwrap() []error { return p }

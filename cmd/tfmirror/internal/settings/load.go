@@ -385,7 +385,7 @@ func (l *Loaded) Locate(err error) error {
 		for i, e := range errs {
 			errs[i] = l.Locate(e)
 		}
-		return errors.Join(errs...)
+		return JoinProblems(errs...)
 	}
 	var where []string
 	for _, s := range l.named(err.Error()) {
