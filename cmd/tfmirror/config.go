@@ -431,7 +431,7 @@ func runConfig(args []string, lookupEnv func(string) (string, bool), stdout, std
 	// The policy block, rule by rule in the order of evaluation (it
 	// decoded above: CheckHooks read it).
 	if pol, err := readPolicy(e.File); err == nil && pol.Len() > 0 {
-		fmt.Fprintf(stdout, "\nPOLICY (%d rules, in the order of evaluation)\n", pol.Len())
+		fmt.Fprintf(stdout, "\nPOLICY (%s, in the order of evaluation)\n", counted(pol.Len(), "rule"))
 		for _, r := range pol.Rules() {
 			fmt.Fprintf(stdout, "  %s\n", r)
 		}

@@ -389,6 +389,13 @@ func TestConfigCheckPolicyBlock(t *testing.T) {
 			t.Errorf("config check does not show %q:\n%s", want, stdout.String())
 		}
 	}
+	// One rule is counted as one ("POLICY (1 rules" read as a typo).
+	one := filepath.Join(dir, "one.hcl")
+	os.WriteFile(one, []byte("policy {\n  minimum_release_age = \"72h\"\n}\n"), 0o600)
+	stdout.Reset()
+	if code := runConfig([]string{"check", one}, noEnv, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "POLICY (1 rule, in the order of evaluation)") {
+		t.Errorf("config check of a policy of one rule: exit status %d, want it counted as \"1 rule\":\n%s", code, stdout.String())
+	}
 	bad := filepath.Join(dir, "bad.hcl")
 	os.WriteFile(bad, []byte("policy {\n  allow = [\"registry.example.test/acme/*\"]\n  minimum_release_age = \"soon\"\n}\n"), 0o600)
 	stderr.Reset()
