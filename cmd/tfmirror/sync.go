@@ -86,7 +86,7 @@ func parseSyncFlags(args []string, lookupEnv func(string) (string, bool), out io
 	if c.Parallel < 1 || c.Parallel > 64 {
 		return c, errors.New("--parallel must be between 1 and 64")
 	}
-	return c, c.ValidateEngine()
+	return c, l.Locate(c.ValidateEngine())
 }
 
 // syncItem is one package to sync: a version of a provider for a platform.

@@ -608,3 +608,26 @@ func TestSyncInterrupted(t *testing.T) {
 		t.Errorf("the next run: exit %d, want 0 with the 9 packages fetched", code)
 	}
 }
+
+// TestSyncNamesTheFileLineOfARefusedSetting: a value of serve's
+// configuration file that sync refuses (sync --config FILE) is named with
+// its line in the file, as serve and the commands on a data directory
+// name it, so that the operator finds it without reading the file
+// through.
+func TestSyncNamesTheFileLineOfARefusedSetting(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "tfmirror.hcl")
+	if err := os.WriteFile(conf, []byte("listen = \":8443\"\nlog_level = \"loud\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	manifest := filepath.Join(dir, "mirror.hcl")
+	if err := os.WriteFile(manifest, []byte("provider \"registry.terraform.io/hashicorp/aws\" {\n  versions = [\"5.0.0\"]\n}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	code := runSync(context.Background(), []string{"--config", conf, "--data-dir", filepath.Join(dir, "data"), "--platforms", "linux_amd64", manifest},
+		func(string) (string, bool) { return "", false }, &stdout, &stderr, overrides{})
+	if code != 2 || !strings.Contains(stderr.String(), `--log-level "loud"`) || !strings.Contains(stderr.String(), "log_level at "+conf+":2,") {
+		t.Errorf("sync --config with a log_level it refuses: exit %d, stderr:\n%s\nwant 2, the value named with its line in the file", code, stderr.String())
+	}
+}
