@@ -464,7 +464,7 @@ var Table = []*Setting{
 		bind:       stringOf("", func(c *Config) *string { return &c.AuthTokensFile })},
 	{Name: "url-signing-key-file", Group: GroupAuth,
 		Help:       "file holding the key (at least 32 bytes) that signs archive URLs; share it between replicas. Default: DATA-DIR/url-signing.key, created on first use",
-		Doc:        "key (at least 32 bytes) that signs archive URLs when client authentication is on; give every replica the same file" + trustedFileDoc,
+		Doc:        "key (at least 32 bytes) that signs archive URLs when client authentication is on; give every replica the same file. Given without `--auth-tokens-file`, it is refused (serve does not start)" + trustedFileDoc,
 		DocDefault: "`DATA-DIR/url-signing.key`, generated",
 		bind:       stringOf("", func(c *Config) *string { return &c.URLSigningKeyFile })},
 	{Name: "signed-url-ttl", Group: GroupAuth,
