@@ -225,7 +225,7 @@ var Table = []*Setting{
 		bind:       listOf(nil, func(c *Config) *[]string { return &c.TLSSAN })},
 	{Name: "insecure-http", Group: GroupServing,
 		Help: "serve plain HTTP, for use behind a TLS-terminating proxy only (clients require https)",
-		Doc:  "serve plain HTTP, only behind a TLS-terminating proxy (clients require `https:`)",
+		Doc:  "serve plain HTTP, only behind a TLS-terminating proxy (clients require `https:`); refused with `--tls-cert`",
 		bind: boolOf(func(c *Config) *bool { return &c.InsecureHTTP })},
 	{Name: "trusted-proxies", Group: GroupServing,
 		Help:       "comma-separated CIDRs (or IP addresses) of the reverse proxies and load balancers in front of the mirror: from a peer in one, the client address (for the limit of failed authentication attempts and the access log) is X-Forwarded-For's rightmost address outside them",

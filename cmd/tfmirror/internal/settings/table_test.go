@@ -153,16 +153,17 @@ func TestTakeGivenPanicsOnAnUnregisteredName(t *testing.T) {
 }
 
 // TestDocsSayWhatASettingNeeds: a setting Config.Validate refuses
-// without another ("--A needs --B") says so in docs/configuration.md, in
-// its own row or in the other's, so that an operator who sets it alone is
-// not refused at start by a rule the guide never gave
-// (--url-signing-key-file without --auth-tokens-file).
+// without another ("--A needs --B", "must be given together") or with
+// another ("mutually exclusive") says so in docs/configuration.md, in its
+// own row or in the other's, so that an operator is not refused at start
+// by a rule the guide never gave (--url-signing-key-file without
+// --auth-tokens-file, --insecure-http with --tls-cert).
 func TestDocsSayWhatASettingNeeds(t *testing.T) {
 	src, err := os.ReadFile("config.go")
 	if err != nil {
 		t.Fatal(err)
 	}
-	pairs := regexp.MustCompile(`"--([a-z0-9-]+) needs --([a-z0-9-]+)`).FindAllStringSubmatch(string(src), -1)
+	pairs := regexp.MustCompile(`"--([a-z0-9-]+) (?:needs --([a-z0-9-]+)|and --([a-z0-9-]+) (?:are mutually exclusive|must be given together))`).FindAllStringSubmatch(string(src), -1)
 	if len(pairs) < 3 {
 		t.Fatalf("found %d rules of the form --A needs --B in config.go; the pattern reads them wrong", len(pairs))
 	}
@@ -170,9 +171,9 @@ func TestDocsSayWhatASettingNeeds(t *testing.T) {
 		return strings.Contains(s.Doc, "--"+other) || strings.Contains(s.Doc, "`"+strings.ReplaceAll(other, "-", "_")+"`")
 	}
 	for _, p := range pairs {
-		a, b := Named(p[1]), Named(p[2]) // each a setting of the table, or Named panics
+		a, b := Named(p[1]), Named(p[2]+p[3]) // each a setting of the table, or Named panics
 		if !names(a, b.Name) && !names(b, a.Name) {
-			t.Errorf("--%s is refused without --%s, but neither's doc names the other:\n  %s: %s\n  %s: %s", a.Name, b.Name, a.Name, a.Doc, b.Name, b.Doc)
+			t.Errorf("%s, but neither's doc names the other:\n  %s: %s\n  %s: %s", strings.Trim(p[0], `"`), a.Name, a.Doc, b.Name, b.Doc)
 		}
 	}
 }
