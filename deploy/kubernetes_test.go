@@ -4,6 +4,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -230,4 +231,67 @@ func TestKubernetesNamePrefix(t *testing.T) {
 		t.Fatalf("Services %v: want the base's, renamed prod-tfmirror", m.services)
 	}
 	checkWorkload(t, m)
+}
+
+// TestKubernetesREADMEOverlay builds the overlay the base's README shows
+// (overlays/prod: the image pinned, the configuration file replaced to
+// set public_url) over the base, as an operator copying it would: a patch
+// of the ConfigMap replaces the whole file, so the example must carry
+// every setting of the base's file, or following it silently drops one
+// (the shutdown delay, whose absence sends clients to a stopping pod's
+// closed port).
+func TestKubernetesREADMEOverlay(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile("kubernetes/base/README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]string{} // overlays/prod/NAME -> its lines
+	var cur string
+	for _, line := range strings.Split(string(readme), "\n") {
+		code, isCode := strings.CutPrefix(line, "       ")
+		switch {
+		case !isCode && strings.TrimSpace(line) != "":
+			cur = ""
+		case strings.HasPrefix(code, "# overlays/prod/"):
+			cur = strings.TrimPrefix(code, "# overlays/prod/")
+		case cur != "":
+			files[cur] = append(files[cur], code)
+		}
+	}
+	if len(files["kustomization.yaml"]) == 0 || len(files["configmap.yaml"]) == 0 {
+		t.Fatalf("README.md has no overlays/prod/kustomization.yaml and configmap.yaml example: %v", files)
+	}
+	base, err := filepath.Abs("kubernetes/base")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	rel, err := filepath.Rel(dir, base) // kustomize takes no absolute path
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := strings.Join(files["kustomization.yaml"], "\n")
+	// The remote base of the release is this directory; the digest a
+	// placeholder.
+	k = regexp.MustCompile(`- github\.com/tfmirror/tfmirror//deploy/kubernetes/base\?ref=\S+`).ReplaceAllString(k, "- "+rel)
+	k = strings.ReplaceAll(k, "sha256:...", "sha256:"+strings.Repeat("0", 64))
+	if !strings.Contains(k, "- "+rel) {
+		t.Fatalf("the README's overlay does not name the base at a tag as its resource:\n%s", k)
+	}
+	for name, content := range map[string]string{"kustomization.yaml": k, "configmap.yaml": strings.Join(files["configmap.yaml"], "\n")} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	baseW := checkWorkload(t, kustomize(t, "kubernetes/base"))
+	w := checkWorkload(t, kustomize(t, dir))
+	if w.env["TFMIRROR_PUBLIC_URL"] == "" {
+		t.Error("the README's overlay sets no public_url, which it is there to show")
+	}
+	for k, v := range baseW.env {
+		if w.env[k] != v {
+			t.Errorf("%s=%q, the base's %q: the README's overlay replaces the base's file and must keep its settings", k, w.env[k], v)
+		}
+	}
 }
