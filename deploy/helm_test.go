@@ -298,6 +298,42 @@ func TestHelmChartLongShutdown(t *testing.T) {
 	checkWorkload(t, m)
 }
 
+// TestHelmChartEmptyDirStorage: where the cache is an emptyDir on the
+// node's disk (the shared store's local caches, persistence.enabled
+// false), the pods request that disk (ephemeral-storage, the emptyDir's
+// sizeLimit) with the chart's default resources, as they would have to be
+// told in resources, and a request of resources stays.
+func TestHelmChartEmptyDirStorage(t *testing.T) {
+	t.Parallel()
+	shared := map[string]any{
+		"replicaCount": 3,
+		"sharedStore":  map[string]any{"enabled": true, "url": "s3://tfmirror-cache/prod?region=eu-west-1", "key": map[string]any{"existingSecret": "tfmirror-shared-store-key"}},
+		"config":       map[string]any{"cache-max-bytes": "6GiB", "disk-reserve": "1GiB"},
+		"tls":          map[string]any{"existingSecret": "tfmirror-tls"},
+	}
+	for name, values := range map[string]map[string]any{
+		"shared store": shared,
+		"no claim":     {"persistence": map[string]any{"enabled": false}, "config": map[string]any{"cache-max-bytes": "6GiB"}},
+		"numeric size": {"persistence": map[string]any{"enabled": false}, "config": map[string]any{"cache-max-bytes": "6GiB"}, "emptyDir": map[string]any{"sizeLimit": float64(10737418240)}},
+	} {
+		m, _ := helmTemplate(t, name, values)
+		w := checkWorkload(t, m)
+		if got := w.container.Resources.Requests[corev1.ResourceEphemeralStorage]; got.Value() != 10<<30 {
+			t.Errorf("%s: ephemeral-storage request %v, want the emptyDir's sizeLimit, 10Gi", name, got.String())
+		}
+		if got := w.container.Resources.Requests[corev1.ResourceMemory]; got.String() != "512Mi" {
+			t.Errorf("%s: memory request %v, want the default resources' 512Mi", name, got.String())
+		}
+	}
+	// A request of its own stays.
+	values := chartValues(t, "shared-store-values.yaml")
+	values["resources"].(map[string]any)["requests"].(map[string]any)["ephemeral-storage"] = "20Gi"
+	m, _ := helmTemplate(t, "own request", values)
+	if got := checkWorkload(t, m).container.Resources.Requests[corev1.ResourceEphemeralStorage]; got.String() != "20Gi" {
+		t.Errorf("ephemeral-storage request %v, want resources' own 20Gi", got.String())
+	}
+}
+
 // TestHelmChartREADME checks that the chart's README describes every
 // value of values.yaml, by its dotted name in backquotes.
 func TestHelmChartREADME(t *testing.T) {

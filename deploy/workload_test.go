@@ -470,6 +470,15 @@ func checkDataDir(t *testing.T, m *manifests, w *workload) {
 		if path.Clean(w.dataDir) == dataDir || !strings.HasPrefix(path.Clean(w.dataDir), dataDir+"/") {
 			t.Errorf("%s: TFMIRROR_DATA_DIR=%q on an emptyDir mounted at %s: want a directory below it, which tfmirror makes its own (the kubelet makes the volume's root 0777 and root's)", m.where, w.dataDir, dataDir)
 		}
+		// The cache is on the node's disk: without a request for it the
+		// scheduler places the pod on a node whatever its free disk, and
+		// the kubelet, short of disk, evicts first the pods using more
+		// than they requested.
+		if limit := w.dataVolume.EmptyDir.SizeLimit; limit == nil {
+			t.Errorf("%s: the data directory's emptyDir has no sizeLimit", m.where)
+		} else if req := w.container.Resources.Requests[corev1.ResourceEphemeralStorage]; req.Cmp(*limit) < 0 {
+			t.Errorf("%s: ephemeral-storage request %v is less than the cache's emptyDir sizeLimit %v", m.where, req.String(), limit.String())
+		}
 	case w.dataDir != dataDir:
 		t.Errorf("%s: TFMIRROR_DATA_DIR=%q on a persistent volume mounted at %s: want its root, where earlier releases kept the cache", m.where, w.dataDir, dataDir)
 	}
