@@ -187,8 +187,11 @@ app.kubernetes.io/part-of: tfmirror
 {{- end }}
 {{- else if not $.Values.persistence.existingClaim }}
 {{- with include "tfmirror.bytes" $.Values.persistence.size }}
-{{- if and (gt $cache 0.0) (ge $cache (float64 .)) }}
-{{- fail (printf "config.cache-max-bytes %s does not fit the data volume, a claim of persistence.size %v, on which the cache would stop taking archives (and /readyz fail) when full: set it below the size, leaving room for Badger's own files" $cacheMax (include "tfmirror.string" $.Values.persistence.size)) }}
+{{- /* The data directory holds up to 1.25 times the limit (Badger's
+     value log before its GC returns the space of evicted archives)
+     plus the disk reserve: a limit above 4/5 of the claim fills it. */}}
+{{- if and (gt $cache 0.0) (gt $cache (mulf . 0.8)) }}
+{{- fail (printf "config.cache-max-bytes %s does not fit the data volume, a claim of persistence.size %v: the data directory holds up to 1.25 times the limit (Badger's own files, the space of evicted archives not yet returned) and the claim would fill, the cache stop taking archives and /readyz fail, taking the pod out of the Service; set it to at most 4/5 of the size" $cacheMax (include "tfmirror.string" $.Values.persistence.size)) }}
 {{- end }}
 {{- end }}
 {{- end }}
