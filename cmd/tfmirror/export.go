@@ -78,7 +78,7 @@ func runExport(args []string, stdout, stderr io.Writer) int {
 		if keyGiven {
 			err = errors.New("--export-key: an OCI layout export is not signed (OCI registries check digests, not signatures)")
 		} else if airgap.IsTarName(rest[0]) {
-			err = errors.New("an OCI layout export is a directory: OUT must not end in .tar or .tar.gz")
+			err = errors.New("an OCI layout export is a directory: OUT must not end in .tar, .tar.gz or .tgz")
 		}
 	case format != admin.FormatBundle:
 		err = fmt.Errorf("--format %q: want %s or %s", format, admin.FormatBundle, admin.FormatOCILayout)

@@ -119,3 +119,18 @@ func TestSettingsErrorsEachOnALine(t *testing.T) {
 		}
 	}
 }
+
+// TestOCILayoutExportRefusesEveryTarName: an OCI layout export is a
+// directory; OUT named as a tar file is refused before anything is
+// done, exit 2, the refusal naming every ending it refuses (.tgz was
+// refused as not ending in ".tar or .tar.gz").
+func TestOCILayoutExportRefusesEveryTarName(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"out.tar", "out.tar.gz", "out.tgz"} {
+		var stdout, stderr bytes.Buffer
+		code := run([]string{"export", "--data-dir", dir, "--format", "oci-layout", filepath.Join(dir, name)}, &stdout, &stderr)
+		if code != 2 || !strings.Contains(stderr.String(), "OUT must not end in .tar, .tar.gz or .tgz") {
+			t.Errorf("export --format oci-layout %s: exit %d, stderr:\n%s\nwant 2, naming the endings refused", name, code, stderr.String())
+		}
+	}
+}
