@@ -213,3 +213,53 @@ func (p *proc) snapshot() []map[string]any {
 	defer p.mu.Unlock()
 	return append([]map[string]any(nil), p.lines...)
 }
+
+// TestReloadConfigNamesOnlyTheDataDirectory: `tfmirror reload --config
+// FILE` reads FILE for the data directory alone; the serve reads its own
+// configuration file again, whatever FILE is. When FILE is not the file
+// the serve reads, the command says so, naming both, so that an operator
+// who meant to put FILE in force does not take the reload of the other
+// for it; with the serve's own file it says nothing of the kind.
+func TestReloadConfigNamesOnlyTheDataDirectory(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	origin := newOrigin(t, fakeorigin.Options{})
+	caFile := originCAFile(t, origin)
+	dir := t.TempDir()
+	dataDir := filepath.Join(dir, "data")
+	served := filepath.Join(dir, "tfmirror.hcl")
+	other := filepath.Join(dir, "new.hcl")
+	for path, content := range map[string]string{
+		served: "log_level = \"info\"\n",
+		other:  fmt.Sprintf("data_dir = %q\nlog_level = \"debug\"\n", dataDir),
+	} {
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	startProcess(t, bin, dataDir, origin, caFile, "--config", served)
+	reload := func(args ...string) (int, string, string) {
+		t.Helper()
+		cmd := exec.Command(bin, append([]string{"reload"}, args...)...)
+		var out, errOut bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		err := cmd.Run()
+		if ee, ok := err.(*exec.ExitError); ok {
+			return ee.ExitCode(), out.String(), errOut.String()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return 0, out.String(), errOut.String()
+	}
+	code, stdout, stderr := reload("--config", other)
+	if code != 0 || !strings.Contains(stdout, served+": reloaded") ||
+		!strings.Contains(stderr, "reads its own configuration file "+served) || !strings.Contains(stderr, other) {
+		t.Errorf("reload --config %s: exit %d\nstdout:\n%s\nstderr:\n%s\nwant the serve's own file reloaded, and said to be another than %s", other, code, stdout, stderr, other)
+	}
+	if code, stdout, stderr := reload("--data-dir", dataDir, "--config", served); code != 0 || stderr != "" || !strings.Contains(stdout, served+": reloaded") {
+		t.Errorf("reload --config with the serve's own file: exit %d\nstdout:\n%s\nstderr:\n%s\nwant it reloaded, nothing on stderr", code, stdout, stderr)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -26,7 +27,7 @@ const reloadUsage = "tfmirror reload [--data-dir DIR] [--config FILE]"
 // printed, and whether the configuration file was put in force) or no
 // tfmirror serves the directory, 2 on a usage error.
 func runReload(args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) int {
-	dataDir, err := reloadDataDir(args, lookupEnv, stdout, stderr)
+	dataDir, configPath, err := reloadDataDir(args, lookupEnv, stdout, stderr)
 	if errors.Is(err, settings.ErrHelp) {
 		return 0
 	}
@@ -64,7 +65,32 @@ func runReload(args []string, lookupEnv func(string) (string, bool), stdout, std
 		return 1
 	}
 	printReloaded(stdout, res)
+	warnOtherConfig(stderr, configPath, res.File)
 	return 0
+}
+
+// warnOtherConfig says that --config named, for the data directory, a
+// file other than the one the serve read again (its own, given to serve):
+// a reload never puts another file in force, and an operator who meant
+// to would take the serve's own file reloaded for it.
+func warnOtherConfig(stderr io.Writer, configPath, served string) {
+	if configPath == "" {
+		return
+	}
+	named, err := filepath.Abs(configPath)
+	if err != nil || named == served {
+		return
+	}
+	if a, err := filepath.EvalSymlinks(named); err == nil {
+		if b, err := filepath.EvalSymlinks(served); err == nil && a == b {
+			return
+		}
+	}
+	if served == "" {
+		fmt.Fprintf(stderr, "tfmirror reload: warning: the tfmirror serving this data directory runs without a configuration file; --config %s named only its data directory, and is not put in force (give it to tfmirror serve)\n", configPath)
+		return
+	}
+	fmt.Fprintf(stderr, "tfmirror reload: warning: the tfmirror serving this data directory reads its own configuration file %s again; --config %s named only its data directory, and is not put in force (give it to tfmirror serve, and restart it)\n", served, configPath)
 }
 
 // usageError is a command line that does not parse.
@@ -75,12 +101,13 @@ type usageError struct{ error }
 // (--config or TFMIRROR_CONFIG), else serve's default. The file is read
 // only when neither names it: a broken file is for the serving process to
 // refuse, with its reason, not a reason to leave it alone.
-func reloadDataDir(args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) (string, error) {
+func reloadDataDir(args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) (dataDir, configPath string, err error) {
 	fs := flag.NewFlagSet("tfmirror reload", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	dataDir := fs.String("data-dir", "", "data directory of the running tfmirror serve (default: TFMIRROR_DATA_DIR, else the configuration file's data_dir, else ./tfmirror-data)")
-	var configPath string
-	settings.AddConfigFlag(fs, &configPath)
+	dataDirFlag := fs.String("data-dir", "", "data directory of the running tfmirror serve (default: TFMIRROR_DATA_DIR, else the configuration file's data_dir, else ./tfmirror-data)")
+	// Not settings.AddConfigFlag: this file is read for its data_dir
+	// alone, never put in force (the serve reads its own file again).
+	fs.StringVar(&configPath, settings.ConfigFlag, "", "configuration file whose data_dir names the data directory, when --data-dir and TFMIRROR_DATA_DIR do not (default TFMIRROR_CONFIG); the serve reads its own configuration file again, whatever this names")
 	// The usage goes where usageOutput says, as every command's; the
 	// flag package's error line about a flag that does not parse stays
 	// on stderr.
@@ -92,18 +119,18 @@ func reloadDataDir(args []string, lookupEnv func(string) (string, bool), stdout,
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return "", settings.ErrHelp
+			return "", "", settings.ErrHelp
 		}
-		return "", usageError{err}
+		return "", "", usageError{err}
 	}
 	if fs.NArg() > 0 {
-		return "", usageError{fmt.Errorf("unexpected arguments %q", fs.Args())}
+		return "", "", usageError{fmt.Errorf("unexpected arguments %q", fs.Args())}
 	}
-	if *dataDir != "" {
-		return *dataDir, nil
+	if *dataDirFlag != "" {
+		return *dataDirFlag, configPath, nil
 	}
 	if v, ok := lookupEnv("TFMIRROR_DATA_DIR"); ok && v != "" {
-		return v, nil
+		return v, configPath, nil
 	}
 	var serveArgs []string
 	if configPath != "" {
@@ -111,9 +138,9 @@ func reloadDataDir(args []string, lookupEnv func(string) (string, bool), stdout,
 	}
 	e, err := parseServeConfig(serveArgs, lookupEnv, io.Discard)
 	if err != nil {
-		return "", fmt.Errorf("the data directory is named by the configuration file, which does not read: %w", err)
+		return "", "", fmt.Errorf("the data directory is named by the configuration file, which does not read: %w", err)
 	}
-	return e.Config.DataDir, nil
+	return e.Config.DataDir, configPath, nil
 }
 
 // printReloaded writes what a reload put in force, for an operator.
