@@ -372,7 +372,7 @@ var Table = []*Setting{
 		bind:       listOf(nil, func(c *Config) *[]string { return &c.Platforms })},
 	{Name: "max-archive-bytes", Group: GroupArchives, Commands: Sync,
 		Help: "largest provider archive the mirror fetches (e.g. 2GiB)",
-		Doc:  "largest archive the mirror downloads",
+		Doc:  "largest archive the mirror downloads; with `--shared-store`, at most `5GiB` (the largest object the store writes in one PUT), a larger value is refused",
 		bind: sizeOf(2<<30, func(c *Config) *int64 { return &c.MaxArchiveBytes })},
 	{Name: "archive-max-unpacked-bytes", Group: GroupArchives, Commands: Sync,
 		Help: "most bytes a provider archive may unpack to, all its files together (e.g. 2GiB): a larger one (a zip bomb) is refused, counted from what its zip declares and from the bytes actually inflated",
