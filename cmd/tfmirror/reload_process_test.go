@@ -52,17 +52,8 @@ func TestReloadCommandProcess(t *testing.T) {
 	// ExecReload does (the environment names it).
 	reload := func(env ...string) (code int, stdout, stderr string) {
 		t.Helper()
-		cmd := exec.Command(bin, "reload")
-		cmd.Env = append(os.Environ(), env...)
-		var out, errOut bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errOut
-		err := cmd.Run()
-		if ee, ok := err.(*exec.ExitError); ok {
-			return ee.ExitCode(), out.String(), errOut.String()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return 0, out.String(), errOut.String()
+		stdout, stderr, code = runProcessEnv(t, bin, "", append(os.Environ(), env...), "reload")
+		return code, stdout, stderr
 	}
 	served := func(ns, typ string) int {
 		t.Helper()
@@ -243,16 +234,8 @@ func TestReloadConfigNamesOnlyTheDataDirectory(t *testing.T) {
 	startProcess(t, bin, dataDir, origin, caFile, "--config", served)
 	reload := func(args ...string) (int, string, string) {
 		t.Helper()
-		cmd := exec.Command(bin, append([]string{"reload"}, args...)...)
-		var out, errOut bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errOut
-		err := cmd.Run()
-		if ee, ok := err.(*exec.ExitError); ok {
-			return ee.ExitCode(), out.String(), errOut.String()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return 0, out.String(), errOut.String()
+		stdout, stderr, code := runProcess(t, bin, "", append([]string{"reload"}, args...)...)
+		return code, stdout, stderr
 	}
 	code, stdout, stderr := reload("--config", other)
 	if code != 0 || !strings.Contains(stdout, served+": reloaded") ||
