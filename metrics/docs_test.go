@@ -17,12 +17,7 @@ import (
 // every row names a family that exists.
 func TestDocsDescribeEveryMetric(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m, err := New(reg, Options{
-		Version: "test", Origins: []string{"registry.terraform.io"},
-		Cache:   func() (int, int64) { return 0, 0 },
-		Disk:    func() (int64, int64, bool) { return 0, 0, true },
-		Damaged: func() int { return 0 },
-	})
+	m, err := New(reg, everySource())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +125,7 @@ func TestKindSeriesAsDocumented(t *testing.T) {
 				}
 			}
 		}
-		row := regexp.MustCompile("(?m)^\\| `" + name + "` \\|.*$").FindString(string(doc))
+		row := docRow(string(doc), name)
 		_, desc, _ := strings.Cut(row, "`kind` |")
 		var documented []string
 		for _, m := range regexp.MustCompile("`([a-z_]+)`").FindAllStringSubmatch(desc, -1) {
@@ -151,12 +146,7 @@ func TestKindSeriesAsDocumented(t *testing.T) {
 // said nothing of its -1 with --disk-reserve 0).
 func TestDocsSayTheSentinelValues(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	if _, err := New(reg, Options{
-		Version: "test", Origins: []string{"registry.terraform.io"},
-		Cache:   func() (int, int64) { return 0, 0 },
-		Disk:    func() (int64, int64, bool) { return 0, 0, true },
-		Damaged: func() int { return 0 },
-	}); err != nil {
+	if _, err := New(reg, everySource()); err != nil {
 		t.Fatal(err)
 	}
 	families, err := reg.Gather()
@@ -173,7 +163,7 @@ func TestDocsSayTheSentinelValues(t *testing.T) {
 			continue
 		}
 		checked++
-		row := regexp.MustCompile("(?m)^\\| `" + f.GetName() + "` \\|.*$").FindString(string(doc))
+		row := docRow(string(doc), f.GetName())
 		if !strings.Contains(row, "-1") {
 			t.Errorf("%s: its help says what -1 means (%q); its row of docs/metrics.md does not: %s", f.GetName(), f.GetHelp(), row)
 		}
@@ -181,4 +171,21 @@ func TestDocsSayTheSentinelValues(t *testing.T) {
 	if checked < 3 {
 		t.Errorf("found %d gauges whose help names -1; the check reads them wrong", checked)
 	}
+}
+
+// everySource is the Options of a package whose every gauge read at
+// scrape is registered (each source set), as serve's are.
+func everySource() Options {
+	return Options{
+		Version: "test", Origins: []string{"registry.terraform.io"},
+		Cache:   func() (int, int64) { return 0, 0 },
+		Disk:    func() (int64, int64, bool) { return 0, 0, true },
+		Damaged: func() int { return 0 },
+	}
+}
+
+// docRow is the row of the metric name in docs/metrics.md's table doc,
+// or "" when it has none.
+func docRow(doc, name string) string {
+	return regexp.MustCompile("(?m)^\\| `" + regexp.QuoteMeta(name) + "` \\|.*$").FindString(doc)
 }
