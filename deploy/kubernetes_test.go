@@ -215,15 +215,7 @@ func TestKubernetesEgress(t *testing.T) {
 // cannot be scraped never fires.
 func TestKubernetesNamePrefix(t *testing.T) {
 	t.Parallel()
-	base, err := filepath.Abs("kubernetes/base")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	rel, err := filepath.Rel(dir, base) // kustomize takes no absolute path
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, rel := overlayDir(t)
 	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte("resources: ["+rel+"]\nnamePrefix: prod-\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -263,15 +255,7 @@ func TestKubernetesREADMEOverlay(t *testing.T) {
 	if len(files["kustomization.yaml"]) == 0 || len(files["configmap.yaml"]) == 0 {
 		t.Fatalf("README.md has no overlays/prod/kustomization.yaml and configmap.yaml example: %v", files)
 	}
-	base, err := filepath.Abs("kubernetes/base")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	rel, err := filepath.Rel(dir, base) // kustomize takes no absolute path
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, rel := overlayDir(t)
 	k := strings.Join(files["kustomization.yaml"], "\n")
 	// The remote base of the release is this directory; the digest a
 	// placeholder.
@@ -295,4 +279,20 @@ func TestKubernetesREADMEOverlay(t *testing.T) {
 			t.Errorf("%s=%q, the base's %q: the README's overlay replaces the base's file and must keep its settings", k, w.env[k], v)
 		}
 	}
+}
+
+// overlayDir is a new directory for an overlay of the base, and the
+// base's path from it (kustomize takes no absolute path).
+func overlayDir(t *testing.T) (dir, base string) {
+	t.Helper()
+	abs, err := filepath.Abs("kubernetes/base")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir = t.TempDir()
+	base, err = filepath.Rel(dir, abs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir, base
 }
