@@ -424,7 +424,7 @@ func decodeAge(attr *hcl.Attribute) (time.Duration, string, hcl.Diagnostics) {
 func parseAge(s string) (time.Duration, error) {
 	d, err := duration.Parse(s)
 	if err != nil {
-		return 0, fmt.Errorf("age %w", err)
+		return 0, fmt.Errorf("age %q: %w", s, err)
 	}
 	if d < 0 || d > maxAge {
 		return 0, fmt.Errorf("age %q: want between 0 and %dd", s, maxAge/(24*time.Hour))

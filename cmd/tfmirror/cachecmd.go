@@ -60,7 +60,7 @@ func parseCacheCommandConfig(name string, args []string, lookupEnv func(string) 
 	own(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(out, "Usage: %s\n\nFlags:\n", usage)
-		fs.PrintDefaults()
+		settings.PrintDefaults(fs)
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -385,7 +385,7 @@ func runConfig(args []string, lookupEnv func(string) (string, bool), stdout, std
 	if slices.ContainsFunc(args[1:], isHelp) {
 		fmt.Fprintf(stdout, "Usage: %s\n\n%s\nFlags:\n", configUsage, configHelp)
 		fs.SetOutput(stdout)
-		fs.PrintDefaults()
+		settings.PrintDefaults(fs)
 		return 0
 	}
 	if err := fs.Parse(args[1:]); err != nil || fs.NArg() != 1 {

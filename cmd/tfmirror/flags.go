@@ -111,7 +111,7 @@ func serveFlags(e *settings.Effective, out io.Writer) *flag.FlagSet {
 	settings.AddConfigFlag(fs, &path)
 	fs.Usage = func() {
 		fmt.Fprintf(out, "Usage: tfmirror serve [flags]\n\nEvery flag may also be set by an environment variable, e.g. --data-dir by %s, and by an attribute of the --config file, e.g. data_dir.\n\nFlags:\n", settings.EnvName("data-dir"))
-		fs.PrintDefaults()
+		settings.PrintDefaults(fs)
 	}
 	return fs
 }

@@ -35,7 +35,7 @@ func runImport(args []string, stdout, stderr io.Writer) int {
 	)
 	e, rest, err := parseCacheCommandConfig("import", args, os.LookupEnv, usageOutput(args, stdout, stderr), importUsage, func(fs *flag.FlagSet) {
 		ifs = fs
-		fs.BoolVar(&allowUnsigned, "allow-unsigned", false, "also import packages without signature from a directory without manifest (one terraform providers mirror wrote, of in-house builds): checked against the h1: hashes of VERSION.json where present and recorded as imported without signature")
+		settings.BoolVar(fs, &allowUnsigned, "allow-unsigned", "also import packages without signature from a directory without manifest (one terraform providers mirror wrote, of in-house builds): checked against the h1: hashes of VERSION.json where present and recorded as imported without signature")
 		settings.Add(fs, &own, trustFlags...)
 		settings.Add(fs, &own, releasesFlags...)
 	})

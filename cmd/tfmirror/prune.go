@@ -63,10 +63,10 @@ func runPrune(args []string, lookupEnv func(string) (string, bool), stdout, stde
 	)
 	cfg, rest, err := parseCacheCommandFlags("cache prune", args, lookupEnv, usageOutput(args, stdout, stderr), pruneUsage, func(fs *flag.FlagSet) {
 		pfs = fs
-		fs.BoolVar(&dryRun, "dry-run", false, "list what would be removed, with sizes, and remove nothing")
+		settings.BoolVar(fs, &dryRun, "dry-run", "list what would be removed, with sizes, and remove nothing")
 		fs.StringVar(&module, "module", "", "the registry module (HOST/NAMESPACE/NAME/SYSTEM) whose VERSIONs to remove")
 		fs.StringVar(&cli, "cli", "", "the CLI release product (terraform, tofu, ...) whose VERSIONs to remove")
-		fs.BoolVar(&offline, "offline", false, "the data directory is a sealed mirror's (serve --offline): nothing can be fetched again, so the rules remove nothing (only named versions)")
+		settings.BoolVar(fs, &offline, "offline", "the data directory is a sealed mirror's (serve --offline): nothing can be fetched again, so the rules remove nothing (only named versions)")
 		settings.Add(fs, &own, ruleSettings...)
 	})
 	if errors.Is(err, settings.ErrHelp) {

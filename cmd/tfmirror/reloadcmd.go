@@ -115,7 +115,7 @@ func reloadDataDir(args []string, lookupEnv func(string) (string, bool), stdout,
 	fs.Usage = func() {
 		fmt.Fprintf(out, "Usage: %s\n\nAsks the tfmirror serving the data directory, through its admin socket, to read\nits configuration file (client tokens file, trusted keys files) again, as SIGHUP\ndoes, and prints what changed. Exit status 1 when a file is refused: what it configures stays\nas it was, and the error says what the other files put in force.\n\nFlags:\n", reloadUsage)
 		fs.SetOutput(out)
-		fs.PrintDefaults()
+		settings.PrintDefaults(fs)
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

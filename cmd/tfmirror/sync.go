@@ -56,11 +56,11 @@ func parseSyncFlags(args []string, lookupEnv func(string) (string, bool), out io
 	}
 	var platforms settings.List
 	fs.Var(&platforms, "platforms", "comma-separated os_arch platforms to sync; given, it replaces the manifests' top-level platforms (providers' own platforms are still added)")
-	fs.IntVar(&c.Parallel, "parallel", 4, "how many archives to fetch at once")
-	fs.BoolVar(&c.DryRun, "dry-run", false, "list what would be fetched, without downloading any archive")
+	settings.IntVar(fs, &c.Parallel, "parallel", 4, "how many archives to fetch at once")
+	settings.BoolVar(fs, &c.DryRun, "dry-run", "list what would be fetched, without downloading any archive")
 	fs.Usage = func() {
 		fmt.Fprintf(out, "Usage: tfmirror sync [flags] PATH...\n\nEach PATH is a sync manifest, a .terraform.lock.hcl or a Terraform configuration directory\n(its .tf and .tf.json files, its local modules and its lock file); - is a sync manifest\nread from standard input. Files are regular files (a FIFO or a device is refused).\nEvery flag may also be set by an environment variable, e.g. --data-dir by %s;\nthe settings it shares with serve also by serve's --config file.\n\nFlags:\n", settings.EnvName("data-dir"))
-		fs.PrintDefaults()
+		settings.PrintDefaults(fs)
 	}
 	l, err := settings.Load(fs, args, lookupEnv, names)
 	if err != nil {

@@ -17,18 +17,20 @@ const MaxDays = 100000
 // Want is what a duration looks like, for messages.
 const Want = `a duration such as "90s", "10m" or "72h", or whole days such as "3d"`
 
-// Parse parses s, a Go duration or a whole number of days ("3d").
+// Parse parses s, a Go duration or a whole number of days ("3d"). Its
+// error says what a duration looks like, not s: its caller names the
+// value, and where it was written.
 func Parse(s string) (time.Duration, error) {
 	if n, ok := strings.CutSuffix(s, "d"); ok {
 		days, err := strconv.ParseUint(n, 10, 32)
 		if err != nil || days > MaxDays {
-			return 0, fmt.Errorf("%q: want %s (at most %dd)", s, Want, MaxDays)
+			return 0, fmt.Errorf("want %s (at most %dd)", Want, MaxDays)
 		}
 		return time.Duration(days) * 24 * time.Hour, nil
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {
-		return 0, fmt.Errorf("%q: want %s", s, Want)
+		return 0, fmt.Errorf("want %s", Want)
 	}
 	return d, nil
 }

@@ -154,13 +154,13 @@ func stringOf(def string, field func(*Config) *string) binding {
 // boolOf is a switch, off by default.
 func boolOf(field func(*Config) *bool) binding {
 	return binding{kind: "bool", zero: true, take: taker(field), register: func(fs *flag.FlagSet, c *Config, name, usage string) {
-		fs.BoolVar(field(c), name, false, usage)
+		BoolVar(fs, field(c), name, usage)
 	}}
 }
 
 func intOf(def int, field func(*Config) *int) binding {
 	return binding{kind: "int", zero: def == 0, take: taker(field), register: func(fs *flag.FlagSet, c *Config, name, usage string) {
-		fs.IntVar(field(c), name, def, usage)
+		IntVar(fs, field(c), name, def, usage)
 	}}
 }
 
