@@ -16,8 +16,11 @@ func TestHelmChartDataDirInNotes(t *testing.T) {
 		dir    string
 	}{
 		{"claim", map[string]any{}, "/var/lib/tfmirror"},
-		// A cache limit that fits the default emptyDir (10Gi).
-		{"emptyDir", map[string]any{"persistence": map[string]any{"enabled": false}, "config": map[string]any{"cache-max-bytes": "7GiB"}}, "/var/lib/tfmirror/data"},
+		// A cache limit that fits the default emptyDir (10Gi); behind an
+		// Ingress, the one place the chart generates a certificate on an
+		// emptyDir (TestHelmChartGeneratedCA).
+		{"emptyDir", map[string]any{"persistence": map[string]any{"enabled": false}, "config": map[string]any{"cache-max-bytes": "7GiB"},
+			"ingress": map[string]any{"enabled": true, "hosts": []any{map[string]any{"host": "mirror.example.com"}}}}, "/var/lib/tfmirror/data"},
 	} {
 		m, notes := helmTemplate(t, tc.name, tc.values)
 		w := checkWorkload(t, m)

@@ -320,8 +320,8 @@ func TestHelmChartEmptyDirStorage(t *testing.T) {
 	}
 	for name, values := range map[string]map[string]any{
 		"shared store": shared,
-		"no claim":     {"persistence": map[string]any{"enabled": false}, "config": map[string]any{"cache-max-bytes": "6GiB"}},
-		"numeric size": {"persistence": map[string]any{"enabled": false}, "config": map[string]any{"cache-max-bytes": "6GiB"}, "emptyDir": map[string]any{"sizeLimit": float64(10737418240)}},
+		"no claim":     {"persistence": map[string]any{"enabled": false}, "config": map[string]any{"cache-max-bytes": "6GiB"}, "insecureHTTP": true},
+		"numeric size": {"persistence": map[string]any{"enabled": false}, "config": map[string]any{"cache-max-bytes": "6GiB"}, "emptyDir": map[string]any{"sizeLimit": float64(10737418240)}, "insecureHTTP": true},
 	} {
 		m, _ := helmTemplate(t, name, values)
 		w := checkWorkload(t, m)
@@ -611,14 +611,14 @@ func TestHelmChartTrustedProxies(t *testing.T) {
 // claim, it says nothing of it.
 func TestHelmChartExportKeyNotes(t *testing.T) {
 	t.Parallel()
-	const shared = "sharedStore: {enabled: true, url: s3://b/p, key: {existingSecret: k}}\nconfig: {cache-max-bytes: 5GiB}\n"
+	const shared = "sharedStore: {enabled: true, url: s3://b/p, key: {existingSecret: k}}\nconfig: {cache-max-bytes: 5GiB}\ntls: {existingSecret: t}\n"
 	const warning = "exportKey.existingSecret is not set"
 	for _, tc := range []struct {
 		name, values string
 		warned       bool
 	}{
 		{"one pod on a claim", "", false},
-		{"one pod on an emptyDir", "persistence: {enabled: false}\nconfig: {cache-max-bytes: 5GiB}\n", true},
+		{"one pod on an emptyDir", "persistence: {enabled: false}\nconfig: {cache-max-bytes: 5GiB}\ninsecureHTTP: true\n", true},
 		{"two replicas", "replicaCount: 2\n" + shared, true},
 		{"two replicas, one key", "replicaCount: 2\nexportKey: {existingSecret: export-key}\n" + shared, false},
 	} {

@@ -267,6 +267,16 @@ app.kubernetes.io/part-of: tfmirror
 {{- end }}
 {{- end }}
 {{- end }}
+{{- /* Without a certificate of its own tfmirror generates a CA in the
+     data directory: on a volume that does not outlive its pod, each pod
+     and each restart makes a new one, which clients that trusted the
+     last refuse. An Ingress may speak TLS to the pods without checking
+     their certificate (ingress-nginx's backend-protocol HTTPS), the
+     clients checking the Ingress's: NOTES.txt says so. A Gateway reaches
+     HTTPS backends only through a BackendTLSPolicy, which checks them. */}}
+{{- if not (or (include "tfmirror.pvc" .) .Values.tls.existingSecret .Values.insecureHTTP .Values.ingress.enabled) }}
+{{- fail "without tls.existingSecret tfmirror generates its CA in the data directory, which here does not outlive its pod (an emptyDir): clients that trust one pod's CA refuse the next pod, and the same pod after a restart, as each makes a CA of its own: set tls.existingSecret (a certificate of a CA the clients trust, such as cert-manager's), or insecureHTTP behind an Ingress or Gateway that terminates TLS" }}
+{{- end }}
 {{- end }}
 
 {{/* The configuration file: every setting the chart renders, by attribute
