@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -57,5 +58,66 @@ func TestHelmChartGeneratedCA(t *testing.T) {
 				t.Errorf("NOTES.txt says only the Ingress can trust the pods' certificates: %v, want %v:\n%s", got, tc.warned, notes)
 			}
 		})
+	}
+}
+
+// TestHelmChartEphemeralVolume: with ephemeralVolume.enabled the data
+// volume without a claim (each shared-store replica's local cache, or
+// persistence.enabled false) is a generic ephemeral volume, a
+// ReadWriteOnce claim of ephemeralVolume.size the cluster provisions
+// for each pod of the Deployment from ephemeralVolume.storageClass (its
+// default when empty), in place of an emptyDir on the node's disk: the
+// pods request no ephemeral-storage for it, and the cache's limit is
+// checked against its size as against a claim's.
+func TestHelmChartEphemeralVolume(t *testing.T) {
+	t.Parallel()
+	const shared = "replicaCount: 3\nsharedStore: {enabled: true, url: s3://b/p, key: {existingSecret: k}}\ntls: {existingSecret: t}\n"
+	for _, tc := range []struct {
+		name, values, class string
+		size                int64
+	}{
+		{"replicas sharing a store", shared + "ephemeralVolume: {enabled: true, size: 100Gi, storageClass: fast-ssd}\nconfig: {cache-max-bytes: 80GiB}\n", "fast-ssd", 100 << 30},
+		{"one pod without a claim, the default class", "persistence: {enabled: false}\ninsecureHTTP: true\nephemeralVolume: {enabled: true}\nconfig: {cache-max-bytes: 16GiB}\n", "", 20 << 30},
+		{"a size in bytes", shared + "ephemeralVolume: {enabled: true, size: 53687091200}\n", "", 50 << 30},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var values map[string]any
+			if err := yaml.Unmarshal([]byte(tc.values), &values); err != nil {
+				t.Fatal(err)
+			}
+			m, _ := helmTemplate(t, tc.name, values)
+			w := checkWorkload(t, m)
+			v := w.dataVolume
+			if v.Ephemeral == nil || v.Ephemeral.VolumeClaimTemplate == nil {
+				t.Fatalf("the data volume %+v is not a generic ephemeral volume", v)
+			}
+			spec := v.Ephemeral.VolumeClaimTemplate.Spec
+			if got := ptrOr(spec.StorageClassName, ""); got != tc.class || (tc.class == "") != (spec.StorageClassName == nil) {
+				t.Errorf("storageClassName %v, want %q (none: the cluster's default)", spec.StorageClassName, tc.class)
+			}
+			if got := spec.Resources.Requests.Storage().Value(); got != tc.size {
+				t.Errorf("the volume requests %d bytes, want %d", got, tc.size)
+			}
+			if req, ok := w.container.Resources.Requests[corev1.ResourceEphemeralStorage]; ok {
+				t.Errorf("ephemeral-storage request %v: the cache is not on the node's disk", req.String())
+			}
+			if len(m.claims) != 0 || m.deployments[0].Spec.Strategy.Type != "RollingUpdate" {
+				t.Errorf("%d claims of the chart's own and strategy %q: want each pod's volume alone, rolling", len(m.claims), m.deployments[0].Spec.Strategy.Type)
+			}
+		})
+	}
+	for _, tc := range []struct{ name, values, want string }{
+		// The data directory holds up to 1.25 times the limit: the volume
+		// would fill, the cache stop taking archives and /readyz fail.
+		{"a cache of more than 4/5 of the volume", shared + "ephemeralVolume: {enabled: true, size: 20Gi}\nconfig: {cache-max-bytes: 17GiB}\n",
+			"config.cache-max-bytes 17GiB does not fit the data volume, an ephemeral volume of ephemeralVolume.size 20Gi"},
+		{"the default cache on the default volume", shared + "ephemeralVolume: {enabled: true}\n", "config.cache-max-bytes 40GiB does not fit"},
+		// One replica on its claim has no ephemeral volume: the value would
+		// be ignored without a word.
+		{"beside a claim", "ephemeralVolume: {enabled: true}\n", "ephemeralVolume.enabled: the cache is on the claim"},
+		{"a misspelt switch", "ephemeralVolume: {enable: true}\n", "enable"},
+	} {
+		t.Run(tc.name, func(t *testing.T) { refusedSaying(t, tc.values, tc.want) })
 	}
 }

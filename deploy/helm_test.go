@@ -29,7 +29,7 @@ func TestHelmChart(t *testing.T) {
 	for _, f := range files {
 		modes = append(modes, filepath.Base(f))
 	}
-	for _, want := range []string{"single-replica-values.yaml", "shared-store-values.yaml", "ingress-monitoring-values.yaml"} {
+	for _, want := range []string{"single-replica-values.yaml", "shared-store-values.yaml", "shared-store-volumes-values.yaml", "ingress-monitoring-values.yaml"} {
 		if !slices.Contains(modes, want) {
 			t.Errorf("no ci/%s", want)
 		}
@@ -108,6 +108,14 @@ func TestHelmChart(t *testing.T) {
 				}
 				if len(m.claims) != 0 {
 					t.Errorf("%d PersistentVolumeClaims: the replicas' local caches are emptyDirs", len(m.claims))
+				}
+			case "shared-store-volumes-values.yaml":
+				checkSharedStore(t, m, w)
+				if v := w.dataVolume; v.Ephemeral == nil || len(m.claims) != 0 {
+					t.Errorf("the local caches %+v and %d claims of the chart's own: want each pod's ephemeral volume", v, len(m.claims))
+				}
+				if _, ok := w.container.Resources.Requests[corev1.ResourceEphemeralStorage]; ok {
+					t.Error("ephemeral-storage requested for a cache that is not on the node's disk")
 				}
 			case "ingress-monitoring-values.yaml":
 				if len(m.ingresses) != 1 || len(m.httpRoutes) != 1 || len(m.serviceMonitors) != 1 || len(m.prometheusRules) != 1 {

@@ -479,6 +479,17 @@ func checkDataDir(t *testing.T, m *manifests, w *workload) {
 		} else if req := w.container.Resources.Requests[corev1.ResourceEphemeralStorage]; req.Cmp(*limit) < 0 {
 			t.Errorf("%s: ephemeral-storage request %v is less than the cache's emptyDir sizeLimit %v", m.where, req.String(), limit.String())
 		}
+	case w.dataVolume.Ephemeral != nil:
+		// Each pod's own claim, new with it: no earlier cache to keep, and
+		// a root the fsGroup's (with a file system's lost+found).
+		if path.Clean(w.dataDir) == dataDir || !strings.HasPrefix(path.Clean(w.dataDir), dataDir+"/") {
+			t.Errorf("%s: TFMIRROR_DATA_DIR=%q on an ephemeral volume mounted at %s: want a directory below it, which tfmirror makes its own", m.where, w.dataDir, dataDir)
+		}
+		if tmpl := w.dataVolume.Ephemeral.VolumeClaimTemplate; tmpl == nil {
+			t.Errorf("%s: the data directory's ephemeral volume has no volumeClaimTemplate", m.where)
+		} else if !slices.Equal(tmpl.Spec.AccessModes, []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}) || tmpl.Spec.Resources.Requests.Storage().IsZero() {
+			t.Errorf("%s: the data directory's ephemeral volume: access modes %v, storage %v: want ReadWriteOnce (one pod's) and a size", m.where, tmpl.Spec.AccessModes, tmpl.Spec.Resources.Requests.Storage())
+		}
 	case w.dataDir != dataDir:
 		t.Errorf("%s: TFMIRROR_DATA_DIR=%q on a persistent volume mounted at %s: want its root, where earlier releases kept the cache", m.where, w.dataDir, dataDir)
 	}
@@ -765,7 +776,7 @@ func quantity(q resource.Quantity) int64 { return q.Value() }
 
 // checkSharedStore checks a workload of replicas sharing a bucket: a
 // Deployment of at least three replicas rolling with none down, a local
-// cache in an emptyDir that the cache's limits fit, the shared store
+// cache in an emptyDir or an ephemeral volume that the cache's limits fit, the shared store
 // configured, the URL signing key and client tokens from Secrets, bucket
 // credentials from an annotated ServiceAccount or a Secret, spread over
 // nodes.
@@ -787,20 +798,29 @@ func checkSharedStore(t *testing.T, m *manifests, w *workload) {
 
 	// The local cache: an emptyDir at the data dir, with a size limit that
 	// the archives' limit leaves a quarter of for Badger's own files, and
-	// room for it requested from the node.
+	// room for it requested from the node; or each pod's ephemeral
+	// volume, which the archives' limit leaves a fifth of, as a claim.
 	data := w.dataVolume
-	if data.EmptyDir == nil || data.EmptyDir.SizeLimit == nil {
-		t.Fatalf("%s: the data dir is not an emptyDir with a sizeLimit: volume %+v", m.where, data)
-	}
-	sizeLimit := quantity(*data.EmptyDir.SizeLimit)
-	if cacheMax := byteSize(t, w.env["TFMIRROR_CACHE_MAX_BYTES"]); cacheMax == 0 || cacheMax > sizeLimit/4*3 {
-		t.Errorf("%s: TFMIRROR_CACHE_MAX_BYTES=%q: want a limit of at most 3/4 of the emptyDir's sizeLimit %d", m.where, w.env["TFMIRROR_CACHE_MAX_BYTES"], sizeLimit)
-	}
-	if reserve, ok := w.env["TFMIRROR_DISK_RESERVE"]; !ok || byteSize(t, reserve) == 0 {
-		t.Errorf("%s: TFMIRROR_DISK_RESERVE=%q: the emptyDir shares the node's disk, want an explicit reserve", m.where, reserve)
-	}
-	if req := quantity(w.container.Resources.Requests[corev1.ResourceEphemeralStorage]); req < sizeLimit {
-		t.Errorf("%s: ephemeral-storage request %d is less than the cache's sizeLimit %d", m.where, req, sizeLimit)
+	cacheMax := byteSize(t, w.env["TFMIRROR_CACHE_MAX_BYTES"])
+	switch {
+	case data.EmptyDir != nil && data.EmptyDir.SizeLimit != nil:
+		sizeLimit := quantity(*data.EmptyDir.SizeLimit)
+		if cacheMax == 0 || cacheMax > sizeLimit/4*3 {
+			t.Errorf("%s: TFMIRROR_CACHE_MAX_BYTES=%q: want a limit of at most 3/4 of the emptyDir's sizeLimit %d", m.where, w.env["TFMIRROR_CACHE_MAX_BYTES"], sizeLimit)
+		}
+		if reserve, ok := w.env["TFMIRROR_DISK_RESERVE"]; !ok || byteSize(t, reserve) == 0 {
+			t.Errorf("%s: TFMIRROR_DISK_RESERVE=%q: the emptyDir shares the node's disk, want an explicit reserve", m.where, reserve)
+		}
+		if req := quantity(w.container.Resources.Requests[corev1.ResourceEphemeralStorage]); req < sizeLimit {
+			t.Errorf("%s: ephemeral-storage request %d is less than the cache's sizeLimit %d", m.where, req, sizeLimit)
+		}
+	case data.Ephemeral != nil && data.Ephemeral.VolumeClaimTemplate != nil:
+		size := quantity(*data.Ephemeral.VolumeClaimTemplate.Spec.Resources.Requests.Storage())
+		if cacheMax == 0 || cacheMax > size/5*4 {
+			t.Errorf("%s: TFMIRROR_CACHE_MAX_BYTES=%q: want a limit of at most 4/5 of the ephemeral volume's %d", m.where, w.env["TFMIRROR_CACHE_MAX_BYTES"], size)
+		}
+	default:
+		t.Fatalf("%s: the data dir is not an emptyDir with a sizeLimit nor an ephemeral volume: volume %+v", m.where, data)
 	}
 
 	// One URL signing key for all replicas, from a Secret, with the

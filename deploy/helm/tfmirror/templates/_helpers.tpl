@@ -73,10 +73,18 @@ app.kubernetes.io/part-of: tfmirror
 {{- if and .Values.persistence.enabled (not .Values.sharedStore.enabled) }}true{{ end }}
 {{- end }}
 
+{{/* Whether the cache is on an emptyDir on the node's disk: without a
+     claim, and without ephemeralVolume's volume of each pod. */}}
+{{- define "tfmirror.emptyDir" -}}
+{{- if not (or (include "tfmirror.pvc" .) .Values.ephemeralVolume.enabled) }}true{{ end }}
+{{- end }}
+
 {{/* The data directory: on a claim, the volume's root, where earlier
      releases kept the cache too (an upgrade keeps it); on an emptyDir, which
      the kubelet makes root's and open to all users (0777), a directory
-     tfmirror makes in it, its user's alone (0700). */}}
+     tfmirror makes in it, its user's alone (0700); so too on each pod's
+     ephemeral volume, new with its pod, whose root is the fsGroup's and
+     may hold a file system's lost+found. */}}
 {{- define "tfmirror.dataDir" -}}
 {{- if include "tfmirror.pvc" . }}/var/lib/tfmirror{{ else }}/var/lib/tfmirror/data{{ end }}
 {{- end }}
@@ -132,6 +140,9 @@ app.kubernetes.io/part-of: tfmirror
 {{- if and (gt (int .Values.replicaCount) 1) (has (toString .Values.podDisruptionBudget.maxUnavailable | trimSuffix "%" | trim) (list "0" "" "<nil>")) }}
 {{- fail (printf "podDisruptionBudget.maxUnavailable %v lets no pod be evicted, so no node can be drained: set 1 or more (or a percentage above 0)" (include "tfmirror.string" .Values.podDisruptionBudget.maxUnavailable)) }}
 {{- end }}
+{{- if and .Values.ephemeralVolume.enabled (include "tfmirror.pvc" .) }}
+{{- fail "ephemeralVolume.enabled: the cache is on the claim of persistence; each pod's ephemeral volume is the data volume only without one (sharedStore.enabled, or persistence.enabled false)" }}
+{{- end }}
 {{- if and .Values.sharedStore.enabled (not .Values.sharedStore.url) }}
 {{- fail "sharedStore.enabled needs sharedStore.url (s3://BUCKET/PREFIX?...)" }}
 {{- end }}
@@ -145,7 +156,7 @@ app.kubernetes.io/part-of: tfmirror
 {{- fail "urlSigningKey.existingSecret needs auth.existingSecret: archive URLs are signed only with client authentication" }}
 {{- end }}
 {{- if and (or (gt (int .Values.replicaCount) 1) (not (include "tfmirror.pvc" .))) .Values.auth.existingSecret (not .Values.urlSigningKey.existingSecret) }}
-{{- fail "with auth and more than one replica, or pods on an emptyDir (which roll: the new pod beside the old one), set urlSigningKey.existingSecret: every pod must sign archive URLs with the same key" }}
+{{- fail "with auth and more than one replica, or pods without a claim (which roll: the new pod beside the old one), set urlSigningKey.existingSecret: every pod must sign archive URLs with the same key" }}
 {{- end }}
 {{- if and .Values.trustedExportKeys.files (not .Values.trustedExportKeys.existingConfigMap) }}
 {{- fail "trustedExportKeys.files needs trustedExportKeys.existingConfigMap" }}
@@ -179,19 +190,29 @@ app.kubernetes.io/part-of: tfmirror
 {{- $cacheMax := include "tfmirror.string" (index $config "cache-max-bytes" | default "0") }}
 {{- with include "tfmirror.bytes" $cacheMax }}
 {{- $cache := float64 . }}
-{{- if not (include "tfmirror.pvc" $) }}
+{{- if include "tfmirror.emptyDir" $ }}
 {{- with include "tfmirror.bytes" $.Values.emptyDir.sizeLimit }}
 {{- if or (eq $cache 0.0) (gt $cache (mulf . 0.75)) }}
 {{- fail (printf "config.cache-max-bytes %s does not fit the data volume, an emptyDir of emptyDir.sizeLimit %v, which the kubelet evicts the pod for outgrowing: set it to at most 3/4 of the sizeLimit (0 is no limit), leaving room for Badger's own files" $cacheMax (include "tfmirror.string" $.Values.emptyDir.sizeLimit)) }}
 {{- end }}
 {{- end }}
-{{- else if not $.Values.persistence.existingClaim }}
-{{- with include "tfmirror.bytes" $.Values.persistence.size }}
+{{- else }}
 {{- /* The data directory holds up to 1.25 times the limit (Badger's
      value log before its GC returns the space of evicted archives)
-     plus the disk reserve: a limit above 4/5 of the claim fills it. */}}
+     plus the disk reserve: a limit above 4/5 of the claim (or of each
+     pod's ephemeral volume) fills it. */}}
+{{- $size := "" }}
+{{- $volume := "" }}
+{{- if not (include "tfmirror.pvc" $) }}
+{{- $size = $.Values.ephemeralVolume.size }}
+{{- $volume = printf "an ephemeral volume of ephemeralVolume.size %v" (include "tfmirror.string" $size) }}
+{{- else if not $.Values.persistence.existingClaim }}
+{{- $size = $.Values.persistence.size }}
+{{- $volume = printf "a claim of persistence.size %v" (include "tfmirror.string" $size) }}
+{{- end }}
+{{- with include "tfmirror.bytes" $size }}
 {{- if and (gt $cache 0.0) (gt $cache (mulf . 0.8)) }}
-{{- fail (printf "config.cache-max-bytes %s does not fit the data volume, a claim of persistence.size %v: the data directory holds up to 1.25 times the limit (Badger's own files, the space of evicted archives not yet returned) and the claim would fill, the cache stop taking archives and /readyz fail, taking the pod out of the Service; set it to at most 4/5 of the size" $cacheMax (include "tfmirror.string" $.Values.persistence.size)) }}
+{{- fail (printf "config.cache-max-bytes %s does not fit the data volume, %s: the data directory holds up to 1.25 times the limit (Badger's own files, the space of evicted archives not yet returned) and the volume would fill, the cache stop taking archives and /readyz fail, taking the pod out of the Service; set it to at most 4/5 of the size" $cacheMax $volume) }}
 {{- end }}
 {{- end }}
 {{- end }}
@@ -275,7 +296,7 @@ app.kubernetes.io/part-of: tfmirror
      clients checking the Ingress's: NOTES.txt says so. A Gateway reaches
      HTTPS backends only through a BackendTLSPolicy, which checks them. */}}
 {{- if not (or (include "tfmirror.pvc" .) .Values.tls.existingSecret .Values.insecureHTTP .Values.ingress.enabled) }}
-{{- fail "without tls.existingSecret tfmirror generates its CA in the data directory, which here does not outlive its pod (an emptyDir): clients that trust one pod's CA refuse the next pod, and the same pod after a restart, as each makes a CA of its own: set tls.existingSecret (a certificate of a CA the clients trust, such as cert-manager's), or insecureHTTP behind an Ingress or Gateway that terminates TLS" }}
+{{- fail "without tls.existingSecret tfmirror generates its CA in the data directory, which here does not outlive its pod (an emptyDir, or ephemeralVolume's volume): clients that trust one pod's CA refuse the next pod, and the same pod after a restart, as each makes a CA of its own: set tls.existingSecret (a certificate of a CA the clients trust, such as cert-manager's), or insecureHTTP behind an Ingress or Gateway that terminates TLS" }}
 {{- end }}
 {{- end }}
 
