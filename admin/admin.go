@@ -175,6 +175,10 @@ type Options struct {
 	// Releases is the CLI releases side, behind the package policy, that
 	// sync's cli blocks fill (clireleases.go); nil: they are refused.
 	Releases CLIReleases
+	// CLIAirGap is the CLI releases side that exports carry (what its
+	// policy lets be served) and imports fill; nil: exports carry no CLI
+	// version and imports refuse those of their input.
+	CLIAirGap airgap.CLISide
 }
 
 // Pruner prunes the engine's cache (PruneRequest). *retention.Retainer
@@ -290,7 +294,7 @@ func (a *API) Export(ctx context.Context, req ExportRequest) (Exported, error) {
 	if err != nil {
 		return res, fmt.Errorf("export key: %w", err)
 	}
-	sum, err := airgap.Export(ctx, a.engine, a.pkgs, sel, req.Out, key, func(line string) { res.Failures = append(res.Failures, line) })
+	sum, err := airgap.Export(ctx, a.engine, a.pkgs, a.opts.CLIAirGap, sel, req.Out, key, func(line string) { res.Failures = append(res.Failures, line) })
 	res.ExportSummary = sum
 	if a.metrics != nil {
 		// Every package it carries counts, as the failed versions of
@@ -343,6 +347,7 @@ func (a *API) Import(ctx context.Context, req ImportRequest) (Imported, error) {
 		Shown:         req.Shown,
 		ScratchDir:    a.opts.ScratchDir,
 		MaxFileBytes:  a.opts.MaxFileBytes,
+		CLI:           a.opts.CLIAirGap,
 	}, func(line string) { res.Failures = append(res.Failures, line) })
 	res.ImportSummary = sum
 	if a.metrics != nil {

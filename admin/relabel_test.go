@@ -52,7 +52,7 @@ func TestRelabeledBundlesAreRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	export := filepath.Join(t.TempDir(), "export")
-	if _, err := airgap.Export(context.Background(), from.engine, from.packages(t), airgap.Selection{}, export, exporter, func(line string) { t.Error(line) }); err != nil {
+	if _, err := airgap.Export(context.Background(), from.engine, from.packages(t), nil, airgap.Selection{}, export, exporter, func(line string) { t.Error(line) }); err != nil {
 		t.Fatal(err)
 	}
 	publisher, err := airgap.ReadPublicKeys(strings.NewReader(from.origin.ArmoredPublicKey()))

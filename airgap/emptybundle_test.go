@@ -22,7 +22,7 @@ func TestEmptyBundleImports(t *testing.T) {
 	key := newKey(t, "exporter")
 	for _, name := range []string{"out", "out.tar.gz"} {
 		out := filepath.Join(t.TempDir(), name)
-		if _, err := Export(ctx, empty, servedBy(t, empty, nil), Selection{}, out, key, func(string) {}); err != nil {
+		if _, err := Export(ctx, empty, servedBy(t, empty, nil), nil, Selection{}, out, key, func(string) {}); err != nil {
 			t.Fatalf("export of an empty cache to %s: %v", name, err)
 		}
 		var reports []string
@@ -47,7 +47,7 @@ func TestEmptyBundleUntrustedSaysWhy(t *testing.T) {
 	empty := newEngine(t, enginetest.StartOrigin(t, fakeorigin.Options{}))
 	key := newKey(t, "exporter")
 	out := filepath.Join(t.TempDir(), "out.tar.gz")
-	if _, err := Export(ctx, empty, servedBy(t, empty, nil), Selection{}, out, key, func(string) {}); err != nil {
+	if _, err := Export(ctx, empty, servedBy(t, empty, nil), nil, Selection{}, out, key, func(string) {}); err != nil {
 		t.Fatalf("export of an empty cache: %v", err)
 	}
 	for name, trust := range map[string]Trust{

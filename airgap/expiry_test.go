@@ -191,7 +191,7 @@ func TestExportKeyExpired(t *testing.T) {
 
 	src := newEngine(t, nil)
 	out := filepath.Join(t.TempDir(), "out.tar")
-	_, err := Export(context.Background(), src, servedBy(t, src, nil), Selection{}, out, expired, func(string) {})
+	_, err := Export(context.Background(), src, servedBy(t, src, nil), nil, Selection{}, out, expired, func(string) {})
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("an export signed with an expired key: %v, want an error saying it %s", err, want)
 	}

@@ -97,8 +97,8 @@ type Served interface {
 
 // Export writes the cached packages sel selects that pkgs (the package
 // policy in front of engine) lets be served, with their evidence, the
-// cached module packages (see exportModules) and, on a CLIEngine, the
-// cached CLI releases (see exportReleases), to
+// cached module packages (see exportModules) and, with cli (nil: none),
+// the cached CLI releases (see exportReleases), to
 // out: a directory, or (IsTarName) one tar file; and the manifest of
 // every file there, signed by key (see writeManifest). Into the directory
 // of an earlier export it adds to what is there, and judges every version
@@ -112,7 +112,7 @@ type Served interface {
 // (checkSelection), before anything is written, when sel names what the
 // cache does not hold; the context's error when it is interrupted, and
 // then, into a tar file, nothing is left under out's name nor beside it.
-func Export(ctx context.Context, engine Engine, pkgs Served, sel Selection, out string, key *ExportKey, report func(string)) (ExportSummary, error) {
+func Export(ctx context.Context, engine Engine, pkgs Served, cli CLISide, sel Selection, out string, key *ExportKey, report func(string)) (ExportSummary, error) {
 	var sum ExportSummary
 	if pkgs == nil {
 		return sum, errors.New("no package policy layer to ask what may be exported")
@@ -121,14 +121,14 @@ func Export(ctx context.Context, engine Engine, pkgs Served, sel Selection, out 
 		return sum, errors.New("no export key to sign the export's manifest with")
 	}
 	sum.Signer = key.Fingerprint()
-	selected, err := selectChecked(ctx, engine, sel, true, out)
+	selected, err := selectChecked(ctx, engine, cli, sel, out)
 	if err != nil {
 		return sum, err
 	}
 	if IsTarName(out) {
-		err = exportTar(ctx, engine, pkgs, sel, selected, out, key, report, &sum)
+		err = exportTar(ctx, engine, pkgs, cli, sel, selected, out, key, report, &sum)
 	} else {
-		err = exportDir(ctx, engine, pkgs, sel, selected, out, false, key, report, &sum)
+		err = exportDir(ctx, engine, pkgs, cli, sel, selected, out, false, key, report, &sum)
 	}
 	return sum, err
 }
@@ -136,7 +136,7 @@ func Export(ctx context.Context, engine Engine, pkgs Served, sel Selection, out 
 // exportTar exports into a temporary directory beside out, then writes
 // it as one tar file (gzip-compressed for .tar.gz and .tgz), synced, and
 // renames it to out.
-func exportTar(ctx context.Context, engine Engine, pkgs Served, sel Selection, selected []mirror.CachedVersion, out string, key *ExportKey, report func(string), sum *ExportSummary) error {
+func exportTar(ctx context.Context, engine Engine, pkgs Served, cli CLISide, sel Selection, selected []mirror.CachedVersion, out string, key *ExportKey, report func(string), sum *ExportSummary) error {
 	if err := removeStaleTarTemps(filepath.Dir(out), report); err != nil {
 		return err
 	}
@@ -146,7 +146,7 @@ func exportTar(ctx context.Context, engine Engine, pkgs Served, sel Selection, s
 	}
 	defer lock.Close() // once the directory is removed
 	defer os.RemoveAll(tmp)
-	if err := exportDir(ctx, engine, pkgs, sel, selected, tmp, true, key, report, sum); err != nil {
+	if err := exportDir(ctx, engine, pkgs, cli, sel, selected, tmp, true, key, report, sum); err != nil {
 		return err
 	}
 	f, err := os.OpenFile(tmp+".tar", os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
@@ -305,7 +305,7 @@ func cachedModules(engine Engine) ([]modules.Cached, error) {
 // and written through one root (outdir.go): nothing outside out, and no
 // link in it. It holds out's lock while it runs, unless locked says its
 // caller does (openOutDir).
-func exportDir(ctx context.Context, engine Engine, pkgs Served, sel Selection, selected []mirror.CachedVersion, out string, locked bool, key *ExportKey, report func(string), sum *ExportSummary) error {
+func exportDir(ctx context.Context, engine Engine, pkgs Served, side CLISide, sel Selection, selected []mirror.CachedVersion, out string, locked bool, key *ExportKey, report func(string), sum *ExportSummary) error {
 	dir, err := openOutDir(out, locked)
 	if err != nil {
 		return err
@@ -338,9 +338,9 @@ func exportDir(ctx context.Context, engine Engine, pkgs Served, sel Selection, s
 		}
 	}
 	var cli ServedCLI
-	if ce, ok := engine.(CLIEngine); ok {
-		cli = ce.ServedCLI()
-		if err := exportReleases(ctx, ce.CLIReleases(), cli, engine, sel, out, files, report, sum); err != nil {
+	if side != nil {
+		cli = side.ServedCLI()
+		if err := exportReleases(ctx, side.CLIReleases(), cli, engine, sel, out, files, report, sum); err != nil {
 			return err
 		}
 	}

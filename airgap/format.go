@@ -31,7 +31,7 @@ import (
 // provider versions, the air-gap side that reads and imports them with
 // their evidence, the module side, and the module limits.
 // *mirror.Engine implements it. What the package policy lets be served
-// an export asks the served layer (Served, CLIEngine.ServedCLI), never
+// an export asks the served layer (Served, CLISide.ServedCLI), never
 // the engine.
 type Engine interface {
 	ListCachedAfter(prefix, after string, fn func(mirror.CachedVersion) error) error

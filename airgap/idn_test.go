@@ -36,7 +36,7 @@ func TestExportImportIDNProvider(t *testing.T) {
 			}
 			out, key := filepath.Join(t.TempDir(), "out"), newKey(t, "exporter")
 			var reports []string
-			sum, err := Export(context.Background(), src, servedBy(t, src, nil), Selection{}, out, key, func(s string) { reports = append(reports, s) })
+			sum, err := Export(context.Background(), src, servedBy(t, src, nil), nil, Selection{}, out, key, func(s string) { reports = append(reports, s) })
 			if err != nil || sum.Failed != 0 || sum.Written != 1 || len(reports) != 0 {
 				t.Fatalf("export: %+v, %v, %q", sum, err, reports)
 			}

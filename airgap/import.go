@@ -84,6 +84,9 @@ type ImportOptions struct {
 	// directories and files of a directory import; default
 	// DefaultMaxEntries.
 	MaxEntries int
+	// CLI is the CLI releases side the CLI versions of the input are
+	// imported into; nil: they are refused, each reported.
+	CLI CLISide
 }
 
 // Import loads the export at in (a directory, or a tar file, compressed
@@ -133,7 +136,7 @@ func Import(ctx context.Context, engine Engine, in string, opts ImportOptions, r
 		err = importModules(ctx, engine, b, opts.ScratchDir, report, &sum)
 	}
 	if err == nil {
-		err = importReleases(ctx, engine, b, report, &sum)
+		err = importReleases(ctx, engine, opts.CLI, b, report, &sum)
 	}
 	// What it stored is on disk before it says it is done (or was
 	// interrupted): the medium it came on may be taken away then.

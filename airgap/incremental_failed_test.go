@@ -33,7 +33,7 @@ func TestIncrementalExportFailsAVersionItNoLongerVouchesFor(t *testing.T) {
 	}
 
 	var reports []string
-	sum, err := Export(ctx, engine, servedBy(t, engine, nil), Selection{}, out, key, func(s string) { reports = append(reports, s) })
+	sum, err := Export(ctx, engine, servedBy(t, engine, nil), nil, Selection{}, out, key, func(s string) { reports = append(reports, s) })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,7 +40,7 @@ func exportedNetAndTarball(t *testing.T) (*mirror.Engine, addrs.Provider, string
 	t.Helper()
 	engine, p := cachedNetAndTarball(t)
 	out, key := filepath.Join(t.TempDir(), "out"), newKey(t, "exporter")
-	if sum, err := Export(context.Background(), engine, servedBy(t, engine, nil), Selection{}, out, key, func(string) {}); err != nil || sum.Written != 1 || sum.Modules != 1 {
+	if sum, err := Export(context.Background(), engine, servedBy(t, engine, nil), nil, Selection{}, out, key, func(string) {}); err != nil || sum.Written != 1 || sum.Modules != 1 {
 		t.Fatalf("first export: %+v %v", sum, err)
 	}
 	return engine, p, out, key
@@ -56,7 +56,7 @@ func TestIncrementalExportDropsDenied(t *testing.T) {
 	ctx := context.Background()
 	engine.SetPolicy(enginetest.DecodePolicy(t, denyNetAndTarball(p)))
 	var reports []string
-	sum, err := Export(ctx, engine, servedBy(t, engine, nil), Selection{}, out, key, func(s string) { reports = append(reports, s) })
+	sum, err := Export(ctx, engine, servedBy(t, engine, nil), nil, Selection{}, out, key, func(s string) { reports = append(reports, s) })
 	if err != nil || sum.Held != 2 {
 		t.Fatalf("export after the deny: %+v %v %q", sum, err, reports)
 	}
@@ -159,7 +159,7 @@ func tofuWithdrawn(t *testing.T, out string, key *ExportKey) {
 func exportedFrom(t *testing.T, side *harness.ReleasesSide) (cliEng, string, *ExportKey) {
 	t.Helper()
 	cli, out, key := cliOf(side), filepath.Join(t.TempDir(), "out"), newKey(t, "exporter")
-	if sum, err := Export(context.Background(), cli, servedBy(t, side.Engine, nil), Selection{}, out, key, func(string) {}); err != nil || sum.CLIArchives != 2 {
+	if sum, err := Export(context.Background(), cli, servedBy(t, side.Engine, nil), cli, Selection{}, out, key, func(string) {}); err != nil || sum.CLIArchives != 2 {
 		t.Fatalf("first export: %+v %v", sum, err)
 	}
 	return cli, out, key
@@ -171,7 +171,7 @@ func TestIncrementalExportDropsDeniedCLI(t *testing.T) {
 	ctx := context.Background()
 	cli, out, key := exportedFrom(t, side)
 	side.Engine.SetPolicy(enginetest.DecodePolicy(t, denyTofu))
-	sum, err := Export(ctx, cli, servedBy(t, side.Engine, nil), Selection{}, out, key, func(string) {})
+	sum, err := Export(ctx, cli, servedBy(t, side.Engine, nil), cli, Selection{}, out, key, func(string) {})
 	if err != nil || sum.Held != 1 {
 		t.Fatalf("export after the deny: %+v %v", sum, err)
 	}
@@ -330,7 +330,7 @@ func TestIncrementalExportDropsDeniedNotCached(t *testing.T) {
 
 	// Allowed, no longer cached: kept and signed again.
 	var reports []string
-	sum, err := Export(ctx, engine, servedBy(t, engine, nil), Selection{}, out, key, func(s string) { reports = append(reports, s) })
+	sum, err := Export(ctx, engine, servedBy(t, engine, nil), nil, Selection{}, out, key, func(s string) { reports = append(reports, s) })
 	if err != nil || sum.Held != 0 || sum.Failed != 0 || sum.Unlisted != 0 || len(reports) != 0 {
 		t.Fatalf("export with the versions allowed and no longer cached: %+v %v %q", sum, err, reports)
 	}
@@ -345,7 +345,7 @@ func TestIncrementalExportDropsDeniedNotCached(t *testing.T) {
 	// Denied, no longer cached: withdrawn and reported as held back.
 	engine.SetPolicy(enginetest.DecodePolicy(t, denyNetAndTarball(p)))
 	reports = nil
-	sum, err = Export(ctx, engine, servedBy(t, engine, nil), Selection{}, out, key, func(s string) { reports = append(reports, s) })
+	sum, err = Export(ctx, engine, servedBy(t, engine, nil), nil, Selection{}, out, key, func(s string) { reports = append(reports, s) })
 	if err != nil || sum.Held != 2 || sum.Failed != 0 || len(reports) != 2 {
 		t.Fatalf("export after the deny: %+v %v %q, want the 2 versions held back", sum, err, reports)
 	}
@@ -369,24 +369,24 @@ func TestIncrementalExportDropsDeniedNotCached(t *testing.T) {
 	out = filepath.Join(t.TempDir(), "out")
 	engine.SetPolicy(nil)
 	fresh, _ := cachedNetAndTarball(t)
-	if _, err := Export(ctx, fresh, servedBy(t, fresh, nil), Selection{}, out, key, func(string) {}); err != nil {
+	if _, err := Export(ctx, fresh, servedBy(t, fresh, nil), nil, Selection{}, out, key, func(string) {}); err != nil {
 		t.Fatal(err)
 	}
 	engine.SetPolicy(enginetest.DecodePolicy(t, denyNetAndTarball(p)))
-	if sum, err := Export(ctx, engine, servedBy(t, engine, nil), Selection{}, out, key, func(string) {}); err != nil || sum.Held != 2 || fileExists(filepath.Join(out, p.Hostname.ForDisplay(), p.Namespace, p.Type, addrs.ArchiveName(p.Type, "1.0.0", "linux_amd64"))) {
+	if sum, err := Export(ctx, engine, servedBy(t, engine, nil), nil, Selection{}, out, key, func(string) {}); err != nil || sum.Held != 2 || fileExists(filepath.Join(out, p.Hostname.ForDisplay(), p.Namespace, p.Type, addrs.ArchiveName(p.Type, "1.0.0", "linux_amd64"))) {
 		t.Errorf("export from another mirror's cache after the deny: %+v %v, want the 2 versions held back and withdrawn", sum, err)
 	}
 
 	// And cached, but left out by the selection (a version no provider has).
 	out = filepath.Join(t.TempDir(), "out")
-	if _, err := Export(ctx, fresh, servedBy(t, fresh, nil), Selection{}, out, key, func(string) {}); err != nil {
+	if _, err := Export(ctx, fresh, servedBy(t, fresh, nil), nil, Selection{}, out, key, func(string) {}); err != nil {
 		t.Fatal(err)
 	}
 	fresh.SetPolicy(enginetest.DecodePolicy(t, denyNetAndTarball(p)))
 	// A selection of nothing the cache holds is refused before anything
 	// is written or withdrawn (checkSelection): OUT stays as signed.
 	var unmatched *UnmatchedSelectionError
-	if _, err := Export(ctx, fresh, servedBy(t, fresh, nil), Selection{Versions: []string{"9.9.9"}}, out, key, func(string) {}); !errors.As(err, &unmatched) || !fileExists(filepath.Join(moduleDir(out, tarballModule), "0.1.0.tar.gz")) {
+	if _, err := Export(ctx, fresh, servedBy(t, fresh, nil), nil, Selection{Versions: []string{"9.9.9"}}, out, key, func(string) {}); !errors.As(err, &unmatched) || !fileExists(filepath.Join(moduleDir(out, tarballModule), "0.1.0.tar.gz")) {
 		t.Errorf("export of a version not cached after the deny: %v, want it refused and OUT left as it was", err)
 	}
 }
@@ -403,7 +403,7 @@ func TestIncrementalExportDropsDeniedNotCachedCLI(t *testing.T) {
 	}
 	tofuZip := filepath.Join(out, filepath.FromSlash(tofuRelDir), tofuZipName)
 	var reports []string
-	sum, err := Export(ctx, cli, servedBy(t, side.Engine, nil), Selection{}, out, key, func(s string) { reports = append(reports, s) })
+	sum, err := Export(ctx, cli, servedBy(t, side.Engine, nil), cli, Selection{}, out, key, func(s string) { reports = append(reports, s) })
 	if err != nil || sum.Held != 0 || sum.Failed != 0 || sum.CLIPresent != 1 || len(reports) != 0 {
 		t.Fatalf("export with tofu allowed and no longer cached: %+v %v %q", sum, err, reports)
 	}
@@ -418,7 +418,7 @@ func TestIncrementalExportDropsDeniedNotCachedCLI(t *testing.T) {
 
 	side.Engine.SetPolicy(enginetest.DecodePolicy(t, denyTofu))
 	reports = nil
-	sum, err = Export(ctx, cli, servedBy(t, side.Engine, nil), Selection{}, out, key, func(s string) { reports = append(reports, s) })
+	sum, err = Export(ctx, cli, servedBy(t, side.Engine, nil), cli, Selection{}, out, key, func(s string) { reports = append(reports, s) })
 	if err != nil || sum.Held != 1 || len(reports) != 1 || !strings.HasPrefix(reports[0], "cli get.opentofu.org/opentofu/tofu 1.8.0: left out, held back by the package policy") {
 		t.Fatalf("export after the deny: %+v %v %q, want tofu held back", sum, err, reports)
 	}
@@ -441,7 +441,7 @@ func TestIncrementalExportLeavesOutUnjudged(t *testing.T) {
 		engine *mirror.Engine
 	}{{"the exporting mirror's cache", engine}, {"another mirror's cache, which never held them", newEngine(t, nil)}} {
 		out := filepath.Join(t.TempDir(), "out")
-		if sum, err := Export(ctx, engine, servedBy(t, engine, nil), Selection{}, out, key, func(string) {}); err != nil || sum.Written != 1 || sum.Modules != 1 {
+		if sum, err := Export(ctx, engine, servedBy(t, engine, nil), nil, Selection{}, out, key, func(string) {}); err != nil || sum.Written != 1 || sum.Modules != 1 {
 			t.Fatalf("first export: %+v %v", sum, err)
 		}
 		blind, err := served.New(served.Parts{Providers: e.engine, Modules: e.engine.Modules(), Zips: e.engine.Modules().Zips()})
@@ -449,7 +449,7 @@ func TestIncrementalExportLeavesOutUnjudged(t *testing.T) {
 			t.Fatal(err)
 		}
 		var reports []string
-		sum, err := Export(ctx, e.engine, blind, Selection{}, out, key, func(s string) { reports = append(reports, s) })
+		sum, err := Export(ctx, e.engine, blind, nil, Selection{}, out, key, func(s string) { reports = append(reports, s) })
 		if err != nil || sum.Failed != 2 || sum.Held != 0 || strings.Count(strings.Join(reports, "\n"), "could not judge") != 2 {
 			t.Errorf("from %s, an export by a layer that cannot judge: %+v %v %q, want each version reported once", e.what, sum, err, reports)
 		}

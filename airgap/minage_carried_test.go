@@ -20,7 +20,7 @@ func TestIncrementalExportKeepsUncachedCLIUnderMinimumAge(t *testing.T) {
 	cli, out, key := exportedFrom(t, side)
 	side.Engine.SetPolicy(enginetest.DecodePolicy(t, "minimum_release_age = \"72h\"\n"))
 	var reports []string
-	sum, err := Export(ctx, cli, servedBy(t, side.Engine, nil), Selection{}, out, key, func(s string) { reports = append(reports, s) })
+	sum, err := Export(ctx, cli, servedBy(t, side.Engine, nil), cli, Selection{}, out, key, func(s string) { reports = append(reports, s) })
 	if err != nil || sum.Held != 0 {
 		t.Fatalf("cached, old, under a 72h age: %+v %v %q", sum, err, reports)
 	}
@@ -28,7 +28,7 @@ func TestIncrementalExportKeepsUncachedCLIUnderMinimumAge(t *testing.T) {
 		t.Fatal(err)
 	}
 	reports = nil
-	sum, err = Export(ctx, cli, servedBy(t, side.Engine, nil), Selection{}, out, key, func(s string) { reports = append(reports, s) })
+	sum, err = Export(ctx, cli, servedBy(t, side.Engine, nil), cli, Selection{}, out, key, func(s string) { reports = append(reports, s) })
 	if err != nil || sum.Held != 0 || !fileExists(filepath.Join(out, filepath.FromSlash(tofuRelDir), tofuZipName)) {
 		t.Errorf("old tofu 1.8.0, no longer cached, under a 72h age: %+v %v %q; want it kept", sum, err, reports)
 	}
@@ -43,7 +43,7 @@ func TestIncrementalExportKeepsUncachedPackagesUnderMinimumAge(t *testing.T) {
 	sealed := newEngine(t, nil) // offline, as tfmirror export opens the data directory
 	sealed.SetPolicy(enginetest.DecodePolicy(t, "minimum_release_age = \"72h\"\n"))
 	var reports []string
-	sum, err := Export(ctx, sealed, servedBy(t, sealed, nil), Selection{}, out, key, func(s string) { reports = append(reports, s) })
+	sum, err := Export(ctx, sealed, servedBy(t, sealed, nil), nil, Selection{}, out, key, func(s string) { reports = append(reports, s) })
 	archive := filepath.Join(out, p.Hostname.ForDisplay(), p.Namespace, p.Type, "terraform-provider-net_1.0.0_linux_amd64.zip")
 	if err != nil || sum.Held != 0 || !fileExists(archive) {
 		t.Errorf("under a 72h age, from a sealed cache without them: %+v %v %q; want them kept", sum, err, reports)

@@ -86,7 +86,7 @@ func exportedModule(t *testing.T) (out string, key *ExportKey, want []byte) {
 	_, want = moduleBytes(t, src, tarballModule, "0.1.0")
 	out, key = filepath.Join(t.TempDir(), "out"), newKey(t, "exporter")
 	var reports []string
-	sum, err := Export(context.Background(), src, servedBy(t, src, nil), Selection{}, out, key, func(s string) { reports = append(reports, s) })
+	sum, err := Export(context.Background(), src, servedBy(t, src, nil), nil, Selection{}, out, key, func(s string) { reports = append(reports, s) })
 	if err != nil || sum.Failed != 0 || sum.Modules != 1 || sum.ModuleBytes != int64(len(want)) {
 		t.Fatalf("export: %+v, %v, %q", sum, err, reports)
 	}
@@ -144,13 +144,13 @@ func TestExportImportModules(t *testing.T) {
 	if sum, reports := importInto(t, sealed, out, ImportOptions{Trust: Trust{ExportKeys: publicOf(t, key)}}); sum.ModulesPresent != 1 || sum.Modules != 0 || sum.Failed != 0 {
 		t.Errorf("second import: %+v, %q", sum, reports)
 	}
-	again, err := Export(context.Background(), sealed, servedBy(t, sealed, nil), Selection{}, out, key, func(s string) { t.Error(s) })
+	again, err := Export(context.Background(), sealed, servedBy(t, sealed, nil), nil, Selection{}, out, key, func(s string) { t.Error(s) })
 	if err != nil || again.ModulesPresent != 1 || again.Modules != 0 {
 		t.Errorf("export into the same directory: %+v, %v", again, err)
 	}
 	// A selection of providers leaves modules out.
 	other := filepath.Join(t.TempDir(), "providers-only")
-	sel, err := Export(context.Background(), sealed, servedBy(t, sealed, nil), Selection{Providers: []addrs.Provider{{Hostname: enginetest.OriginHost, Namespace: "acme", Type: "x"}}}, other, key, func(string) {})
+	sel, err := Export(context.Background(), sealed, servedBy(t, sealed, nil), nil, Selection{Providers: []addrs.Provider{{Hostname: enginetest.OriginHost, Namespace: "acme", Type: "x"}}}, other, key, func(string) {})
 	// (A provider the cache does not hold: the export is refused, and
 	// writes nothing.)
 	var unmatched *UnmatchedSelectionError
@@ -273,7 +273,7 @@ func TestImportLocalModule(t *testing.T) {
 	// Exported, the local module crosses to another mirror on the
 	// exporting mirror's key.
 	out, key := filepath.Join(t.TempDir(), "out"), newKey(t, "exporter")
-	if s, err := Export(context.Background(), engine, servedBy(t, engine, nil), Selection{}, out, key, func(s string) { t.Error(s) }); err != nil || s.Modules != 1 {
+	if s, err := Export(context.Background(), engine, servedBy(t, engine, nil), nil, Selection{}, out, key, func(s string) { t.Error(s) }); err != nil || s.Modules != 1 {
 		t.Fatalf("export: %+v, %v", s, err)
 	}
 	sealed := newEngine(t, nil)
@@ -377,7 +377,7 @@ func TestExportImportModuleOfAPackageURL(t *testing.T) {
 			_, want := moduleBytes(t, src, tarballModule, "0.1.0")
 			out, key := filepath.Join(t.TempDir(), "out"), newKey(t, "exporter")
 			var reports []string
-			sum, err := Export(context.Background(), src, servedBy(t, src, nil), Selection{}, out, key, func(s string) { reports = append(reports, s) })
+			sum, err := Export(context.Background(), src, servedBy(t, src, nil), nil, Selection{}, out, key, func(s string) { reports = append(reports, s) })
 			if err != nil || sum.Failed != 0 || sum.Modules != 1 {
 				t.Fatalf("export: %+v, %v, %q", sum, err, reports)
 			}

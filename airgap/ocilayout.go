@@ -138,7 +138,7 @@ type ociLayoutExport struct {
 // leaves none.
 func ExportOCILayout(ctx context.Context, engine Engine, arts Artifacts, names oci.Names, sel Selection, out string, report func(string)) (LayoutSummary, error) {
 	var sum LayoutSummary
-	selected, err := selectChecked(ctx, engine, sel, false, out)
+	selected, err := selectChecked(ctx, engine, nil, sel, out)
 	if err != nil {
 		return sum, err
 	}

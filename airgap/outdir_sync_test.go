@@ -73,7 +73,7 @@ func TestOneExportAtATimeIntoADirectory(t *testing.T) {
 	}
 	sealed := newEngine(t, nil)
 	key := newKey(t, "exporter")
-	if _, err := Export(context.Background(), sealed, servedBy(t, sealed, nil), Selection{}, out, key, func(string) {}); !errors.Is(err, ErrOutInUse) {
+	if _, err := Export(context.Background(), sealed, servedBy(t, sealed, nil), nil, Selection{}, out, key, func(string) {}); !errors.Is(err, ErrOutInUse) {
 		t.Errorf("Export into %s while another writes it: %v, want ErrOutInUse", out, err)
 	}
 	side, names := ociLayoutParts(t, sealed)
@@ -83,7 +83,7 @@ func TestOneExportAtATimeIntoADirectory(t *testing.T) {
 	if err := first.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Export(context.Background(), sealed, servedBy(t, sealed, nil), Selection{}, out, key, func(string) {}); err != nil {
+	if _, err := Export(context.Background(), sealed, servedBy(t, sealed, nil), nil, Selection{}, out, key, func(string) {}); err != nil {
 		t.Errorf("Export into %s once the first is done: %v", out, err)
 	}
 }

@@ -70,7 +70,7 @@ func TestExportWritesNothingThroughALinkInOut(t *testing.T) {
 		}
 	}
 	var reports []string
-	sum, err := Export(context.Background(), engine, servedBy(t, engine, nil), Selection{}, out, newKey(t, "exporter"), func(s string) { reports = append(reports, s) })
+	sum, err := Export(context.Background(), engine, servedBy(t, engine, nil), nil, Selection{}, out, newKey(t, "exporter"), func(s string) { reports = append(reports, s) })
 	t.Logf("export: %+v %v %q", sum, err, reports)
 	if got := outsideFiles(t, elsewhere); len(got) > 0 {
 		t.Errorf("the export wrote outside its directory, through a link in it: %q", got)
@@ -105,7 +105,7 @@ func TestExportWithdrawsNothingThroughALinkInOut(t *testing.T) {
 	before := outsideFiles(t, moved)
 	engine.SetPolicy(enginetest.DecodePolicy(t, denyNetAndTarball(p)))
 	var reports []string
-	sum, err := Export(context.Background(), engine, servedBy(t, engine, nil), Selection{}, out, key, func(s string) { reports = append(reports, s) })
+	sum, err := Export(context.Background(), engine, servedBy(t, engine, nil), nil, Selection{}, out, key, func(s string) { reports = append(reports, s) })
 	t.Logf("export: %+v %v %q", sum, err, reports)
 	if after := outsideFiles(t, moved); strings.Join(after, " ") != strings.Join(before, " ") {
 		t.Errorf("the withdrawal removed files outside the output directory, through a link: %q before, %q after", before, after)
@@ -141,7 +141,7 @@ func TestExportCountsNoLinkAsExported(t *testing.T) {
 		symlink(t, outside, path)
 		linked = append(linked, path)
 	}
-	sum, err := Export(context.Background(), engine, servedBy(t, engine, nil), Selection{}, out, key, func(string) {})
+	sum, err := Export(context.Background(), engine, servedBy(t, engine, nil), nil, Selection{}, out, key, func(string) {})
 	if err != nil {
 		t.Fatal(err)
 	}

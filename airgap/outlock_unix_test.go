@@ -50,7 +50,7 @@ func TestExportRetryRemovesAKilledExportsTemporaryFilesAtOnce(t *testing.T) {
 		freshTemp(t, filepath.Join(out, ".tmp-234567ABCDEFGHIJKLMNOPQRST")),
 	}
 	var reports []string
-	sum, err := Export(context.Background(), engine, servedBy(t, engine, nil), Selection{}, out, key, func(s string) { reports = append(reports, s) })
+	sum, err := Export(context.Background(), engine, servedBy(t, engine, nil), nil, Selection{}, out, key, func(s string) { reports = append(reports, s) })
 	if err != nil || sum.Failed != 0 {
 		t.Fatalf("export retried after a killed one: %+v %v %q", sum, err, reports)
 	}
@@ -86,7 +86,7 @@ func TestExportRefusedWhileAnotherProcessWritesTheDirectory(t *testing.T) {
 	side, names := ociLayoutParts(t, engine)
 	exports := map[string]func(out string) error{
 		"directory": func(out string) error {
-			_, err := Export(context.Background(), engine, servedBy(t, engine, nil), Selection{}, out, key, func(string) {})
+			_, err := Export(context.Background(), engine, servedBy(t, engine, nil), nil, Selection{}, out, key, func(string) {})
 			return err
 		},
 		"oci-layout": func(out string) error {
@@ -130,7 +130,7 @@ func TestExportLeavesATarExportsWorkingDirectoryInOut(t *testing.T) {
 	holdOut(t, working) // the tar export, live
 	theirs := freshTemp(t, filepath.Join(working, ".tmp-234567ABCDEFGHIJKLMNOPQRST"))
 	var reports []string
-	if _, err := Export(context.Background(), engine, servedBy(t, engine, nil), Selection{}, out, key, func(s string) { reports = append(reports, s) }); err != nil {
+	if _, err := Export(context.Background(), engine, servedBy(t, engine, nil), nil, Selection{}, out, key, func(s string) { reports = append(reports, s) }); err != nil {
 		t.Fatalf("export: %v %q", err, reports)
 	}
 	if _, err := os.Stat(theirs); err != nil {

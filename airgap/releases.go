@@ -64,13 +64,13 @@ type CLIReleases interface {
 	Import(ctx context.Context, in releases.Imported) (releases.ImportOutcome, error)
 }
 
-// CLIEngine is an Engine with the CLI releases side on it: an export
-// carries CLI versions, and an import takes them, only on one. An import
-// on an engine without it refuses the CLI versions of its input.
-// ServedCLI is that side behind the package policy, which an export asks
-// what it may carry and an import what it stored that is held back.
-type CLIEngine interface {
-	Engine
+// CLISide is the CLI releases side of a mirror, which Export and Import
+// are handed beside its engine: an export carries CLI versions, and an
+// import takes them, only with one; without it (nil) an export carries
+// none and an import refuses the CLI versions of its input. ServedCLI is
+// that side behind the package policy, which an export asks what it may
+// carry and an import what it stored that is held back.
+type CLISide interface {
 	CLIReleases() CLIReleases
 	ServedCLI() ServedCLI
 }
@@ -323,15 +323,15 @@ func keepEarlier(dir string, s *releases.Sums, rf *releaseFile, files *exportFil
 // importReleases imports every CLI version under the input's releases
 // directory, each once both anchors vouch for it (see the top of this
 // file). Each version refused is reported and counted.
-func importReleases(ctx context.Context, engine Engine, b *bundle, report func(string), sum *ImportSummary) error {
+func importReleases(ctx context.Context, engine Engine, side CLISide, b *bundle, report func(string), sum *ImportSummary) error {
 	dirs, err := b.entriesAt(filepath.Join(b.dir, releasesDir), 3)
 	if err != nil {
 		return err
 	}
 	var cli CLIReleases
 	var pol ServedCLI
-	if ce, ok := engine.(CLIEngine); ok {
-		cli, pol = ce.CLIReleases(), ce.ServedCLI()
+	if side != nil {
+		cli, pol = side.CLIReleases(), side.ServedCLI()
 	}
 	listed := map[string]manifestRelease{}
 	if b.releases != nil {

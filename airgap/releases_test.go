@@ -31,7 +31,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/releases"
 )
 
-// cliEng is an engine with its CLI releases side (CLIEngine), as
+// cliEng is an engine with its CLI releases side (CLISide), as
 // tfmirror wires it.
 type cliEng struct {
 	*mirror.Engine
@@ -67,7 +67,7 @@ func exportedCLI(t *testing.T) (o *fakeorigin.Releases, out string, key *ExportK
 	o, a := cachedCLI(t)
 	out, key = filepath.Join(t.TempDir(), "out"), newKey(t, "exporter")
 	var reports []string
-	sum, err := Export(context.Background(), cliOf(a), servedBy(t, a.Engine, nil), Selection{}, out, key, func(s string) { reports = append(reports, s) })
+	sum, err := Export(context.Background(), cliOf(a), servedBy(t, a.Engine, nil), cliOf(a), Selection{}, out, key, func(s string) { reports = append(reports, s) })
 	if err != nil || sum.Failed != 0 || sum.CLIArchives != 2 || len(reports) != 0 {
 		t.Fatalf("export: %+v, %v, %q", sum, err, reports)
 	}
@@ -127,10 +127,10 @@ func sealedCLI(t *testing.T, o *fakeorigin.Releases, products ...string) cliEng 
 	return cliEng{side.Engine, side.Releases, side.Served}
 }
 
-func importCLI(t *testing.T, engine Engine, in string, key *ExportKey) (ImportSummary, []string) {
+func importCLI(t *testing.T, engine Engine, side CLISide, in string, key *ExportKey) (ImportSummary, []string) {
 	t.Helper()
 	var reports []string
-	sum, err := Import(context.Background(), engine, in, ImportOptions{Trust: Trust{ExportKeys: publicOf(t, key)}, ScratchDir: t.TempDir()},
+	sum, err := Import(context.Background(), engine, in, ImportOptions{Trust: Trust{ExportKeys: publicOf(t, key)}, ScratchDir: t.TempDir(), CLI: side},
 		func(s string) { reports = append(reports, s) })
 	if err != nil {
 		t.Fatalf("import: %v", err)
@@ -199,7 +199,7 @@ func TestExportImportCLIReleases(t *testing.T) {
 	before := o.TotalHits()
 
 	b := sealedCLI(t, o)
-	sum, reports := importCLI(t, b, out, key)
+	sum, reports := importCLI(t, b, b, out, key)
 	if sum.Failed != 0 || sum.CLIArchives != 2 || sum.CLIHeld != 0 || len(reports) != 0 {
 		t.Fatalf("import: %+v %q", sum, reports)
 	}
@@ -245,7 +245,7 @@ func TestExportImportCLIReleases(t *testing.T) {
 	if n := o.TotalHits() - before; n != 0 {
 		t.Errorf("the sealed mirror asked the origin %d times", n)
 	}
-	sum, reports = importCLI(t, b, out, key)
+	sum, reports = importCLI(t, b, b, out, key)
 	if sum.Failed != 0 || sum.CLIArchives != 0 || sum.CLIPresent != 2 {
 		t.Fatalf("import again: %+v %q", sum, reports)
 	}
@@ -380,7 +380,7 @@ func TestImportCLIReleasesRefused(t *testing.T) {
 			tc.change(t, out, key)
 			o.SetDown(true)
 			b := sealedCLI(t, o)
-			sum, reports := importCLI(t, b, out, key)
+			sum, reports := importCLI(t, b, b, out, key)
 			joined := strings.Join(reports, "\n")
 			if sum.Failed == 0 || !strings.Contains(joined, "terraform 1.6.0 refused") || !strings.Contains(joined, tc.want) {
 				t.Fatalf("import: %+v\n%s\nwant a refusal of terraform 1.6.0 saying %q", sum, joined, tc.want)
@@ -414,7 +414,7 @@ deny_version "releases.hashicorp.com/hashicorp/terraform" {
   reason   = "use 1.5.7"
 }
 `))
-	sum, reports := importCLI(t, b, out, key)
+	sum, reports := importCLI(t, b, b, out, key)
 	if sum.Failed != 0 || sum.CLIHeld != 1 || sum.CLIArchives != 2 || len(reports) != 1 || !strings.Contains(reports[0], "use 1.5.7") {
 		t.Fatalf("import: %+v %q", sum, reports)
 	}
@@ -430,7 +430,7 @@ deny_version "releases.hashicorp.com/hashicorp/terraform" {
 
 	// A mirror that serves no terraform (its products: packer) refuses it.
 	c := sealedCLI(t, o, "packer")
-	sum, reports = importCLI(t, c, out, key)
+	sum, reports = importCLI(t, c, c, out, key)
 	if sum.Failed != 1 || sum.CLIArchives != 1 || !strings.Contains(strings.Join(reports, "\n"), "not served by this mirror") {
 		t.Fatalf("import into a mirror without terraform: %+v %q", sum, reports)
 	}
@@ -448,14 +448,14 @@ func TestImportCLIReleasesSection(t *testing.T) {
 			t.Fatal(err)
 		}
 		b := sealedCLI(t, o)
-		sum, reports := importCLI(t, b, out, key)
+		sum, reports := importCLI(t, b, b, out, key)
 		if sum.Failed != 1 || sum.CLIArchives != 1 || !strings.Contains(strings.Join(reports, "\n"), "tofu 1.8.0 refused: "+filepath.Join(out, filepath.FromSlash(tofuRelDir))+" is listed in the manifest") {
 			t.Fatalf("import: %+v %q", sum, reports)
 		}
 	})
 	t.Run("no CLI releases side", func(t *testing.T) {
 		_, out, key := exportedCLI(t)
-		sum, reports := importCLI(t, newEngine(t, nil), out, key)
+		sum, reports := importCLI(t, newEngine(t, nil), nil, out, key)
 		if sum.Failed != 2 || !strings.Contains(strings.Join(reports, "\n"), "no CLI releases side") {
 			t.Fatalf("import: %+v %q", sum, reports)
 		}
@@ -483,7 +483,7 @@ func TestImportCLIReleasesSection(t *testing.T) {
 		o, out, key := exportedCLI(t)
 		signedManifest(t, out, key, func(m *manifest) { m.Releases.Format = releasesFormat + 1 })
 		b := sealedCLI(t, o)
-		sum, reports := importCLI(t, b, out, key)
+		sum, reports := importCLI(t, b, b, out, key)
 		if sum.Failed != 2 || sum.CLIArchives != 0 || !strings.Contains(strings.Join(reports, "\n"), "has format 2, and this tfmirror reads 1") {
 			t.Fatalf("import: %+v %q", sum, reports)
 		}
@@ -494,7 +494,7 @@ func TestImportCLIReleasesSection(t *testing.T) {
 			m.Releases.Versions = append(m.Releases.Versions, manifestRelease{Publisher: "hashicorp", Product: "terraform", Version: "../../../etc"})
 		})
 		b := sealedCLI(t, o)
-		sum, reports := importCLI(t, b, out, key)
+		sum, reports := importCLI(t, b, b, out, key)
 		if sum.Failed != 2 || sum.CLIArchives != 0 || !strings.Contains(strings.Join(reports, "\n"), "its releases section has a malformed entry") {
 			t.Fatalf("import: %+v %q", sum, reports)
 		}
@@ -509,7 +509,7 @@ func TestExportCLIReleasesUnderThePolicy(t *testing.T) {
 	a.Engine.SetPolicy(enginetest.DecodePolicy(t, `deny = [{ pattern = "get.opentofu.org/opentofu/tofu", reason = "terraform only" }]`))
 	out := filepath.Join(t.TempDir(), "out")
 	var reports []string
-	sum, err := Export(context.Background(), cliOf(a), servedBy(t, a.Engine, nil), Selection{}, out, newKey(t, "exporter"), func(s string) { reports = append(reports, s) })
+	sum, err := Export(context.Background(), cliOf(a), servedBy(t, a.Engine, nil), cliOf(a), Selection{}, out, newKey(t, "exporter"), func(s string) { reports = append(reports, s) })
 	if err != nil || sum.Held != 1 || sum.CLIArchives != 1 || len(reports) != 1 || !strings.Contains(reports[0], "terraform only") {
 		t.Fatalf("export: %+v, %v, %q", sum, err, reports)
 	}
@@ -523,12 +523,12 @@ func TestExportCLIReleasesUnderThePolicy(t *testing.T) {
 	a.Engine.SetPolicy(nil)
 	tf, _ := addrs.ParseProvider(releases.Address(releases.HashiCorp, "terraform"))
 	out = filepath.Join(t.TempDir(), "out")
-	sum, err = Export(context.Background(), cliOf(a), servedBy(t, a.Engine, nil), Selection{Providers: []addrs.Provider{tf}, Platforms: []string{"darwin_arm64"}},
+	sum, err = Export(context.Background(), cliOf(a), servedBy(t, a.Engine, nil), cliOf(a), Selection{Providers: []addrs.Provider{tf}, Platforms: []string{"darwin_arm64"}},
 		out, newKey(t, "exporter"), func(s string) { reports = append(reports, s) })
 	if unmatched := (*UnmatchedSelectionError)(nil); !errors.As(err, &unmatched) || sum.CLIArchives != 0 || fileExists(out) {
 		t.Fatalf("export of a platform not cached: %+v, %v; want it refused, nothing written", sum, err)
 	}
-	sum, err = Export(context.Background(), cliOf(a), servedBy(t, a.Engine, nil), Selection{Providers: []addrs.Provider{tf}},
+	sum, err = Export(context.Background(), cliOf(a), servedBy(t, a.Engine, nil), cliOf(a), Selection{Providers: []addrs.Provider{tf}},
 		out, newKey(t, "exporter"), func(s string) { reports = append(reports, s) })
 	if err != nil || sum.CLIArchives != 1 {
 		t.Fatalf("export of terraform: %+v, %v", sum, err)
@@ -555,15 +555,16 @@ func TestIncrementalExportKeepsCLIArchives(t *testing.T) {
 	out, key := filepath.Join(t.TempDir(), "out"), newKey(t, "exporter")
 	var reports []string
 	report := func(s string) { reports = append(reports, s) }
-	if sum, err := Export(ctx, cliOf(a), servedBy(t, a.Engine, nil), Selection{}, out, key, report); err != nil || sum.CLIArchives != 3 {
+	if sum, err := Export(ctx, cliOf(a), servedBy(t, a.Engine, nil), cliOf(a), Selection{}, out, key, report); err != nil || sum.CLIArchives != 3 {
 		t.Fatalf("export: %+v %v %q", sum, err, reports)
 	}
-	sum, err := Export(ctx, cliOf(a), servedBy(t, a.Engine, nil), Selection{Platforms: []string{"darwin_arm64"}}, out, key, report)
+	sum, err := Export(ctx, cliOf(a), servedBy(t, a.Engine, nil), cliOf(a), Selection{Platforms: []string{"darwin_arm64"}}, out, key, report)
 	if err != nil || sum.CLIArchives != 0 || sum.CLIPresent != 1 || sum.Unlisted != 0 || len(reports) != 0 {
 		t.Fatalf("export again for one platform: %+v %v %q", sum, err, reports)
 	}
 	o.SetDown(true)
-	isum, ireports := importCLI(t, sealedCLI(t, o), out, key)
+	sealed := sealedCLI(t, o)
+	isum, ireports := importCLI(t, sealed, sealed, out, key)
 	if isum.Failed != 0 || isum.CLIArchives != 3 {
 		t.Fatalf("import: %+v %q", isum, ireports)
 	}
@@ -599,7 +600,7 @@ func TestImportCLIReleaseReadsOnlyListedFiles(t *testing.T) {
 	engine := sealedCLI(t, o)
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	sum, reports := importCLI(t, engine, out, key)
+	sum, reports := importCLI(t, engine, engine, out, key)
 	runtime.ReadMemStats(&after)
 	if sum.CLIArchives != 1 || sum.Failed != 1 || !strings.Contains(strings.Join(reports, "\n"), "p0.sig") {
 		t.Errorf("import: %+v, %q; want the tofu release refused for the file its manifest does not list", sum, reports)

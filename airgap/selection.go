@@ -28,12 +28,12 @@ func (e *UnmatchedSelectionError) Error() string {
 // selectChecked returns the cached provider versions sel wants, listed
 // once for the check of the selection and the export, once checkSelection
 // found the selection sound.
-func selectChecked(ctx context.Context, engine Engine, sel Selection, cli bool, out string) ([]mirror.CachedVersion, error) {
+func selectChecked(ctx context.Context, engine Engine, cli CLISide, sel Selection, out string) ([]mirror.CachedVersion, error) {
 	listed, err := listCached(engine, sel.Providers)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkSelection(ctx, engine, sel, listed, cli, out); err != nil {
+	if err := checkSelection(ctx, cli, sel, listed, out); err != nil {
 		return nil, err
 	}
 	return slices.DeleteFunc(listed, func(cv mirror.CachedVersion) bool { return !sel.wants(cv) }), nil
@@ -42,7 +42,7 @@ func selectChecked(ctx context.Context, engine Engine, sel Selection, cli bool, 
 // checkSelection is nil when sel names nothing (an export of everything,
 // of an empty cache too, is an empty export, as before), or when each
 // selector it names selects a package the cache holds (a cached archive
-// of a provider version or, with cli, of a CLI version; or a CLI version
+// of a provider version or, with cli (not nil), of a CLI version; or a CLI version
 // whose stored SHA256SUMS the keys in force refuse, which the export
 // reports): a provider, one of its versions; a version, a version of that
 // number of the providers sel names (of any, when it names none); a
@@ -54,7 +54,7 @@ func selectChecked(ctx context.Context, engine Engine, sel Selection, cli bool, 
 // anything to out; when it is nil, sel selects at least one package. The
 // package policy is not asked: a cached version it holds back is the
 // export's to report.
-func checkSelection(ctx context.Context, engine Engine, sel Selection, cached []mirror.CachedVersion, cli bool, out string) error {
+func checkSelection(ctx context.Context, cli CLISide, sel Selection, cached []mirror.CachedVersion, out string) error {
 	if len(sel.Providers) == 0 && len(sel.Versions) == 0 && len(sel.Platforms) == 0 {
 		return nil
 	}
@@ -86,10 +86,10 @@ func checkSelection(ctx context.Context, engine Engine, sel Selection, cached []
 			mark(cv.Provider, cv.Version, slices.DeleteFunc(pls, func(pl string) bool { return !inSel(pl) }))
 		}
 	}
-	if ce, ok := engine.(CLIEngine); ok && cli && (len(sel.Providers) > 0 || len(sel.Versions) == 0) {
+	if cli != nil && (len(sel.Providers) > 0 || len(sel.Versions) == 0) {
 		// As wantsCLI: every CLI version when sel names no provider and
 		// no version, else those of the addresses it names.
-		err := ce.CLIReleases().Held(func(h releases.HeldVersion) error {
+		err := cli.CLIReleases().Held(func(h releases.HeldVersion) error {
 			if err := ctx.Err(); err != nil {
 				return err
 			}

@@ -54,7 +54,7 @@ func TestExportSelectionMatchingNothingFails(t *testing.T) {
 				if kind == "oci-layout" {
 					_, err = ExportOCILayout(ctx, engine, arts, names, tc.sel, out, report)
 				} else {
-					_, err = Export(ctx, engine, pol, tc.sel, out, newKey(t, "exporter"), report)
+					_, err = Export(ctx, engine, pol, nil, tc.sel, out, newKey(t, "exporter"), report)
 				}
 				var unmatched *UnmatchedSelectionError
 				if !errors.As(err, &unmatched) {
@@ -83,7 +83,7 @@ func TestExportSelectionMatchingNothingFails(t *testing.T) {
 		{Platforms: []string{"linux_amd64"}},
 	} {
 		out := filepath.Join(t.TempDir(), "out.tar")
-		sum, err := Export(ctx, engine, pol, sel, out, newKey(t, "exporter"), func(string) {})
+		sum, err := Export(ctx, engine, pol, nil, sel, out, newKey(t, "exporter"), func(string) {})
 		if err != nil || sum.Written != 1 {
 			t.Errorf("export of %+v: %+v, %v; want 1 package written", sel, sum, err)
 		}
@@ -91,7 +91,7 @@ func TestExportSelectionMatchingNothingFails(t *testing.T) {
 
 	empty := newEngine(t, enginetest.StartOrigin(t, fakeorigin.Options{}))
 	out := filepath.Join(t.TempDir(), "out.tar")
-	if sum, err := Export(ctx, empty, servedBy(t, empty, nil), Selection{}, out, newKey(t, "exporter"), func(string) {}); err != nil || sum.Written != 0 {
+	if sum, err := Export(ctx, empty, servedBy(t, empty, nil), nil, Selection{}, out, newKey(t, "exporter"), func(string) {}); err != nil || sum.Written != 0 {
 		t.Errorf("export of everything from an empty cache: %+v, %v; want an empty bundle", sum, err)
 	}
 	if _, err := os.Stat(out); err != nil {
@@ -109,7 +109,7 @@ func TestExportInterruptedLeavesNothing(t *testing.T) {
 	cancel()
 	parent := t.TempDir()
 	out := filepath.Join(parent, "out.tar.gz")
-	_, err := Export(&cancelledAfterFirstLook{Context: ctx}, engine, servedBy(t, engine, nil), Selection{}, out, newKey(t, "exporter"), func(string) {})
+	_, err := Export(&cancelledAfterFirstLook{Context: ctx}, engine, servedBy(t, engine, nil), nil, Selection{}, out, newKey(t, "exporter"), func(string) {})
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("export interrupted: error %v, want context.Canceled", err)
 	}
@@ -137,7 +137,7 @@ func TestExportCLISelectionMatchingNothingFails(t *testing.T) {
 		{Selection{Providers: []addrs.Provider{tf}, Platforms: []string{"windows_386"}}, "--platforms windows_386"},
 	} {
 		out := filepath.Join(t.TempDir(), "out")
-		sum, err := Export(context.Background(), cliOf(a), servedBy(t, a.Engine, nil), tc.sel, out, newKey(t, "exporter"), func(string) {})
+		sum, err := Export(context.Background(), cliOf(a), servedBy(t, a.Engine, nil), cliOf(a), tc.sel, out, newKey(t, "exporter"), func(string) {})
 		switch {
 		case tc.want == "" && (err != nil || sum.CLIArchives != 1):
 			t.Errorf("export of %+v: %+v, %v; want 1 CLI archive", tc.sel, sum, err)
@@ -169,7 +169,7 @@ func TestExportInterruptedWhileWritingItsTar(t *testing.T) {
 	engine, _ := cachedNetAndTarball(t)
 	parent := t.TempDir()
 	out := filepath.Join(parent, "out.tar")
-	_, err := Export(&cancelledOnceSigned{Context: context.Background(), parent: parent}, engine, servedBy(t, engine, nil), Selection{}, out, newKey(t, "exporter"), func(string) {})
+	_, err := Export(&cancelledOnceSigned{Context: context.Background(), parent: parent}, engine, servedBy(t, engine, nil), nil, Selection{}, out, newKey(t, "exporter"), func(string) {})
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("export interrupted as it writes its tar: error %v, want context.Canceled", err)
 	}

@@ -100,7 +100,7 @@ func cacheArchive(t *testing.T, engine *mirror.Engine, p addrs.Provider, version
 func exportAll(t *testing.T, engine *mirror.Engine, key *ExportKey) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "out")
-	if _, err := Export(context.Background(), engine, servedBy(t, engine, nil), Selection{}, out, key, func(string) {}); err != nil {
+	if _, err := Export(context.Background(), engine, servedBy(t, engine, nil), nil, Selection{}, out, key, func(string) {}); err != nil {
 		t.Fatal(err)
 	}
 	return out
@@ -135,7 +135,7 @@ func TestExportAsksTheServedLayer(t *testing.T) {
 	layer := refusingLayer{Served: servedBy(t, engine, nil), refused: map[string]bool{p.String(): true, tarballModule.String(): true}}
 	out := filepath.Join(t.TempDir(), "out")
 	var reports []string
-	sum, err := Export(ctx, engine, layer, Selection{}, out, newKey(t, "exporter"), func(s string) { reports = append(reports, s) })
+	sum, err := Export(ctx, engine, layer, nil, Selection{}, out, newKey(t, "exporter"), func(s string) { reports = append(reports, s) })
 	if err != nil || sum.Held != 2 || sum.Written != 0 || sum.Modules != 0 || sum.Failed != 0 || len(reports) != 2 {
 		t.Fatalf("export behind a refusing layer: %+v, %v, %q", sum, err, reports)
 	}
@@ -157,7 +157,7 @@ deny_version "`+tarballModule.String()+`" {
 `))
 	out = filepath.Join(t.TempDir(), "out")
 	reports = nil
-	sum, err = Export(ctx, engine, servedBy(t, engine, nil), Selection{}, out, newKey(t, "exporter"), func(s string) { reports = append(reports, s) })
+	sum, err = Export(ctx, engine, servedBy(t, engine, nil), nil, Selection{}, out, newKey(t, "exporter"), func(s string) { reports = append(reports, s) })
 	if err != nil || sum.Held != 1 || sum.Written != 1 || sum.Modules != 0 || sum.Failed != 0 || len(reports) != 1 || !strings.Contains(reports[0], "CVE-2026-0005") {
 		t.Fatalf("export behind the engine's policy: %+v, %v, %q", sum, err, reports)
 	}
@@ -170,7 +170,7 @@ deny_version "`+tarballModule.String()+`" {
 	cli := layeredCLI{cliEng: cliOf(side), layer: refusingCLILayer{ServedCLI: side.Served, refused: map[string]bool{releases.Address(releases.OpenTofu, "tofu"): true}}}
 	out = filepath.Join(t.TempDir(), "out")
 	reports = nil
-	sum, err = Export(ctx, cli, servedBy(t, side.Engine, nil), Selection{}, out, newKey(t, "exporter"), func(s string) { reports = append(reports, s) })
+	sum, err = Export(ctx, cli, servedBy(t, side.Engine, nil), cli, Selection{}, out, newKey(t, "exporter"), func(s string) { reports = append(reports, s) })
 	if err != nil || sum.Held != 1 || sum.CLIArchives != 1 || len(reports) != 1 || !strings.Contains(reports[0], "refused by the served layer") {
 		t.Fatalf("export of the CLI releases behind a refusing layer: %+v, %v, %q", sum, err, reports)
 	}
@@ -186,7 +186,7 @@ func TestImportAsksTheServedLayer(t *testing.T) {
 	o, out, key := exportedCLI(t)
 	b := sealedCLI(t, o)
 	refusing := layeredCLI{cliEng: b, layer: refusingCLILayer{ServedCLI: b.served, refused: map[string]bool{releases.Address(releases.HashiCorp, "terraform"): true}}}
-	sum, reports := importCLI(t, refusing, out, key)
+	sum, reports := importCLI(t, refusing, refusing, out, key)
 	if sum.Failed != 0 || sum.CLIHeld != 1 || sum.CLIArchives != 2 || len(reports) != 1 || !strings.Contains(reports[0], "refused by the served layer") {
 		t.Fatalf("import: %+v %q", sum, reports)
 	}

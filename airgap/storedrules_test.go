@@ -59,7 +59,7 @@ func TestExportsLeaveOutModulesRefusedToday(t *testing.T) {
 
 	out := filepath.Join(t.TempDir(), "out")
 	var reports []string
-	sum, err := Export(ctx, engine, servedBy(t, engine, nil), Selection{}, out, newKey(t, "exporter"), func(s string) { reports = append(reports, s) })
+	sum, err := Export(ctx, engine, servedBy(t, engine, nil), nil, Selection{}, out, newKey(t, "exporter"), func(s string) { reports = append(reports, s) })
 	if err != nil {
 		t.Fatal(err)
 	}

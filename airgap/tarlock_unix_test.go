@@ -40,7 +40,7 @@ func TestTarExportRetryRemovesAKilledExportsLeftoversAtOnce(t *testing.T) {
 
 	var reports []string
 	out := filepath.Join(parent, "bundle.tar")
-	if sum, err := Export(context.Background(), engine, servedBy(t, engine, nil), Selection{}, out, newKey(t, "exporter"), func(s string) { reports = append(reports, s) }); err != nil || sum.Failed != 0 {
+	if sum, err := Export(context.Background(), engine, servedBy(t, engine, nil), nil, Selection{}, out, newKey(t, "exporter"), func(s string) { reports = append(reports, s) }); err != nil || sum.Failed != 0 {
 		t.Fatalf("export retried after a killed one: %+v %v %q", sum, err, reports)
 	}
 	checkRemoved(t, stale, reports)

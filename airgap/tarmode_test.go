@@ -20,7 +20,7 @@ func TestTarExportMode(t *testing.T) {
 	key := newKey(t, "exporter")
 	for _, name := range []string{"out.tar", "out.tar.gz"} {
 		out := filepath.Join(t.TempDir(), name)
-		if _, err := Export(ctx, empty, servedBy(t, empty, nil), Selection{}, out, key, func(string) {}); err != nil {
+		if _, err := Export(ctx, empty, servedBy(t, empty, nil), nil, Selection{}, out, key, func(string) {}); err != nil {
 			t.Fatalf("export to %s: %v", name, err)
 		}
 		info, err := os.Stat(out)

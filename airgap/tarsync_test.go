@@ -27,7 +27,7 @@ func TestTarExportSyncsItsName(t *testing.T) {
 		synced = append(synced, dir)
 		return old(dir)
 	}
-	if sum, err := Export(context.Background(), engine, servedBy(t, engine, nil), Selection{}, out, newKey(t, "exporter"), func(string) {}); err != nil || sum.Failed != 0 {
+	if sum, err := Export(context.Background(), engine, servedBy(t, engine, nil), nil, Selection{}, out, newKey(t, "exporter"), func(string) {}); err != nil || sum.Failed != 0 {
 		t.Fatalf("export: %+v %v", sum, err)
 	}
 	if len(synced) != 1 || synced[0] != parent {

@@ -45,7 +45,7 @@ func TestExportRemovesAnInterruptedExportsTemporaryFiles(t *testing.T) {
 	}
 
 	var reports []string
-	sum, err := Export(context.Background(), engine, servedBy(t, engine, nil), Selection{}, out, key, func(s string) { reports = append(reports, s) })
+	sum, err := Export(context.Background(), engine, servedBy(t, engine, nil), nil, Selection{}, out, key, func(s string) { reports = append(reports, s) })
 	if err != nil || sum.Failed != 0 {
 		t.Fatalf("export after an interrupted one: %+v %v %q", sum, err, reports)
 	}
@@ -172,7 +172,7 @@ func TestTarExportRemovesAnInterruptedExportsLeftovers(t *testing.T) {
 
 	var reports []string
 	out := filepath.Join(parent, "bundle.tar")
-	if sum, err := Export(context.Background(), engine, servedBy(t, engine, nil), Selection{}, out, newKey(t, "exporter"), func(s string) { reports = append(reports, s) }); err != nil || sum.Failed != 0 {
+	if sum, err := Export(context.Background(), engine, servedBy(t, engine, nil), nil, Selection{}, out, newKey(t, "exporter"), func(s string) { reports = append(reports, s) }); err != nil || sum.Failed != 0 {
 		t.Fatalf("export after an interrupted one: %+v %v %q", sum, err, reports)
 	}
 	checkRemoved(t, stale, reports)

@@ -253,9 +253,6 @@ func openDataDir(ctx context.Context, cfg settings.Config, logger *slog.Logger, 
 	if err == nil {
 		opts.OCILayout, err = ociLayoutOption(cfg, parts)
 	}
-	if parts.releases != nil {
-		opts.Releases = parts.releases
-	}
 	if err != nil {
 		parts.shutdown(ctx)
 		return nil, err
@@ -265,7 +262,7 @@ func openDataDir(ctx context.Context, cfg settings.Config, logger *slog.Logger, 
 		parts.shutdown(ctx)
 		return nil, err
 	}
-	api, err := admin.New(parts.adminEngine(), pkgs, parts.retention, logger, nil, opts)
+	api, err := admin.New(parts.engine, pkgs, parts.retention, logger, nil, parts.adminOptionsOf(opts))
 	if err != nil {
 		parts.shutdown(ctx)
 		return nil, err

@@ -97,25 +97,27 @@ func openReleasesDoor(logger *slog.Logger, rel *served.Releases, auth *proxy.Aut
 	return releasesdoor.New(releasesdoor.Config{MirrorURL: mirrorURL, Auth: auth, Logger: logger}, rel)
 }
 
-// cliEngine is the engine with its CLI releases side, as export and import
-// take it (airgap.CLIEngine): an export then carries the cached CLI
-// versions the package policy lets be served (asking served, the side
-// behind the policy) and an import takes them, verified with the
-// publisher keys this process is configured with.
-type cliEngine struct {
-	admin.Engine
+// cliAirGap is the CLI releases side as export and import take it
+// (airgap.CLISide): an export carries the cached CLI versions the package
+// policy lets be served (asking served, the side behind the policy) and
+// an import takes them, verified with the publisher keys this process is
+// configured with.
+type cliAirGap struct {
 	rel    *releases.Releases
 	served *served.Releases
 }
 
-var _ airgap.CLIEngine = cliEngine{}
+var _ airgap.CLISide = cliAirGap{}
 
-func (e cliEngine) CLIReleases() airgap.CLIReleases { return e.rel.AirGap() }
+func (c cliAirGap) CLIReleases() airgap.CLIReleases { return c.rel.AirGap() }
 
-func (e cliEngine) ServedCLI() airgap.ServedCLI { return e.served }
+func (c cliAirGap) ServedCLI() airgap.ServedCLI { return c.served }
 
-// adminEngine is the engine the admin operations run on: with its CLI
-// releases side.
-func (p *engineParts) adminEngine() admin.Engine {
-	return cliEngine{Engine: p.engine, rel: p.cliSide, served: p.releases}
+// adminOptionsOf are the admin operations' options on p: o, with the CLI
+// releases side that sync's cli blocks fill, exports carry and imports
+// take.
+func (p *engineParts) adminOptionsOf(o admin.Options) admin.Options {
+	o.Releases = p.releases
+	o.CLIAirGap = cliAirGap{rel: p.cliSide, served: p.releases}
+	return o
 }

@@ -269,9 +269,6 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 	if aopts.OCILayout, err = ociLayoutOption(cfg, m.engineParts); err != nil {
 		return nil, err
 	}
-	if m.releases != nil {
-		aopts.Releases = m.releases // sync's cli blocks through the admin socket
-	}
 	// The same reload as on SIGHUP, for tfmirror reload.
 	aopts.Reload = func(context.Context) (admin.Reloaded, error) { return m.reload() }
 	if len(aopts.Trust.ExportKeys) > 0 || len(aopts.Trust.PublisherKeys) > 0 {
@@ -280,7 +277,7 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 	// The keys as the last reload read them.
 	m.trust.Store(&aopts.Trust)
 	aopts.TrustNow = m.trustNow
-	m.admin, err = admin.New(m.adminEngine(), pkgs, m.retention, logger, m.metrics, aopts)
+	m.admin, err = admin.New(m.engine, pkgs, m.retention, logger, m.metrics, m.adminOptionsOf(aopts))
 	if err != nil {
 		return nil, err
 	}
