@@ -439,10 +439,7 @@ func (r *releaseTimes) noteDatings(kind, address string, ds []dating, theirs map
 // tier composed over the stored records): without one, the cache's
 // records are all known (absentOf) and nothing is looked up, nor marked
 // as unanswered.
-func (r *releaseTimes) shared() bool {
-	recs, ok := r.parts.Source.(*stored.Records)
-	return !ok || recs != r.parts.Records
-}
+func (r *releaseTimes) shared() bool { return r.parts.Source.Beyond() }
 
 // unansweredMark is the mark, in the cache alone, that some of an
 // address's dating lookups went unanswered (the shared tier failed): the

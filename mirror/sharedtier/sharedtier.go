@@ -243,6 +243,9 @@ func (s *Shared) read(ctx context.Context, key string, v any) (time.Time, bool, 
 	return storedAt, true, nil
 }
 
+// Beyond reports whether there is a tier beyond the cache to read.
+func (s *Shared) Beyond() bool { return s.tier != nil }
+
 // Share puts a record just stored in the cache in the tier, in the
 // background (work of the engine's lifetime, which a shutdown waits for),
 // so that a slow tier does not slow the callers waiting for the record.

@@ -198,6 +198,10 @@ type Source interface {
 	// writer of the list served (a removal), which must write over that
 	// one.
 	ServedVersions(ctx context.Context, key string) (list *records.VersionList, storedAt time.Time, own bool, err error)
+	// Beyond reports whether the source reads beyond the local store (a
+	// shared tier composed over it): otherwise every record it has is
+	// the local store's, and none can go unanswered.
+	Beyond() bool
 }
 
 var _ Source = (*Records)(nil)
@@ -239,6 +243,9 @@ func (r *Records) Put(key string, v any) error {
 
 // Share stores nothing: nothing is beyond the cache.
 func (r *Records) Share(string, any) {}
+
+// Beyond is false: the records are the local store's alone.
+func (r *Records) Beyond() bool { return false }
 
 // Package is CachedPackageAt.
 func (r *Records) Package(_ context.Context, k records.VersionKeys) (*records.PackageRecord, bool) {
