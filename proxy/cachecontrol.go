@@ -111,14 +111,15 @@ var (
 
 // writeDocument answers 200 with doc, the given Cache-Control (from
 // headerValue) and doc's ETag; a request whose If-None-Match matches gets
-// 304. HEAD and Range are handled as for any static file.
-func writeDocument(w http.ResponseWriter, r *http.Request, doc document, cacheControl []string) {
-	writeFile(w, r, doc, jsonContentType, cacheControl)
+// 304. HEAD and Range are handled as for any static file; fail answers a
+// Range that cannot be satisfied (ServeCached).
+func writeDocument(w http.ResponseWriter, r *http.Request, doc document, cacheControl []string, fail ErrorFunc) {
+	writeFile(w, r, doc, jsonContentType, cacheControl, fail)
 }
 
 // writeFile is writeDocument for a body of any content type (from
 // headerValue).
-func writeFile(w http.ResponseWriter, r *http.Request, doc document, contentType, cacheControl []string) {
+func writeFile(w http.ResponseWriter, r *http.Request, doc document, contentType, cacheControl []string, fail ErrorFunc) {
 	if doc.body == nil {
 		writeJSONBody(w, http.StatusInternalServerError, nil)
 		return
@@ -130,7 +131,7 @@ func writeFile(w http.ResponseWriter, r *http.Request, doc document, contentType
 	h["Etag"] = doc.etag
 	if conditional(r) {
 		// A zero modification time: no Last-Modified, validation by ETag only.
-		http.ServeContent(noStoreErrors{w}, r, "", time.Time{}, bytes.NewReader(doc.body))
+		ServeCached(w, r, time.Time{}, bytes.NewReader(doc.body), fail)
 		return
 	}
 	// What http.ServeContent answers to a request without preconditions

@@ -18,8 +18,9 @@ import (
 //
 // A nil *hotDocs keeps and serves nothing.
 type hotDocs struct {
-	engine       reuser   // says whether a kept answer still holds
-	cacheControl []string // of the fresh documents kept
+	engine       reuser    // says whether a kept answer still holds
+	cacheControl []string  // of the fresh documents kept
+	fail         ErrorFunc // answers a Range the document cannot satisfy
 	mu           sync.RWMutex
 	docs         map[string]hotDoc // by escaped request path
 }
@@ -32,8 +33,8 @@ type hotDoc struct {
 	stamp mirror.Stamp
 }
 
-func newHotDocs(engine reuser, cacheControl []string) *hotDocs {
-	return &hotDocs{engine: engine, cacheControl: cacheControl, docs: make(map[string]hotDoc)}
+func newHotDocs(engine reuser, cacheControl []string, fail ErrorFunc) *hotDocs {
+	return &hotDocs{engine: engine, cacheControl: cacheControl, fail: fail, docs: make(map[string]hotDoc)}
 }
 
 // keep remembers doc as the answer to r's path while stamp holds,
@@ -61,6 +62,6 @@ func (h *hotDocs) serve(w http.ResponseWriter, r *http.Request) bool {
 	if !ok || !h.engine.Reuse(d.stamp) {
 		return false
 	}
-	writeDocument(w, r, d.doc, h.cacheControl)
+	writeDocument(w, r, d.doc, h.cacheControl, h.fail)
 	return true
 }

@@ -27,15 +27,17 @@ func TestWriteDocumentIsServeContent(t *testing.T) {
 	t.Parallel()
 	doc := newDocument([]byte(`{"versions":{"1.0.0":{}}}` + "\n"))
 	cacheControl := headerValue("public, max-age=60")
+	fail := func(w http.ResponseWriter, _ *http.Request, err error) { writeError(w, err) }
 	// What writeDocument did before it wrote plain answers itself (its
-	// errors answered as every error is: TestCacheHeaders).
+	// errors answered as every error is: TestCacheHeaders,
+	// TestRangeNotSatisfiableAnsweredAsAnError).
 	serveContent := func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
 		h.Set("Content-Type", "application/json")
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("Cache-Control", cacheControl[0])
 		h.Set("ETag", doc.etag[0])
-		http.ServeContent(noStoreErrors{w}, r, "", time.Time{}, bytes.NewReader(doc.body))
+		ServeCached(w, r, time.Time{}, bytes.NewReader(doc.body), fail)
 	}
 	tests := []struct {
 		name   string
@@ -61,7 +63,7 @@ func TestWriteDocumentIsServeContent(t *testing.T) {
 				req.Header.Set(tc.header[i], tc.header[i+1])
 			}
 			got, want := httptest.NewRecorder(), httptest.NewRecorder()
-			writeDocument(got, req, doc, cacheControl)
+			writeDocument(got, req, doc, cacheControl, fail)
 			serveContent(want, req)
 			if got.Code != want.Code {
 				t.Errorf("status %d, want %d", got.Code, want.Code)

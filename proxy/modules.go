@@ -180,7 +180,7 @@ func (mr *moduleRegistry) handleVersions(w http.ResponseWriter, r *http.Request)
 	for _, v := range list.Versions {
 		body.Modules[0].Versions = append(body.Modules[0].Versions, moduleVersion{v})
 	}
-	writeDocument(w, r, newDocument(renderJSON(body)), mr.cacheControl(st.Stale))
+	writeDocument(w, r, newDocument(renderJSON(body)), mr.cacheControl(st.Stale), mr.fail)
 }
 
 // moduleLocation is the download answer's JSON body, as OpenTofu reads it.
@@ -221,7 +221,7 @@ func (mr *moduleRegistry) handleDownload(w http.ResponseWriter, r *http.Request)
 		loc = base + p[:strings.LastIndexByte(p, '/')+1] + strings.TrimPrefix(loc, "./")
 	}
 	w.Header().Set("X-Terraform-Get", loc)
-	writeDocument(w, r, newDocument(renderJSON(moduleLocation{Location: loc})), mr.cacheControl(false))
+	writeDocument(w, r, newDocument(renderJSON(moduleLocation{Location: loc})), mr.cacheControl(false), mr.fail)
 }
 
 // relativeLocationKeeps reports whether the clients read the relative
@@ -284,7 +284,7 @@ func (mr *moduleRegistry) serveFile(w http.ResponseWriter, r *http.Request, cont
 	h.Set("ETag", `"`+sha+`"`)
 	h["Cache-Control"] = mr.cacheControl(false)
 	h.Set("X-Tfmirror-Cache", src.String())
-	ServeCached(w, r, modTime, content)
+	ServeCached(w, r, modTime, content, mr.fail)
 }
 
 // moduleSigner and moduleFileName name a package for URL signing: the

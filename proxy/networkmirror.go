@@ -102,7 +102,7 @@ func (n *networkMirror) serveArchive(w http.ResponseWriter, r *http.Request, p a
 	n.setArchiveHeaders(w, a.SHA256, a.Source.String())
 	if content := a.Content(); content != nil {
 		// Cached: with Range, If-None-Match and If-Modified-Since support.
-		ServeCached(w, r, a.ModTime, content)
+		ServeCached(w, r, a.ModTime, content, n.fail)
 		return
 	}
 	StreamArchive(w, r, a)
@@ -122,19 +122,26 @@ const copyBufferSize = 256 << 10
 
 var copyBuffers = sync.Pool{New: func() any { b := make([]byte, copyBufferSize); return &b }}
 
-// ServeCached sends a cached archive or package (content) with
-// http.ServeContent, for every front door: with Range, If-None-Match and
-// If-Modified-Since support. A read that fails once the status is
-// decided (the cached copy found damaged where it is stored) breaks the
-// response off, as StreamArchive does a download that fails: its status
-// goes out first, and the handler panics with http.ErrAbortHandler, so
-// that the access log and tfmirror_http_responses_aborted_total count it
-// as aborted rather than as a download served whole.
-// (http.ServeContent itself ends a body cut short by a read error as if
-// it were whole.)
-func ServeCached(w http.ResponseWriter, r *http.Request, modTime time.Time, content io.ReadSeeker) {
+// ServeCached sends a cached archive or package (content), or a document
+// asked for with a precondition or Range, with http.ServeContent, for
+// every front door: with Range, If-None-Match and If-Modified-Since
+// support. A Range it cannot satisfy is answered 416 by fail, the door's
+// own error answer (refuseRange), not in net/http's text/plain. A read
+// that fails once the status is decided (the cached copy found damaged
+// where it is stored) breaks the response off, as StreamArchive does a
+// download that fails: its status goes out first, and the handler panics
+// with http.ErrAbortHandler, so that the access log and
+// tfmirror_http_responses_aborted_total count it as aborted rather than
+// as a download served whole. (http.ServeContent itself ends a body cut
+// short by a read error as if it were whole.)
+func ServeCached(w http.ResponseWriter, r *http.Request, modTime time.Time, content io.ReadSeeker, fail ErrorFunc) {
 	cr := &contentReader{ReadSeeker: content}
-	http.ServeContent(noStoreErrors{w}, r, "", modTime, cr)
+	held := &rangeRefusal{ResponseWriter: w}
+	http.ServeContent(noStoreErrors{held}, r, "", modTime, cr)
+	if held.refused {
+		refuseRange(w, r, cr, fail)
+		return
+	}
 	if cr.err == nil {
 		return
 	}
@@ -142,16 +149,26 @@ func ServeCached(w http.ResponseWriter, r *http.Request, modTime time.Time, cont
 	panic(http.ErrAbortHandler)
 }
 
-// contentReader keeps the first error other than io.EOF its Read met.
+// contentReader keeps the first error other than io.EOF its Read met,
+// and the first its Seek met.
 type contentReader struct {
 	io.ReadSeeker
-	err error
+	err     error
+	seekErr error
 }
 
 func (c *contentReader) Read(p []byte) (int, error) {
 	n, err := c.ReadSeeker.Read(p)
 	if err != nil && !errors.Is(err, io.EOF) && c.err == nil {
 		c.err = err
+	}
+	return n, err
+}
+
+func (c *contentReader) Seek(offset int64, whence int) (int64, error) {
+	n, err := c.ReadSeeker.Seek(offset, whence)
+	if err != nil && c.seekErr == nil {
+		c.seekErr = err
 	}
 	return n, err
 }
@@ -250,7 +267,7 @@ func (n *networkMirror) handleIndex(w http.ResponseWriter, r *http.Request) {
 	}
 	doc := n.docs.index(p, list)
 	n.hot.keep(r, doc, st.Stale, st.Stamp)
-	writeDocument(w, r, doc, n.cacheControl(st.Stale))
+	writeDocument(w, r, doc, n.cacheControl(st.Stale), n.fail)
 }
 
 func (n *networkMirror) serveVersion(w http.ResponseWriter, r *http.Request, p addrs.Provider, v versions.Version) {
@@ -270,7 +287,7 @@ func (n *networkMirror) serveVersion(w http.ResponseWriter, r *http.Request, p a
 		n.signArchiveURLs(p, &vd)
 		doc = newDocument(renderJSON(vd))
 	}
-	writeDocument(w, r, doc, n.cacheControl(pkg.Stale))
+	writeDocument(w, r, doc, n.cacheControl(pkg.Stale), n.fail)
 }
 
 // signArchiveURLs appends a signature to every archive URL of doc.

@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -95,6 +97,69 @@ func TestManyRangesAnsweredWhole(t *testing.T) {
 		mu.Unlock()
 		if got != "bytes=5-9" {
 			t.Errorf("the %s door was handed Range %q; want the one range asked", door, got)
+		}
+	}
+}
+
+// TestRangeNotSatisfiableAnsweredAsAnError: a Range that names no byte of
+// what a path serves (bytes=SIZE-, a download resumed after the file was
+// whole; or a malformed one, bytes=9-2) is answered 416 as every other
+// error of the mirror protocols is: their JSON error body (net/http's
+// own text/plain "invalid range: failed to overlap" was sent), no-store,
+// no validators, with Content-Range: bytes */SIZE (RFC 9110), for a
+// cached provider archive, a module's package (tar.gz and zip) and the
+// documents alike, to GET and HEAD.
+func TestRangeNotSatisfiableAnsweredAsAnError(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{})
+	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
+	h.origin.AddTarball("m.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# vpc\n")}))
+	h.origin.AddModule("acme", "vpc", "aws", "1.0.0", h.origin.TarballURL("m.tar.gz"))
+	archive := archivePath("1.0.0", "linux_amd64")
+	if r := h.get(archive); r.status != http.StatusOK {
+		t.Fatalf("archive: %d", r.status)
+	}
+	h.waitCommitted(h.origin.SHA256(ns, typ, "1.0.0", "linux_amd64"))
+	zip, _ := download(t, h, "acme/vpc/aws", "1.0.0")
+	for name, path := range map[string]string{
+		"archive":           archive,
+		"index.json":        providerPath("index.json"),
+		"VERSION.json":      providerPath("1.0.0.json"),
+		"module zip":        zip,
+		"module tar.gz":     modBase + "acme/vpc/aws/1.0.0/package.tar.gz",
+		"registry versions": "/registry/" + originHost + "/v1/providers/" + ns + "/" + typ + "/versions",
+		"SHA256SUMS":        "/registry/" + originHost + "/v1/providers/" + ns + "/" + typ + "/1.0.0/download/linux/amd64/SHA256SUMS",
+	} {
+		whole := h.get(path)
+		if whole.status != http.StatusOK || len(whole.body) == 0 {
+			t.Fatalf("%s: %d, %d bytes", name, whole.status, len(whole.body))
+		}
+		size := len(whole.body)
+		for _, rng := range []string{fmt.Sprintf("bytes=%d-", size), "bytes=9-2"} {
+			for _, method := range []string{http.MethodGet, http.MethodHead} {
+				r := h.do(context.Background(), method, path, "Range", rng)
+				what := fmt.Sprintf("%s, %s Range %s", name, method, rng)
+				if r.status != http.StatusRequestedRangeNotSatisfiable {
+					t.Errorf("%s: status %d, want 416", what, r.status)
+					continue
+				}
+				if got, want := r.header.Get("Content-Range"), fmt.Sprintf("bytes */%d", size); got != want {
+					t.Errorf("%s: Content-Range %q, want %q", what, got, want)
+				}
+				if ct, cc := r.header.Get("Content-Type"), r.header.Get("Cache-Control"); ct != "application/json" || cc != "no-store" {
+					t.Errorf("%s: Content-Type %q, Cache-Control %q; want application/json and no-store", what, ct, cc)
+				}
+				if et, lm := r.header.Get("ETag"), r.header.Get("Last-Modified"); et != "" || lm != "" {
+					t.Errorf("%s: ETag %q, Last-Modified %q; want neither on an error", what, et, lm)
+				}
+				if method == http.MethodHead {
+					continue
+				}
+				var body errorBody
+				if err := json.Unmarshal(r.body, &body); err != nil || len(body.Errors) != 1 || !strings.Contains(body.Errors[0], fmt.Sprint(size)) {
+					t.Errorf("%s: body %q (%v); want the JSON error naming the size", what, r.body, err)
+				}
+			}
 		}
 	}
 }

@@ -81,7 +81,7 @@ func (g *providerRegistry) handleVersions(w http.ResponseWriter, r *http.Request
 	doc := g.docs.registryVersions(p, list, func() document {
 		return newDocument(renderJSON(g.newVersions(list)))
 	})
-	writeDocument(w, r, doc, g.cacheControl(st.Stale))
+	writeDocument(w, r, doc, g.cacheControl(st.Stale), g.fail)
 }
 
 // newVersions is the versions answer for list: every version with
@@ -183,7 +183,7 @@ func (g *providerRegistry) handleDownload(w http.ResponseWriter, r *http.Request
 		pkg.SHASumsSignatureURL += "?" + a.sign(p, registryFileName(v, pl, signatureFile))
 	}
 	MarkStale(w, ev.Stale)
-	writeDocument(w, r, newDocument(renderJSON(pkg)), g.cacheControl(ev.Stale))
+	writeDocument(w, r, newDocument(renderJSON(pkg)), g.cacheControl(ev.Stale), g.fail)
 }
 
 // registryFileName names a SHA256SUMS document or signature for URL
@@ -216,7 +216,7 @@ func (g *providerRegistry) handleFile(w http.ResponseWriter, r *http.Request) {
 		body, contentType = doc.Signature, signatureContentType
 	}
 	MarkStale(w, ev.Stale)
-	writeFile(w, r, newDocument(body), contentType, g.cacheControl(ev.Stale))
+	writeFile(w, r, newDocument(body), contentType, g.cacheControl(ev.Stale), g.fail)
 }
 
 // Content types of the evidence files.

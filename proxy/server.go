@@ -180,7 +180,7 @@ func New(cfg Config, engine Engine) (*Server, error) {
 	if cfg.Auth == nil {
 		// With client authentication, the URLs in VERSION.json are
 		// signed per request, and every token checked: nothing is hot.
-		s.hot = newHotDocs(engine, rs.documentCacheControl)
+		s.hot = newHotDocs(engine, rs.documentCacheControl, rs.fail)
 	}
 	providers := providerRoutes{responder: rs, engine: engine, docs: newRenderMemo()}
 	s.router = s.routes(

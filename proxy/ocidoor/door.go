@@ -143,7 +143,7 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// mirror serves only grow while it runs (the allowed origins are not
 	// reloaded; imported hosts are only added), so it is served still.
 	if a, ok := d.hot.get(path); ok && a.holds() {
-		a.write(w, r)
+		a.write(w, r, d.AnswerError)
 		return
 	}
 	// A manifest request parsed before is answered at once: the call
@@ -371,7 +371,7 @@ func (d *Door) serveManifest(w http.ResponseWriter, r *http.Request, m manifestR
 	if holds != nil {
 		d.hot.put(r.URL.EscapedPath(), a)
 	}
-	a.write(w, r)
+	a.write(w, r, d.AnswerError)
 	return true
 }
 
@@ -427,8 +427,9 @@ func newHotManifest(p addrs.Provider, doc oci.Document, cacheControl []string, h
 }
 
 // write sends the answer; a HEAD gets the headers only, a request whose
-// If-None-Match names it 304 (conditional).
-func (a hotManifest) write(w http.ResponseWriter, r *http.Request) {
+// If-None-Match names it 304 (conditional), one whose Range it cannot
+// satisfy fail's 416.
+func (a hotManifest) write(w http.ResponseWriter, r *http.Request, fail proxy.ErrorFunc) {
 	h := w.Header()
 	h["Cache-Control"] = a.cacheControl
 	h["Docker-Content-Digest"] = a.dcd
@@ -436,7 +437,7 @@ func (a hotManifest) write(w http.ResponseWriter, r *http.Request) {
 	h["Content-Type"] = a.contentType
 	h["X-Content-Type-Options"] = nosniff
 	if conditional(r) {
-		proxy.ServeCached(w, r, time.Time{}, bytes.NewReader(a.body))
+		proxy.ServeCached(w, r, time.Time{}, bytes.NewReader(a.body), fail)
 		return
 	}
 	h["Content-Length"] = a.contentLength
@@ -477,7 +478,7 @@ func (d *Door) blob(w http.ResponseWriter, r *http.Request, name, ref string) {
 		h.Set("Docker-Content-Digest", dg.String())
 		h.Set("ETag", `"`+dg.String()+`"`)
 		h["Cache-Control"] = immutable
-		writeJSON(w, r, http.StatusOK, oci.MediaTypeEmptyConfig, oci.EmptyConfigBlob())
+		writeTagged(w, r, oci.MediaTypeEmptyConfig, oci.EmptyConfigBlob(), d.AnswerError)
 		return
 	}
 	a, size, err := d.providers.Blob(r.Context(), p, dg)
@@ -492,7 +493,7 @@ func (d *Door) blob(w http.ResponseWriter, r *http.Request, name, ref string) {
 	h["Cache-Control"] = byDigest
 	h.Set("X-Tfmirror-Cache", a.Source.String())
 	if content := a.Content(); content != nil {
-		proxy.ServeCached(w, r, a.ModTime, content)
+		proxy.ServeCached(w, r, a.ModTime, content, d.AnswerError)
 		return
 	}
 	// The length sent is the bytes' own, never the index's: a cached
@@ -525,21 +526,31 @@ func (d *Door) referrers(w http.ResponseWriter, r *http.Request, name, ref strin
 }
 
 // writeJSON sends body with its media type and length; a HEAD gets the
-// headers only. A document answered with its ETag (set by the caller)
-// answers the preconditions on it, and Range (conditional).
+// headers only.
 func writeJSON(w http.ResponseWriter, r *http.Request, status int, mediaType string, body []byte) {
 	h := w.Header()
 	h["Content-Type"] = []string{mediaType}
 	h["X-Content-Type-Options"] = nosniff
-	if status == http.StatusOK && h["Etag"] != nil && conditional(r) {
-		proxy.ServeCached(w, r, time.Time{}, bytes.NewReader(body))
-		return
-	}
 	h["Content-Length"] = []string{strconv.Itoa(len(body))}
 	w.WriteHeader(status)
 	if r.Method != http.MethodHead {
 		w.Write(body)
 	}
+}
+
+// writeTagged is writeJSON (200) for a document answered with its ETag
+// (set by the caller): it answers the preconditions on it, and Range
+// (conditional), with proxy.ServeCached, a Range it cannot satisfy with
+// fail.
+func writeTagged(w http.ResponseWriter, r *http.Request, mediaType string, body []byte, fail proxy.ErrorFunc) {
+	if !conditional(r) {
+		writeJSON(w, r, http.StatusOK, mediaType, body)
+		return
+	}
+	h := w.Header()
+	h["Content-Type"] = []string{mediaType}
+	h["X-Content-Type-Options"] = nosniff
+	proxy.ServeCached(w, r, time.Time{}, bytes.NewReader(body), fail)
 }
 
 var nosniff = []string{"nosniff"}
@@ -563,6 +574,7 @@ const (
 	codeManifestUnknown   = "MANIFEST_UNKNOWN"
 	codeBlobUnknown       = "BLOB_UNKNOWN"
 	codeDigestInvalid     = "DIGEST_INVALID"
+	codeSizeInvalid       = "SIZE_INVALID"
 	codePaginationInvalid = "PAGINATION_NUMBER_INVALID"
 	codeUnsupported       = "UNSUPPORTED"
 	codeUnauthorized      = "UNAUTHORIZED"
@@ -621,6 +633,13 @@ func (d *Door) failEngine(w http.ResponseWriter, r *http.Request, notFound strin
 		code = codeUnavailable
 	case status == http.StatusRequestURITooLong:
 		code = codeNameInvalid
+	case status == http.StatusRequestedRangeNotSatisfiable:
+		// A Range that names no byte of a blob or document
+		// (proxy.ServeCached): the spec's codes have none for it
+		// (RANGE_INVALID, the Docker registry API's, is not among them,
+		// which a JSON error body must use); the length the client
+		// took for the content's is not its length.
+		code = codeSizeInvalid
 	}
 	httperr.SetRetryAfter(w.Header(), err)
 	d.fail(w, r, code, status, err)
@@ -628,8 +647,9 @@ func (d *Door) failEngine(w http.ResponseWriter, r *http.Request, notFound strin
 
 // AnswerError answers err, with which a layer in front of the door
 // refused one of its requests (a path too long, a client address over
-// the limit of failed attempts: proxy.ErrorAnswerer), in the door's error
-// envelope, as failEngine answers the engine's errors.
+// the limit of failed attempts: proxy.ErrorAnswerer) or proxy.ServeCached
+// a Range (its proxy.ErrorFunc), in the door's error envelope, as
+// failEngine answers the engine's errors.
 func (d *Door) AnswerError(w http.ResponseWriter, r *http.Request, err error) {
 	d.failEngine(w, r, codeUnknown, err)
 }

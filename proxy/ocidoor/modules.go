@@ -131,7 +131,7 @@ func (d *Door) moduleManifest(w http.ResponseWriter, r *http.Request, m addrs.Mo
 	h := w.Header()
 	h.Set("Docker-Content-Digest", doc.Digest.String())
 	h.Set("ETag", `"`+doc.Digest.String()+`"`)
-	writeJSON(w, r, http.StatusOK, doc.MediaType, doc.Bytes)
+	writeTagged(w, r, doc.MediaType, doc.Bytes, d.AnswerError)
 }
 
 // moduleBlob serves NAME/blobs/DIGEST: the empty config, or a version's
@@ -151,7 +151,7 @@ func (d *Door) moduleBlob(w http.ResponseWriter, r *http.Request, m addrs.Module
 		h.Set("Docker-Content-Digest", dg.String())
 		h.Set("ETag", `"`+dg.String()+`"`)
 		h["Cache-Control"] = immutable
-		writeJSON(w, r, http.StatusOK, oci.MediaTypeEmptyConfig, oci.EmptyConfigBlob())
+		writeTagged(w, r, oci.MediaTypeEmptyConfig, oci.EmptyConfigBlob(), d.AnswerError)
 		return
 	}
 	z, err := d.cfg.Modules.ModuleBlob(r.Context(), m, dg)
@@ -165,5 +165,5 @@ func (d *Door) moduleBlob(w http.ResponseWriter, r *http.Request, m addrs.Module
 	h.Set("ETag", `"`+dg.String()+`"`)
 	h["Cache-Control"] = byDigest
 	h.Set("X-Tfmirror-Cache", z.Source.String())
-	proxy.ServeCached(w, r, z.ModTime, z.Content())
+	proxy.ServeCached(w, r, z.ModTime, z.Content(), d.AnswerError)
 }

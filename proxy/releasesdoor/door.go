@@ -237,7 +237,7 @@ func (d *Door) serveArchive(w http.ResponseWriter, r *http.Request, pub releases
 	h.Set("Cache-Control", proxy.PackageCacheControl) // the policy may refuse the version on a reload
 	h.Set("X-Tfmirror-Cache", a.Source.String())
 	if content := a.Content(); content != nil {
-		proxy.ServeCached(w, r, a.ModTime, content)
+		proxy.ServeCached(w, r, a.ModTime, content, d.fail)
 		return
 	}
 	proxy.StreamArchive(w, r, a)

@@ -1,0 +1,101 @@
+package ocidoor
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
+	"github.com/tfmirror/tfmirror/v2/mirror"
+	"github.com/tfmirror/tfmirror/v2/oci"
+)
+
+// TestRangeNotSatisfiableInTheErrorEnvelope: a Range that names no byte
+// of a blob or document (bytes=SIZE-, or a malformed bytes=9-2) is
+// answered 416 in the door's error envelope, as every other error of the
+// door is (the distribution-spec's JSON errors; net/http's own text/plain
+// "invalid range: failed to overlap" was sent), with the spec's
+// SIZE_INVALID, no-store, no ETag or Docker-Content-Digest, and
+// Content-Range: bytes */SIZE (RFC 9110): a provider's cached blob, a
+// module's blob, manifests by tag and digest and the empty config blob,
+// to GET and HEAD.
+func TestRangeNotSatisfiableInTheErrorEnvelope(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, rigOptions{})
+	r.origin.AddProvider("hashicorp", "random", []string{"1.0.0"}, twoPlatforms)
+	addTarballModule(r, map[string][]byte{"main.tf": []byte("# net\n")}, "1.0.0")
+	p, err := addrs.NewProvider(originHost, "hashicorp", "random")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := "/v2/" + r.names.Provider(p)
+	modBase := "/v2/modules/" + originHost + "/acme/net/aws"
+	read := func(resp *http.Response) []byte {
+		t.Helper()
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	var index struct{ Manifests []struct{ Digest string } }
+	if err := json.Unmarshal(read(r.do("GET", base+"/manifests/1.0.0")), &index); err != nil || len(index.Manifests) == 0 {
+		t.Fatalf("index: %v", err)
+	}
+	blob := "sha256:" + r.origin.SHA256("hashicorp", "random", "1.0.0", "linux_amd64")
+	read(r.do("GET", base+"/blobs/"+blob))
+	enginetest.WaitCommitted(t, func(ctx context.Context) error { return mirror.WaitIdle(ctx, r.engine) }, r.store, strings.TrimPrefix(blob, "sha256:"))
+	var modManifest struct{ Layers []struct{ Digest string } }
+	if err := json.Unmarshal(read(r.do("GET", modBase+"/manifests/1.0.0")), &modManifest); err != nil || len(modManifest.Layers) != 1 {
+		t.Fatalf("module manifest: %v", err)
+	}
+	for name, path := range map[string]string{
+		"provider blob":      base + "/blobs/" + blob,
+		"index by tag":       base + "/manifests/1.0.0",
+		"manifest by digest": base + "/manifests/" + index.Manifests[0].Digest,
+		"empty config blob":  base + "/blobs/" + oci.EmptyConfig().Digest.String(),
+		"module blob":        modBase + "/blobs/" + modManifest.Layers[0].Digest,
+		"module manifest":    modBase + "/manifests/1.0.0",
+	} {
+		whole := r.do("GET", path)
+		size := len(read(whole))
+		if whole.StatusCode != http.StatusOK || size == 0 {
+			t.Fatalf("%s: %d, %d bytes", name, whole.StatusCode, size)
+		}
+		for _, rng := range []string{fmt.Sprintf("bytes=%d-", size), "bytes=9-2"} {
+			for _, method := range []string{"GET", "HEAD"} {
+				resp := r.do(method, path, "Range", rng)
+				body := read(resp)
+				what := fmt.Sprintf("%s, %s Range %s", name, method, rng)
+				if resp.StatusCode != http.StatusRequestedRangeNotSatisfiable {
+					t.Errorf("%s: status %d, want 416", what, resp.StatusCode)
+					continue
+				}
+				h := resp.Header
+				if got, want := h.Get("Content-Range"), fmt.Sprintf("bytes */%d", size); got != want {
+					t.Errorf("%s: Content-Range %q, want %q", what, got, want)
+				}
+				if ct, cc := h.Get("Content-Type"), h.Get("Cache-Control"); ct != "application/json" || cc != "no-store" {
+					t.Errorf("%s: Content-Type %q, Cache-Control %q; want application/json and no-store", what, ct, cc)
+				}
+				if et, dcd := h.Get("ETag"), h.Get("Docker-Content-Digest"); et != "" || dcd != "" {
+					t.Errorf("%s: ETag %q, Docker-Content-Digest %q; want neither on an error", what, et, dcd)
+				}
+				if method == "HEAD" {
+					continue
+				}
+				var env errorEnvelope
+				if err := json.Unmarshal(body, &env); err != nil || len(env.Errors) != 1 || env.Errors[0].Code != "SIZE_INVALID" ||
+					!strings.Contains(env.Errors[0].Message, fmt.Sprint(size)) {
+					t.Errorf("%s: body %q (%v); want the error envelope, SIZE_INVALID, naming the size", what, body, err)
+				}
+			}
+		}
+	}
+}

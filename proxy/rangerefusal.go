@@ -1,0 +1,68 @@
+package proxy
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/tfmirror/tfmirror/v2/proxy/httperr"
+)
+
+// ErrorFunc answers err in a front door's own error format and logs it as
+// the door logs its errors: the mirror protocols' JSON errors
+// (responder.fail), the OCI door's error envelope (its AnswerError), the
+// CLI releases door's text. ServeCached hands it the 416 that
+// http.ServeContent would answer in net/http's text/plain.
+type ErrorFunc func(w http.ResponseWriter, r *http.Request, err error)
+
+// rangeRefusal is the ResponseWriter http.ServeContent writes through
+// (under noStoreErrors) in ServeCached: its 416 to a Range that names no
+// byte of the content (or is malformed) is held back, its status and its
+// text/plain body never sent, for refuseRange to answer as the door
+// answers every other error. Anything else passes through.
+type rangeRefusal struct {
+	http.ResponseWriter
+	refused bool
+}
+
+func (w *rangeRefusal) WriteHeader(code int) {
+	if code == http.StatusRequestedRangeNotSatisfiable {
+		w.refused = true
+		return
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *rangeRefusal) Write(p []byte) (int, error) {
+	if w.refused {
+		return len(p), nil
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach the writer within.
+func (w *rangeRefusal) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// refuseRange answers with fail the Range that http.ServeContent refused
+// in ServeCached: 416 with Content-Range: bytes */SIZE, the length of
+// the content (RFC 9110 asks it of every 416 to a byte range; net/http
+// sends it only for a range past the end, not for a malformed one), in
+// the door's error format, no-store and without validators, as each
+// door answers its errors. A Seek of the content that failed (where the
+// range starts, in the cache) is the cache's failure, answered as such.
+func refuseRange(w http.ResponseWriter, r *http.Request, cr *contentReader, fail ErrorFunc) {
+	h := w.Header()
+	h.Del("Content-Range")
+	if cr.seekErr != nil {
+		fail(w, r, cr.seekErr)
+		return
+	}
+	size, err := cr.ReadSeeker.Seek(0, io.SeekEnd)
+	if err != nil {
+		fail(w, r, err)
+		return
+	}
+	h.Set("Content-Range", fmt.Sprintf("bytes */%d", size))
+	fail(w, r, &httperr.RequestError{Status: http.StatusRequestedRangeNotSatisfiable,
+		Msg: fmt.Sprintf("range not satisfiable: Range names no byte of the %d served here (bytes 0-%d; ask without Range for the whole)", size, size-1)})
+}
