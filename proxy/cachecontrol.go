@@ -128,6 +128,28 @@ func writeFile(w http.ResponseWriter, r *http.Request, doc document, contentType
 	h["Content-Type"] = contentType
 	h["X-Content-Type-Options"] = nosniff
 	h["Cache-Control"] = cacheControl
+	sendDocument(w, r, doc, fail)
+}
+
+// ServeDocument sends body, a document made for r, under a strong ETag of
+// its bytes (their sha256), for a door whose documents carry no ETag of
+// their own (the CLI releases door's version lists, listings and signed
+// files): a request whose If-None-Match names it gets 304, the other
+// preconditions and Range are answered as for a cached file
+// (ServeCached, fail answering a Range the document cannot satisfy), a
+// HEAD the headers of the GET. The caller sets Content-Type and
+// Cache-Control.
+func ServeDocument(w http.ResponseWriter, r *http.Request, body []byte, fail ErrorFunc) {
+	if body == nil {
+		body = []byte{}
+	}
+	sendDocument(w, r, newDocument(body), fail)
+}
+
+// sendDocument answers with doc (not nil) under its ETag, the rest of the
+// headers set: writeFile and ServeDocument.
+func sendDocument(w http.ResponseWriter, r *http.Request, doc document, fail ErrorFunc) {
+	h := w.Header()
 	h["Etag"] = doc.etag
 	if conditional(r) {
 		// A zero modification time: no Last-Modified, validation by ETag only.

@@ -206,20 +206,19 @@ func (d *Door) writeJSON(w http.ResponseWriter, r *http.Request, v any, stale bo
 	d.write(w, r, "application/json", append(body, '\n'), stale)
 }
 
+// write sends a document made for r (a version list or document, a
+// listing) under a strong ETag of its bytes (proxy.ServeDocument): a
+// cache in front revalidating it is answered 304 while it is the same.
 func (d *Door) write(w http.ResponseWriter, r *http.Request, contentType string, body []byte, stale bool) {
 	h := w.Header()
 	h.Set("Content-Type", contentType)
-	h.Set("Content-Length", fmt.Sprint(len(body)))
 	if stale {
 		h.Set("Warning", `110 - "Response is Stale"`)
 		h.Set("Cache-Control", "no-cache")
 	} else {
 		h.Set("Cache-Control", "max-age=60")
 	}
-	w.WriteHeader(http.StatusOK)
-	if r.Method != http.MethodHead {
-		w.Write(body) //nolint:errcheck // the client went away
-	}
+	proxy.ServeDocument(w, r, body, d.fail)
 }
 
 // serveArchive sends an archive: a cached one with Range and conditional
@@ -270,8 +269,6 @@ func (d *Door) writeListing(w http.ResponseWriter, r *http.Request, title string
 }
 
 func notFound() error { return fmt.Errorf("%w: no such path", releases.ErrNotFound) }
-
-func itoa(n int) string { return fmt.Sprint(n) }
 
 // TenvRemoteFileHeader heads, in Snippets, tenv's remote configuration
 // file: the lines after it, each "#   " dropped, are that file.

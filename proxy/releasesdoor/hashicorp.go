@@ -130,9 +130,5 @@ func (d *Door) serveDocument(w http.ResponseWriter, r *http.Request, pub release
 	if strings.HasSuffix(file, "SHA256SUMS") {
 		h.Set("Content-Type", "text/plain; charset=utf-8")
 	}
-	h.Set("Content-Length", itoa(len(body)))
-	w.WriteHeader(http.StatusOK)
-	if r.Method != http.MethodHead {
-		w.Write(body) //nolint:errcheck
-	}
+	proxy.ServeDocument(w, r, body, d.fail)
 }
