@@ -63,6 +63,10 @@ func refuseRange(w http.ResponseWriter, r *http.Request, cr *contentReader, fail
 		return
 	}
 	h.Set("Content-Range", fmt.Sprintf("bytes */%d", size))
+	held := "it is empty"
+	if size > 0 {
+		held = fmt.Sprintf("bytes 0-%d", size-1)
+	}
 	fail(w, r, &httperr.RequestError{Status: http.StatusRequestedRangeNotSatisfiable,
-		Msg: fmt.Sprintf("range not satisfiable: Range names no byte of the %d served here (bytes 0-%d; ask without Range for the whole)", size, size-1)})
+		Msg: fmt.Sprintf("range not satisfiable: Range names no byte of the %d bytes served here (%s; ask without Range for the whole)", size, held)})
 }
