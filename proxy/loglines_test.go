@@ -29,7 +29,7 @@ func TestLogLinesBounded(t *testing.T) {
 		logger.Info("request failed", "path", r.URL.EscapedPath())
 		w.WriteHeader(http.StatusNotFound)
 	})
-	h := newHarness(t, harnessOptions{cfg: Config{Logger: logger, OCI: oci, Releases: oci}})
+	h := newHarness(t, harnessOptions{cfg: Config{Logger: logger, OCI: mirrorErrorsDoor{oci}, Releases: oci}})
 	srv := httptest.NewServer(Instrument(h.server, logger, nil))
 	t.Cleanup(srv.Close)
 
@@ -74,4 +74,12 @@ func TestLogLinesBounded(t *testing.T) {
 	if lines < 7 {
 		t.Errorf("%d log lines, want an access log line per request", lines)
 	}
+}
+
+// mirrorErrorsDoor is an OCI door that answers the refusals of the
+// layers in front of it as the mirror protocols do.
+type mirrorErrorsDoor struct{ http.Handler }
+
+func (mirrorErrorsDoor) AnswerError(w http.ResponseWriter, _ *http.Request, err error) {
+	writeError(w, err)
 }

@@ -88,7 +88,7 @@ type Config struct {
 	// distribution front door), ahead of every other route, so that no
 	// other protocol's path or method handling answers there. Default:
 	// nothing is served under /v2/.
-	OCI http.Handler
+	OCI OCIDoor
 	// OCIBlock, when set, is the oci_mirror block the status page shows
 	// ready to paste, for the host the page was asked on. Default: none.
 	OCIBlock func(host string) string
@@ -146,7 +146,7 @@ type Server struct {
 	router *mux.Router
 	hot    *hotDocs     // answers to send again while the engine says they hold
 	status *statusPage  // the page at /
-	oci    http.Handler // everything under /v2/, or nil
+	oci    OCIDoor      // everything under /v2/, or nil
 	rel    http.Handler // everything under /releases/, or nil
 }
 
@@ -234,12 +234,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.router.ServeHTTP(w, r)
 }
 
-// ErrorAnswerer is a door that answers errors in a format of its own (the
-// OCI door's error envelope, which OCI clients read): what the layers in
-// front of the doors refuse of a request on its paths (a path too long, a
-// client address over the limit of failed attempts) it answers, so that
-// every answer on its paths is in its format.
-type ErrorAnswerer interface {
+// OCIDoor is the OCI distribution front door (proxy/ocidoor.Door): it
+// serves /v2/, and answers in its own error format (the error envelope
+// OCI clients read) what the layers in front of the doors refuse of a
+// request on its paths (a path too long, a client address over the limit
+// of failed attempts), so that every answer on its paths is in its
+// format.
+type OCIDoor interface {
+	http.Handler
 	AnswerError(w http.ResponseWriter, r *http.Request, err error)
 }
 
@@ -250,11 +252,11 @@ func (s *Server) ociPath(r *http.Request) bool {
 }
 
 // refuse answers err, a refusal of the layers in front of the doors: on
-// the OCI door's paths in its format (ErrorAnswerer), else as the mirror
-// protocols' errors.
+// the OCI door's paths in its format (OCIDoor.AnswerError), else as the
+// mirror protocols' errors.
 func (s *Server) refuse(w http.ResponseWriter, r *http.Request, err error) {
-	if a, ok := s.oci.(ErrorAnswerer); ok && s.ociPath(r) {
-		a.AnswerError(w, r, err)
+	if s.ociPath(r) {
+		s.oci.AnswerError(w, r, err)
 		return
 	}
 	writeError(w, err)
