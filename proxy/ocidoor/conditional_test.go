@@ -24,34 +24,13 @@ import (
 // is 412.
 func TestDocumentsAnswerIfNoneMatch(t *testing.T) {
 	t.Parallel()
-	r := newRig(t, rigOptions{})
-	r.origin.AddProvider("hashicorp", "random", []string{"1.0.0"}, twoPlatforms)
-	addTarballModule(r, map[string][]byte{"main.tf": []byte("# net\n")}, "1.0.0")
-	p, err := addrs.NewProvider(originHost, "hashicorp", "random")
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := "/v2/" + r.names.Provider(p)
-	modBase := "/v2/modules/" + originHost + "/acme/net/aws"
-
-	read := func(resp *http.Response) []byte {
-		t.Helper()
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	var index struct{ Manifests []struct{ Digest string } }
-	if err := json.Unmarshal(read(r.do("GET", base+"/manifests/1.0.0")), &index); err != nil || len(index.Manifests) == 0 {
-		t.Fatalf("index: %v", err)
-	}
+	r, base, modBase, manifest := documentsRig(t)
+	read := func(resp *http.Response) []byte { return readBody(t, resp) }
 	modManifest := r.do("GET", modBase+"/manifests/1.0.0")
 	read(modManifest)
 	paths := map[string]string{
 		"index by tag":              base + "/manifests/1.0.0",
-		"manifest by digest":        base + "/manifests/" + index.Manifests[0].Digest,
+		"manifest by digest":        base + "/manifests/" + manifest,
 		"empty config blob":         base + "/blobs/" + oci.EmptyConfig().Digest.String(),
 		"module manifest by tag":    modBase + "/manifests/1.0.0",
 		"module manifest by digest": modBase + "/manifests/" + modManifest.Header.Get("Docker-Content-Digest"),
@@ -114,4 +93,37 @@ func TestColdBlobAnswersIfNoneMatch(t *testing.T) {
 	if n := r.origin.ArchiveHits("hashicorp", "random", "1.0.0", "linux_amd64"); n != 1 {
 		t.Errorf("origin archive fetches = %d, want 1", n)
 	}
+}
+
+// documentsRig is a rig whose origin has provider hashicorp/random 1.0.0
+// and module acme/net/aws 1.0.0, with the door's repositories of both
+// (base, modBase) and the digest of a platform manifest of the provider,
+// read from its image index.
+func documentsRig(t *testing.T) (r *rig, base, modBase, manifest string) {
+	t.Helper()
+	r = newRig(t, rigOptions{})
+	r.origin.AddProvider("hashicorp", "random", []string{"1.0.0"}, twoPlatforms)
+	addTarballModule(r, map[string][]byte{"main.tf": []byte("# net\n")}, "1.0.0")
+	p, err := addrs.NewProvider(originHost, "hashicorp", "random")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base = "/v2/" + r.names.Provider(p)
+	modBase = "/v2/modules/" + originHost + "/acme/net/aws"
+	var index struct{ Manifests []struct{ Digest string } }
+	if err := json.Unmarshal(readBody(t, r.do("GET", base+"/manifests/1.0.0")), &index); err != nil || len(index.Manifests) == 0 {
+		t.Fatalf("index: %v", err)
+	}
+	return r, base, modBase, index.Manifests[0].Digest
+}
+
+// readBody reads and closes resp's body.
+func readBody(t *testing.T, resp *http.Response) []byte {
+	t.Helper()
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

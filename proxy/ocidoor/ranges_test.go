@@ -4,12 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
 
-	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/oci"
@@ -26,28 +24,8 @@ import (
 // to GET and HEAD.
 func TestRangeNotSatisfiableInTheErrorEnvelope(t *testing.T) {
 	t.Parallel()
-	r := newRig(t, rigOptions{})
-	r.origin.AddProvider("hashicorp", "random", []string{"1.0.0"}, twoPlatforms)
-	addTarballModule(r, map[string][]byte{"main.tf": []byte("# net\n")}, "1.0.0")
-	p, err := addrs.NewProvider(originHost, "hashicorp", "random")
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := "/v2/" + r.names.Provider(p)
-	modBase := "/v2/modules/" + originHost + "/acme/net/aws"
-	read := func(resp *http.Response) []byte {
-		t.Helper()
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	var index struct{ Manifests []struct{ Digest string } }
-	if err := json.Unmarshal(read(r.do("GET", base+"/manifests/1.0.0")), &index); err != nil || len(index.Manifests) == 0 {
-		t.Fatalf("index: %v", err)
-	}
+	r, base, modBase, manifest := documentsRig(t)
+	read := func(resp *http.Response) []byte { return readBody(t, resp) }
 	blob := "sha256:" + r.origin.SHA256("hashicorp", "random", "1.0.0", "linux_amd64")
 	read(r.do("GET", base+"/blobs/"+blob))
 	enginetest.WaitCommitted(t, func(ctx context.Context) error { return mirror.WaitIdle(ctx, r.engine) }, r.store, strings.TrimPrefix(blob, "sha256:"))
@@ -58,7 +36,7 @@ func TestRangeNotSatisfiableInTheErrorEnvelope(t *testing.T) {
 	for name, path := range map[string]string{
 		"provider blob":      base + "/blobs/" + blob,
 		"index by tag":       base + "/manifests/1.0.0",
-		"manifest by digest": base + "/manifests/" + index.Manifests[0].Digest,
+		"manifest by digest": base + "/manifests/" + manifest,
 		"empty config blob":  base + "/blobs/" + oci.EmptyConfig().Digest.String(),
 		"module blob":        modBase + "/blobs/" + modManifest.Layers[0].Digest,
 		"module manifest":    modBase + "/manifests/1.0.0",

@@ -70,16 +70,7 @@ func newRigConfig(t *testing.T, auth *proxy.Auth, opts fakeorigin.ReleasesOption
 
 func (r *rig) get(t *testing.T, path string) (int, []byte, http.Header) {
 	t.Helper()
-	resp, err := http.Get(r.srv.URL + path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, body, resp.Header
+	return r.do(t, http.MethodGet, path)
 }
 
 // TestHashiCorpLayout: the documents and listings the installers read,
