@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/yaml"
 )
 
 // TestHelmChartGeneratedCA: without tls.existingSecret and insecureHTTP,
@@ -48,11 +47,7 @@ func TestHelmChartGeneratedCA(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			var values map[string]any
-			if err := yaml.Unmarshal([]byte(tc.values), &values); err != nil {
-				t.Fatal(err)
-			}
-			m, notes := helmTemplate(t, tc.name, values)
+			m, notes := helmTemplate(t, tc.name, valuesOf(t, tc.values))
 			checkWorkload(t, m)
 			if got := strings.Contains(notes, warning); got != tc.warned {
 				t.Errorf("NOTES.txt says only the Ingress can trust the pods' certificates: %v, want %v:\n%s", got, tc.warned, notes)
@@ -82,11 +77,7 @@ func TestHelmChartEphemeralVolume(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			var values map[string]any
-			if err := yaml.Unmarshal([]byte(tc.values), &values); err != nil {
-				t.Fatal(err)
-			}
-			m, _ := helmTemplate(t, tc.name, values)
+			m, _ := helmTemplate(t, tc.name, valuesOf(t, tc.values))
 			w := checkWorkload(t, m)
 			v := w.dataVolume
 			if v.Ephemeral == nil || v.Ephemeral.VolumeClaimTemplate == nil {

@@ -593,11 +593,7 @@ func TestHelmChartTrustedProxies(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			var values map[string]any
-			if err := yaml.Unmarshal([]byte(tc.values), &values); err != nil {
-				t.Fatal(err)
-			}
-			m, notes := helmTemplate(t, tc.name, values)
+			m, notes := helmTemplate(t, tc.name, valuesOf(t, tc.values))
 			w := checkWorkload(t, m)
 			if got := w.env["TFMIRROR_TRUSTED_PROXIES"]; got != tc.want {
 				t.Errorf("trusted_proxies %q, want %q", got, tc.want)
@@ -632,11 +628,7 @@ func TestHelmChartExportKeyNotes(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			var values map[string]any
-			if err := yaml.Unmarshal([]byte(tc.values), &values); err != nil {
-				t.Fatal(err)
-			}
-			_, notes := helmTemplate(t, tc.name, values)
+			_, notes := helmTemplate(t, tc.name, valuesOf(t, tc.values))
 			if got := strings.Contains(notes, warning); got != tc.warned {
 				t.Errorf("NOTES.txt says each pod signs with its own key: %v, want %v:\n%s", got, tc.warned, notes)
 			}
@@ -713,11 +705,7 @@ func TestHelmChartSchema(t *testing.T) {
 		{"a list as a string", "trustedProxies: 10.0.0.0/8", "trustedProxies"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var values map[string]any
-			if err := yaml.Unmarshal([]byte(tc.values), &values); err != nil {
-				t.Fatal(err)
-			}
-			_, err := helmRender(values)
+			_, err := helmRender(valuesOf(t, tc.values))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error %v, want one naming %q", err, tc.want)
 			}

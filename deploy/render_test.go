@@ -28,6 +28,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
 )
 
 // ---------------------------------------------------------------------------
@@ -167,6 +168,16 @@ func chartValues(t *testing.T, file string) map[string]any {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// valuesOf is the values file text, decoded.
+func valuesOf(t *testing.T, text string) map[string]any {
+	t.Helper()
+	var values map[string]any
+	if err := yaml.Unmarshal([]byte(text), &values); err != nil {
+		t.Fatal(err)
+	}
+	return values
 }
 
 // helmTemplate renders the chart with values as `helm template` does
