@@ -398,7 +398,7 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 	if s.metrics == nil {
 		s.metrics = noMetrics{}
 	}
-	s.life = lifetime.New(s.cfg.OriginTimeout, s.metrics)
+	s.life = lifetime.New(s.cfg.OriginTimeout, s.metrics, s.log)
 	// The origin stack: the origin given (a sealed mirror's instead),
 	// the not-found memory over it, the local-only guard on top. The
 	// release times the package policy judges by are asked through the

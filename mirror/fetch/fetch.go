@@ -415,7 +415,7 @@ func (fr *Fetcher) fetchAndCommit(ctx context.Context, f *Download, p addrs.Prov
 		f.giveSlotBack()
 	}()
 
-	h1, err := fr.download(ctx, f, p, a, src)
+	h1, err := fr.downloadGuarded(ctx, f, p, a, src)
 	if err != nil {
 		// Logged and counted before the waiters are released, so that
 		// whatever they do next comes after (a caller's own output to
@@ -438,6 +438,8 @@ func (fr *Fetcher) fetchAndCommit(ctx context.Context, f *Download, p addrs.Prov
 			}
 			s.log.Error("archive failed verification; nothing was cached", "provider", subject(p, src),
 				"file", a.Filename, "reason", string(verr.Reason), "error", err)
+		case errors.Is(err, lifetime.ErrPanicked):
+			// Logged with its stack (downloadGuarded).
 		case errors.Is(ctx.Err(), context.Canceled):
 			// Only Shutdown (at its deadline) and Close cancel ctx
 			// before the fetch ends; its timeout is a deadline. Not a
@@ -482,6 +484,19 @@ func (fr *Fetcher) fetchAndCommit(ctx context.Context, f *Download, p addrs.Prov
 		s.metrics.CacheWriteFailed()
 		s.log.Log(context.Background(), cache.WriteFailureLevel(err), "archive served but not cached", "provider", subject(p, src), "file", a.Filename, "error", err)
 	}
+}
+
+// downloadGuarded is download, a panic of which (a bug of the mirror's,
+// on the fetch's goroutine, which no handler's recovery reaches) is its
+// error, logged with its stack: the fetch fails for its clients, and the
+// process serves on.
+func (fr *Fetcher) downloadGuarded(ctx context.Context, f *Download, p addrs.Provider, a records.ArchiveRecord, src *Source) (h1 string, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			h1, err = "", lifetime.Panicked(fr.log, r, "provider", subject(p, src), "file", a.Filename)
+		}
+	}()
+	return fr.download(ctx, f, p, a, src)
 }
 
 // download copies the archive (src's when set, else from the shared tier

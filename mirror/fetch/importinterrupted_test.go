@@ -31,7 +31,7 @@ func TestInterruptedImportIsNotAFailedFetch(t *testing.T) {
 	}
 	t.Cleanup(func() { store.Close() })
 	var logs logbuf.Buffer
-	life := lifetime.New(time.Minute, nil)
+	life := lifetime.New(time.Minute, nil, nil)
 	fr, err := New(Config{ArchiveTimeout: time.Minute, MaxArchiveBytes: 1 << 20, HoldBack: 8, Logger: slog.New(slog.NewTextHandler(&logs, nil))},
 		Parts{Life: life, Copies: noCopies{}}, noOrigin{}, store, noMetrics{})
 	if err != nil {

@@ -74,7 +74,7 @@ func newFetcher(t *testing.T) (*Fetcher, *cache.Store, *lifetime.Lifetime) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	life := lifetime.New(time.Minute, nil)
+	life := lifetime.New(time.Minute, nil, nil)
 	fr, err := New(Config{ArchiveTimeout: time.Minute, MaxArchiveBytes: 1 << 20, HoldBack: 8, Logger: slog.New(slog.DiscardHandler)},
 		Parts{Life: life, Copies: noCopies{}}, noOrigin{}, store, noMetrics{})
 	if err != nil {

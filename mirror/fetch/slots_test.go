@@ -186,7 +186,7 @@ func behindTheSlotOf(t *testing.T, copies Copies, origin Origin, met Metrics, he
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	life := lifetime.New(time.Minute, nil)
+	life := lifetime.New(time.Minute, nil, nil)
 	t.Cleanup(func() { life.Stop(); life.Cancel(); idle(life, time.Minute) })
 	fr, err := New(Config{ArchiveTimeout: time.Minute, MaxArchiveBytes: 1 << 20, MaxDownloads: 1, Logger: slog.New(slog.DiscardHandler)},
 		Parts{Life: life, Copies: copies}, origin, store, met)

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -81,15 +82,19 @@ type Lifetime struct {
 	imports sync.Mutex
 	notify  atomic.Pointer[Notifier]
 	stale   *logbound.Warnings // of LogStale
+	log     *slog.Logger       // of the work that panicked (Panicked)
 }
 
 // New returns a running lifetime whose Coalesce runs each fetch for at
-// most timeout; metrics may be nil.
-func New(timeout time.Duration, metrics Metrics) *Lifetime {
+// most timeout; metrics and log (of the work that panicked) may be nil.
+func New(timeout time.Duration, metrics Metrics, log *slog.Logger) *Lifetime {
 	if metrics == nil {
 		metrics = noMetrics{}
 	}
-	l := &Lifetime{timeout: timeout, metrics: metrics, stale: NewStaleWarnings(), flights: map[string]*flight{}}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	l := &Lifetime{timeout: timeout, metrics: metrics, log: log, stale: NewStaleWarnings(), flights: map[string]*flight{}}
 	l.work.idle = make(chan struct{})
 	close(l.work.idle)
 	l.root, l.cancel = context.WithCancel(context.Background())
@@ -131,6 +136,12 @@ var ErrStillWaiting = errors.New("the origin has not answered yet")
 // writer takes its own outcome from its function, not from Coalesce.
 var ErrWritten = errors.New("written in turn with its fetches, not fetched")
 
+// ErrPanicked is the error of work run apart from its callers (Coalesce,
+// an archive's download) that panicked: a bug of the mirror's, logged
+// with its stack (Panicked). The callers fail, as a request whose handler
+// panicked does; the process goes on serving the others.
+var ErrPanicked = errors.New("the mirror's work for this request failed on a bug of the mirror's (a panic, logged with its stack)")
+
 // ErrKeptFetching is WriteInTurn's error when a fetch of the record was
 // under way each of the rounds it waited.
 var ErrKeptFetching = errors.New("fetched again each time it was to be written")
@@ -154,6 +165,8 @@ func (l *Lifetime) WriteInTurn(ctx context.Context, kind, key string, write func
 			return nil, ErrWritten
 		})
 		switch {
+		case ran && errors.Is(err, ErrPanicked):
+			return err // write panicked: werr was never set
 		case ran:
 			return werr
 		case errors.Is(err, records.ErrShutDown) || ctx.Err() != nil:
@@ -195,7 +208,7 @@ func (l *Lifetime) CoalesceWrite(ctx context.Context, kind, key string, write fu
 		state = running
 		mu.Unlock()
 		defer close(done)
-		wval, werr = write(ctx)
+		wval, werr = l.call(ctx, key, write)
 		return wval, werr
 	})
 	mu.Lock()
@@ -302,14 +315,38 @@ type flight struct {
 }
 
 // run runs fn on ctx for the callers of f, and ends the work (done) once
-// they have its outcome: the key is free for the next work first.
+// they have its outcome: the key is free for the next work first. A
+// panic of fn is its error (Panicked).
 func (l *Lifetime) run(ctx context.Context, key string, f *flight, done func(), fn func(context.Context) (any, error)) {
 	defer done()
-	f.val, f.err = fn(ctx)
+	f.val, f.err = l.call(ctx, key, fn)
 	l.flightsMu.Lock()
 	delete(l.flights, key)
 	l.flightsMu.Unlock()
 	close(f.done)
+}
+
+// Panicked logs p, the value recovered from a panic of work run apart
+// from its callers (a goroutine of the engine's, where no handler's
+// recovery reaches), to log at error with the stack and args, and returns
+// the error the work's callers are given: ErrPanicked, saying p. Call it
+// from the deferred function that recovered p, for the stack to be the
+// panic's.
+func Panicked(log *slog.Logger, p any, args ...any) error {
+	log.Error("the mirror's work for a request panicked (a bug of the mirror's); its callers fail",
+		append(args, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))...)
+	return fmt.Errorf("%w: %v", ErrPanicked, p)
+}
+
+// call runs fn, the work of key, on ctx: a panic of fn is its error
+// (Panicked).
+func (l *Lifetime) call(ctx context.Context, key string, fn func(context.Context) (any, error)) (val any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			val, err = nil, Panicked(l.log, p, "key", key)
+		}
+	}()
+	return fn(ctx)
 }
 
 // Import is an import under way, begun by BeginImport: the archives

@@ -50,7 +50,7 @@ func (c waitingCtx) Done() <-chan struct{} {
 // its first caller goes away; the callers that joined are counted.
 func TestCoalesceRunsOnceForAll(t *testing.T) {
 	met := &countCoalesced{}
-	l := New(time.Minute, met)
+	l := New(time.Minute, met, nil)
 	release := make(chan struct{})
 	var runs atomic.Int32
 	fn := heldWork(release, &runs)
@@ -109,7 +109,7 @@ func TestCoalesceRunsOnceForAll(t *testing.T) {
 // caller that started the work is not counted, whichever way it ends.
 func TestCoalescedCountedWhenTheJoinerStopsWaiting(t *testing.T) {
 	met := &countCoalesced{}
-	l := New(time.Minute, met)
+	l := New(time.Minute, met, nil)
 	release := make(chan struct{})
 	var runs atomic.Int32
 	fn := heldWork(release, &runs)
@@ -147,7 +147,7 @@ func TestCoalescedCountedWhenTheJoinerStopsWaiting(t *testing.T) {
 // Once stopped, no work is taken; Wait waits for the work under way, and
 // Cancel ends its contexts.
 func TestStopWaitCancel(t *testing.T) {
-	l := New(time.Minute, nil)
+	l := New(time.Minute, nil, nil)
 	ctx, done, err := l.Detached(time.Hour)
 	if err != nil {
 		t.Fatal(err)
@@ -178,7 +178,7 @@ func TestStopWaitCancel(t *testing.T) {
 type nopNotifier struct{ noNotifier }
 
 func TestOneNotifier(t *testing.T) {
-	l := New(time.Minute, nil)
+	l := New(time.Minute, nil, nil)
 	if _, ok := l.Notifier().(noNotifier); !ok {
 		t.Errorf("Notifier before SetNotifier: %T, want one doing nothing", l.Notifier())
 	}
@@ -202,7 +202,7 @@ func TestOneNotifier(t *testing.T) {
 // the lifetime idle while a refresh a caller left to go on is still to
 // start (a test rig's WaitIdle returned, and the refresh ran after it).
 func TestWaitCountsWorkNotYetBegun(t *testing.T) {
-	l := New(time.Minute, nil)
+	l := New(time.Minute, nil, nil)
 	release := make(chan struct{})
 	var runs atomic.Int32
 	fn := heldWork(release, &runs)
@@ -234,7 +234,7 @@ func TestWaitCountsWorkNotYetBegun(t *testing.T) {
 // written.
 func TestWriteInTurnOutcomeIsTheWrites(t *testing.T) {
 	t.Run("ends while write runs", func(t *testing.T) {
-		l := New(time.Minute, nil)
+		l := New(time.Minute, nil, nil)
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
 		started, proceed := make(chan struct{}), make(chan struct{})
@@ -264,7 +264,7 @@ func TestWriteInTurnOutcomeIsTheWrites(t *testing.T) {
 		}
 	})
 	t.Run("ends before its turn", func(t *testing.T) {
-		l := New(time.Minute, nil)
+		l := New(time.Minute, nil, nil)
 		gone, cancel := context.WithCancel(t.Context())
 		cancel()
 		for i := range 50 {
@@ -295,7 +295,7 @@ func waitWrote(l *Lifetime, wrote *atomic.Bool) bool {
 // still running at the deadline were cancelled, when none was, every
 // other time.
 func TestWaitIdleOnceCtxDone(t *testing.T) {
-	l := New(time.Minute, nil)
+	l := New(time.Minute, nil, nil)
 	done, cancel := context.WithCancel(t.Context())
 	cancel()
 	for i := range 64 {
@@ -320,7 +320,7 @@ func TestWaitIdleOnceCtxDone(t *testing.T) {
 // answer, and going away each time, does not pile up a goroutine (and a
 // channel) a request until the work ends.
 func TestCallersGoneLeaveNothingBehind(t *testing.T) {
-	l := New(time.Minute, nil)
+	l := New(time.Minute, nil, nil)
 	release := make(chan struct{})
 	var runs atomic.Int32
 	fn := heldWork(release, &runs)

@@ -12,7 +12,7 @@ import (
 // is logged at warn the first times only; the rest at debug, each
 // with the error and the caller's attributes.
 func TestLogStaleBounded(t *testing.T) {
-	l := New(0, nil)
+	l := New(0, nil, nil)
 	logs := &observed.Logs{}
 	log := slog.New(logs)
 	const n = 200

@@ -41,7 +41,7 @@ func newSealed(t *testing.T, tier Tier, clock *testClock) *Shared {
 	}
 	t.Cleanup(func() { store.Close() })
 	log := slog.New(slog.DiscardHandler)
-	s, err := New(Config{Offline: true, Timeout: time.Minute, Now: clock.Now}, tier, lifetime.New(time.Minute, nil), stored.New(store, log), store, log, noMetrics{})
+	s, err := New(Config{Offline: true, Timeout: time.Minute, Now: clock.Now}, tier, lifetime.New(time.Minute, nil, nil), stored.New(store, log), store, log, noMetrics{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -113,7 +113,7 @@ func newShared(t *testing.T, tier Tier, offline bool) (*Shared, *lifetime.Lifeti
 func newSharedOn(t *testing.T, tier Tier, store *cache.Store, offline bool) (*Shared, *lifetime.Lifetime) {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
-	life := lifetime.New(time.Minute, nil)
+	life := lifetime.New(time.Minute, nil, nil)
 	s, err := New(Config{Offline: offline, Timeout: time.Minute, Now: time.Now}, tier, life, stored.New(store, log), store, log, noMetrics{})
 	if err != nil {
 		t.Fatal(err)
@@ -368,7 +368,7 @@ func newSharedHolderWait(t *testing.T, tier Tier, wait time.Duration) *Shared {
 	}
 	t.Cleanup(func() { store.Close() })
 	log := slog.New(slog.DiscardHandler)
-	s, err := New(Config{Timeout: time.Minute, Now: time.Now, HolderWait: wait}, tier, lifetime.New(time.Minute, nil), stored.New(store, log), store, log, noMetrics{})
+	s, err := New(Config{Timeout: time.Minute, Now: time.Now, HolderWait: wait}, tier, lifetime.New(time.Minute, nil, nil), stored.New(store, log), store, log, noMetrics{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -448,7 +448,7 @@ func TestFailuresWhileTheStoreIsDownLoggedAtDebug(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { store.Close() })
-			s, err := New(Config{Timeout: time.Minute, Now: time.Now}, failingTier{newFakeTier(), c.err}, lifetime.New(time.Minute, nil), stored.New(store, log), store, log, noMetrics{})
+			s, err := New(Config{Timeout: time.Minute, Now: time.Now}, failingTier{newFakeTier(), c.err}, lifetime.New(time.Minute, nil, nil), stored.New(store, log), store, log, noMetrics{})
 			if err != nil {
 				t.Fatal(err)
 			}
