@@ -221,6 +221,10 @@ func (m *server) reload() (admin.Reloaded, error) {
 	m.reloadMu.Lock()
 	defer m.reloadMu.Unlock()
 	var out admin.Reloaded
+	if m.reloadsEnded {
+		return out, &httperr.RequestError{Status: http.StatusServiceUnavailable,
+			Msg: "nothing reloaded: the mirror is shutting down (its engine and cache are closed)"}
+	}
 	var errs []error
 	var inForce []string // what each file put in force says, for an error
 	conf := m.conf.Load()

@@ -108,6 +108,9 @@ type server struct {
 	// tfmirror reload), the one that read a file first could otherwise
 	// put it in force over the other's newer reading.
 	reloadMu sync.Mutex
+	// reloadsEnded, set under reloadMu by endReloads, refuses every
+	// reload from the shutdown of the engine and the cache on.
+	reloadsEnded bool
 	// lastReload is what the last reload did, for the status page; nil
 	// before the first.
 	lastReload atomic.Pointer[proxy.Reload]
@@ -743,7 +746,7 @@ func (m *server) serve(ctx context.Context, ln net.Listener) error {
 	// The engine after the server, so that no request starts work it
 	// would not wait for; the cache after the engine, so that nothing
 	// writes to it once closed.
-	if cerr := m.shutdown(sctx); cerr != nil {
+	if cerr := m.shutdownParts(sctx); cerr != nil {
 		return cerr
 	}
 	m.log.Info("stopped")
@@ -783,7 +786,24 @@ func (m *server) drain() {
 func (m *server) shutdownAfterServing() {
 	sctx, cancel := m.shutdownContext()
 	defer cancel()
-	m.shutdown(sctx)
+	m.shutdownParts(sctx)
+}
+
+// shutdownParts shuts the engine and the cache down (m.shutdown) once
+// no reload runs, and refuses every reload from then on (endReloads):
+// when serve fails on its own its signal context is not done, and a
+// SIGHUP would otherwise reload against the closed parts.
+func (m *server) shutdownParts(ctx context.Context) error {
+	m.endReloads()
+	return m.shutdown(ctx)
+}
+
+// endReloads waits for a reload under way, and refuses those after it
+// (reload): the mirror is shutting down.
+func (m *server) endReloads() {
+	m.reloadMu.Lock()
+	defer m.reloadMu.Unlock()
+	m.reloadsEnded = true
 }
 
 // shutdownContext is the shutdown's wait: done at --shutdown-timeout, or
