@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
-	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/logbuf"
 	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
@@ -25,11 +24,7 @@ import (
 // of the file: the fetch says so at info level, not as a failed fetch at
 // error level, and nothing is cached.
 func TestInterruptedImportIsNotAFailedFetch(t *testing.T) {
-	store, err := cache.Open(cache.Options{InMemory: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
+	store := memStore(t)
 	var logs logbuf.Buffer
 	life := lifetime.New(time.Minute, nil, nil)
 	fr, err := New(Config{ArchiveTimeout: time.Minute, MaxArchiveBytes: 1 << 20, HoldBack: 8, Logger: slog.New(slog.NewTextHandler(&logs, nil))},

@@ -69,11 +69,7 @@ func idle(life *lifetime.Lifetime, d time.Duration) bool {
 // nothing beyond the cache, and its cache and lifetime.
 func newFetcher(t *testing.T) (*Fetcher, *cache.Store, *lifetime.Lifetime) {
 	t.Helper()
-	store, err := cache.Open(cache.Options{InMemory: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
+	store := memStore(t)
 	life := lifetime.New(time.Minute, nil, nil)
 	fr, err := New(Config{ArchiveTimeout: time.Minute, MaxArchiveBytes: 1 << 20, HoldBack: 8, Logger: slog.New(slog.DiscardHandler)},
 		Parts{Life: life, Copies: noCopies{}}, noOrigin{}, store, noMetrics{})
@@ -194,4 +190,15 @@ func TestImportReturnsWithItsWriterClosed(t *testing.T) {
 	if _, err := store.EvictBlob(sha); err != nil {
 		t.Errorf("the archive just imported is still held: %v", err)
 	}
+}
+
+// memStore is an in-memory cache, closed when the test ends.
+func memStore(t *testing.T) *cache.Store {
+	t.Helper()
+	store, err := cache.Open(cache.Options{InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	return store
 }

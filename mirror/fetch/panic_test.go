@@ -35,11 +35,7 @@ func (r *panicsAfter) Read(p []byte) (int, error) {
 // download leaves the work a shutdown waits for, and the file is
 // downloaded anew when asked again.
 func TestDownloadThatPanicsFailsItsCallers(t *testing.T) {
-	store, err := cache.Open(cache.Options{InMemory: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
+	store := memStore(t)
 	var logged bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logged, nil))
 	life := lifetime.New(time.Minute, nil, log)

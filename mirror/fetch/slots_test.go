@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
-	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 )
@@ -181,11 +180,7 @@ func behindTheSlot(t *testing.T, copies Copies, origin Origin, met Metrics, held
 // behindTheSlotOf is behindTheSlot, returning the fetcher too.
 func behindTheSlotOf(t *testing.T, copies Copies, origin Origin, met Metrics, held, next records.ArchiveRecord) (*Fetcher, *Download) {
 	t.Helper()
-	store, err := cache.Open(cache.Options{InMemory: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
+	store := memStore(t)
 	life := lifetime.New(time.Minute, nil, nil)
 	t.Cleanup(func() { life.Stop(); life.Cancel(); idle(life, time.Minute) })
 	fr, err := New(Config{ArchiveTimeout: time.Minute, MaxArchiveBytes: 1 << 20, MaxDownloads: 1, Logger: slog.New(slog.DiscardHandler)},
