@@ -126,7 +126,9 @@ var copyBuffers = sync.Pool{New: func() any { b := make([]byte, copyBufferSize);
 // asked for with a precondition or Range, with http.ServeContent, for
 // every front door: with Range, If-None-Match and If-Modified-Since
 // support. A Range it cannot satisfy is answered 416 by fail, the door's
-// own error answer (refuseRange), not in net/http's text/plain. A read
+// own error answer (refuseRange), not in net/http's text/plain, and a
+// precondition that does not hold 412 (refusePrecondition), not with
+// no body under the content's Content-Type. A read
 // that fails once the status is decided (the cached copy found damaged
 // where it is stored) breaks the response off, as StreamArchive does a
 // download that fails: its status goes out first, and the handler panics
@@ -136,10 +138,14 @@ var copyBuffers = sync.Pool{New: func() any { b := make([]byte, copyBufferSize);
 // short by a read error as if it were whole.)
 func ServeCached(w http.ResponseWriter, r *http.Request, modTime time.Time, content io.ReadSeeker, fail ErrorFunc) {
 	cr := &contentReader{ReadSeeker: content}
-	held := &rangeRefusal{ResponseWriter: w}
+	held := &refusal{ResponseWriter: w}
 	http.ServeContent(noStoreErrors{held}, r, "", modTime, cr)
-	if held.refused {
+	switch held.code {
+	case http.StatusRequestedRangeNotSatisfiable:
 		refuseRange(w, r, cr, fail)
+		return
+	case http.StatusPreconditionFailed:
+		refusePrecondition(w, r, fail)
 		return
 	}
 	if cr.err == nil {

@@ -101,16 +101,12 @@ func TestManyRangesAnsweredWhole(t *testing.T) {
 	}
 }
 
-// TestRangeNotSatisfiableAnsweredAsAnError: a Range that names no byte of
-// what a path serves (bytes=SIZE-, a download resumed after the file was
-// whole; or a malformed one, bytes=9-2) is answered 416 as every other
-// error of the mirror protocols is: their JSON error body (net/http's
-// own text/plain "invalid range: failed to overlap" was sent), no-store,
-// no validators, with Content-Range: bytes */SIZE (RFC 9110), for a
-// cached provider archive, a module's package (tar.gz and zip) and the
-// documents alike, to GET and HEAD.
-func TestRangeNotSatisfiableAnsweredAsAnError(t *testing.T) {
-	t.Parallel()
+// servedPaths starts a harness whose origin has a provider and a module,
+// caches an archive of the one and a package of the other, and returns
+// the paths that answer with http.ServeContent: the cached archive, the
+// module's packages and the documents.
+func servedPaths(t *testing.T) (*harness, map[string]string) {
+	t.Helper()
 	h := newHarness(t, harnessOptions{})
 	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
 	h.origin.AddTarball("m.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# vpc\n")}))
@@ -121,7 +117,7 @@ func TestRangeNotSatisfiableAnsweredAsAnError(t *testing.T) {
 	}
 	h.waitCommitted(h.origin.SHA256(ns, typ, "1.0.0", "linux_amd64"))
 	zip, _ := download(t, h, "acme/vpc/aws", "1.0.0")
-	for name, path := range map[string]string{
+	return h, map[string]string{
 		"archive":           archive,
 		"index.json":        providerPath("index.json"),
 		"VERSION.json":      providerPath("1.0.0.json"),
@@ -129,7 +125,46 @@ func TestRangeNotSatisfiableAnsweredAsAnError(t *testing.T) {
 		"module tar.gz":     modBase + "acme/vpc/aws/1.0.0/package.tar.gz",
 		"registry versions": "/registry/" + originHost + "/v1/providers/" + ns + "/" + typ + "/versions",
 		"SHA256SUMS":        "/registry/" + originHost + "/v1/providers/" + ns + "/" + typ + "/1.0.0/download/linux/amd64/SHA256SUMS",
-	} {
+	}
+}
+
+// checkErrorAnswer fails t unless r is an error of the mirror protocols
+// with status: their JSON error body (to GET) with a message containing
+// want, no-store, no validators.
+func checkErrorAnswer(t *testing.T, what, method string, r response, status int, want string) bool {
+	t.Helper()
+	if r.status != status {
+		t.Errorf("%s: status %d, want %d", what, r.status, status)
+		return false
+	}
+	if ct, cc := r.header.Get("Content-Type"), r.header.Get("Cache-Control"); ct != "application/json" || cc != "no-store" {
+		t.Errorf("%s: Content-Type %q, Cache-Control %q; want application/json and no-store", what, ct, cc)
+	}
+	if et, lm := r.header.Get("ETag"), r.header.Get("Last-Modified"); et != "" || lm != "" {
+		t.Errorf("%s: ETag %q, Last-Modified %q; want neither on an error", what, et, lm)
+	}
+	if method == http.MethodHead {
+		return true
+	}
+	var body errorBody
+	if err := json.Unmarshal(r.body, &body); err != nil || len(body.Errors) != 1 || !strings.Contains(body.Errors[0], want) {
+		t.Errorf("%s: body %q (%v); want the JSON error saying %q", what, r.body, err, want)
+	}
+	return true
+}
+
+// TestRangeNotSatisfiableAnsweredAsAnError: a Range that names no byte of
+// what a path serves (bytes=SIZE-, a download resumed after the file was
+// whole; or a malformed one, bytes=9-2) is answered 416 as every other
+// error of the mirror protocols is: their JSON error body (net/http's
+// own text/plain "invalid range: failed to overlap" was sent), no-store,
+// no validators, with Content-Range: bytes */SIZE (RFC 9110), for a
+// cached provider archive, a module's package (tar.gz and zip) and the
+// documents alike, to GET and HEAD.
+func TestRangeNotSatisfiableAnsweredAsAnError(t *testing.T) {
+	t.Parallel()
+	h, paths := servedPaths(t)
+	for name, path := range paths {
 		whole := h.get(path)
 		if whole.status != http.StatusOK || len(whole.body) == 0 {
 			t.Fatalf("%s: %d, %d bytes", name, whole.status, len(whole.body))
@@ -139,27 +174,44 @@ func TestRangeNotSatisfiableAnsweredAsAnError(t *testing.T) {
 			for _, method := range []string{http.MethodGet, http.MethodHead} {
 				r := h.do(context.Background(), method, path, "Range", rng)
 				what := fmt.Sprintf("%s, %s Range %s", name, method, rng)
-				if r.status != http.StatusRequestedRangeNotSatisfiable {
-					t.Errorf("%s: status %d, want 416", what, r.status)
+				if !checkErrorAnswer(t, what, method, r, http.StatusRequestedRangeNotSatisfiable, fmt.Sprint(size)) {
 					continue
 				}
 				if got, want := r.header.Get("Content-Range"), fmt.Sprintf("bytes */%d", size); got != want {
 					t.Errorf("%s: Content-Range %q, want %q", what, got, want)
 				}
-				if ct, cc := r.header.Get("Content-Type"), r.header.Get("Cache-Control"); ct != "application/json" || cc != "no-store" {
-					t.Errorf("%s: Content-Type %q, Cache-Control %q; want application/json and no-store", what, ct, cc)
-				}
-				if et, lm := r.header.Get("ETag"), r.header.Get("Last-Modified"); et != "" || lm != "" {
-					t.Errorf("%s: ETag %q, Last-Modified %q; want neither on an error", what, et, lm)
-				}
-				if method == http.MethodHead {
-					continue
-				}
-				var body errorBody
-				if err := json.Unmarshal(r.body, &body); err != nil || len(body.Errors) != 1 || !strings.Contains(body.Errors[0], fmt.Sprint(size)) {
-					t.Errorf("%s: body %q (%v); want the JSON error naming the size", what, r.body, err)
-				}
 			}
+		}
+	}
+}
+
+// TestPreconditionFailedAnsweredAsAnError: an If-Match that names no ETag
+// of what a path serves, or an If-Unmodified-Since before a cached
+// archive's time, is answered 412 as every other error of the mirror
+// protocols is: their JSON error body saying which header failed
+// (http.ServeContent's own 412 had no body and the archive's
+// Content-Type, application/zip), no-store, no validators, for the
+// archive, a module's packages and the documents alike, to GET and HEAD;
+// an If-Match naming its ETag is answered with it.
+func TestPreconditionFailedAnsweredAsAnError(t *testing.T) {
+	t.Parallel()
+	h, paths := servedPaths(t)
+	for name, path := range paths {
+		whole := h.get(path)
+		if whole.status != http.StatusOK || len(whole.body) == 0 {
+			t.Fatalf("%s: %d, %d bytes", name, whole.status, len(whole.body))
+		}
+		if r := h.get(path, "If-Match", whole.header.Get("ETag")); r.status != http.StatusOK || !bytes.Equal(r.body, whole.body) {
+			t.Errorf("%s, If-Match its ETag %s: %d, %d bytes; want 200 and it", name, whole.header.Get("ETag"), r.status, len(r.body))
+		}
+		for _, method := range []string{http.MethodGet, http.MethodHead} {
+			r := h.do(context.Background(), method, path, "If-Match", `"0000"`)
+			checkErrorAnswer(t, fmt.Sprintf("%s, %s If-Match another ETag", name, method), method, r, http.StatusPreconditionFailed, "If-Match")
+		}
+		if lm := whole.header.Get("Last-Modified"); lm != "" {
+			before := time.Now().Add(-10 * 365 * 24 * time.Hour).UTC().Format(http.TimeFormat)
+			r := h.get(path, "If-Unmodified-Since", before)
+			checkErrorAnswer(t, fmt.Sprintf("%s (Last-Modified %s), If-Unmodified-Since %s", name, lm, before), http.MethodGet, r, http.StatusPreconditionFailed, "If-Unmodified-Since")
 		}
 	}
 }

@@ -21,7 +21,7 @@ import (
 // blobs do, whether it is made afresh or sent again as a warm answer: a
 // cache in front revalidates an index of a tag (no-cache) on every use,
 // and was sent the whole document each time. An If-Match that fails
-// is 412.
+// is 412, in the door's error envelope.
 func TestDocumentsAnswerIfNoneMatch(t *testing.T) {
 	t.Parallel()
 	r, base, modBase, manifest := documentsRig(t)
@@ -51,11 +51,18 @@ func TestDocumentsAnswerIfNoneMatch(t *testing.T) {
 						name, i, method, resp.StatusCode, resp.Header.Get("ETag"), len(b))
 				}
 			}
-			// An If-Match that fails is 412, a whole answer (no length
-			// of the document it does not send).
+			// An If-Match that fails is 412, in the door's error
+			// envelope as its other errors (http.ServeContent's own had
+			// no body), no-store, without the document's validators.
 			failed := r.do("GET", path, "If-Match", `"sha256:0000"`)
-			if b := read(failed); failed.StatusCode != http.StatusPreconditionFailed || len(b) != 0 {
-				t.Errorf("%s (%d), If-Match another ETag: %d, %d bytes; want 412", name, i, failed.StatusCode, len(b))
+			var env errorEnvelope
+			if b := read(failed); failed.StatusCode != http.StatusPreconditionFailed || json.Unmarshal(b, &env) != nil ||
+				len(env.Errors) != 1 || !strings.Contains(env.Errors[0].Message, "If-Match") {
+				t.Errorf("%s (%d), If-Match another ETag: %d %q; want 412 in the error envelope, naming If-Match", name, i, failed.StatusCode, b)
+			}
+			if h := failed.Header; h.Get("Content-Type") != "application/json" || h.Get("Cache-Control") != "no-store" || h.Get("ETag") != "" || h.Get("Docker-Content-Digest") != "" {
+				t.Errorf("%s (%d), If-Match another ETag: Content-Type %q, Cache-Control %q, ETag %q, Docker-Content-Digest %q; want application/json, no-store and no validators",
+					name, i, h.Get("Content-Type"), h.Get("Cache-Control"), h.Get("ETag"), h.Get("Docker-Content-Digest"))
 			}
 			other := r.do("GET", path, "If-None-Match", `"sha256:0000"`)
 			if b := read(other); other.StatusCode != http.StatusOK || string(b) != string(body) ||

@@ -40,7 +40,8 @@ func (r *rig) do(t *testing.T, method, path string, header ...string) (int, []by
 // other error of the door is, its message in text/plain naming the size
 // (net/http's own "invalid range: failed to overlap" was sent),
 // no-store, without validators, and with Content-Range: bytes */SIZE
-// (RFC 9110), to GET and HEAD; a range within it, 206.
+// (RFC 9110), to GET and HEAD; a range within it, 206. An If-Match that
+// fails is answered 412 in the same way.
 func TestRangeNotSatisfiableAnsweredAsAnError(t *testing.T) {
 	r := newRig(t, nil)
 	paths := map[string]string{
@@ -85,6 +86,15 @@ func TestRangeNotSatisfiableAnsweredAsAnError(t *testing.T) {
 					t.Errorf("%s: body %q; want the door's message naming the size", what, body)
 				}
 			}
+		}
+		// An If-Match that fails is 412 in the door's text, as its
+		// other errors (http.ServeContent's own had no body, and an
+		// archive's Content-Type).
+		status, body, h := r.do(t, http.MethodGet, path, "If-Match", `"0000"`)
+		if status != http.StatusPreconditionFailed || !strings.Contains(string(body), "If-Match") ||
+			h.Get("Content-Type") != "text/plain; charset=utf-8" || h.Get("Cache-Control") != "no-store" || h.Get("ETag") != "" {
+			t.Errorf("%s, If-Match another ETag: %d %q, Content-Type %q, Cache-Control %q, ETag %q; want 412, the door's text naming If-Match, no-store, no ETag",
+				name, status, body, h.Get("Content-Type"), h.Get("Cache-Control"), h.Get("ETag"))
 		}
 	}
 }
