@@ -565,7 +565,7 @@ func untar(ctx context.Context, r io.Reader, tw *treeWriter) error {
 		switch h.Typeflag {
 		case tar.TypeDir:
 			err = tw.dir(h.Name)
-		case tar.TypeReg, tar.TypeRegA:
+		case tar.TypeReg: // tar.Reader gives an old archive's TypeRegA as TypeReg, or TypeDir
 			err = tw.file(h.Name, h.Mode&0o111 != 0, h.Size, tr)
 		case tar.TypeSymlink:
 			err = tw.symlink(h.Name, h.Linkname)
