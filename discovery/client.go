@@ -369,7 +369,7 @@ func New(cfg Config) (*Client, error) {
 	tr.rt = &policyTransport{next: trust, userAgent: cfg.UserAgent}
 	tr.httpClient = &http.Client{Transport: tr.rt, CheckRedirect: checkRedirect}
 
-	disc := &discoverer{tr: tr, ttl: cfg.DiscoveryTTL, now: cfg.Now, hosts: make(map[svchost.Hostname]*discoEntry), flights: flights.New()}
+	disc := &discoverer{tr: tr, ttl: cfg.DiscoveryTTL, now: cfg.Now, hosts: make(map[svchost.Hostname]*discoEntry), flights: flights.New(cfg.Logger)}
 	return &Client{
 		tr:        tr,
 		discovery: disc,

@@ -12,11 +12,10 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/internal/lowspeed"
 	"github.com/tfmirror/tfmirror/v2/internal/redact"
+	"github.com/tfmirror/tfmirror/v2/internal/workgroup"
 )
 
 // downloads fetches what a package response or a module's download
@@ -95,7 +94,7 @@ func (dl *downloads) fetchDocument(ctx context.Context, p addrs.Provider, rawURL
 // "shasums" or "signature" by its URL); the first to fail ends the other,
 // and its error is returned.
 func (c *Client) FetchSums(ctx context.Context, p addrs.Provider, pkg *Package, sumsLimit, signatureLimit int64) (sums, signature []byte, err error) {
-	g, gctx := errgroup.WithContext(ctx)
+	g, gctx := workgroup.WithContext(ctx, c.tr.log, "provider", p.String(), "step", "checksums")
 	g.Go(func() (err error) {
 		sums, err = c.downloads.fetchDocument(gctx, p, pkg.SHASumsURL, sumsLimit, false)
 		return err

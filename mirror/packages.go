@@ -11,11 +11,11 @@ import (
 	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/discovery"
+	"github.com/tfmirror/tfmirror/v2/internal/workgroup"
 	"github.com/tfmirror/tfmirror/v2/mirror/failure"
 	"github.com/tfmirror/tfmirror/v2/mirror/gate"
 	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
@@ -508,7 +508,7 @@ func (s *providerRecords) fetchPackageMeta(ctx context.Context, p addrs.Provider
 		pkgs     = make(map[string]*discovery.Package, len(platforms))
 		notFound []string
 	)
-	g, gctx := errgroup.WithContext(ctx)
+	g, gctx := workgroup.WithContext(ctx, s.log, "provider", p.String(), "version", version, "step", "platforms")
 	g.SetLimit(packageFetchConcurrency)
 	for i, name := range platforms {
 		pl := parsed[i]

@@ -310,7 +310,7 @@ func New(cfg Config, origin Origin, engine Engine, store Store) (*Releases, erro
 	for _, p := range cfg.HashiCorpProducts {
 		r.products[p] = true
 	}
-	r.flights = flights.New()
+	r.flights = flights.New(r.log)
 	return r, nil
 }
 

@@ -5,14 +5,21 @@
 // returns once it has ended; a caller still waiting for work Close ended,
 // and one asking afterwards, get ErrClosed, never the cut work's
 // cancellation. The owner that closes it owns every goroutine it starts.
+// Work that panics (a bug of the mirror's, on a goroutine of the group's
+// that no handler's recovery reaches) fails for its callers with
+// workgroup.ErrPanicked, logged with its stack: it does not end the
+// process.
 package flights
 
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 
 	"golang.org/x/sync/singleflight"
+
+	"github.com/tfmirror/tfmirror/v2/internal/workgroup"
 )
 
 // ErrClosed is the error of work asked for after Close, or ended by it.
@@ -23,6 +30,7 @@ type Group struct {
 	root context.Context // ended by Close
 	stop context.CancelFunc
 	sf   singleflight.Group
+	log  *slog.Logger // of work that panicked
 
 	// The work under way, counted so that Close can wait for it: a
 	// sync.WaitGroup alone may not be waited on while it can still be
@@ -32,9 +40,10 @@ type Group struct {
 	wg     sync.WaitGroup
 }
 
-// New returns a Group with no work under way.
-func New() *Group {
-	g := &Group{}
+// New returns a Group with no work under way, which logs work that
+// panicked to log.
+func New(log *slog.Logger) *Group {
+	g := &Group{log: log}
 	g.root, g.stop = context.WithCancel(context.Background())
 	return g
 }
@@ -51,7 +60,7 @@ func (g *Group) Do(ctx context.Context, key string, fn func(context.Context) (an
 	if g.root.Err() != nil {
 		return nil, ErrClosed
 	}
-	ch := g.sf.DoChan(key, func() (any, error) {
+	ch := g.sf.DoChan(key, workgroup.Guarded(g.log, func() (any, error) {
 		if !g.start() {
 			return nil, ErrClosed
 		}
@@ -64,7 +73,7 @@ func (g *Group) Do(ctx context.Context, key string, fn func(context.Context) (an
 			return nil, ErrClosed // ended by Close, whatever fn said of it
 		}
 		return v, err
-	})
+	}, "key", key))
 	select {
 	case r := <-ch:
 		return r.Val, r.Err

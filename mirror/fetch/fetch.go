@@ -18,6 +18,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/cache"
+	"github.com/tfmirror/tfmirror/v2/internal/workgroup"
 	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/verify"
@@ -438,7 +439,7 @@ func (fr *Fetcher) fetchAndCommit(ctx context.Context, f *Download, p addrs.Prov
 			}
 			s.log.Error("archive failed verification; nothing was cached", "provider", subject(p, src),
 				"file", a.Filename, "reason", string(verr.Reason), "error", err)
-		case errors.Is(err, lifetime.ErrPanicked):
+		case errors.Is(err, workgroup.ErrPanicked):
 			// Logged with its stack (downloadGuarded).
 		case errors.Is(ctx.Err(), context.Canceled):
 			// Only Shutdown (at its deadline) and Close cancel ctx
@@ -491,12 +492,8 @@ func (fr *Fetcher) fetchAndCommit(ctx context.Context, f *Download, p addrs.Prov
 // error, logged with its stack: the fetch fails for its clients, and the
 // process serves on.
 func (fr *Fetcher) downloadGuarded(ctx context.Context, f *Download, p addrs.Provider, a records.ArchiveRecord, src *Source) (h1 string, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			h1, err = "", lifetime.Panicked(fr.log, r, "provider", subject(p, src), "file", a.Filename)
-		}
-	}()
-	return fr.download(ctx, f, p, a, src)
+	return workgroup.Guarded(fr.log, func() (string, error) { return fr.download(ctx, f, p, a, src) },
+		"provider", subject(p, src), "file", a.Filename)()
 }
 
 // download copies the archive (src's when set, else from the shared tier

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tfmirror/tfmirror/v2/cache"
+	"github.com/tfmirror/tfmirror/v2/internal/workgroup"
 	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
 )
 
@@ -55,8 +56,8 @@ func TestDownloadThatPanicsFailsItsCallers(t *testing.T) {
 		_, err = io.ReadAll(arc)
 		arc.Close()
 	}
-	if !errors.Is(err, lifetime.ErrPanicked) {
-		t.Fatalf("a download that panicked: %v, want lifetime.ErrPanicked", err)
+	if !errors.Is(err, workgroup.ErrPanicked) {
+		t.Fatalf("a download that panicked: %v, want workgroup.ErrPanicked", err)
 	}
 	out := logged.String()
 	for _, want := range []string{"level=ERROR", "nil map", "file=file", "panic_test.go"} {

@@ -93,10 +93,10 @@ import (
 	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/cache"
+	"github.com/tfmirror/tfmirror/v2/internal/workgroup"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/mirror/stored"
 	"github.com/tfmirror/tfmirror/v2/policy"
@@ -601,14 +601,16 @@ func firstListingLookups(kind string, next []string, known map[string]time.Time)
 // vs (canonical) under base that the cache or the shared tier holds (none
 // for a version whose record has the zero time, or none has), looked up
 // maxRecordLookups at once, and the versions whose lookup the shared
-// tier did not answer (it failed: stored.ErrUnanswered).
+// tier did not answer (it failed: stored.ErrUnanswered), or that
+// panicked (a bug of the mirror's, logged): such a version is not taken
+// as one with no recorded time.
 func (r *releaseTimes) lookupRecords(ctx context.Context, base string, vs []string) (found map[string]time.Time, unanswered map[string]bool) {
 	type answer struct {
 		at       time.Time
 		answered bool
 	}
 	answers := make([]answer, len(vs))
-	var g errgroup.Group
+	g := workgroup.New(r.log, "lookup", "release times", "under", base)
 	g.SetLimit(maxRecordLookups)
 	for i, v := range vs {
 		g.Go(func() error {
@@ -621,7 +623,9 @@ func (r *releaseTimes) lookupRecords(ctx context.Context, base string, vs []stri
 			return nil
 		})
 	}
-	g.Wait()
+	// Each lookup's outcome is in answers; one that panicked left its
+	// answer unanswered, and its error is logged.
+	_ = g.Wait()
 	found, unanswered = make(map[string]time.Time), make(map[string]bool)
 	for i, a := range answers {
 		switch {

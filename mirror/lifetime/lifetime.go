@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,6 +22,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/tfmirror/tfmirror/v2/internal/logbound"
+	"github.com/tfmirror/tfmirror/v2/internal/workgroup"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 )
 
@@ -82,7 +82,7 @@ type Lifetime struct {
 	imports sync.Mutex
 	notify  atomic.Pointer[Notifier]
 	stale   *logbound.Warnings // of LogStale
-	log     *slog.Logger       // of the work that panicked (Panicked)
+	log     *slog.Logger       // of the work that panicked (workgroup.Panicked)
 }
 
 // New returns a running lifetime whose Coalesce runs each fetch for at
@@ -136,12 +136,6 @@ var ErrStillWaiting = errors.New("the origin has not answered yet")
 // writer takes its own outcome from its function, not from Coalesce.
 var ErrWritten = errors.New("written in turn with its fetches, not fetched")
 
-// ErrPanicked is the error of work run apart from its callers (Coalesce,
-// an archive's download) that panicked: a bug of the mirror's, logged
-// with its stack (Panicked). The callers fail, as a request whose handler
-// panicked does; the process goes on serving the others.
-var ErrPanicked = errors.New("the mirror's work for this request failed on a bug of the mirror's (a panic, logged with its stack)")
-
 // ErrKeptFetching is WriteInTurn's error when a fetch of the record was
 // under way each of the rounds it waited.
 var ErrKeptFetching = errors.New("fetched again each time it was to be written")
@@ -165,7 +159,7 @@ func (l *Lifetime) WriteInTurn(ctx context.Context, kind, key string, write func
 			return nil, ErrWritten
 		})
 		switch {
-		case ran && errors.Is(err, ErrPanicked):
+		case ran && errors.Is(err, workgroup.ErrPanicked):
 			return err // write panicked: werr was never set
 		case ran:
 			return werr
@@ -316,7 +310,7 @@ type flight struct {
 
 // run runs fn on ctx for the callers of f, and ends the work (done) once
 // they have its outcome: the key is free for the next work first. A
-// panic of fn is its error (Panicked).
+// panic of fn is its error (workgroup.Panicked).
 func (l *Lifetime) run(ctx context.Context, key string, f *flight, done func(), fn func(context.Context) (any, error)) {
 	defer done()
 	f.val, f.err = l.call(ctx, key, fn)
@@ -326,27 +320,10 @@ func (l *Lifetime) run(ctx context.Context, key string, f *flight, done func(), 
 	close(f.done)
 }
 
-// Panicked logs p, the value recovered from a panic of work run apart
-// from its callers (a goroutine of the engine's, where no handler's
-// recovery reaches), to log at error with the stack and args, and returns
-// the error the work's callers are given: ErrPanicked, saying p. Call it
-// from the deferred function that recovered p, for the stack to be the
-// panic's.
-func Panicked(log *slog.Logger, p any, args ...any) error {
-	log.Error("the mirror's work for a request panicked (a bug of the mirror's); its callers fail",
-		append(args, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))...)
-	return fmt.Errorf("%w: %v", ErrPanicked, p)
-}
-
 // call runs fn, the work of key, on ctx: a panic of fn is its error
-// (Panicked).
+// (workgroup.Panicked).
 func (l *Lifetime) call(ctx context.Context, key string, fn func(context.Context) (any, error)) (val any, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			val, err = nil, Panicked(l.log, p, "key", key)
-		}
-	}()
-	return fn(ctx)
+	return workgroup.Guarded(l.log, func() (any, error) { return fn(ctx) }, "key", key)()
 }
 
 // Import is an import under way, begun by BeginImport: the archives

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tfmirror/tfmirror/v2/internal/workgroup"
 )
 
 // Work coalesced for the callers of a key that panics (a bug of the
@@ -25,8 +27,8 @@ func TestCoalescedWorkThatPanicsFailsItsCallers(t *testing.T) {
 		m["a version the origin listed"]++ // assignment to entry in nil map
 		return nil, nil
 	})
-	if !errors.Is(err, ErrPanicked) {
-		t.Fatalf("Coalesce of work that panicked: %v, want ErrPanicked", err)
+	if !errors.Is(err, workgroup.ErrPanicked) {
+		t.Fatalf("Coalesce of work that panicked: %v, want workgroup.ErrPanicked", err)
 	}
 	if !strings.Contains(err.Error(), "nil map") {
 		t.Errorf("the error does not say what the panic was: %v", err)
@@ -59,7 +61,7 @@ func TestWriteInTurnThatPanicsFails(t *testing.T) {
 	err := l.WriteInTurn(t.Context(), "k", "key", func(context.Context) error {
 		panic("a bug of the write's")
 	})
-	if !errors.Is(err, ErrPanicked) {
-		t.Fatalf("WriteInTurn of a write that panicked: %v, want ErrPanicked", err)
+	if !errors.Is(err, workgroup.ErrPanicked) {
+		t.Fatalf("WriteInTurn of a write that panicked: %v, want workgroup.ErrPanicked", err)
 	}
 }

@@ -43,6 +43,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/internal/redact"
 	"github.com/tfmirror/tfmirror/v2/internal/safetree"
 	"github.com/tfmirror/tfmirror/v2/internal/scratch"
+	"github.com/tfmirror/tfmirror/v2/internal/workgroup"
 	"github.com/tfmirror/tfmirror/v2/mirror/gate"
 	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
 	"github.com/tfmirror/tfmirror/v2/mirror/notfound"
@@ -672,7 +673,9 @@ func (s *Modules) timedOut(ctx context.Context, err error) error {
 // label); waiting names what is waited for in ctx's error. A fetch that
 // found what it was to make in the cache already (stored by a call that
 // ended just before it began) says so with cached, and the source is
-// records.Hit for every caller: none started or joined a download.
+// records.Hit for every caller: none started or joined a download. A
+// fetch that panics fails its callers with workgroup.ErrPanicked, logged
+// with its stack.
 func once[T any](ctx context.Context, s *Modules, key, kind, waiting string, fetch func(ctx context.Context) (res *T, cached bool, err error)) (T, records.Source, error) {
 	type result struct {
 		res    *T
@@ -680,7 +683,7 @@ func once[T any](ctx context.Context, s *Modules, key, kind, waiting string, fet
 	}
 	var zero T
 	var led atomic.Bool
-	ch := s.pkgs.DoChan(key, func() (any, error) {
+	ch := s.pkgs.DoChan(key, workgroup.Guarded(s.log, func() (any, error) {
 		led.Store(true)
 		ctx, done, err := s.life.Detached(s.cfg.Timeout)
 		if err != nil {
@@ -689,7 +692,7 @@ func once[T any](ctx context.Context, s *Modules, key, kind, waiting string, fet
 		defer done()
 		res, cached, err := fetch(ctx)
 		return result{res, cached}, s.timedOut(ctx, err)
-	})
+	}, "key", key))
 	var r result
 	select {
 	case c := <-ch:

@@ -50,6 +50,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/internal/memo"
+	"github.com/tfmirror/tfmirror/v2/internal/workgroup"
 	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
 	"github.com/tfmirror/tfmirror/v2/mirror/originguard"
 	"github.com/tfmirror/tfmirror/v2/mirror/providerlists"
@@ -358,7 +359,7 @@ func (o *OCI) sizesOf(ctx context.Context, p addrs.Provider, archives []Archive,
 			sizes[i] = pa.Size
 			continue
 		}
-		asked = append(asked, ask{i, o.sizes.DoChan(pa.SHA256, func() (any, error) {
+		asked = append(asked, ask{i, o.sizes.DoChan(pa.SHA256, workgroup.Guarded(o.cfg.Logger, func() (any, error) {
 			o.learnedMu.Lock()
 			n, ok := o.learned[pa.SHA256]
 			o.learnedMu.Unlock()
@@ -380,7 +381,7 @@ func (o *OCI) sizesOf(ctx context.Context, p addrs.Provider, archives []Archive,
 				o.learnedMu.Unlock()
 			}
 			return n, err
-		})})
+		}, "provider", p.String(), "sha256", pa.SHA256))})
 	}
 	for _, a := range asked {
 		select {
