@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -23,9 +24,11 @@ const (
 // internal/workgroup (and the test rigs and programs of the tests layer)
 // to starting the goroutines of a step through internal/workgroup, where a
 // panic on one of them is the step's error, logged, and not the end of
-// the process: no import of errgroup (workgroup.Group instead), and no
+// the process: no import of errgroup (workgroup.Group instead), no
 // function handed to singleflight's DoChan, which runs it on a goroutine
-// of its own, but one made by workgroup.Guarded.
+// of its own, but one made by workgroup.Guarded; and, in the engine's
+// packages (mirror and below it), whose goroutines run the work of
+// requests, no go statement (workgroup.Go instead).
 func TestGoroutinesGuarded(t *testing.T) {
 	tb := readLayers(t)
 	tests := slices.Index(tb.layers, testsLayer)
@@ -41,7 +44,8 @@ func TestGoroutinesGuarded(t *testing.T) {
 		}
 		for _, f := range files {
 			checked++
-			for _, msg := range unguarded(f) {
+			engine := pkg == "mirror" || strings.HasPrefix(pkg, "mirror/")
+			for _, msg := range unguarded(f, engine) {
 				t.Errorf("%s: %s %s", fset.Position(msg.pos), pkg, msg.what)
 			}
 		}
@@ -57,8 +61,9 @@ type finding struct {
 }
 
 // unguarded returns f's imports of errgroup and its calls of a DoChan
-// method whose function is not a call of workgroup.Guarded.
-func unguarded(f *ast.File) []finding {
+// method whose function is not a call of workgroup.Guarded, and, for a
+// file of the engine, its go statements.
+func unguarded(f *ast.File, engine bool) []finding {
 	var out []finding
 	for _, imp := range f.Imports {
 		if path, _ := strconv.Unquote(imp.Path.Value); path == errgroupPath {
@@ -66,6 +71,9 @@ func unguarded(f *ast.File) []finding {
 		}
 	}
 	ast.Inspect(f, func(n ast.Node) bool {
+		if g, ok := n.(*ast.GoStmt); ok && engine {
+			out = append(out, finding{g.Pos(), "starts a goroutine with a go statement: start it with workgroup.Go, where a panic ends the goroutine, logged, not the process"})
+		}
 		call, ok := n.(*ast.CallExpr)
 		if !ok {
 			return true
@@ -100,8 +108,9 @@ func isGuardedCall(e ast.Expr) bool {
 	return ok && pkg.Name == "workgroup" && sel.Sel.Name == "Guarded"
 }
 
-// The check finds an errgroup imported and a DoChan handed a bare
-// function, and passes one handed workgroup.Guarded's.
+// The check finds an errgroup imported, a DoChan handed a bare function
+// and, in the engine, a go statement; it passes a DoChan handed
+// workgroup.Guarded's, and a go statement outside the engine.
 func TestUnguardedFound(t *testing.T) {
 	const src = `package p
 
@@ -117,6 +126,7 @@ func f(g *singleflight.Group) {
 	g.DoChan("bare", func() (any, error) { return nil, nil })
 	g.DoChan("guarded", workgroup.Guarded(nil, func() (any, error) { return nil, nil }))
 	g.DoChan("instantiated", workgroup.Guarded[any](nil, func() (any, error) { return nil, nil }))
+	go f(g)
 }
 `
 	fset := token.NewFileSet()
@@ -124,11 +134,17 @@ func f(g *singleflight.Group) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var lines []int
-	for _, m := range unguarded(f) {
-		lines = append(lines, fset.Position(m.pos).Line)
-	}
-	if want := []int{4, 12}; !slices.Equal(lines, want) {
-		t.Errorf("findings on lines %v, want %v", lines, want)
+	for _, c := range []struct {
+		engine bool
+		want   []int
+	}{{false, []int{4, 12}}, {true, []int{4, 12, 15}}} {
+		var lines []int
+		for _, m := range unguarded(f, c.engine) {
+			lines = append(lines, fset.Position(m.pos).Line)
+		}
+		slices.Sort(lines)
+		if !slices.Equal(lines, c.want) {
+			t.Errorf("engine %v: findings on lines %v, want %v", c.engine, lines, c.want)
+		}
 	}
 }

@@ -16,7 +16,9 @@
 // The production code of the module starts an errgroup through this
 // package only, and hands singleflight's DoChan (which runs its function
 // on a goroutine of its own, where a panic ends the process) a function
-// made by Guarded only (internal/layercheck.TestGoroutinesGuarded).
+// made by Guarded only; the engine's packages (mirror/...) start no
+// goroutine but through Go or a Group
+// (internal/layercheck.TestGoroutinesGuarded).
 package workgroup
 
 import (
@@ -59,6 +61,16 @@ func Guarded[T any](log *slog.Logger, f func() (T, error), args ...any) func() (
 		}()
 		return f()
 	}
+}
+
+// Go runs f on a goroutine of its own, as a go statement does, but for
+// a panic of f: logged to log with args by Panicked, it ends that
+// goroutine alone, not the process. The caller owns the goroutine, as
+// the one of a go statement: f must end when its owner says so.
+func Go(log *slog.Logger, f func(), args ...any) {
+	go func() {
+		_, _ = Guarded(log, func() (struct{}, error) { f(); return struct{}{}, nil }, args...)()
+	}()
 }
 
 // A Group is a set of goroutines working on parts of one step, made by

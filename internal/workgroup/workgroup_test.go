@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/logbuf"
 )
 
 // nilMapWrite panics as a bug met on an origin's answer would: an
@@ -108,5 +110,34 @@ func TestLimitHoldsThroughPanics(t *testing.T) {
 	}
 	if most > limit || most == 0 {
 		t.Errorf("%d goroutines ran at once, want 1 to %d", most, limit)
+	}
+}
+
+// A goroutine started by Go that panics ends alone, its deferred calls
+// run (its owner learns that it ended), the panic logged with what the
+// goroutine was for; the process goes on.
+func TestGoPanicEndsTheGoroutineAlone(t *testing.T) {
+	var logged logbuf.Buffer
+	log := slog.New(slog.NewTextHandler(&logged, nil))
+	done := make(chan struct{})
+	Go(log, func() {
+		defer close(done)
+		_ = nilMapWrite()
+	}, "work", "cache check")
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("the goroutine that panicked did not end")
+	}
+	// The log line is written after the deferred calls of f ran.
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(logged.String(), "panicked") && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	out := logged.String()
+	for _, want := range []string{"level=ERROR", "work=\"cache check\"", "nil map", "workgroup_test.go"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the log does not say %q:\n%s", want, out)
+		}
 	}
 }

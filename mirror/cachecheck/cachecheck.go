@@ -37,6 +37,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/discovery/modsource"
 	"github.com/tfmirror/tfmirror/v2/internal/safetree"
+	"github.com/tfmirror/tfmirror/v2/internal/workgroup"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/verify"
 )
@@ -154,7 +155,7 @@ func New(cfg Config, store Store, metrics Metrics) (*Checker, error) {
 	}
 	c := &Checker{cfg: cfg, store: store, log: cfg.Logger, metrics: metrics, checkDone: make(chan struct{})}
 	c.checkCtx, c.stopChecks = context.WithCancel(context.Background())
-	go c.checkLoop()
+	workgroup.Go(c.log, c.checkLoop, "work", "cache check")
 	return c, nil
 }
 

@@ -367,7 +367,7 @@ func (fr *Fetcher) start(p addrs.Provider, a records.ArchiveRecord, src *Source,
 	}
 	f = &Download{sha: a.SHA256, key: key, owner: owner, ready: make(chan struct{}), done: make(chan struct{}), changed: make(chan struct{}), unwanted: make(chan struct{}), refs: 2, size: -1}
 	fr.inflight[key] = f
-	go fr.run(ctx, done, f, p, a, src)
+	workgroup.Go(fr.log, func() { fr.run(ctx, done, f, p, a, src) }, "provider", subject(p, src), "file", a.Filename)
 	return nil, f, true, nil
 }
 

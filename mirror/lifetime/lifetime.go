@@ -278,7 +278,7 @@ func (l *Lifetime) CoalesceWithin(ctx context.Context, wait time.Duration, kind,
 		}
 		f = &flight{done: make(chan struct{})}
 		l.flights[key] = f
-		go l.run(wctx, key, f, done, fn)
+		workgroup.Go(l.log, func() { l.run(wctx, key, f, done, fn) }, "key", key)
 	}
 	l.flightsMu.Unlock()
 	if joined {

@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/tfmirror/tfmirror/v2/cache"
+	"github.com/tfmirror/tfmirror/v2/internal/workgroup"
 	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/mirror/stored"
@@ -265,7 +266,7 @@ func (s *Shared) Share(key string, record any) {
 	if err != nil {
 		return // shutting down
 	}
-	go func() {
+	workgroup.Go(s.log, func() {
 		defer done()
 		select {
 		case s.writes <- struct{}{}:
@@ -277,7 +278,7 @@ func (s *Shared) Share(key string, record any) {
 		if err := s.tier.PutMeta(ctx, key, record); err != nil {
 			s.failed(ctx, err, "record not stored in the shared store", "key", key)
 		}
-	}()
+	}, "key", key)
 }
 
 // maxRecordWrites bounds the records written to the tier at once (Share):
@@ -305,13 +306,13 @@ func (s *Shared) TryLease(ctx context.Context, id string) (release func(context.
 func (s *Shared) hold(ctx context.Context, sha string, lease Lease) (release func(context.Context)) {
 	kctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
-	go func() {
+	workgroup.Go(s.log, func() {
 		defer close(done)
 		if err := lease.Keep(kctx); err != nil {
 			s.log.Warn("lost the shared store's lease on an archive download; another replica may download it too",
 				"sha256", sha, "error", err)
 		}
-	}()
+	}, "lease", sha)
 	return func(ctx context.Context) {
 		stop()
 		<-done
