@@ -61,7 +61,7 @@ func checkStalledHandshake(t *testing.T, s *testServer, p stalledProxy) {
 		})
 		c.tr.guard.proxyHandshake = bound
 		before := goroutines()
-		err, took, end := discoverStalled(t, c, s.host, ends)
+		took, end, err := discoverStalled(t, c, s.host, ends)
 		if !end.stalled {
 			if !last && errors.As(err, new(*proxyStall)) {
 				return true

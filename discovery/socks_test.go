@@ -274,20 +274,20 @@ func tryBounds(t *testing.T, first time.Duration, try func(bound time.Duration, 
 }
 
 // discoverStalled is c.Discover of host through a proxy that stalls,
-// whose connections' ends are told on ends: its error, how long it
-// took, and how the proxy's connection ended, which it waits for
-// stallBackstop at most once the request has ended.
-func discoverStalled(t *testing.T, c *Client, host svchost.Hostname, ends <-chan stallEnd) (error, time.Duration, stallEnd) {
+// whose connections' ends are told on ends: how long it took, how the
+// proxy's connection ended, which it waits for stallBackstop at most once
+// the request has ended, and its error.
+func discoverStalled(t *testing.T, c *Client, host svchost.Hostname, ends <-chan stallEnd) (time.Duration, stallEnd, error) {
 	t.Helper()
 	start := time.Now()
 	_, err := c.Discover(context.Background(), host)
 	took := time.Since(start)
 	select {
 	case end := <-ends:
-		return err, took, end
+		return took, end, err
 	case <-time.After(stallBackstop):
 		t.Fatalf("the proxy's connection was still open %s after the request ended, after %s, with %v", stallBackstop, took, err)
-		return nil, 0, stallEnd{}
+		return 0, stallEnd{}, nil
 	}
 }
 
