@@ -34,11 +34,25 @@ const keysPackage = "verify"
 // weigh them before go-crypto verifies anything: a call of one of
 // go-crypto's readers elsewhere is a reading the bounds do not cover.
 func TestOpenPGPReadThroughVerify(t *testing.T) {
+	eachProductionFile(t, keysPackage, func(fset *token.FileSet, pkg string, f *ast.File) {
+		for _, call := range openpgpCalls(f) {
+			t.Errorf("%s: %s calls go-crypto's %s: read OpenPGP keys and signatures through package verify (verify.ReadKeys, verify.VerifyDetached), which bounds what they cost",
+				fset.Position(call.Pos()), pkg, call.Sel.Name)
+		}
+	})
+}
+
+// eachProductionFile calls fn with each production file of the module's
+// packages, parsed, but those of the tests layer (test rigs and
+// programs) and of the package except; it fails t when it finds fewer
+// files than the module has.
+func eachProductionFile(t *testing.T, except string, fn func(fset *token.FileSet, pkg string, f *ast.File)) {
+	t.Helper()
 	tb := readLayers(t)
 	tests := slices.Index(tb.layers, testsLayer)
 	checked := 0
 	for pkg, layer := range tb.layerOf {
-		if layer == tests || pkg == keysPackage {
+		if layer == tests || pkg == except {
 			continue
 		}
 		fset := token.NewFileSet()
@@ -48,10 +62,7 @@ func TestOpenPGPReadThroughVerify(t *testing.T) {
 		}
 		for _, f := range files {
 			checked++
-			for _, call := range openpgpCalls(f) {
-				t.Errorf("%s: %s calls go-crypto's %s: read OpenPGP keys and signatures through package verify (verify.ReadKeys, verify.VerifyDetached), which bounds what they cost",
-					fset.Position(call.Pos()), pkg, call.Sel.Name)
-			}
+			fn(fset, pkg, f)
 		}
 	}
 	if checked < 100 {
