@@ -6,8 +6,11 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -64,5 +67,59 @@ func TestUnpackRefusesLinkOutOfTop(t *testing.T) {
 		if err := Unpack(context.Background(), &buf, t.TempDir(), Limits{}); err == nil || !strings.Contains(err.Error(), "points outside") {
 			t.Errorf("link to %q: %v", target, err)
 		}
+	}
+}
+
+// A directory of more entries than the limit allows is refused without
+// being read whole first: its entries are charged as they are read, a
+// batch at a time, so what packing it takes in memory stays that of a
+// batch however many entries it holds. Entries named as .git, which a
+// package leaves out and no limit charges, are refused past a bound.
+func TestPackRootListingBounded(t *testing.T) {
+	const entries = 30000
+	dir := t.TempDir()
+	for i := range entries {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%05d.tf", i)), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	scratchDir := t.TempDir()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, err = PackRoot(t.Context(), root, scratchDir, io.Discard, Limits{MaxEntries: 10})
+	runtime.ReadMemStats(&after)
+	if !errors.As(err, new(*LimitError)) {
+		t.Fatalf("a directory of %d entries, 10 allowed: %v, want a *LimitError", entries, err)
+	}
+	// Read whole, the listing alone takes over 2 MiB (some 80 bytes an
+	// entry); a batch, some 20 KiB.
+	if took := after.TotalAlloc - before.TotalAlloc; took > 1<<20 {
+		t.Errorf("refusing a directory of %d entries took %d bytes: it was read whole", entries, took)
+	}
+
+	dotGit := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dotGit, "main.tf"), []byte("# m\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for i := range maxSkippedDotGit + 1 {
+		if err := os.WriteFile(filepath.Join(dotGit, ".git"+strings.Repeat(".", i)), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = PackDir(t.Context(), dotGit, scratchDir, io.Discard, Limits{})
+	if err == nil || !strings.Contains(err.Error(), ".git") {
+		t.Errorf("a directory of %d entries named as .git: %v, want a refusal", maxSkippedDotGit+1, err)
+	}
+	if err := os.Remove(filepath.Join(dotGit, ".git")); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := PackDir(t.Context(), dotGit, scratchDir, io.Discard, Limits{}); err != nil || res.Files != 1 {
+		t.Errorf("a directory of %d entries named as .git: %+v, %v; want them left out", maxSkippedDotGit, res, err)
 	}
 }
