@@ -240,7 +240,7 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 			Name: "tfmirror_origin_inflight_archive_fetches", Help: "Archive downloads from origins under way.",
 		}),
 		waiting: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "tfmirror_origin_waiting_archive_fetches", Help: "Archive downloads from origins waiting for one of the --max-archive-downloads slots, each while a client waits for it.",
+			Name: "tfmirror_origin_waiting_archive_fetches", Help: "Archive downloads from origins and module package fetches from source hosts waiting for one of the --max-archive-downloads slots, each while a client waits for it.",
 		}),
 		coalesced: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tfmirror_coalesced_requests_total", Help: "Requests that joined an origin fetch already under way instead of starting one, by kind.",

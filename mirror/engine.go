@@ -1,6 +1,7 @@
 package mirror
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -184,7 +185,9 @@ type Config struct {
 	MaxArchiveBytes int64
 	// MaxArchiveDownloads is how many archive downloads from origins run
 	// at once; the others wait while a client waits for them (see
-	// mirror/fetch.Fetcher). Default fetch.DefaultMaxDownloads (64).
+	// mirror/fetch.Fetcher). Default fetch.DefaultMaxDownloads (64). It
+	// bounds module package fetches from source hosts too, in a pool of
+	// their own (mirror/modules.Config.MaxFetches).
 	MaxArchiveDownloads int
 	// ArchiveLimits bound the check that an archive is an installable
 	// package (the bytes it unpacks to, its entries), which runs under the
@@ -455,7 +458,7 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 		return nil, err
 	}
 	mcfg := modules.Config{Offline: s.cfg.Offline, Now: s.cfg.Now, VersionsTTL: s.cfg.VersionsTTL, StaleAfter: s.cfg.StaleAfter, Timeout: s.cfg.ModuleTimeout,
-		Limits: s.cfg.ModuleLimits, ScratchDir: s.cfg.ScratchDir, Credentials: s.cfg.ModuleSourceCredentials, Logger: s.log}
+		Limits: s.cfg.ModuleLimits, MaxFetches: cmp.Or(max(s.cfg.MaxArchiveDownloads, 0), fetch.DefaultMaxDownloads), ScratchDir: s.cfg.ScratchDir, Credentials: s.cfg.ModuleSourceCredentials, Logger: s.log}
 	if s.modules, err = modules.New(mcfg, modules.Parts{Life: s.life, Records: s.source, Hosts: s.hosts, Gate: s.gate, NotFound: s.notFound}, modOrigin, store, s.metrics); err != nil {
 		return nil, err
 	}

@@ -74,6 +74,7 @@ type Modules struct {
 	log      *slog.Logger
 	metrics  Metrics
 	pkgs     singleflight.Group // package fetches, by record key
+	slots    chan struct{}      // one for each package fetch from a source host under way (Config.MaxFetches)
 	// checked are the stored packages held to today's rules
 	// (checkPackage), by sha256: nil for one that passed, else why it
 	// was refused.
@@ -144,6 +145,9 @@ type Metrics interface {
 	// host: the source kind (git, archive), the outcome (success, error,
 	// too_large, changed, timeout), the bytes of the stored package.
 	ModuleFetch(kind, outcome string, bytes int64, d time.Duration)
+	// ArchiveFetchWaiting records a package fetch waiting for one of the
+	// fetch slots (Config.MaxFetches); done ends the wait.
+	ArchiveFetchWaiting() (done func())
 }
 
 // Config configures Modules: the engine's (mirror.Config), its defaults
@@ -159,7 +163,12 @@ type Config struct {
 	// Timeout bounds one module package fetch (mirror.Config.ModuleTimeout).
 	Timeout time.Duration
 	// Limits bound one module package (mirror.Config.ModuleLimits).
-	Limits     modsource.Limits
+	Limits modsource.Limits
+	// MaxFetches bounds the package fetches from source hosts at once
+	// (mirror.Config.MaxArchiveDownloads, in a pool apart from the
+	// provider archives'): one beyond them waits for one to end, within
+	// its Timeout.
+	MaxFetches int
 	ScratchDir string
 	// Credentials: mirror.Config.ModuleSourceCredentials; nil for none.
 	Credentials SourceCredentials
@@ -181,10 +190,11 @@ func New(cfg Config, parts Parts, origin Origin, store Store, metrics Metrics) (
 	if parts.Life == nil || parts.Records == nil || parts.Hosts == nil || parts.Gate == nil || origin == nil || store == nil || metrics == nil || cfg.Now == nil || cfg.Logger == nil {
 		return nil, errors.New("modules: the engine's parts, an origin, a store, metrics, a clock and a logger are required")
 	}
-	if cfg.Timeout <= 0 || cfg.VersionsTTL <= 0 {
-		return nil, errors.New("modules: a fetch timeout and a version list TTL are required")
+	if cfg.Timeout <= 0 || cfg.VersionsTTL <= 0 || cfg.MaxFetches <= 0 {
+		return nil, errors.New("modules: a fetch timeout, a version list TTL and a bound on fetches at once are required")
 	}
 	return &Modules{life: parts.Life, recs: parts.Records, hosts: parts.Hosts, gate: parts.Gate, notFound: parts.NotFound, cfg: cfg, origin: origin, store: store, log: cfg.Logger, metrics: metrics,
+		slots:   make(chan struct{}, cfg.MaxFetches),
 		checked: memo.New[string, error](maxChecked), trees: &packageTrees{store: store, life: parts.Life, log: cfg.Logger, metrics: metrics}, refused: newRefusals(cfg.Now, parts.NotFound)}, nil
 }
 
@@ -897,6 +907,11 @@ func (s *Modules) fetchModule(ctx context.Context, m addrs.Module, version versi
 	if err := s.refused.get(refusal); err != nil {
 		return nil, err
 	}
+	slotDone, err := s.takeSlot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer slotDone()
 	start := time.Now()
 	var size int64
 	defer func() {
@@ -998,6 +1013,25 @@ func (s *Modules) fetchModule(ctx context.Context, m addrs.Module, version versi
 	s.log.Info("module package cached", "module", m.String(), "version", rec.Version, "package", rec.Shown(),
 		"commit", rec.Commit, "sha256", sum, "size", size)
 	return &rec, nil
+}
+
+// takeSlot waits for one of the package fetch slots (Config.MaxFetches),
+// counted as waiting while it does, or for ctx (the fetch's own: its
+// Timeout, the shutdown) to end; done gives the slot back.
+func (s *Modules) takeSlot(ctx context.Context) (done func(), err error) {
+	select {
+	case s.slots <- struct{}{}:
+		return func() { <-s.slots }, nil
+	default:
+	}
+	waited := s.metrics.ArchiveFetchWaiting()
+	defer waited()
+	select {
+	case s.slots <- struct{}{}:
+		return func() { <-s.slots }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("waiting for one of the %d module package fetch slots: %w", cap(s.slots), ctx.Err())
+	}
 }
 
 // moduleCredentials returns the modsource.Fetcher's Credentials for a

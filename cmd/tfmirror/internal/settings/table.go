@@ -382,8 +382,8 @@ var Table = []*Setting{
 		Help: "most files and directories a provider archive may hold",
 		bind: intOf(verify.DefaultMaxEntries, func(c *Config) *int { return &c.ArchiveMaxEntries })},
 	{Name: "max-archive-downloads", Group: GroupArchives, Commands: Sync,
-		Help: "most archive downloads from origins at once; the others wait for one to end while a client waits for them, and are dropped, nothing asked of the origin, once their last client left",
-		Doc:  "most archive downloads from origins (provider archives, CLI release archives) that run at once. A download beyond them waits for one to end while a client waits for it, and is dropped, nothing asked of the origin, once its last client left; imports and copies from the shared store take no slot. `tfmirror_origin_waiting_archive_fetches` counts those waiting",
+		Help: "most archive downloads from origins at once (and, apart, module package fetches); the others wait for one to end while a client waits for them, and are dropped, nothing asked of the origin, once their last client left",
+		Doc:  "most archive downloads from origins (provider archives, CLI release archives) that run at once. A download beyond them waits for one to end while a client waits for it, and is dropped, nothing asked of the origin, once its last client left; imports and copies from the shared store take no slot. Module package fetches from source hosts are bounded by the same number, in a pool of their own: one beyond them waits, within `--module-timeout`. `tfmirror_origin_waiting_archive_fetches` counts those waiting",
 		bind: intOf(64, func(c *Config) *int { return &c.MaxArchiveDownloads })},
 
 	// Registry modules.
