@@ -47,12 +47,33 @@ import (
 //     goroutine whose first stop is in a boundary file (started by the
 //     origin client or the cache, or by a library beneath them, such as
 //     Badger's writes) is not counted; without one, every call counts;
+//   - internal/workgroup's functions, which start a goroutine or recover a
+//     function's panic for the code that calls them (passThrough), are
+//     read as the go statement and deferred recovery they stand for: no
+//     stop, the function they run as if called where they are;
 //   - a goroutine's stops are read as if its go statement were a call: its
 //     whole sequence goes into the walk after the last stop that was traced
 //     before its first one;
 //   - files are the distinct files of the stops; a return is a stop that
 //     enters a file (its file differs from the previous stop's) the walk
 //     had been in before.
+
+// passThroughDir holds the functions a walk passes through as it does
+// a go statement or a deferred recovery: internal/workgroup's, which
+// start a goroutine or run a function with its panic recovered
+// (workgroup.Go, workgroup.Guarded, a group's Go). They are not stops,
+// nor a boundary, and not a file a call comes back up through: the
+// function they run is counted as if called where they are.
+const passThroughDir = "internal/workgroup/"
+
+// passThrough is file, or "" (not the module's own, as the rule reads
+// it) for a file of passThroughDir.
+func passThrough(file string) string {
+	if strings.HasPrefix(file, passThroughDir) {
+		return ""
+	}
+	return file
+}
 
 // walkRoot is the function every request of the mirror enters first.
 const walkRoot = "github.com/tfmirror/tfmirror/v2/proxy.(*Server).ServeHTTP"
@@ -399,10 +420,11 @@ func TestWalkFigures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fileOf, err := binaryFiles(binary, root)
+	files, err := binaryFiles(binary, root)
 	if err != nil {
 		t.Fatal(err)
 	}
+	fileOf := func(fn string) string { return passThrough(files(fn)) }
 	f, err := os.Open(tracePath)
 	if err != nil {
 		t.Fatal(err)
