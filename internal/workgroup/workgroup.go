@@ -42,9 +42,14 @@ var ErrPanicked = errors.New("the mirror's work for this request failed on a bug
 // from the deferred function that recovered p, for the stack logged to
 // be the panic's.
 func Panicked(log *slog.Logger, p any, args ...any) error {
-	log.Error("the mirror's work for a request panicked (a bug of the mirror's); its callers fail",
-		slices.Concat(args, []any{"panic", fmt.Sprint(p), "stack", string(debug.Stack())})...)
+	logPanic(log, "the mirror's work for a request panicked (a bug of the mirror's); its callers fail", p, args)
 	return fmt.Errorf("%w: %v", ErrPanicked, p)
+}
+
+// logPanic logs msg at error with args, the panic p and the stack; call
+// it from the deferred function that recovered p.
+func logPanic(log *slog.Logger, msg string, p any, args []any) {
+	log.Error(msg, slices.Concat(args, []any{"panic", fmt.Sprint(p), "stack", string(debug.Stack())})...)
 }
 
 // Guarded returns f made safe to run on a goroutine that no handler's
@@ -64,12 +69,18 @@ func Guarded[T any](log *slog.Logger, f func() (T, error), args ...any) func() (
 }
 
 // Go runs f on a goroutine of its own, as a go statement does, but for
-// a panic of f: logged to log with args by Panicked, it ends that
-// goroutine alone, not the process. The caller owns the goroutine, as
+// a panic of f: logged to log at error with args, the panic and its
+// stack ("a goroutine of the mirror's panicked"), it ends that goroutine
+// alone, not the process. The caller owns the goroutine, as
 // the one of a go statement: f must end when its owner says so.
 func Go(log *slog.Logger, f func(), args ...any) {
 	go func() {
-		_, _ = Guarded(log, func() (struct{}, error) { f(); return struct{}{}, nil }, args...)()
+		defer func() {
+			if p := recover(); p != nil {
+				logPanic(log, "a goroutine of the mirror's panicked (a bug of the mirror's); it ended, the process serves on", p, args)
+			}
+		}()
+		f()
 	}()
 }
 

@@ -135,7 +135,7 @@ func TestGoPanicEndsTheGoroutineAlone(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	out := logged.String()
-	for _, want := range []string{"level=ERROR", "work=\"cache check\"", "nil map", "workgroup_test.go"} {
+	for _, want := range []string{"level=ERROR", "goroutine of the mirror's panicked", "work=\"cache check\"", "nil map", "workgroup_test.go"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the log does not say %q:\n%s", want, out)
 		}
