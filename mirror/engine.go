@@ -1,7 +1,6 @@
 package mirror
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -376,6 +375,9 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 	if s.cfg.MaxArchiveBytes <= 0 {
 		s.cfg.MaxArchiveBytes = 2 << 30
 	}
+	if s.cfg.MaxArchiveDownloads <= 0 {
+		s.cfg.MaxArchiveDownloads = fetch.DefaultMaxDownloads
+	}
 	if s.cfg.ModuleTimeout <= 0 {
 		s.cfg.ModuleTimeout = 10 * time.Minute
 	}
@@ -458,7 +460,7 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 		return nil, err
 	}
 	mcfg := modules.Config{Offline: s.cfg.Offline, Now: s.cfg.Now, VersionsTTL: s.cfg.VersionsTTL, StaleAfter: s.cfg.StaleAfter, Timeout: s.cfg.ModuleTimeout,
-		Limits: s.cfg.ModuleLimits, MaxFetches: cmp.Or(max(s.cfg.MaxArchiveDownloads, 0), fetch.DefaultMaxDownloads), ScratchDir: s.cfg.ScratchDir, Credentials: s.cfg.ModuleSourceCredentials, Logger: s.log}
+		Limits: s.cfg.ModuleLimits, MaxFetches: s.cfg.MaxArchiveDownloads, ScratchDir: s.cfg.ScratchDir, Credentials: s.cfg.ModuleSourceCredentials, Logger: s.log}
 	if s.modules, err = modules.New(mcfg, modules.Parts{Life: s.life, Records: s.source, Hosts: s.hosts, Gate: s.gate, NotFound: s.notFound}, modOrigin, store, s.metrics); err != nil {
 		return nil, err
 	}
