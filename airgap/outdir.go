@@ -43,6 +43,7 @@ import (
 	"time"
 
 	"github.com/tfmirror/tfmirror/v2/internal/inputfile"
+	"github.com/tfmirror/tfmirror/v2/internal/safetree"
 )
 
 // outDir is OUT, the directory an export writes, opened as a root. Its
@@ -598,12 +599,18 @@ func isTarTempName(name string) bool {
 }
 
 // writtenSince says whether name in fsys, or anything under it, was
-// last written after t. Links are not followed.
+// last written after t. Links are not followed. A directory under name
+// nested deeper than safetree.MaxDepth is not looked into: it counts as
+// written since (so what holds it is left where it is).
 func writtenSince(fsys fs.FS, name string, t time.Time) (bool, error) {
 	fresh := false
-	err := fs.WalkDir(fsys, name, func(_ string, d fs.DirEntry, err error) error {
+	err := fs.WalkDir(fsys, name, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
+		}
+		if d.IsDir() && tooDeep(strings.TrimPrefix(p, name+"/")) {
+			fresh = true
+			return fs.SkipAll
 		}
 		info, err := d.Info()
 		if err != nil {
@@ -619,12 +626,25 @@ func writtenSince(fsys fs.FS, name string, t time.Time) (bool, error) {
 }
 
 // walk walks OUT as fs.WalkDir does, through the root: a link is an
-// entry of its own, never followed. fn gets the paths under OUT.
+// entry of its own, never followed. fn gets the paths under OUT. A
+// directory nested deeper than safetree.MaxDepth (deeper than any
+// export writes, or any import takes) ends the walk with an error that
+// names it, before anything in it is read: OUT is not an export's
+// directory, and the walk does not go on down whatever it holds.
 func (o *outDir) walk(fn func(path string, d fs.DirEntry) error) error {
 	return fs.WalkDir(o.root.FS(), ".", func(name string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return o.shownErr(err)
 		}
+		if d.IsDir() && tooDeep(name) {
+			return fmt.Errorf("%s: directories nested more than %d deep in the export directory, deeper than an export writes: not an export's; remove them, or export into another directory", o.shown(filepath.FromSlash(name)), safetree.MaxDepth)
+		}
 		return fn(o.shown(filepath.FromSlash(name)), d)
 	})
+}
+
+// tooDeep says the slash path name, relative to a walk's top, lies
+// deeper than safetree.MaxDepth.
+func tooDeep(name string) bool {
+	return name != "." && strings.Count(name, "/")+1 > safetree.MaxDepth
 }
