@@ -49,7 +49,9 @@ func parseServeConfig(args []string, lookupEnv func(string) (string, bool), out 
 // for a restart that cannot start. The client tokens and trusted keys
 // files serve started with (start's) are read again by the reload itself
 // (its parts), which reports their errors; others named in their place
-// are checked here, as they wait for the restart.
+// are checked here, as they wait for the restart. So are the proxy
+// variables of lookupEnv when the file sets no upstream proxy, which a
+// start then reads (originProxy), as config check judges them.
 func reloadServeConfig(args []string, lookupEnv func(string) (string, bool), start settings.Config) func() (*settings.Effective, error) {
 	return func() (*settings.Effective, error) {
 		e, err := parseServeConfig(args, lookupEnv, io.Discard)
@@ -68,6 +70,14 @@ func reloadServeConfig(args []string, lookupEnv func(string) (string, bool), sta
 		}
 		if err := checkNamedFiles(startOnly, lookupEnv); err != nil {
 			return nil, fmt.Errorf("a restart would refuse a file it names: %w", e.Locate(err))
+		}
+		// Without upstream_proxy a start reads the proxy variables of
+		// this environment (originProxy), which a start with it did
+		// not: a file that drops it is refused where they would be.
+		if e.Config.UpstreamProxy == "" {
+			if _, err := originProxy("", lookupEnv); err != nil {
+				return nil, fmt.Errorf("a restart would refuse the proxy variables of this environment, which it reads without --upstream-proxy: %w", err)
+			}
 		}
 		return e, nil
 	}
