@@ -400,8 +400,7 @@ func (g *Gate) FilterProviders(ctx context.Context, p addrs.Provider, list *reco
 		return nil, time.Time{}, err
 	}
 	now := g.now()
-	gen := g.Generation()
-	if f, ok := g.filtered(addr, list, gen, now); ok {
+	if f, ok := g.filtered(addr, list, pol, now); ok {
 		return f.out, f.next, nil
 	}
 	rels := g.providerReleases(ctx, sub.Window(), p, list, now).rels
@@ -426,25 +425,29 @@ func (g *Gate) FilterProviders(ctx context.Context, p addrs.Provider, list *reco
 		unknown = unknown || v.Rule == policy.RuleMinReleaseAge && !rel.Known
 	}
 	if !unknown {
-		g.keepFiltered(addr, filteredList{src: list, gen: gen, out: out, next: next})
+		g.keepFiltered(addr, filteredList{src: list, pol: pol, out: out, next: next})
 	}
 	return out, next, nil
 }
 
-// filteredList is a version list as the policy of generation gen left
-// it, kept while the list and the policy are the same and no version of
-// it became available (see next).
+// filteredList is a version list as the policy pol left it, kept while
+// the list and the policy in force are the same and no version of it
+// became available (see next). It is kept by the policy it was filtered
+// with, not by the Generation read after it: a policy put in force
+// between the two readings would have the list filtered by the one
+// before kept under the new one's generation, and listed after the
+// reload until the list changed.
 type filteredList struct {
 	src, out *records.VersionList
-	gen      uint64
+	pol      *policy.Policy
 	next     time.Time
 }
 
-func (st *state) filtered(addr string, src *records.VersionList, gen uint64, now time.Time) (filteredList, bool) {
+func (st *state) filtered(addr string, src *records.VersionList, pol *policy.Policy, now time.Time) (filteredList, bool) {
 	st.mu.Lock()
 	f, ok := st.lists[addr]
 	st.mu.Unlock()
-	if !ok || f.src != src || f.gen != gen || !f.next.IsZero() && !now.Before(f.next) {
+	if !ok || f.src != src || f.pol != pol || !f.next.IsZero() && !now.Before(f.next) {
 		return filteredList{}, false
 	}
 	return f, true
