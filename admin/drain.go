@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	"sync"
+
+	"github.com/tfmirror/tfmirror/v2/internal/workgroup"
 )
 
 // Server is the admin API served on its unix socket (NewServer).
@@ -64,17 +66,5 @@ func (d *drain) wait(ctx context.Context) error {
 	}
 	idle := d.idle
 	d.mu.Unlock()
-	// Done first when nothing runs, whatever ctx: of two ready cases a
-	// select picks either.
-	select {
-	case <-idle:
-		return nil
-	default:
-	}
-	select {
-	case <-idle:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return workgroup.Wait(ctx, idle) // done first when nothing runs, whatever ctx
 }

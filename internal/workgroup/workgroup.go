@@ -128,3 +128,21 @@ func (g *Group) Go(f func() error) {
 // Wait waits for every goroutine the group started to return, then
 // returns the first error of theirs (ErrPanicked for a panic), or nil.
 func (g *Group) Wait() error { return g.g.Wait() }
+
+// Wait returns nil once done is closed, or ctx's error if ctx ends
+// first. A done already closed wins, whatever ctx: of two cases ready at
+// once a select picks either, and work that had already ended would be
+// waited for in vain every other time.
+func Wait(ctx context.Context, done <-chan struct{}) error {
+	select {
+	case <-done:
+		return nil
+	default:
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

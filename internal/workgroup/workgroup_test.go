@@ -141,3 +141,26 @@ func TestGoPanicEndsTheGoroutineAlone(t *testing.T) {
 		}
 	}
 }
+
+// TestWaitDoneFirst: Wait returns nil for work already done even when
+// ctx has ended too (every time, not every other), ctx's error when it
+// ends first, and nil once the work is done.
+func TestWaitDoneFirst(t *testing.T) {
+	done := make(chan struct{})
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := Wait(ended, done); !errors.Is(err, context.Canceled) {
+		t.Fatalf("work not done, ctx ended: %v, want context.Canceled", err)
+	}
+	close(done)
+	for i := range 100 {
+		if err := Wait(ended, done); err != nil {
+			t.Fatalf("work done, ctx ended too (try %d): %v, want nil", i, err)
+		}
+	}
+	later := make(chan struct{})
+	time.AfterFunc(10*time.Millisecond, func() { close(later) })
+	if err := Wait(context.Background(), later); err != nil {
+		t.Fatalf("work done later: %v", err)
+	}
+}

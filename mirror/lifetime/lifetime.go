@@ -429,19 +429,7 @@ func (t *tasks) wait(ctx context.Context) error {
 	t.mu.Lock()
 	idle := t.idle
 	t.mu.Unlock()
-	// Idle first: a select with ctx done too picks either at random, and
-	// a lifetime with no work would be waited for in vain every other time.
-	select {
-	case <-idle:
-		return nil
-	default:
-	}
-	select {
-	case <-idle:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return workgroup.Wait(ctx, idle) // a lifetime with no work is idle, whatever ctx
 }
 
 type noMetrics struct{}
