@@ -2,12 +2,15 @@ package airgap
 
 import (
 	"context"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/tfmirror/tfmirror/v2/internal/inputfile"
 	"github.com/tfmirror/tfmirror/v2/internal/safetree"
 )
 
@@ -96,5 +99,38 @@ func TestStaleTarTempTooDeepLeft(t *testing.T) {
 	}
 	if len(reports) != 1 || !strings.Contains(reports[0], shallow) {
 		t.Errorf("reports %q, want the one removed", reports)
+	}
+}
+
+// TestOutWalkEntriesBounded: the walk of an export directory stops past
+// its bound of entries (one directory holding more than it, here),
+// naming the export directory, having handed on no more than that bound.
+func TestOutWalkEntriesBounded(t *testing.T) {
+	out := t.TempDir()
+	big := filepath.Join(out, "big")
+	if err := os.Mkdir(big, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 * inputfile.WalkBatch {
+		if err := os.WriteFile(filepath.Join(big, fmt.Sprintf("f%04d", i)), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := outFor(t, out)
+	count := func() (int, error) {
+		n := 0
+		err := dir.walk(func(string, fs.DirEntry) error { n++; return nil })
+		return n, err
+	}
+	if n, err := count(); err != nil || n != 3*inputfile.WalkBatch+1 {
+		t.Fatalf("walk within the bound: %d entries, %v; want %d", n, err, 3*inputfile.WalkBatch+1)
+	}
+	dir.maxEntries = inputfile.WalkBatch
+	n, err := count()
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("more than %d entries in the export directory %s", inputfile.WalkBatch, out)) {
+		t.Fatalf("walk past the bound: %v, want refused naming the export directory", err)
+	}
+	if n > dir.maxEntries {
+		t.Errorf("%d entries handed on, more than the bound of %d", n, dir.maxEntries)
 	}
 }

@@ -28,6 +28,7 @@ package airgap
 //     link; a link in the way of its directory stops the export, named.
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -56,6 +57,9 @@ type outDir struct {
 	// sync makes a file's or a directory's contents durable
 	// ((*os.File).Sync); tests watch it.
 	sync func(*os.File) error
+	// maxEntries bounds the entries walk looks at: maxOutEntries; tests
+	// make it smaller.
+	maxEntries int
 
 	mu    sync.Mutex
 	dirty map[string]bool // OUT-relative directories written into since the last syncDirs
@@ -109,7 +113,7 @@ func openOutDir(path string, locked bool) (*outDir, error) {
 		release()
 		return nil, err
 	}
-	o := &outDir{root: root, path: path, sync: (*os.File).Sync, dirty: map[string]bool{}, above: above, release: release, locked: locked && exportLocks}
+	o := &outDir{root: root, path: path, sync: (*os.File).Sync, maxEntries: maxOutEntries, dirty: map[string]bool{}, above: above, release: release, locked: locked && exportLocks}
 	if !locked {
 		o.lock, err = root.Open(".")
 		if err == nil {
@@ -625,22 +629,41 @@ func writtenSince(fsys fs.FS, name string, t time.Time) (bool, error) {
 	return fresh, err
 }
 
-// walk walks OUT as fs.WalkDir does, through the root: a link is an
-// entry of its own, never followed. fn gets the paths under OUT. A
-// directory nested deeper than safetree.MaxDepth (deeper than any
-// export writes, or any import takes) ends the walk with an error that
-// names it, before anything in it is read: OUT is not an export's
-// directory, and the walk does not go on down whatever it holds.
+// maxOutEntries bounds the entries an export looks at in OUT: four
+// times what an import takes of a bundle (DefaultMaxEntries), far more
+// than an export writes, and few enough to hold their paths.
+const maxOutEntries = 4 * DefaultMaxEntries
+
+// walk calls fn with each entry under OUT (not OUT itself), by its path
+// under OUT, directories before what they hold, in no order otherwise,
+// reading through the root a directory at a time, a batch of entries at
+// a time (inputfile.WalkIn): a link is an entry of its own, never
+// followed. fn returning fs.SkipDir for a directory passes over what it
+// holds; any other error ends the walk with it. A directory nested
+// deeper than safetree.MaxDepth (deeper than any export writes, or any
+// import takes), or more than maxEntries entries, end the walk with
+// an error that names where, before anything beneath or beyond is read:
+// OUT is not an export's directory, and the walk does not go on down or
+// through whatever it holds.
 func (o *outDir) walk(fn func(path string, d fs.DirEntry) error) error {
-	return fs.WalkDir(o.root.FS(), ".", func(name string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return o.shownErr(err)
+	seen := 0
+	err := inputfile.WalkIn(context.Background(), o.root, func(name string, d fs.DirEntry) (bool, error) {
+		shown := o.shown(filepath.FromSlash(name))
+		if seen++; seen > o.maxEntries {
+			return false, fmt.Errorf("%s: more than %d entries in the export directory %s, more than an export writes: not an export's; export into another directory", shown, o.maxEntries, o.path)
 		}
 		if d.IsDir() && tooDeep(name) {
-			return fmt.Errorf("%s: directories nested more than %d deep in the export directory, deeper than an export writes: not an export's; remove them, or export into another directory", o.shown(filepath.FromSlash(name)), safetree.MaxDepth)
+			return false, fmt.Errorf("%s: directories nested more than %d deep in the export directory, deeper than an export writes: not an export's; remove them, or export into another directory", shown, safetree.MaxDepth)
 		}
-		return fn(o.shown(filepath.FromSlash(name)), d)
+		switch err := fn(shown, d); {
+		case errors.Is(err, fs.SkipDir) && d.IsDir():
+			return false, nil
+		case err != nil:
+			return false, err
+		}
+		return d.IsDir(), nil
 	})
+	return o.shownErr(err)
 }
 
 // tooDeep says the slash path name, relative to a walk's top, lies

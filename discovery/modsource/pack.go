@@ -6,7 +6,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
 
 	"github.com/tfmirror/tfmirror/v2/internal/inputfile"
@@ -29,7 +28,7 @@ func PackDir(ctx context.Context, dir, tempDir string, dst io.Writer, limits Lim
 // package, as Fetch writes a fetched one, within limits: regular files,
 // directories and links that stay inside root only; .git is left out, in
 // every spelling of it (isDotGit), and refused past maxSkippedDotGit of
-// them. Its directories are read packBatch entries at a time, each entry
+// them. Its directories are read inputfile.WalkBatch entries at a time, each entry
 // charged to limits as it is read, so that a directory of more entries
 // than limits allow is refused after reading at most one batch more, not
 // read whole first; one directory is open at a time.
@@ -82,75 +81,25 @@ func PackRoot(ctx context.Context, root *os.Root, tempDir string, dst io.Writer,
 	return Result{Files: files, Tree: tree}, err
 }
 
-// packBatch is how many entries of a directory PackRoot reads at a time.
-const packBatch = 256
-
 // maxSkippedDotGit bounds the entries spelled as .git (isDotGit) that
 // PackRoot passes over: a Git checkout has one, and a tree of many is
 // refused, for they are charged to no limit of the package's.
 const maxSkippedDotGit = 64
 
-// walkBatched calls visit with each entry under root but the .git ones
-// (isDotGit: passed over, a directory with all beneath it, at most
-// maxSkippedDotGit of them), by its slash path, directories before what
-// they hold, in no order otherwise, and descends into a directory when
-// visit says so. Each directory is opened through root as a directory
-// (inputfile.OpenDirIn: never through a link, nor a directory put in its
-// place since it was listed) and read packBatch entries at a time; it is
-// closed before the next is opened, its subdirectories queued by name.
+// walkBatched walks root as inputfile.WalkIn does (a directory at a
+// time, inputfile.WalkBatch entries at a time, never through a link),
+// calling visit with each entry but the .git ones (isDotGit: passed
+// over, a directory with all beneath it, at most maxSkippedDotGit of
+// them).
 func walkBatched(ctx context.Context, root *os.Root, visit func(name string, d fs.DirEntry) (descend bool, err error)) error {
 	skipped := 0
-	queue := []string{"."}
-	for len(queue) > 0 {
-		dir := queue[0]
-		queue = queue[1:]
-		subdirs, err := readBatched(ctx, root, dir, func(name string, d fs.DirEntry) (bool, error) {
-			if isDotGit(d.Name()) {
-				if skipped++; skipped > maxSkippedDotGit {
-					return false, fmt.Errorf("more than %d entries named as .git (in any spelling), which a package leaves out: refused", maxSkippedDotGit)
-				}
-				return false, nil
+	return inputfile.WalkIn(ctx, root, func(name string, d fs.DirEntry) (bool, error) {
+		if isDotGit(d.Name()) {
+			if skipped++; skipped > maxSkippedDotGit {
+				return false, fmt.Errorf("more than %d entries named as .git (in any spelling), which a package leaves out: refused", maxSkippedDotGit)
 			}
-			return visit(name, d)
-		})
-		if err != nil {
-			return err
+			return false, nil
 		}
-		queue = append(queue, subdirs...)
-	}
-	return nil
-}
-
-// readBatched reads the directory dir under root packBatch entries at a
-// time, calls visit with each, and returns the entries visit said to
-// descend into.
-func readBatched(ctx context.Context, root *os.Root, dir string, visit func(name string, d fs.DirEntry) (bool, error)) ([]string, error) {
-	f, err := inputfile.OpenDirIn(root, dir)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var subdirs []string
-	for {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		entries, err := f.ReadDir(packBatch)
-		for _, d := range entries {
-			name := path.Join(dir, d.Name())
-			descend, err := visit(name, d)
-			if err != nil {
-				return nil, err
-			}
-			if descend {
-				subdirs = append(subdirs, name)
-			}
-		}
-		switch {
-		case err == io.EOF:
-			return subdirs, nil
-		case err != nil:
-			return nil, err
-		}
-	}
+		return visit(name, d)
+	})
 }
