@@ -15,8 +15,9 @@
 // configuration) and refuse it when a user other than root and the
 // mirror's own may write it: its owner, its group, or all users.
 //
-// It owns the opening only: which names to open, and how much of a file
-// to read, are its callers'.
+// It owns the opening, and WalkIn, the walk of a tree that opens its
+// directories so, a batch of entries at a time: which names to open, how
+// much of a file to read and how many entries to take are its callers'.
 package inputfile
 
 import (
