@@ -316,13 +316,22 @@ func (s *Blobs) OpenBlob(sha string) (BlobReader, error) {
 
 // deleteBlob removes a committed blob: its record first, so it is never
 // visible half-deleted, then its chunks, whatever holds it: eviction
-// claims it first (evict.go).
-func (s *Blobs) deleteBlob(sha string) error {
+// claims it first (evict.go). With held (the eviction's, lru.held), it
+// deletes nothing when held, asked under the blob's lock, says the
+// archive is in use (ErrInUse): a claim refuses new readers (acquire),
+// but a writer that found no record, or found one before the claim,
+// commits and holds the archive until it is closed (addPinned), under
+// that lock.
+func (s *Blobs) deleteBlob(sha string, held func(sha string) bool) error {
 	if err := checkSHA(sha); err != nil {
 		return err
 	}
 	var rec blobRecord
 	unlock := s.lockBlob(sha)
+	if held != nil && held(sha) {
+		unlock()
+		return fmt.Errorf("%w: %s (committed by a writer not yet closed)", ErrInUse, sha)
+	}
 	err := s.db.update(entryCost(len(blobKey(sha)), 0), func(txn *badger.Txn) (err error) {
 		if rec, err = readRecord(txn, sha); err != nil {
 			return err

@@ -157,8 +157,9 @@ type testHooks struct {
 	// closeWaits when Shutdown or Close waits for operations under way.
 	shutdownWaits, closeWaits func()
 	// evicting is called by the eviction goroutine when it has picked an
-	// archive to delete, before it deletes it; evictStopWaits when Close
-	// or Shutdown is about to stop and wait for that goroutine.
+	// archive to delete, and by EvictBlob when it has claimed one, before
+	// either deletes it; evictStopWaits when Close or Shutdown is about to
+	// stop and wait for that goroutine.
 	evicting       func(sha string)
 	evictStopWaits func()
 	// pingWrite is called by Ping before its probe writes; an error it

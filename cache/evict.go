@@ -244,6 +244,16 @@ func (l *lru) claim(sha string) (*eviction, error) {
 	return nil, nil
 }
 
+// held reports whether anyone holds a reference on sha: of an archive
+// marked for eviction, a writer that committed it since (addPinned, which
+// does not refuse it as acquire does).
+func (l *lru) held(sha string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := l.entries[sha]
+	return e != nil && e.refs > 0
+}
+
 // unmark ends the eviction of sha that was not deleted after all.
 func (l *lru) unmark(sha string) {
 	l.mu.Lock()
@@ -365,8 +375,9 @@ func (e *evictor) now(ctx context.Context) error {
 }
 
 // EvictBlob deletes the committed archive sha unless it is open for
-// reading or its writer is not yet closed (ErrInUse): what retention
-// removes, never from under a reader. It returns what was deleted. An
+// reading or its writer is not yet closed (ErrInUse), a writer that
+// commits it while EvictBlob runs included: what retention removes,
+// never from under a reader. It returns what was deleted. An
 // archive the size limit is evicting meanwhile is waited for: EvictBlob
 // returns what that eviction deleted, or, when it kept the archive after
 // all, tries again. Once a table is found damaged it deletes nothing
@@ -394,7 +405,7 @@ func (s *Blobs) EvictBlob(sha string) (BlobInfo, error) {
 		}
 		break
 	}
-	info, err := s.deleteMarked(sha, nil)
+	info, err := s.deleteMarked(sha, s.hooks.evicting)
 	if err != nil {
 		return BlobInfo{}, err
 	}
@@ -449,7 +460,8 @@ func (s *Blobs) UnlessInUse(shas []string, fn func() error) error {
 // deleteMarked deletes the archive sha, which claim or victim marked for
 // eviction: StatBlob does not find it from then on (evicting, a test's
 // hook, is called then); an archive gone already is forgotten, and one
-// whose deletion failed is unmarked, and found again.
+// whose deletion failed, or that a writer committed since it was marked
+// (ErrInUse: deleteBlob), is unmarked, and found again.
 func (s *Blobs) deleteMarked(sha string, evicting func(string)) (BlobInfo, error) {
 	s.stats.Forget(sha)
 	if evicting != nil {
@@ -458,7 +470,7 @@ func (s *Blobs) deleteMarked(sha string, evicting func(string)) (BlobInfo, error
 	info, _, err := s.statBlob(sha)
 	if err == nil {
 		s.evict.lru.noteEvicted(sha, info)
-		err = s.deleteBlob(sha) // forgets the entry
+		err = s.deleteBlob(sha, s.evict.lru.held) // forgets the entry
 	}
 	switch {
 	case errors.Is(err, ErrNotFound):
@@ -583,8 +595,8 @@ func (e *evictor) pass(ctx context.Context) {
 		}
 		l.unmet.Store(false)
 		info, err := s.deleteMarked(sha, s.hooks.evicting)
-		if errors.Is(err, ErrNotFound) {
-			continue
+		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrInUse) {
+			continue // gone already, or committed again since it was picked
 		}
 		if errors.Is(err, ErrClosed) {
 			return

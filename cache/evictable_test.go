@@ -1,10 +1,16 @@
 package cache
 
 import (
+	"bytes"
 	"errors"
+	"log/slog"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/logbuf"
 )
 
 // Archives the owner says may not be evicted stay over the limit, and the
@@ -261,5 +267,160 @@ func TestWouldEvictListsWhatAPassTakes(t *testing.T) {
 	put(t, unlimited, blobs[0])
 	if got := unlimited.WouldEvict(nil, all); got != nil {
 		t.Errorf("without a size limit: %d archives listed", len(got))
+	}
+}
+
+// EvictBlob of an archive that a writer commits while the eviction is
+// under way (retention removing a version whose package a client is
+// fetching for the first time) leaves the archive to that writer: the
+// writer is not yet closed, so the archive is in use, and its clients
+// still read it through the writer. EvictBlob says so (ErrInUse), and
+// removes it once the writer is closed.
+func TestEvictBlobOfAnArchiveCommittedMeanwhile(t *testing.T) {
+	s := openLimited(t, "", 0, new([]string))
+	data := randomBytes(testChunk*3+5, 402)
+	sha := shaOf(data)
+	w, err := s.NewBlobWriter(sha)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	follower := w.Follow()
+	defer follower.Close()
+	if _, err := w.Write(data); err != nil {
+		t.Fatal(err)
+	}
+
+	claimed, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	s.hooks.evicting = func(string) {
+		once.Do(func() {
+			close(claimed)
+			<-release
+		})
+	}
+	type result struct {
+		info BlobInfo
+		err  error
+	}
+	evicted := make(chan result, 1)
+	go func() {
+		info, err := s.EvictBlob(sha)
+		evicted <- result{info, err}
+	}()
+	<-claimed // not committed yet: nothing to delete so far
+	if _, err := w.Commit("h1:test"); err != nil {
+		close(release)
+		t.Fatal(err)
+	}
+	close(release)
+	if r := <-evicted; !errors.Is(r.err, ErrInUse) {
+		t.Errorf("EvictBlob of an archive committed, its writer open: %+v, %v; want ErrInUse", r.info, r.err)
+	}
+	if !cached(s, data) {
+		t.Error("the archive its writer just committed, and has not closed, is gone")
+	}
+	got := make([]byte, len(data))
+	if n, err := follower.ReadAt(got, 0); err != nil || !bytes.Equal(got[:n], data) {
+		t.Errorf("a client of the writer read %d bytes (%v), not the archive", n, err)
+	}
+	readBlob(t, s, data)
+
+	follower.Close()
+	w.Close()
+	if info, err := s.EvictBlob(sha); err != nil || info.Size != int64(len(data)) {
+		t.Fatalf("EvictBlob once the writer is closed: %+v, %v", info, err)
+	}
+	if cached(s, data) {
+		t.Error("still cached")
+	}
+	if n, err := RigOf(s).ChunkCount(); err != nil || n != 0 {
+		t.Errorf("%d chunks left (%v), want 0", n, err)
+	}
+	if archives, bytes := s.Stats(); archives != 0 || bytes != 0 {
+		t.Errorf("Stats = %d archives, %d bytes; want none", archives, bytes)
+	}
+}
+
+// The size limit's pass that picks an archive whose entry outlived its
+// record (the count at Open enters every archive its snapshot holds, one
+// deleted since among them), as a writer stores that archive again, leaves
+// it to the writer that commits it meanwhile, and goes on to the next
+// least recently used.
+func TestEvictionOfAnArchiveCommittedMeanwhile(t *testing.T) {
+	const size = testChunk * 4
+	var logged logbuf.Buffer
+	var mu sync.Mutex
+	var evicted []string
+	s, err := Open(Options{InMemory: true, ChunkSize: testChunk, MaxBytes: 2 * size,
+		Logger: slog.New(slog.NewTextHandler(&logged, nil)),
+		OnEvict: func(b BlobInfo) {
+			mu.Lock()
+			defer mu.Unlock()
+			evicted = append(evicted, b.SHA256)
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.waitCount()
+	t.Cleanup(func() { s.Close() })
+	a, b, x := randomBytes(size, 403), randomBytes(size, 404), randomBytes(size, 405)
+	put(t, s, a)
+	put(t, s, b)
+	// The entry the count leaves of x, committed before the store was
+	// opened and deleted after the count's snapshot was taken.
+	s.evict.lru.add(shaOf(x), time.Unix(1, 0))
+
+	picked, release := make(chan string, 1), make(chan struct{})
+	var once sync.Once
+	s.hooks.evicting = func(sha string) {
+		once.Do(func() {
+			picked <- sha
+			<-release
+		})
+	}
+	w, err := s.NewBlobWriter(shaOf(x))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	follower := w.Follow()
+	defer follower.Close()
+	if _, err := w.Write(x); err != nil { // over the limit as it is staged
+		t.Fatal(err)
+	}
+	select {
+	case sha := <-picked:
+		if sha != shaOf(x) {
+			close(release)
+			t.Fatalf("evicting %s, want x, the least recently used entry", sha)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no eviction with the archives over the limit")
+	}
+	if _, err := w.Commit("h1:test"); err != nil {
+		close(release)
+		t.Fatal(err)
+	}
+	close(release)
+	s.settle()
+
+	if !cached(s, x) {
+		t.Error("the archive a writer just committed, and has not closed, was evicted")
+	}
+	got := make([]byte, len(x))
+	if n, err := follower.ReadAt(got, 0); err != nil || !bytes.Equal(got[:n], x) {
+		t.Errorf("a client of the writer read %d bytes (%v), not the archive", n, err)
+	}
+	mu.Lock()
+	if len(evicted) != 1 || evicted[0] != shaOf(a) {
+		t.Errorf("evicted %d archives (a: %v), want a, the least recently used of those not in use", len(evicted), slices.Contains(evicted, shaOf(a)))
+	}
+	mu.Unlock()
+	if strings.Contains(logged.String(), "evicting archive") {
+		t.Errorf("the pass gave up at the archive committed meanwhile:\n%s", logged.String())
+	}
+	if archives, total := s.Stats(); archives != 2 || total != 2*size {
+		t.Errorf("Stats = %d archives, %d bytes; want b and x", archives, total)
 	}
 }

@@ -31,7 +31,7 @@ func (r Rig) DeleteBlob(sha string) error {
 	if err := checkSHA(sha); err != nil {
 		return err
 	}
-	return r.s.deleteBlob(sha)
+	return r.s.deleteBlob(sha, nil)
 }
 
 // ChunkCount returns how many archive chunks the database holds,
