@@ -4,6 +4,7 @@
 package cache
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -316,7 +317,10 @@ func (s *Blobs) OpenBlob(sha string) (BlobReader, error) {
 
 // deleteBlob removes a committed blob: its record first, so it is never
 // visible half-deleted, then its chunks, whatever holds it: eviction
-// claims it first (evict.go). With held (the eviction's, lru.held), it
+// claims it first (evict.go). Once the record is deleted, so is the
+// archive, and deleteBlob succeeds: chunks it could not delete then (a
+// full disk) are logged and left to the removal of an interrupted
+// write's, which nothing names either (orphans.go). With held (the eviction's, lru.held), it
 // deletes nothing when held, asked under the blob's lock, says the
 // archive is in use (ErrInUse): a claim refuses new readers (acquire),
 // but a writer that found no record, or found one before the claim,
@@ -357,7 +361,19 @@ func (s *Blobs) deleteBlob(sha string, held func(sha string) bool) error {
 	if err != nil {
 		return err
 	}
-	return s.deleteChunks(rec.Stage, rec.Chunks)
+	if err := s.deleteChunks(rec.Stage, rec.Chunks); err != nil {
+		// The archive is deleted with its record: its chunks, which no
+		// record names now, are removed as an interrupted write's are,
+		// once the cache writes again after a full disk (checkSpace), or
+		// at the next Open.
+		level := min(WriteFailureLevel(err), slog.LevelWarn)
+		if errors.Is(err, ErrClosed) {
+			level = slog.LevelDebug // the store is closing
+		}
+		s.log.Log(context.Background(), level, "the chunks of a deleted archive are left on disk: they are removed once the cache writes again, or at the next start",
+			"sha256", sha, "error", err)
+	}
+	return nil
 }
 
 func (s *Blobs) deleteChunks(stage string, n int) error {

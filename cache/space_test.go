@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -384,5 +385,93 @@ func TestFailedReopenBacksOff(t *testing.T) {
 	}
 	if n := strings.Count(logs.String(), "opening the cache read-write now that there is room"); n != 1 {
 		t.Errorf("%d tries to open the damaged database in ten checks, want 1:\n%s", n, logs.String())
+	}
+}
+
+// roomForRecordOnly leaves the store on disk room for the deletion of
+// one commit record above its reserve, not for that of an archive's
+// chunks as well.
+func roomForRecordOnly(s *Store, disk *fakeDisk) {
+	s.checkSpace() // the reserve as it stands (the LSM tree's size)
+	disk.free.Store(s.Reserve() + entryCost(len(blobKey(strings.Repeat("0", 64))), 0) + 100)
+	s.checkSpace()
+}
+
+// An archive whose record was deleted, when the disk then had no room
+// left for the deletion of its chunks, is deleted: EvictBlob returns what
+// it deleted (a prune counts it removed), the store no longer counts it,
+// and its chunks, which nothing names, are removed once there is room.
+func TestEvictBlobWhoseChunksCannotBeDeletedYet(t *testing.T) {
+	disk := newFakeDisk(1 << 30)
+	s := openSpace(t, t.TempDir(), disk)
+	data := randomBytes(testChunk*8, 3)
+	put(t, s, data)
+	roomForRecordOnly(s, disk)
+
+	info, err := s.EvictBlob(shaOf(data))
+	if err != nil || info.Size != int64(len(data)) {
+		t.Errorf("EvictBlob with room for the record's deletion only: %+v, %v; want the archive deleted", info, err)
+	}
+	if _, err := s.StatBlob(shaOf(data)); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("StatBlob after EvictBlob: %v, want ErrNotFound", err)
+	}
+	if archives, total := s.Stats(); archives != 0 || total != 0 {
+		t.Errorf("Stats = %d archives, %d bytes; want none", archives, total)
+	}
+
+	disk.free.Store(1 << 30)
+	s.checkSpace()
+	if n, err := RigOf(s).ChunkCount(); err != nil || n != 0 {
+		t.Errorf("%d chunks left once there was room (%v), want 0", n, err)
+	}
+}
+
+// The size limit's eviction of an archive whose record it deleted, when
+// the disk then had no room for the deletion of its chunks, is an
+// eviction: counted (Options.OnEvict, the evictions metric), and the
+// archives are within the limit.
+func TestEvictionWhoseChunksCannotBeDeletedYet(t *testing.T) {
+	const size = testChunk * 8
+	disk := newFakeDisk(1 << 30)
+	var logged logbuf.Buffer
+	var mu sync.Mutex
+	var evicted []string
+	s, err := Open(Options{Dir: t.TempDir(), ChunkSize: testChunk, DiskReserve: testReserve,
+		FreeSpace: disk.FreeSpace, SpaceCheckInterval: time.Hour, MaxBytes: 2 * size,
+		Evictable: func(string) bool { return false }, // nothing, until the test says
+		Logger:    slog.New(slog.NewTextHandler(&logged, nil)),
+		OnEvict: func(b BlobInfo) {
+			mu.Lock()
+			defer mu.Unlock()
+			evicted = append(evicted, b.SHA256)
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.waitCount()
+	t.Cleanup(func() { s.Close() })
+	a, b, c := randomBytes(size, 4), randomBytes(size, 5), randomBytes(size, 6)
+	put(t, s, a)
+	put(t, s, b)
+	put(t, s, c)
+	roomForRecordOnly(s, disk)
+
+	s.SetEvictable(nil)
+	if err := s.EvictNow(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if cached(s, a) {
+		t.Fatal("a, the least recently used, was not evicted")
+	}
+	mu.Lock()
+	if len(evicted) != 1 || evicted[0] != shaOf(a) {
+		t.Errorf("OnEvict told of %d archives (a: %v), want a", len(evicted), slices.Contains(evicted, shaOf(a)))
+	}
+	mu.Unlock()
+	if archives, total := s.Stats(); archives != 2 || total != 2*size {
+		t.Errorf("Stats = %d archives, %d bytes; want b and c", archives, total)
+	}
+	if strings.Contains(logged.String(), `msg="evicting archive"`) {
+		t.Errorf("the eviction of a was logged as failed:\n%s", logged.String())
 	}
 }
