@@ -13,17 +13,23 @@ func openLimited(t *testing.T, dir string, maxBytes int64, evicted *[]string) *S
 	t.Helper()
 	var mu sync.Mutex
 	s, err := Open(Options{Dir: dir, InMemory: dir == "", ChunkSize: testChunk, MaxBytes: maxBytes,
-		OnEvict: func(b BlobInfo) {
-			mu.Lock()
-			defer mu.Unlock()
-			*evicted = append(*evicted, b.SHA256)
-		}})
+		OnEvict: recordEvictions(&mu, evicted)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.waitCount()
 	t.Cleanup(func() { s.Close() })
 	return s
+}
+
+// recordEvictions is an Options.OnEvict that appends each archive it is
+// told of to evicted, holding mu (for a test to read evicted under).
+func recordEvictions(mu *sync.Mutex, evicted *[]string) func(BlobInfo) {
+	return func(b BlobInfo) {
+		mu.Lock()
+		defer mu.Unlock()
+		*evicted = append(*evicted, b.SHA256)
+	}
 }
 
 // settle waits until the eviction goroutine has run a pass after every

@@ -353,12 +353,8 @@ func TestEvictionOfAnArchiveCommittedMeanwhile(t *testing.T) {
 	var mu sync.Mutex
 	var evicted []string
 	s, err := Open(Options{InMemory: true, ChunkSize: testChunk, MaxBytes: 2 * size,
-		Logger: slog.New(slog.NewTextHandler(&logged, nil)),
-		OnEvict: func(b BlobInfo) {
-			mu.Lock()
-			defer mu.Unlock()
-			evicted = append(evicted, b.SHA256)
-		}})
+		Logger:  slog.New(slog.NewTextHandler(&logged, nil)),
+		OnEvict: recordEvictions(&mu, &evicted)})
 	if err != nil {
 		t.Fatal(err)
 	}

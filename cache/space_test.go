@@ -440,11 +440,7 @@ func TestEvictionWhoseChunksCannotBeDeletedYet(t *testing.T) {
 		FreeSpace: disk.FreeSpace, SpaceCheckInterval: time.Hour, MaxBytes: 2 * size,
 		Evictable: func(string) bool { return false }, // nothing, until the test says
 		Logger:    slog.New(slog.NewTextHandler(&logged, nil)),
-		OnEvict: func(b BlobInfo) {
-			mu.Lock()
-			defer mu.Unlock()
-			evicted = append(evicted, b.SHA256)
-		}})
+		OnEvict:   recordEvictions(&mu, &evicted)})
 	if err != nil {
 		t.Fatal(err)
 	}
