@@ -12,6 +12,7 @@ import (
 	"github.com/apparentlymart/go-versions/versions"
 
 	"github.com/tfmirror/tfmirror/v2/internal/jsonbound"
+	"github.com/tfmirror/tfmirror/v2/mirror/failure"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 )
 
@@ -187,7 +188,10 @@ func (r *Releases) fetchList(ctx context.Context, pub Publisher, product string)
 		list, err = parseHashiCorpList(product, data)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%s's version list of %s: %w", pub, product, err)
+		// The origin's answer is at fault, not the mirror: a bad
+		// gateway, as a registry's malformed versions answer is.
+		return nil, &failure.OriginError{Kind: failure.OriginFailed,
+			Err: fmt.Errorf("%s's version list of %s: %w", pub, product, err)}
 	}
 	list.At, list.Schema = r.cfg.Now().UTC(), listSchema
 	key := listKey(pub, product)

@@ -974,3 +974,28 @@ func TestClientFaultsBoundedInTheLog(t *testing.T) {
 		t.Errorf("%d lines at info besides the access log for %d requests, want at least one and at most 40", failed, n)
 	}
 }
+
+// TestMalformedVersionListIsTheOrigins: a version list the origin answers
+// with something that is not one (a maintenance page where api.json was,
+// an index.json nested past the bounds it is read within) is the
+// origin's fault: answered 502 saying what was wrong with it, as a
+// registry's malformed versions answer is, not 500 "internal error", a
+// fault of the mirror's that tells the user nothing.
+func TestMalformedVersionListIsTheOrigins(t *testing.T) {
+	r := newRig(t, nil)
+	r.origin.SetListBody("opentofu", "tofu", []byte("<html>down for maintenance</html>\n"))
+	r.origin.SetListBody("hashicorp", "terraform", []byte(strings.Repeat("[", 100)+strings.Repeat("]", 100)))
+	for _, p := range []string{
+		"/releases/opentofu/api.json", "/releases/opentofu/latest", "/releases/opentofu/",
+		"/releases/hashicorp/terraform/index.json", "/releases/hashicorp/terraform/", "/releases/hashicorp/terraform",
+	} {
+		status, body, h := r.get(t, p)
+		if status != http.StatusBadGateway || !strings.HasPrefix(h.Get("Content-Type"), "text/plain") || !strings.Contains(string(body), "version list") {
+			t.Errorf("GET %s: %d %s %q, want 502 naming the origin's version list", p, status, h.Get("Content-Type"), body)
+		}
+	}
+	// The releases the lists would have named are still served.
+	if status, body, _ := r.get(t, "/releases/opentofu/v1.8.0/tofu_1.8.0_SHA256SUMS"); status != http.StatusOK {
+		t.Errorf("a SHA256SUMS while the list is malformed: %d %s", status, body)
+	}
+}

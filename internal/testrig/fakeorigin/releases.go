@@ -73,6 +73,9 @@ type Releases struct {
 	// unlisted are versions left out of the version lists, by
 	// "pub/product/version" (Unlist); their files are still served.
 	unlisted map[string]bool
+	// listBody replaces a version list with other bytes, by
+	// "pub/product" (SetListBody).
+	listBody map[string][]byte
 }
 
 // relRef names a release of a publisher's product.
@@ -317,6 +320,32 @@ func (r *Releases) Withhold(name string, withheld bool) {
 	r.withheld[name] = withheld
 }
 
+// SetListBody makes the stand-in answer the version list of product of
+// publisher pub (HashiCorp's PRODUCT/index.json, OpenTofu's api.json)
+// with body, whatever it is; nil answers the list again.
+func (r *Releases) SetListBody(pub, product string, body []byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.listBody == nil {
+		r.listBody = map[string][]byte{}
+	}
+	r.listBody[pub+"/"+product] = body
+}
+
+// rawList answers the list of pub's product with the bytes SetListBody
+// gave it, if any.
+func (r *Releases) rawList(w http.ResponseWriter, pub, product string) bool {
+	r.mu.Lock()
+	body := r.listBody[pub+"/"+product]
+	r.mu.Unlock()
+	if body == nil {
+		return false
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(body) //nolint:errcheck
+	return true
+}
+
 // SetSignedAt sets the creation time of the signatures made from now on.
 func (r *Releases) SetSignedAt(t time.Time) { r.mu.Lock(); r.signedAt = t; r.mu.Unlock() }
 
@@ -531,6 +560,9 @@ func (r *Releases) hcVersion(product, version string) hcVersionDoc {
 }
 
 func (r *Releases) hcProduct(w http.ResponseWriter, product string) {
+	if r.rawList(w, "hashicorp", product) {
+		return
+	}
 	doc := struct {
 		Name     string                  `json:"name"`
 		Versions map[string]hcVersionDoc `json:"versions"`
@@ -561,6 +593,9 @@ func (r *Releases) hcVersionHTML(w http.ResponseWriter, product, version string)
 }
 
 func (r *Releases) tofuList(w http.ResponseWriter) {
+	if r.rawList(w, "opentofu", "tofu") {
+		return
+	}
 	type ver struct {
 		ID    string   `json:"id"`
 		Files []string `json:"files"`
