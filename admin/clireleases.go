@@ -27,6 +27,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/mirror/gate"
 	"github.com/tfmirror/tfmirror/v2/mirror/served"
+	"github.com/tfmirror/tfmirror/v2/mirror/unsigned"
 	"github.com/tfmirror/tfmirror/v2/policy"
 	"github.com/tfmirror/tfmirror/v2/proxy/httperr"
 	"github.com/tfmirror/tfmirror/v2/releases"
@@ -43,6 +44,10 @@ type CLIReleases interface {
 	// StoredRelease is what the cache knows of a version's release
 	// (policy explain), asking no origin.
 	StoredRelease(pub releases.Publisher, product, version string) policy.Release
+	// Held are the CLI versions (and products) the package policy holds
+	// back, among those refused or left out of a list since the process
+	// started (API.Held answers them for a CLI product's address).
+	Held() []unsigned.Version
 }
 
 var _ CLIReleases = (*served.Releases)(nil)

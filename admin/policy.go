@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/mirror/served"
 	"github.com/tfmirror/tfmirror/v2/mirror/unsigned"
 	"github.com/tfmirror/tfmirror/v2/policy"
 	"github.com/tfmirror/tfmirror/v2/proxy/httperr"
@@ -73,7 +74,9 @@ func (r PolicyRequest) parseAddress() (policy.Kind, string, error) {
 // Held is what the package policy in effect holds back of one provider
 // or module, among what it refused or left out of a list since the
 // engine started (the policy's part of mirror.Engine.Withheld): the
-// address itself with Version "", or versions of it.
+// address itself with Version "", or versions of it. A CLI product's
+// address (releases.Address, of kind provider) is answered from the
+// CLI releases side (CLIReleases.Held), which holds them back.
 func (a *API) Held(_ context.Context, req PolicyRequest) ([]unsigned.Version, error) {
 	kind, addr, _, err := req.parse(false)
 	if err != nil {
@@ -83,8 +86,12 @@ func (a *API) Held(_ context.Context, req PolicyRequest) ([]unsigned.Version, er
 	if kind == policy.Module {
 		wantKind = string(policy.Module)
 	}
+	held := a.engine.Withheld()
+	if _, _, ok := releases.ParseAddress(addr); ok && kind == policy.Provider && a.opts.Releases != nil {
+		wantKind, held = served.HeldCLIKind, a.opts.Releases.Held()
+	}
 	out := []unsigned.Version{}
-	for _, h := range a.engine.Withheld() {
+	for _, h := range held {
 		if h.Rule != "" && h.Kind == wantKind && h.Provider == addr {
 			out = append(out, h)
 		}

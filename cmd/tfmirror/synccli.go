@@ -10,6 +10,8 @@ import (
 
 	"github.com/tfmirror/tfmirror/v2/admin"
 	"github.com/tfmirror/tfmirror/v2/manifest"
+	"github.com/tfmirror/tfmirror/v2/policy"
+	"github.com/tfmirror/tfmirror/v2/releases"
 )
 
 // cliOps is what sync needs for CLI releases, part of engineOps: the
@@ -49,6 +51,13 @@ func (r *syncRun) syncCLIs(ctx context.Context, spec *manifest.Spec) cliSync {
 			continue
 		}
 		list, err := r.ops.CLIVersions(ctx, admin.CLIRequest{Product: c.Product})
+		// What the policy holds back, once the list has left it out
+		// (as a provider's: planProvider).
+		held := r.heldBack(ctx, policy.Provider, cliAddress(c.Product))
+		if h, ok := held[""]; ok && err != nil {
+			res.skipped = append(res.skipped, fmt.Sprintf("cli %s: %s", c.Product, heldMessage(h)))
+			continue
+		}
 		if interrupted(ctx, err) {
 			res.unread++
 			continue
@@ -65,7 +74,12 @@ func (r *syncRun) syncCLIs(ctx context.Context, spec *manifest.Spec) cliSync {
 		}
 		chosen := map[string]bool{}
 		for _, sel := range c.Selections {
-			for _, v := range sel.Select(available) {
+			got, skipped := selectServed(sel, available, held, "cli "+c.Product)
+			res.skipped = appendMissing(res.skipped, skipped...)
+			if len(got) == 0 && len(skipped) == 0 {
+				res.failures = append(res.failures, fmt.Sprintf("cli %s: no version matches %q (%s)", c.Product, sel.Text, sel.Where))
+			}
+			for _, v := range got {
 				chosen[v.String()] = true
 			}
 		}
@@ -83,6 +97,16 @@ func (r *syncRun) syncCLIs(ctx context.Context, spec *manifest.Spec) cliSync {
 		}
 	}
 	return res
+}
+
+// cliAddress is the address the package policy names a CLI product by
+// (releases.Address): tofu is OpenTofu's, any other HashiCorp's, as the
+// admin operations take a product.
+func cliAddress(product string) string {
+	if product == releases.TofuProduct {
+		return releases.Address(releases.OpenTofu, product)
+	}
+	return releases.Address(releases.HashiCorp, product)
 }
 
 // syncCLIArchive fetches one archive, unless the cache has it; a dry run

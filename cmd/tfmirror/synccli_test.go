@@ -11,6 +11,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/admin"
 	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
 	"github.com/tfmirror/tfmirror/v2/manifest"
+	"github.com/tfmirror/tfmirror/v2/mirror/unsigned"
 )
 
 // cutCLIOps is sync's engine for CLI releases, interrupted: the first
@@ -27,6 +28,11 @@ func (o *cutCLIOps) CLIVersions(ctx context.Context, _ admin.CLIRequest) ([]stri
 		return nil, err
 	}
 	return []string{"1.5.7", "1.6.0"}, nil
+}
+
+// Held: the stand-in's policy holds nothing back.
+func (o *cutCLIOps) Held(ctx context.Context, _ admin.PolicyRequest) ([]unsigned.Version, error) {
+	return nil, ctx.Err()
 }
 
 func (o *cutCLIOps) EnsureCLI(ctx context.Context, _ admin.CLIRequest) (admin.CLIEnsured, error) {
