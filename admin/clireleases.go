@@ -81,15 +81,6 @@ type CLIEnsured struct {
 // maxCLIProduct bounds a product name, as the releases side does.
 const maxCLIProduct = 64
 
-// publisherOf is the publisher of product: OpenTofu's one product, or
-// HashiCorp's.
-func publisherOf(product string) releases.Publisher {
-	if product == releases.TofuProduct {
-		return releases.OpenTofu
-	}
-	return releases.HashiCorp
-}
-
 // parse checks the request's product (and version and platform, when
 // want); every refusal is a 400.
 func (r CLIRequest) parse(wantArchive bool) error {
@@ -123,7 +114,7 @@ func (a *API) CLIVersions(ctx context.Context, req CLIRequest) ([]string, error)
 	if a.opts.Releases == nil {
 		return nil, errNoCLIReleases
 	}
-	list, _, err := a.opts.Releases.Versions(ctx, publisherOf(req.Product), req.Product)
+	list, _, err := a.opts.Releases.Versions(ctx, releases.PublisherOf(req.Product), req.Product)
 	if err != nil {
 		return nil, err
 	}
@@ -158,7 +149,7 @@ func (a *API) LookCLI(ctx context.Context, req CLIRequest) (CLIEnsured, error) {
 	if err != nil {
 		return res, err
 	}
-	sums, err := rel.Sums(ctx, publisherOf(req.Product), req.Product, req.Version)
+	sums, err := rel.Sums(ctx, releases.PublisherOf(req.Product), req.Product, req.Version)
 	if done, err := res.refused(err); done {
 		return res, err
 	}
@@ -205,7 +196,7 @@ func ensureCLI(ctx context.Context, rel CLIReleases, req CLIRequest) (CLIEnsured
 	if err != nil {
 		return res, err
 	}
-	arc, err := rel.OpenArchive(ctx, publisherOf(req.Product), req.Product, req.Version, res.Archive)
+	arc, err := rel.OpenArchive(ctx, releases.PublisherOf(req.Product), req.Product, req.Version, res.Archive)
 	if done, err := res.refused(err); done {
 		return res, err
 	}

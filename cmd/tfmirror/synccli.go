@@ -53,7 +53,7 @@ func (r *syncRun) syncCLIs(ctx context.Context, spec *manifest.Spec) cliSync {
 		list, err := r.ops.CLIVersions(ctx, admin.CLIRequest{Product: c.Product})
 		// What the policy holds back, once the list has left it out
 		// (as a provider's: planProvider).
-		held := r.heldBack(ctx, policy.Provider, cliAddress(c.Product))
+		held := r.heldBack(ctx, policy.Provider, releases.Address(releases.PublisherOf(c.Product), c.Product))
 		if h, ok := held[""]; ok && err != nil {
 			res.skipped = append(res.skipped, fmt.Sprintf("cli %s: %s", c.Product, heldMessage(h)))
 			continue
@@ -97,16 +97,6 @@ func (r *syncRun) syncCLIs(ctx context.Context, spec *manifest.Spec) cliSync {
 		}
 	}
 	return res
-}
-
-// cliAddress is the address the package policy names a CLI product by
-// (releases.Address): tofu is OpenTofu's, any other HashiCorp's, as the
-// admin operations take a product.
-func cliAddress(product string) string {
-	if product == releases.TofuProduct {
-		return releases.Address(releases.OpenTofu, product)
-	}
-	return releases.Address(releases.HashiCorp, product)
 }
 
 // syncCLIArchive fetches one archive, unless the cache has it; a dry run
