@@ -602,31 +602,45 @@ func isTarTempName(name string) bool {
 	return base32 || digits
 }
 
-// writtenSince says whether name in fsys, or anything under it, was
+// writtenSince says whether name in root, or anything under it, was
 // last written after t. Links are not followed. A directory under name
-// nested deeper than safetree.MaxDepth is not looked into: it counts as
-// written since (so what holds it is left where it is).
-func writtenSince(fsys fs.FS, name string, t time.Time) (bool, error) {
-	fresh := false
-	err := fs.WalkDir(fsys, name, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && tooDeep(strings.TrimPrefix(p, name+"/")) {
-			fresh = true
-			return fs.SkipAll
+// is read as OUT is (inputfile.WalkIn): one nested deeper than
+// safetree.MaxDepth is not looked into, nor is anything past
+// maxOutEntries entries: either counts as written since (so what holds
+// it is left where it is).
+func writtenSince(root *os.Root, name string, t time.Time) (bool, error) {
+	info, err := root.Lstat(name)
+	switch {
+	case err != nil:
+		return false, err
+	case info.ModTime().After(t):
+		return true, nil
+	case !info.IsDir():
+		return false, nil
+	}
+	sub, err := root.OpenRoot(name)
+	if err != nil {
+		return false, err
+	}
+	defer sub.Close()
+	seen := 0
+	err = inputfile.WalkIn(context.Background(), sub, func(p string, d fs.DirEntry) (bool, error) {
+		if seen++; seen > maxOutEntries || d.IsDir() && tooDeep(p) {
+			return false, fs.SkipAll // too much to tell: written since
 		}
 		info, err := d.Info()
 		if err != nil {
-			return err
+			return false, err
 		}
 		if info.ModTime().After(t) {
-			fresh = true
-			return fs.SkipAll
+			return false, fs.SkipAll
 		}
-		return nil
+		return d.IsDir(), nil
 	})
-	return fresh, err
+	if errors.Is(err, fs.SkipAll) {
+		return true, nil
+	}
+	return false, err
 }
 
 // maxOutEntries bounds the entries an export looks at in OUT: four

@@ -68,7 +68,7 @@ func tarTempDead(root *os.Root, name string) (unlock func(), dead bool, err erro
 	base := strings.TrimSuffix(name, ".tar")
 	rest := strings.TrimPrefix(base, tarTempPrefix)
 	if !exportLocks || !isRandText(rest) {
-		fresh, err := writtenSince(root.FS(), name, time.Now().Add(-staleTempAge))
+		fresh, err := writtenSince(root, name, time.Now().Add(-staleTempAge))
 		return none, err == nil && !fresh, err
 	}
 	f, err := root.Open(base)
