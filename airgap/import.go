@@ -138,6 +138,9 @@ func Import(ctx context.Context, engine Engine, in string, opts ImportOptions, r
 	if err == nil {
 		err = importReleases(ctx, engine, opts.CLI, b, report, &sum)
 	}
+	if err == nil {
+		b.refuseUnreached(report, &sum)
+	}
 	// What it stored is on disk before it says it is done (or was
 	// interrupted): the medium it came on may be taken away then.
 	if !sum.stored() {
@@ -176,13 +179,18 @@ type bundle struct {
 	// rootErr says why dir could not be opened as one.
 	root    *os.Root
 	rootErr error
+	// reached are the provider and module versions the import looked
+	// at, by "DIR@VERSION" (DIR relative to the input's top, with
+	// slashes), and the directories it refused whole, by "DIR@"
+	// (refuseUnreached).
+	reached map[string]bool
 }
 
 // openBundle reads the manifest of the input in dir, if any. The caller
 // closes it.
 func openBundle(dir string, opts ImportOptions) *bundle {
 	b := &bundle{dir: dir, shown: opts.Shown, trust: opts.Trust, allowUnsigned: opts.AllowUnsigned, hasManifest: true,
-		maxEntries: opts.MaxEntries, entriesLeft: opts.MaxEntries}
+		maxEntries: opts.MaxEntries, entriesLeft: opts.MaxEntries, reached: map[string]bool{}}
 	b.root, b.rootErr = os.OpenRoot(dir)
 	m, err := readManifest(dir, opts.Trust.ExportKeys)
 	var merr *manifestError
@@ -226,6 +234,7 @@ func importDir(ctx context.Context, engine Engine, b *bundle, report func(string
 		}
 		p, err := addrs.ParseProvider(strings.Join(parts, "/"))
 		if err != nil {
+			b.reach(pdir, "")
 			sum.Failed++
 			report(fmt.Sprintf("%s: %v", filepath.Join(shown, rel), err))
 			continue
@@ -235,6 +244,7 @@ func importDir(ctx context.Context, engine Engine, b *bundle, report func(string
 			return err
 		}
 		if err != nil {
+			b.reach(pdir, "")
 			sum.Failed++
 			report(fmt.Sprintf("%s: %v", filepath.Join(shown, rel), err))
 			continue
@@ -249,6 +259,7 @@ func importDir(ctx context.Context, engine Engine, b *bundle, report func(string
 			if err := ctx.Err(); err != nil {
 				return err
 			}
+			b.reach(pdir, version)
 			if err := importVersion(ctx, engine, b, p, pdir, version, versions[version], sum); err != nil {
 				if err := ctx.Err(); err != nil {
 					return err // interrupted: nothing was refused
@@ -270,6 +281,61 @@ func importDir(ctx context.Context, engine Engine, b *bundle, report func(string
 		return fmt.Errorf("%s holds no provider packages (HOST/NAMESPACE/TYPE/terraform-provider-TYPE_VERSION_OS_ARCH.zip)", shown)
 	}
 	return nil
+}
+
+// reach records that the import looked at version of the provider or
+// module whose directory is dir (in b.dir), or at the directory whole
+// when version is "" (refused, with every version in it).
+func (b *bundle) reach(dir, version string) { b.reached[b.rel(dir)+"@"+version] = true }
+
+// refuseUnreached refuses, reporting each and counting it as failed, the
+// provider and module versions whose packages the signed manifest lists
+// and the import did not look at: the input lacks them (removed, or lost
+// in a copy cut short), or holds them where an import does not read
+// (under a link). A signed manifest says what the export holds: a
+// version it lists is imported or refused, never left out in silence.
+// (importReleases does the same for the CLI versions its section lists.)
+func (b *bundle) refuseUnreached(report func(string), sum *ImportSummary) {
+	where := fmt.Sprintf("the manifest %s (signed by the trusted export key %s)", b.shownPath(manifestName), b.signer)
+	refused := map[string]bool{}
+	for _, rel := range slices.Sorted(maps.Keys(b.manifest)) {
+		parts := strings.Split(rel, "/")
+		dir := strings.Join(parts[:len(parts)-1], "/")
+		name := parts[len(parts)-1]
+		var what, version string
+		switch {
+		case parts[0] == modulesDir && len(parts) == 6:
+			m, err := addrs.ParseModule(strings.Join(parts[1:5], "/"))
+			if err != nil {
+				continue
+			}
+			var ok bool
+			if version, ok = strings.CutSuffix(name, ".tar.gz"); !ok {
+				if version, ok = strings.CutSuffix(name, ".json"); !ok {
+					continue
+				}
+			}
+			what = "module " + m.String()
+		case parts[0] != modulesDir && parts[0] != releasesDir && len(parts) == 4:
+			p, err := addrs.ParseProvider(dir)
+			if err != nil {
+				continue
+			}
+			if version, _, err = addrs.ParseArchiveName(p.Type, name); err != nil {
+				continue
+			}
+			what = p.String()
+		default:
+			continue
+		}
+		key := dir + "@" + version
+		if b.reached[dir+"@"] || b.reached[key] || refused[key] {
+			continue
+		}
+		refused[key] = true
+		sum.Failed++
+		report(fmt.Sprintf("%s %s refused: %s is listed in %s but missing", what, version, b.shownPath(rel), where))
+	}
 }
 
 // errTooManyEntries is the error of an input with more entries than an

@@ -203,6 +203,7 @@ func importModules(ctx context.Context, engine Engine, b *bundle, scratch string
 		rel := b.rel(mdir)
 		m, err := addrs.ParseModule(strings.TrimPrefix(rel, modulesDir+"/"))
 		if err != nil {
+			b.reach(mdir, "")
 			sum.Failed++
 			report(fmt.Sprintf("%s: %v", b.shownPath(rel), err))
 			continue
@@ -212,6 +213,7 @@ func importModules(ctx context.Context, engine Engine, b *bundle, scratch string
 			return err
 		}
 		if err != nil {
+			b.reach(mdir, "")
 			sum.Failed++
 			report(fmt.Sprintf("%s: %v", b.shownPath(rel), err))
 			continue
@@ -234,6 +236,7 @@ func importModules(ctx context.Context, engine Engine, b *bundle, scratch string
 			if err := ctx.Err(); err != nil {
 				return err
 			}
+			b.reach(mdir, version)
 			if err := importModulePackage(ctx, engine, b, m, mdir, version, sum); err != nil {
 				if err := ctx.Err(); err != nil {
 					return err // interrupted: nothing was refused
