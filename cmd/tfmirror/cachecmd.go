@@ -103,7 +103,8 @@ type airGapResult struct {
 // not nil, is told when it goes through a serve, and an error from it
 // stops the command (exit status 2) before op runs. It reports op's
 // failures on stderr and its summary, when it has one, on stdout, and
-// returns the exit status: 1 when anything failed.
+// returns the exit status: 1 when anything failed. What it prints of
+// op's failures and error is shown (control characters as escapes).
 func runSealed(name string, cfg settings.Config, pol *policy.Policy, stdout, stderr io.Writer, viaServer func() error, op func(context.Context, engineOps) (airGapResult, error)) int {
 	logger, err := newLogger("text", cfg.LogLevel, stderr)
 	if err != nil {
@@ -131,15 +132,19 @@ func runSealed(name string, cfg settings.Config, pol *policy.Policy, stdout, std
 		}
 	}
 
+	// Failures name what the input holds (an import's directory is a
+	// stranger's): shown line by line, so that no control character of
+	// a name reaches the terminal, and an error of several lines (a
+	// version's failures joined) keeps them.
 	res, err := op(ctx, dd.ops)
 	for _, line := range res.failures {
-		fmt.Fprintf(stderr, "tfmirror %s: %s\n", name, line)
+		fmt.Fprintf(stderr, "tfmirror %s: %s\n", name, shownLines(line))
 	}
 	if res.summary != "" {
 		fmt.Fprintln(stdout, res.summary)
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "tfmirror %s: %v\n", name, err)
+		fmt.Fprintf(stderr, "tfmirror %s: %s\n", name, shownLines(err.Error()))
 		return 1
 	}
 	if res.failed > 0 {

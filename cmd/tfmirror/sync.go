@@ -294,6 +294,16 @@ func shown(s string) string {
 	return b.String()
 }
 
+// shownLines is s as shown, line by line: its line breaks kept, every
+// other control character written as an escape.
+func shownLines(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = shown(l)
+	}
+	return strings.Join(lines, "\n")
+}
+
 // run syncs spec and reports; it returns whether everything asked for was done.
 func (r *syncRun) run(ctx context.Context, spec *manifest.Spec) bool {
 	clis := r.syncCLIs(ctx, spec) // synccli.go
