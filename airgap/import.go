@@ -180,9 +180,8 @@ type bundle struct {
 	root    *os.Root
 	rootErr error
 	// reached are the provider and module versions the import looked
-	// at, by "DIR@VERSION" (DIR relative to the input's top, with
-	// slashes), and the directories it refused whole, by "DIR@"
-	// (refuseUnreached).
+	// at, by carried.String(), and the providers and modules whose
+	// directory it refused whole, by address (refuseUnreached).
 	reached map[string]bool
 }
 
@@ -234,7 +233,6 @@ func importDir(ctx context.Context, engine Engine, b *bundle, report func(string
 		}
 		p, err := addrs.ParseProvider(strings.Join(parts, "/"))
 		if err != nil {
-			b.reach(pdir, "")
 			sum.Failed++
 			report(fmt.Sprintf("%s: %v", filepath.Join(shown, rel), err))
 			continue
@@ -244,7 +242,7 @@ func importDir(ctx context.Context, engine Engine, b *bundle, report func(string
 			return err
 		}
 		if err != nil {
-			b.reach(pdir, "")
+			b.reached[p.String()] = true
 			sum.Failed++
 			report(fmt.Sprintf("%s: %v", filepath.Join(shown, rel), err))
 			continue
@@ -259,7 +257,7 @@ func importDir(ctx context.Context, engine Engine, b *bundle, report func(string
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			b.reach(pdir, version)
+			b.reached[providerCarried(p.String(), version).String()] = true
 			if err := importVersion(ctx, engine, b, p, pdir, version, versions[version], sum); err != nil {
 				if err := ctx.Err(); err != nil {
 					return err // interrupted: nothing was refused
@@ -283,59 +281,46 @@ func importDir(ctx context.Context, engine Engine, b *bundle, report func(string
 	return nil
 }
 
-// reach records that the import looked at version of the provider or
-// module whose directory is dir (in b.dir), or at the directory whole
-// when version is "" (refused, with every version in it).
-func (b *bundle) reach(dir, version string) { b.reached[b.rel(dir)+"@"+version] = true }
-
 // refuseUnreached refuses, reporting each and counting it as failed, the
-// provider and module versions whose packages the signed manifest lists
-// and the import did not look at: the input lacks them (removed, or lost
+// provider and module versions whose files the signed manifest lists and
+// that the import did not look at: the input lacks them (removed, or lost
 // in a copy cut short), or holds them where an import does not read
-// (under a link). A signed manifest says what the export holds: a
-// version it lists is imported or refused, never left out in silence.
+// (under a link). A signed manifest says what the export holds: a version
+// it lists is imported or refused, never left out in silence.
 // (importReleases does the same for the CLI versions its section lists.)
+// The file named is the first of the version's that the input lacks.
 func (b *bundle) refuseUnreached(report func(string), sum *ImportSummary) {
-	where := fmt.Sprintf("the manifest %s (signed by the trusted export key %s)", b.shownPath(manifestName), b.signer)
-	refused := map[string]bool{}
+	var order []carried
+	named := map[string]string{} // by carried.String(): the file named
 	for _, rel := range slices.Sorted(maps.Keys(b.manifest)) {
-		parts := strings.Split(rel, "/")
-		dir := strings.Join(parts[:len(parts)-1], "/")
-		name := parts[len(parts)-1]
-		var what, version string
+		c, ok := carriedBy(rel)
+		if !ok || c.kind == carriedCLI || b.reached[c.address] || b.reached[c.String()] {
+			continue
+		}
+		prev, seen := named[c.String()]
 		switch {
-		case parts[0] == modulesDir && len(parts) == 6:
-			m, err := addrs.ParseModule(strings.Join(parts[1:5], "/"))
-			if err != nil {
-				continue
-			}
-			var ok bool
-			if version, ok = strings.CutSuffix(name, ".tar.gz"); !ok {
-				if version, ok = strings.CutSuffix(name, ".json"); !ok {
-					continue
-				}
-			}
-			what = "module " + m.String()
-		case parts[0] != modulesDir && parts[0] != releasesDir && len(parts) == 4:
-			p, err := addrs.ParseProvider(dir)
-			if err != nil {
-				continue
-			}
-			if version, _, err = addrs.ParseArchiveName(p.Type, name); err != nil {
-				continue
-			}
-			what = p.String()
-		default:
-			continue
+		case !seen:
+			order = append(order, c)
+			named[c.String()] = rel
+		case b.present(prev) && !b.present(rel):
+			named[c.String()] = rel
 		}
-		key := dir + "@" + version
-		if b.reached[dir+"@"] || b.reached[key] || refused[key] {
-			continue
-		}
-		refused[key] = true
-		sum.Failed++
-		report(fmt.Sprintf("%s %s refused: %s is listed in %s but missing", what, version, b.shownPath(rel), where))
 	}
+	for _, c := range order {
+		sum.Failed++
+		report(fmt.Sprintf("%s refused: %s is listed in the manifest %s (signed by the trusted export key %s) but missing",
+			c, b.shownPath(named[c.String()]), b.shownPath(manifestName), b.signer))
+	}
+}
+
+// present reports whether the input holds an entry at rel (relative to
+// its top, with slashes), as its root finds it.
+func (b *bundle) present(rel string) bool {
+	if b.rootErr != nil {
+		return false
+	}
+	_, err := b.root.Lstat(filepath.FromSlash(rel))
+	return err == nil
 }
 
 // errTooManyEntries is the error of an input with more entries than an

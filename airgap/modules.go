@@ -203,7 +203,6 @@ func importModules(ctx context.Context, engine Engine, b *bundle, scratch string
 		rel := b.rel(mdir)
 		m, err := addrs.ParseModule(strings.TrimPrefix(rel, modulesDir+"/"))
 		if err != nil {
-			b.reach(mdir, "")
 			sum.Failed++
 			report(fmt.Sprintf("%s: %v", b.shownPath(rel), err))
 			continue
@@ -213,7 +212,7 @@ func importModules(ctx context.Context, engine Engine, b *bundle, scratch string
 			return err
 		}
 		if err != nil {
-			b.reach(mdir, "")
+			b.reached[m.String()] = true
 			sum.Failed++
 			report(fmt.Sprintf("%s: %v", b.shownPath(rel), err))
 			continue
@@ -236,7 +235,7 @@ func importModules(ctx context.Context, engine Engine, b *bundle, scratch string
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			b.reach(mdir, version)
+			b.reached[moduleCarried(m.String(), version).String()] = true
 			if err := importModulePackage(ctx, engine, b, m, mdir, version, sum); err != nil {
 				if err := ctx.Err(); err != nil {
 					return err // interrupted: nothing was refused
