@@ -17,10 +17,10 @@ import (
 // taken bounded by the file's bytes.
 func TestReadEvidenceBounded(t *testing.T) {
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "SHA256SUMS"), []byte(strings.Repeat("x", 256<<10)), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "terraform-provider-b_1.0.0_SHA256SUMS"), []byte(strings.Repeat("x", 256<<10)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "SHA256SUMS.sig"), []byte("sig"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "terraform-provider-b_1.0.0_SHA256SUMS.sig"), []byte("sig"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	fill := func(elem string, n int) string {
@@ -37,7 +37,7 @@ func TestReadEvidenceBounded(t *testing.T) {
 	}
 	tests := []struct{ name, doc string }{
 		{"empty documents", fill(`{}`, 1<<30)},
-		{"one file named again and again", fill(`{"file":"SHA256SUMS","signature_file":"SHA256SUMS.sig"}`, 2000)},
+		{"one file named again and again", fill(`{"file":"terraform-provider-b_1.0.0_SHA256SUMS","signature_file":"terraform-provider-b_1.0.0_SHA256SUMS.sig"}`, 2000)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -48,7 +48,7 @@ func TestReadEvidenceBounded(t *testing.T) {
 			var m0, m1 runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&m0)
-			_, docs, err := readEvidence(dir, path, readCapped)
+			_, docs, err := readEvidence(dir, path, func(*evidenceFile) error { return nil }, readCapped)
 			runtime.ReadMemStats(&m1)
 			if err == nil {
 				t.Errorf("an evidence file of %d documents was taken", len(docs))

@@ -509,7 +509,13 @@ func writeEvidence(dir string, p addrs.Provider, ev *records.Evidence, exported 
 			OS: pe.OS, Arch: pe.Arch, Shasum: pe.Shasum, SHA256: pe.SHA256, Packages: pe.Packages, Document: pe.Document}
 	}
 	path := filepath.Join(dir, evidenceName(p.Type, ev.Version))
-	if old, oldDocs, err := readEvidence(dir, path, files.readVouched); err == nil && old.Unsigned == unsigned {
+	mine := func(ef *evidenceFile) error {
+		if ef.Provider != p.String() || ef.Version != ev.Version {
+			return fmt.Errorf("%s is of %s %s", path, ef.Provider, ef.Version)
+		}
+		return nil
+	}
+	if old, oldDocs, err := readEvidence(dir, path, mine, files.readVouched); err == nil && old.Unsigned == unsigned {
 		for pl, pkg := range old.Packages {
 			if _, ok := pkgs[pl]; ok {
 				continue
@@ -566,8 +572,17 @@ const (
 )
 
 // readEvidence reads an evidence file and the documents it names (from
-// dir), each through read.
-func readEvidence(dir, path string, read func(path string, limit int64) ([]byte, error)) (*evidenceFile, []records.SumsDocument, error) {
+// dir), each through read. What the file says is a stranger's until a key
+// vouches for it, so what it makes the reader read is bounded by what
+// the input holds: mine, given the file, says whether it is the evidence
+// of the version asked for (an error when not), before any document is
+// read; a document or signature must then be a file of that version
+// (named as sumsNames names them, terraform-provider-TYPE_VERSION_...,
+// which no other version's name begins with), and each file is read
+// once however often it is named. Without that, the files of one
+// version, named again by every version of a bundle, were read again for
+// each, a bundle of a few MiB making an import read terabytes.
+func readEvidence(dir, path string, mine func(*evidenceFile) error, read func(path string, limit int64) ([]byte, error)) (*evidenceFile, []records.SumsDocument, error) {
 	data, err := read(path, maxEvidenceBytes)
 	if err != nil {
 		return nil, nil, err
@@ -582,16 +597,41 @@ func readEvidence(dir, path string, read func(path string, limit int64) ([]byte,
 	if len(ef.Documents) > maxEvidenceDocuments {
 		return nil, nil, fmt.Errorf("%s: %d SHA256SUMS documents, more than the %d a version may have", path, len(ef.Documents), maxEvidenceDocuments)
 	}
+	if err := mine(&ef); err != nil {
+		return nil, nil, err
+	}
+	p, err := addrs.ParseProvider(ef.Provider)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	prefix := "terraform-provider-" + p.Type + "_" + ef.Version + "_"
+	files := map[string][]byte{} // read so far, by name
+	readOnce := func(name string, limit int64) ([]byte, error) {
+		if data, ok := files[name]; ok {
+			if int64(len(data)) > limit {
+				return nil, fmt.Errorf("%s is larger than the %d bytes allowed", filepath.Join(dir, name), limit)
+			}
+			return data, nil
+		}
+		data, err := read(filepath.Join(dir, name), limit)
+		if err == nil {
+			files[name] = data
+		}
+		return data, err
+	}
 	docs := make([]records.SumsDocument, len(ef.Documents))
 	for i, d := range ef.Documents {
 		if !filepath.IsLocal(d.File) || !filepath.IsLocal(d.SignatureFile) || strings.ContainsRune(d.File+d.SignatureFile, '/') {
 			return nil, nil, fmt.Errorf("%s: document %d names a file outside its directory", path, i)
 		}
-		content, err := read(filepath.Join(dir, d.File), maxSumsBytes)
+		if !strings.HasPrefix(d.File, prefix) || !strings.HasPrefix(d.SignatureFile, prefix) {
+			return nil, nil, fmt.Errorf("%s: document %d names a file that is not of %s %s (%s...)", path, i, ef.Provider, ef.Version, prefix)
+		}
+		content, err := readOnce(d.File, maxSumsBytes)
 		if err != nil {
 			return nil, nil, err
 		}
-		sig, err := read(filepath.Join(dir, d.SignatureFile), maxSignatureBytes)
+		sig, err := readOnce(d.SignatureFile, maxSignatureBytes)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -598,14 +598,18 @@ func importVersion(ctx context.Context, engine Engine, b *bundle, p addrs.Provid
 	in := imports.Imported{Provider: p, Version: v}
 	var paths []string // per package, as shown
 	evPath := filepath.Join(dir, evidenceName(p.Type, version))
-	ef, docs, err := readEvidence(dir, evPath, vf.readFile)
+	mine := func(ef *evidenceFile) error {
+		if ef.Provider != p.String() || ef.Version != version {
+			return fmt.Errorf("%s is of %s %s", filepath.Join(shown, filepath.Base(evPath)), ef.Provider, ef.Version)
+		}
+		return nil
+	}
+	ef, docs, err := readEvidence(dir, evPath, mine, vf.readFile)
 	switch {
 	case errors.Is(err, os.ErrNotExist) && !fileExists(evPath):
 		ef = nil
 	case err != nil:
 		return err
-	case ef.Provider != p.String() || ef.Version != version:
-		return fmt.Errorf("%s is of %s %s", filepath.Join(shown, filepath.Base(evPath)), ef.Provider, ef.Version)
 	}
 	versionJSON := filepath.Join(dir, version+".json")
 	hashes, err := versionHashes(versionJSON, vf.readFile)
