@@ -162,6 +162,8 @@ type bundle struct {
 	manifest map[string]manifestFile
 	signer   string
 	why      string
+	// listed are the manifest's paths, sorted (bundle.listedUnder).
+	listed []string
 	// releases is the manifest's releases section; releasesErr says why
 	// it cannot be read (a format this release does not read).
 	releases    *manifestReleases
@@ -532,10 +534,11 @@ func (b *bundle) covers(vf *versionFiles, prefix, versionJSON string) (map[strin
 				b.shownPath(rel), where, got.SHA256, got.Size, want.SHA256, want.Size)
 		}
 	}
-	for _, rel := range slices.Sorted(maps.Keys(b.manifest)) {
-		if !strings.HasPrefix(rel, prefix) && rel != versionJSON {
-			continue
-		}
+	under := b.listedUnder(prefix)
+	if _, ok := b.manifest[versionJSON]; ok && !strings.HasPrefix(versionJSON, prefix) {
+		under = append(under, versionJSON)
+	}
+	for _, rel := range under {
 		if _, ok := vf.read[rel]; ok {
 			continue
 		}
@@ -545,6 +548,22 @@ func (b *bundle) covers(vf *versionFiles, prefix, versionJSON string) (map[strin
 		return nil, fmt.Errorf("%s is listed in %s but missing", b.shownPath(rel), where)
 	}
 	return shas, nil
+}
+
+// listedUnder returns the paths the manifest lists that begin with
+// prefix, sorted: a version's files, found in the manifest's paths sorted
+// once, so that checking every version of a large export against it
+// takes the files of each, not the manifest whole again.
+func (b *bundle) listedUnder(prefix string) []string {
+	if b.listed == nil {
+		b.listed = slices.Sorted(maps.Keys(b.manifest))
+	}
+	i, _ := slices.BinarySearch(b.listed, prefix)
+	j := i
+	for j < len(b.listed) && strings.HasPrefix(b.listed[j], prefix) {
+		j++
+	}
+	return slices.Clone(b.listed[i:j])
 }
 
 // publisherVouches checks every SHA256SUMS document of a signed version
