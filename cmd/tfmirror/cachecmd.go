@@ -104,7 +104,8 @@ type airGapResult struct {
 // stops the command (exit status 2) before op runs. It reports op's
 // failures on stderr and its summary, when it has one, on stdout, and
 // returns the exit status: 1 when anything failed. What it prints of
-// op's failures and error is shown (control characters as escapes).
+// op's failures and error is shownLines: control characters as escapes,
+// line breaks kept.
 func runSealed(name string, cfg settings.Config, pol *policy.Policy, stdout, stderr io.Writer, viaServer func() error, op func(context.Context, engineOps) (airGapResult, error)) int {
 	logger, err := newLogger("text", cfg.LogLevel, stderr)
 	if err != nil {
