@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -335,5 +336,47 @@ func TestStatusPageHidesProvidersWithoutToken(t *testing.T) {
 	h.get("/?format=json", "Authorization", "Bearer "+testToken).json(t, &authed)
 	if authed.ProvidersHidden || len(authed.Providers) != 1 {
 		t.Fatalf("with a token: providers_hidden=%v, providers %+v; want the one cached provider", authed.ProvidersHidden, authed.Providers)
+	}
+}
+
+// TestStatusPagePrivateWithClientAuth: with client authentication on, the
+// status page answers a token holder what a viewer without one is not
+// shown (the provider list, the configuration, the policy), so every view
+// of it, HTML or JSON, with a token or without, is private and not to be
+// stored, and says it varies by Authorization: a cache in front that
+// keeps answers whatever the request's Authorization (nginx's proxy_cache
+// does) must never hand a token holder's view to a viewer without one.
+func TestStatusPagePrivateWithClientAuth(t *testing.T) {
+	t.Parallel()
+	clock := &testClock{now: time.Now()}
+	h := newAuthHarness(t, clock, bytes.Repeat([]byte{7}, 32))
+	if r := h.get(providerPath("1.0.0.json"), "Authorization", "Bearer "+testToken); r.status != http.StatusOK {
+		t.Fatalf("VERSION.json: status %d: %s", r.status, r.body)
+	}
+	for _, view := range []struct {
+		name, path string
+		header     []string
+	}{
+		{"HTML with a token", "/", []string{"Authorization", "Bearer " + testToken}},
+		{"JSON with a token", "/?format=json", []string{"Authorization", "Bearer " + testToken}},
+		{"HTML without a token", "/", nil},
+		{"JSON without a token", "/?format=json", nil},
+	} {
+		r := h.get(view.path, view.header...)
+		if r.status != http.StatusOK {
+			t.Fatalf("%s: status %d: %s", view.name, r.status, r.body)
+		}
+		cc := r.header.Get("Cache-Control")
+		if !strings.Contains(cc, "private") || !strings.Contains(cc, "no-store") {
+			t.Errorf("%s: Cache-Control %q, want private, no-store", view.name, cc)
+		}
+		if !slices.Contains(r.header.Values("Vary"), "Authorization") {
+			t.Errorf("%s: Vary %q, want Authorization among them", view.name, r.header.Values("Vary"))
+		}
+	}
+	// Without client authentication the page is the same for everyone.
+	open := newHarness(t, harnessOptions{})
+	if got := open.get("/").header.Get("Cache-Control"); got != "no-cache" {
+		t.Errorf("without client authentication: status page Cache-Control %q, want no-cache", got)
 	}
 }

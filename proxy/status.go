@@ -583,7 +583,17 @@ func (s *statusPage) hostBlocks(st *Status, origins []string) {
 	slices.SortFunc(st.HostBlockList, func(a, b HostBlock) int { return strings.Compare(a.Host, b.Host) })
 }
 
+// handle serves the page. With client authentication on, a token holder
+// is shown what a viewer without one is not (the provider list, the
+// configuration, the policy): every view is then private and not to be
+// stored, and varies by Authorization (Private), as the doors' answers to
+// a token holder are, so that a cache in front that keeps answers
+// whatever the request's Authorization never hands a token holder's view
+// to another.
 func (s *statusPage) handle(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Auth != nil {
+		w = Private(w)
+	}
 	st, err := s.status(r)
 	if err != nil {
 		s.fail(w, r, err)
