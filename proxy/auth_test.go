@@ -380,3 +380,33 @@ func TestStatusPagePrivateWithClientAuth(t *testing.T) {
 		t.Errorf("without client authentication: status page Cache-Control %q, want no-cache", got)
 	}
 }
+
+// TestBadSignatureSaysWhatToAskAgain: a signed URL refused (no
+// signature, a wrong one) is answered 403 saying what to ask for again
+// to get a fresh one, for the protocol the URL came from: VERSION.json for
+// a network mirror archive, the download answer for a provider registry's
+// SHA256SUMS or signature and for a module package, where the latter two
+// were told to fetch a VERSION.json their protocol has none of.
+func TestBadSignatureSaysWhatToAskAgain(t *testing.T) {
+	t.Parallel()
+	clock := &testClock{now: time.Now()}
+	h := newAuthHarness(t, clock, bytes.Repeat([]byte{7}, 32))
+	registry := "/registry/" + originHost + "/v1/providers/" + ns + "/" + typ + "/1.0.0/download/linux/amd64/"
+	for _, tc := range []struct {
+		name, path, want, not string
+	}{
+		{"network mirror archive", archivePath("1.0.0", "linux_amd64"), "VERSION.json", "download answer"},
+		{"registry SHA256SUMS", registry + sumsFile, "download answer", "VERSION.json"},
+		{"registry signature", registry + signatureFile + "?exp=1&sig=AAAA", "download answer", "VERSION.json"},
+		{"module package", modBase + "acme/vpc/aws/1.0.0/" + moduleZipFile, "download answer", "VERSION.json"},
+	} {
+		r := h.get(tc.path)
+		if r.status != http.StatusForbidden {
+			t.Errorf("%s: status %d, want 403: %s", tc.name, r.status, r.body)
+			continue
+		}
+		if !strings.Contains(string(r.body), tc.want) || strings.Contains(string(r.body), tc.not) {
+			t.Errorf("%s: %s; want it to name %s, not %s", tc.name, r.body, tc.want, tc.not)
+		}
+	}
+}

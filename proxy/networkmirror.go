@@ -56,9 +56,13 @@ var mirrorAuth = routeAuth{
 		file, err := unescapePart("file name", vars["file"], 2*maxVersionLen+maxPartLen)
 		return p, file, err == nil, err
 	},
-	badSignature: httperr.ErrBadSignature,
+	badSignature: errBadArchiveSignature,
 	unauthorized: func(*http.Request) error { return httperr.ErrUnauthorized },
 }
+
+// errBadArchiveSignature is ErrBadSignature for a network mirror
+// archive, whose signed URL VERSION.json gives.
+var errBadArchiveSignature = fmt.Errorf("%w: fetch VERSION.json again", httperr.ErrBadSignature)
 
 // handleFile serves VERSION.json and archives, which share one path shape.
 func (n *networkMirror) handleFile(w http.ResponseWriter, r *http.Request) {

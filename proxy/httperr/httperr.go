@@ -83,8 +83,11 @@ func BadRequest(format string, args ...any) error {
 var (
 	// ErrUnauthorized: a JSON document was requested without a valid bearer token.
 	ErrUnauthorized = errors.New("unauthorized: a valid bearer token is required (configure credentials for this mirror's host in the CLI configuration)")
-	// ErrBadSignature: an archive URL has no valid, unexpired signature.
-	ErrBadSignature = errors.New("forbidden: the archive URL's signature is missing, invalid or expired (fetch VERSION.json again)")
+	// ErrBadSignature: a signed URL (a network mirror archive's, a
+	// registry download answer's SHA256SUMS or signature, a module
+	// package's) has no valid, unexpired signature. Each door wraps it
+	// saying what to ask for again to get a fresh URL.
+	ErrBadSignature = errors.New("forbidden: the URL's signature is missing, invalid or expired")
 )
 
 // TooManyFailuresError refuses a request whose client address failed
