@@ -121,18 +121,24 @@ type TokenLineError struct {
 func (e *TokenLineError) Error() string { return fmt.Sprintf("line %d: %s", e.Line, e.Reason) }
 
 // ParseTokens reads a tokens file: one token per line, blank lines and
-// lines starting with '#' ignored, surrounding space trimmed. Every token
-// has at least MinTokenLen characters and no space; a line that breaks
-// either rule is a *TokenLineError. It returns only the tokens' SHA-256
-// hashes; no token is kept in memory. A file without any token is an
-// error.
+// lines starting with '#' ignored, surrounding space trimmed, a UTF-8
+// byte order mark that begins the file (as some editors write one)
+// dropped. Every token has at least MinTokenLen characters and no
+// space; a line that breaks either rule is a *TokenLineError. It returns
+// only the tokens' SHA-256 hashes; no token is kept in memory. A file
+// without any token is an error.
 func ParseTokens(r io.Reader) ([][sha256.Size]byte, error) {
 	var hashes [][sha256.Size]byte
 	sc := bufio.NewScanner(r)
 	line := 0
 	for sc.Scan() {
 		line++
-		tok := strings.TrimSpace(sc.Text())
+		text := sc.Text()
+		if line == 1 {
+			// Not part of the first token, nor of a comment.
+			text = strings.TrimPrefix(text, byteOrderMark)
+		}
+		tok := strings.TrimSpace(text)
 		if tok == "" || strings.HasPrefix(tok, "#") {
 			continue
 		}
@@ -153,6 +159,9 @@ func ParseTokens(r io.Reader) ([][sha256.Size]byte, error) {
 	}
 	return hashes, nil
 }
+
+// byteOrderMark is the UTF-8 byte order mark.
+const byteOrderMark = "\ufeff"
 
 // checkBearer reports whether r's Authorization header carries an
 // accepted token. Every stored hash is compared, in constant time.

@@ -25,6 +25,10 @@ func TestParseTokens(t *testing.T) {
 	}{
 		{name: "comments and blanks", in: "# team tokens\n\n  alpha-0123456789ab  \n#beta\nbravo-0123456789ab\n", want: []string{"alpha-0123456789ab", "bravo-0123456789ab"}},
 		{name: "crlf", in: "alpha-0123456789ab\r\nbravo-0123456789ab\r\n", want: []string{"alpha-0123456789ab", "bravo-0123456789ab"}},
+		// Saved by an editor that begins UTF-8 with a byte order mark:
+		// the mark is not part of the first token.
+		{name: "byte order mark", in: "\ufeffalpha-0123456789ab\r\nbravo-0123456789ab\r\n", want: []string{"alpha-0123456789ab", "bravo-0123456789ab"}},
+		{name: "byte order mark before a comment", in: "\ufeff# team tokens\nalpha-0123456789ab\n", want: []string{"alpha-0123456789ab"}},
 		{name: "empty", in: "", wantErr: "no tokens"},
 		{name: "only comments", in: "# nothing\n\n", wantErr: "no tokens"},
 		{name: "space inside", in: "alpha-0123456789ab bravo\n", wantErr: "line 1"},
