@@ -30,7 +30,7 @@ const MaxNumberExp = 1024
 func Value(expr hcl.Expression) (cty.Value, hcl.Diagnostics) {
 	if n, ok := expr.(hclsyntax.Node); ok {
 		// Every number of a literal was checked before it was evaluated.
-		if diags := hclsyntax.VisitAll(n, literalOnly); diags.HasErrors() {
+		if diags := literalOnly(n); diags.HasErrors() {
 			return cty.DynamicVal, diags
 		}
 		return expr.Value(nil)
@@ -65,22 +65,48 @@ func hugeNumber(v cty.Value) string {
 	return ""
 }
 
-// literalOnly refuses a node that is not part of a literal value.
+// literalOnly refuses n unless it is a literal value, naming the first
+// node that is not part of one, and visits no node below it: a chain of
+// binary operators nests without a bracket (1+1+...+1 is a tree as deep
+// as it is long, which the depth bound lets through), and a visit of
+// all of it, each operator refused, took time quadratic in its length.
+// The nodes it descends through nest only by brackets, templates and
+// unary operators, which the depth bound holds to MaxDepth.
 func literalOnly(n hclsyntax.Node) hcl.Diagnostics {
+	var below []hclsyntax.Expression
 	switch n := n.(type) {
 	case *hclsyntax.LiteralValueExpr:
 		if d := hugeNumber(n.Val); d != "" {
 			return refused(n.Range(), d)
 		}
-		return nil
-	case *hclsyntax.TemplateExpr, *hclsyntax.TemplateWrapExpr, *hclsyntax.TemplateJoinExpr,
-		*hclsyntax.TupleConsExpr, *hclsyntax.ObjectConsExpr, *hclsyntax.ObjectConsKeyExpr,
-		*hclsyntax.ScopeTraversalExpr, *hclsyntax.ParenthesesExpr, *hclsyntax.UnaryOpExpr:
-		return nil
+	case *hclsyntax.ScopeTraversalExpr:
+	case *hclsyntax.TemplateExpr:
+		below = n.Parts
+	case *hclsyntax.TemplateWrapExpr:
+		below = []hclsyntax.Expression{n.Wrapped}
+	case *hclsyntax.TemplateJoinExpr:
+		below = []hclsyntax.Expression{n.Tuple}
+	case *hclsyntax.TupleConsExpr:
+		below = n.Exprs
+	case *hclsyntax.ObjectConsExpr:
+		for _, item := range n.Items {
+			below = append(below, item.KeyExpr, item.ValueExpr)
+		}
+	case *hclsyntax.ObjectConsKeyExpr:
+		below = []hclsyntax.Expression{n.Wrapped}
+	case *hclsyntax.ParenthesesExpr:
+		below = []hclsyntax.Expression{n.Expression}
+	case *hclsyntax.UnaryOpExpr:
+		below = []hclsyntax.Expression{n.Val}
 	case hclsyntax.Expression:
 		return refused(n.Range(), "only literal values are read here: no arithmetic, conditional, index, for or splat expression")
 	}
-	return nil // not an expression (an object item's parts are visited on their own)
+	for _, e := range below {
+		if diags := literalOnly(e); diags.HasErrors() {
+			return diags
+		}
+	}
+	return nil
 }
 
 func refused(r hcl.Range, detail string) hcl.Diagnostics {

@@ -109,3 +109,45 @@ func TestValueOfLiterals(t *testing.T) {
 		}
 	}
 }
+
+// TestValueOfLongArithmeticRefusedAtOnce: a chain of binary operators
+// nests without a bracket (1+1+...+1 is a tree as deep as it is long),
+// so the depth bound lets one of a quarter of a million operators
+// through, a module's main.tf of half a MiB. Refusing each of its
+// operators, the visit of the tree took time quadratic in its length
+// (the refusals of every level copied into the one above it): some
+// minutes of sync on one module version's attribute, past its
+// --module-timeout, which is checked between files. Value refuses it
+// at its top, once, with its file and line.
+func TestValueOfLongArithmeticRefusedAtOnce(t *testing.T) {
+	chain := strings.Repeat("1+", MaxTokens/2-64) + "1"
+	for _, tc := range []struct{ name, body string }{
+		{"attribute", "module \"m\" {\n  source  = \"x/y/z\"\n  version = " + chain + "\n}\n"},
+		{"template", "a = \"${" + chain + "}\"\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "main.tf")
+			if err := os.WriteFile(path, []byte(tc.body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan hcl.Diagnostics, 1)
+			go func() {
+				f, diags, err := Parse(nil, path)
+				if err != nil || diags.HasErrors() || f == nil {
+					t.Errorf("the file is within the bounds of a file, yet: %v %v", err, diags)
+					done <- diags
+					return
+				}
+				done <- evalAll(f.Body)
+			}()
+			select {
+			case diags := <-done:
+				if len(diags) != 1 || !strings.Contains(diags.Error(), "main.tf:") {
+					t.Errorf("%d diagnostics (%.200v), want the expression refused once with its file:line", len(diags), diags)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("still evaluating a chain of arithmetic after 5s")
+			}
+		})
+	}
+}
