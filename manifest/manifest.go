@@ -48,6 +48,8 @@ type Spec struct {
 	// neither local nor a registry address (git::, URLs), as "file:line:
 	// source": the clients fetch those themselves.
 	Unmirrorable []string
+
+	unmirrorable map[string]bool // the set of Unmirrorable (addUnmirrorable)
 }
 
 // Provider is one provider asked for, with everything that asked for it.

@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"path"
-	"slices"
 	"strings"
 
 	"github.com/apparentlymart/go-versions/versions"
@@ -97,7 +96,7 @@ func (s *Spec) addModule(addr addrs.Module, sels []Selection, subdir string) *Mo
 func (s *Spec) addRemoteCalls(calls []remoteCall) {
 	for _, c := range calls {
 		if c.module == nil {
-			s.Unmirrorable = appendNew(s.Unmirrorable, c.where+": "+c.source)
+			s.addUnmirrorable(c.where + ": " + c.source)
 			continue
 		}
 		s.addModule(*c.module, []Selection{c.selection()}, c.subdir)
@@ -148,19 +147,29 @@ func (s *Spec) AddModuleDir(ctx context.Context, root, dir, what string) ([]*Mod
 		}
 		s.add(r.addr, []Selection{{Text: text, Set: r.set, Latest: 1, Where: r.where}}, nil)
 	}
+	// A stranger's package may call tens of thousands of modules:
+	// each call is merged by a lookup, not by a search of those before
+	// it (which took minutes, past the caller's deadline).
 	var out []*Module
+	index := map[string]int{}       // by address
+	subdirs := map[[2]string]bool{} // address, subdirectory
 	for _, c := range remotes {
 		if c.module == nil {
-			s.Unmirrorable = appendNew(s.Unmirrorable, what+": "+c.source)
+			s.addUnmirrorable(what + ": " + c.source)
 			continue
 		}
-		i := slices.IndexFunc(out, func(m *Module) bool { return m.Address.String() == c.module.String() })
-		if i < 0 {
+		key := c.module.String()
+		i, ok := index[key]
+		if !ok {
 			out = append(out, &Module{Address: *c.module})
 			i = len(out) - 1
+			index[key] = i
 		}
 		out[i].Selections = append(out[i].Selections, c.selection())
-		out[i].Subdirs = appendNew(out[i].Subdirs, c.subdir)
+		if k := [2]string{key, c.subdir}; !subdirs[k] {
+			subdirs[k] = true
+			out[i].Subdirs = append(out[i].Subdirs, c.subdir)
+		}
 	}
 	return out, nil
 }
@@ -223,4 +232,22 @@ func registrySource(src string) (addrs.Module, string, bool) {
 		subdir = strings.TrimPrefix(path.Clean("/"+subdir), "/")
 	}
 	return m, subdir, true
+}
+
+// addUnmirrorable adds u to the spec's Unmirrorable unless it holds it
+// already, by a lookup in a set of them (made again when Unmirrorable
+// was changed by other means): the packages a sync reads may list
+// hundreds of thousands, which a search of the list for each took time
+// quadratic in.
+func (s *Spec) addUnmirrorable(u string) {
+	if s.unmirrorable == nil || len(s.unmirrorable) != len(s.Unmirrorable) {
+		s.unmirrorable = make(map[string]bool, len(s.Unmirrorable))
+		for _, v := range s.Unmirrorable {
+			s.unmirrorable[v] = true
+		}
+	}
+	if !s.unmirrorable[u] {
+		s.unmirrorable[u] = true
+		s.Unmirrorable = append(s.Unmirrorable, u)
+	}
 }

@@ -9,6 +9,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/tfmirror/tfmirror/v2/internal/hclfile"
 )
 
 // resolvedModules flattens a spec's modules into "module: v1 v2 [subdirs]" lines.
@@ -178,6 +181,50 @@ func TestAddModuleDirStopsAtItsDeadline(t *testing.T) {
 	}
 	if len(spec.Providers) != 0 {
 		t.Errorf("a module read past its deadline added providers: %d", len(spec.Providers))
+	}
+}
+
+// A stranger's package may call tens of thousands of modules, registry
+// ones and others (git::, URLs), each a few lines: AddModuleDir merges
+// them in time that grows with them, as reading the files does, each
+// call by a lookup. Each was merged by a search of those before it,
+// time quadratic in their number that no deadline checked: a package of
+// two files of 10,000 distinct module calls each held sync for about a
+// minute after it read them, well past --module-timeout, and more files
+// for hours.
+func TestAddModuleDirManyCallsInLinearTime(t *testing.T) {
+	files := map[string]string{}
+	const perFile = 10000
+	for f := range 2 {
+		var b strings.Builder
+		for i := range perFile {
+			fmt.Fprintf(&b, "module \"g%d\" {\n  source = \"git::https://git.example.com/r%d-%d.git\"\n}\n", i, f, i)
+			fmt.Fprintf(&b, "module \"m%d\" {\n  source = \"acme/m%d-%d/aws//d\"\n}\n", i, f, i)
+		}
+		files[fmt.Sprintf("f%d.tf", f)] = b.String()
+	}
+	dir := writeFiles(t, files)
+	// What reading the files alone takes here (and under -race).
+	start := time.Now()
+	for name := range files {
+		if _, diags, err := hclfile.Parse(nil, filepath.Join(dir, name)); err != nil || diags.HasErrors() {
+			t.Fatalf("%s is within a file's bounds, yet: %v %v", name, err, diags)
+		}
+	}
+	parsing := time.Since(start)
+
+	start = time.Now()
+	spec := &Spec{}
+	calls, err := spec.AddModuleDir(context.Background(), dir, dir, "module acme/many/aws 1.0.0")
+	took := time.Since(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(calls) != 2*perFile || len(spec.Unmirrorable) != 2*perFile {
+		t.Fatalf("%d registry module calls and %d others, want %d of each", len(calls), len(spec.Unmirrorable), 2*perFile)
+	}
+	if limit := 4*parsing + 2*time.Second; took > limit {
+		t.Errorf("merging %d module calls took %v, reading their files %v: want within %v", 4*perFile, took, parsing, limit)
 	}
 }
 
