@@ -49,7 +49,8 @@ type Spec struct {
 	// source": the clients fetch those themselves.
 	Unmirrorable []string
 
-	unmirrorable map[string]bool // the set of Unmirrorable (addUnmirrorable)
+	unmirrorable map[string]bool              // the set of Unmirrorable (addUnmirrorable)
+	providers    map[addrs.Provider]*Provider // Providers by address (add)
 }
 
 // Provider is one provider asked for, with everything that asked for it.
@@ -177,15 +178,25 @@ func countStdin(paths []string) int {
 }
 
 // add merges selections and platforms for addr into the spec.
+//
+// A provider is found by a lookup in an index of Providers (made again
+// when Providers was changed by other means), not by a search of them:
+// a stranger's package that sync reads may name tens of thousands.
 func (s *Spec) add(addr addrs.Provider, sel []Selection, platforms []string) {
-	for _, p := range s.Providers {
-		if p.Address == addr {
-			p.Selections = append(p.Selections, sel...)
-			p.Platforms = appendNew(p.Platforms, platforms...)
-			return
+	if s.providers == nil || len(s.providers) != len(s.Providers) {
+		s.providers = make(map[addrs.Provider]*Provider, len(s.Providers))
+		for _, p := range s.Providers {
+			s.providers[p.Address] = p
 		}
 	}
-	s.Providers = append(s.Providers, &Provider{Address: addr, Selections: sel, Platforms: appendNew(nil, platforms...)})
+	if p, ok := s.providers[addr]; ok {
+		p.Selections = append(p.Selections, sel...)
+		p.Platforms = appendNew(p.Platforms, platforms...)
+		return
+	}
+	p := &Provider{Address: addr, Selections: sel, Platforms: appendNew(nil, platforms...)}
+	s.providers[addr] = p
+	s.Providers = append(s.Providers, p)
 }
 
 // appendNew appends the items of add that list does not hold yet.

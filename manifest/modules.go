@@ -136,11 +136,11 @@ func (s *Spec) AddModuleDir(ctx context.Context, root, dir, what string) ([]*Mod
 		return nil, fmt.Errorf("%s: no *.tf or *.tf.json files", what)
 	}
 	var remotes []remoteCall
-	reqs, err := loadModule(ctx, root, dir, files, map[string]bool{}, &remotes)
-	if err != nil {
+	var reqs requirements
+	if err := loadModule(ctx, root, dir, files, map[string]bool{}, &remotes, &reqs); err != nil {
 		return nil, err
 	}
-	for _, r := range reqs {
+	for _, r := range reqs.list {
 		text := "any version"
 		if len(r.constraints) > 0 {
 			text = joinConstraints(r.constraints)

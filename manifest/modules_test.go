@@ -228,6 +228,50 @@ func TestAddModuleDirManyCallsInLinearTime(t *testing.T) {
 	}
 }
 
+// So are the providers a stranger's package names, tens of thousands in
+// a few files of required_providers: each is merged with the others by
+// a lookup. Each was merged by a search of those before it, twice (the
+// module's requirements, then the spec's providers): two files of 20,000
+// distinct providers each took some thirty seconds after their reading,
+// which takes two, checked by no deadline.
+func TestAddModuleDirManyProvidersInLinearTime(t *testing.T) {
+	files := map[string]string{}
+	const perFile = 20000
+	for f := range 2 {
+		var b strings.Builder
+		b.WriteString("terraform {\n  required_providers {\n")
+		for i := range perFile {
+			fmt.Fprintf(&b, "    p%d-%d = { source = \"acme/p%d-%d\" }\n", f, i, f, i)
+		}
+		b.WriteString("  }\n}\n")
+		files[fmt.Sprintf("f%d.tf", f)] = b.String()
+	}
+	// Read again through a local module call: merged with the same.
+	files["child/main.tf"] = files["f0.tf"]
+	files["main.tf"] = "module \"child\" {\n  source = \"./child\"\n}\n"
+	dir := writeFiles(t, files)
+	start := time.Now()
+	for name := range files {
+		if _, diags, err := hclfile.Parse(nil, filepath.Join(dir, name)); err != nil || diags.HasErrors() {
+			t.Fatalf("%s is within a file's bounds, yet: %v %v", name, err, diags)
+		}
+	}
+	parsing := time.Since(start)
+
+	start = time.Now()
+	spec := &Spec{}
+	if _, err := spec.AddModuleDir(context.Background(), dir, dir, "module acme/many/aws 1.0.0"); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	if len(spec.Providers) != 2*perFile {
+		t.Fatalf("%d providers, want %d", len(spec.Providers), 2*perFile)
+	}
+	if limit := 4*parsing + 2*time.Second; took > limit {
+		t.Errorf("merging %d providers took %v, reading their files %v: want within %v", 2*perFile, took, parsing, limit)
+	}
+}
+
 // A downloaded package is read within its root: a local module call
 // ("../shared") may name any directory of the package, as Terraform
 // resolves it, and none outside it (Terraform refuses a relative path

@@ -381,10 +381,11 @@ func (s *Spec) loadDir(dir string) error {
 	}
 	var remotes []remoteCall
 	// The operator's own configuration: read whole, however long it takes.
-	reqs, err := loadModule(context.Background(), "", dir, files, map[string]bool{}, &remotes)
-	if err != nil {
+	var rs requirements
+	if err := loadModule(context.Background(), "", dir, files, map[string]bool{}, &remotes, &rs); err != nil {
 		return err
 	}
+	reqs := rs.list
 	s.addRemoteCalls(remotes)
 	isLocked := map[addrs.Provider]bool{}
 	for _, l := range locked {
@@ -418,29 +419,30 @@ func configFiles(dir string) ([]string, error) {
 	return files, nil
 }
 
-// loadModule returns the provider requirements of the module in dir (its
-// configuration files) and of the local modules it calls (source "./..."
-// or "../..."), merged by provider: constraints from several modules all
-// apply, as in Terraform. Calls of modules from a registry or another
+// loadModule adds to reqs the provider requirements of the module in dir
+// (its configuration files) and of the local modules it calls (source
+// "./..." or "../..."), merged by provider: constraints from several
+// modules all apply, as in Terraform. Calls of modules from a registry or another
 // remote source are added to remotes: their requirements are known only
 // once they are downloaded (tfmirror sync does, for registry modules).
 // seen guards against a module that calls itself. ctx is checked before
 // each file (parseConfig). A local source is followed within root only
 // (a downloaded package's; "": the operator's own configuration, read
 // wherever it points).
-func loadModule(ctx context.Context, root, dir string, files []string, seen map[string]bool, remotes *[]remoteCall) ([]*requirement, error) {
+func loadModule(ctx context.Context, root, dir string, files []string, seen map[string]bool, remotes *[]remoteCall, reqs *requirements) error {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if seen[abs] {
-		return nil, nil
+		return nil
 	}
 	seen[abs] = true
-	reqs, calls, err := parseConfig(ctx, files)
+	own, calls, err := parseConfig(ctx, files)
 	if err != nil {
-		return nil, err
+		return err
 	}
+	reqs.merge(own)
 	for _, c := range calls {
 		if c.remote != nil {
 			*remotes = append(*remotes, *c.remote)
@@ -448,22 +450,20 @@ func loadModule(ctx context.Context, root, dir string, files []string, seen map[
 		}
 		child := filepath.Join(dir, filepath.FromSlash(c.source))
 		if root != "" && !within(root, child) {
-			return nil, posError(c.rng, "module source %q: outside the module package (a local source names a directory of its package)", c.source)
+			return posError(c.rng, "module source %q: outside the module package (a local source names a directory of its package)", c.source)
 		}
 		childFiles, err := configFiles(child)
 		if err == nil && len(childFiles) == 0 {
 			err = errors.New("no *.tf or *.tf.json files there")
 		}
 		if err != nil {
-			return nil, posError(c.rng, "module source %q: %v", c.source, err)
+			return posError(c.rng, "module source %q: %v", c.source, err)
 		}
-		childReqs, err := loadModule(ctx, root, child, childFiles, seen, remotes)
-		if err != nil {
-			return nil, err
+		if err := loadModule(ctx, root, child, childFiles, seen, remotes, reqs); err != nil {
+			return err
 		}
-		reqs = mergeRequirements(reqs, childReqs)
 	}
-	return reqs, nil
+	return nil
 }
 
 // within reports whether path is root or a path under it, by their
@@ -474,23 +474,30 @@ func within(root, path string) bool {
 	return err == nil && filepath.IsLocal(rel)
 }
 
-// mergeRequirements adds the requirements of add to reqs, one per provider.
-func mergeRequirements(reqs, add []*requirement) []*requirement {
-	for _, r := range add {
-		dup := false
-		for _, m := range reqs {
-			if m.addr == r.addr {
-				m.constraints = append(m.constraints, r.constraints...)
-				m.set = versions.Intersection(m.set, r.set)
-				dup = true
-				break
-			}
-		}
-		if !dup {
-			reqs = append(reqs, r)
-		}
+// requirements are what a module and the local modules it calls ask of
+// providers, one requirement per provider, in first-seen order.
+type requirements struct {
+	list   []*requirement
+	byAddr map[addrs.Provider]*requirement
+}
+
+// merge adds the requirements of add, each merged with the one of its
+// provider by a lookup: a stranger's package that sync reads may name
+// tens of thousands of providers, which a search of those before each
+// took time quadratic in.
+func (rs *requirements) merge(add []*requirement) {
+	if rs.byAddr == nil {
+		rs.byAddr = map[addrs.Provider]*requirement{}
 	}
-	return reqs
+	for _, r := range add {
+		if m, dup := rs.byAddr[r.addr]; dup {
+			m.constraints = append(m.constraints, r.constraints...)
+			m.set = versions.Intersection(m.set, r.set)
+			continue
+		}
+		rs.byAddr[r.addr] = r
+		rs.list = append(rs.list, r)
+	}
 }
 
 // moduleCall is a module block with a local source, or with another
@@ -635,7 +642,9 @@ func parseConfig(ctx context.Context, files []string) ([]*requirement, []moduleC
 		out = append(out, req)
 	}
 	// Two local names may stand for one provider: merge them.
-	return mergeRequirements(nil, out), calls, nil
+	var rs requirements
+	rs.merge(out)
+	return rs.list, calls, nil
 }
 
 // builtinProvider is the local name of Terraform's built-in provider
