@@ -42,7 +42,7 @@ func resolved(s *Spec) []string {
 	return out
 }
 
-func writeFiles(t *testing.T, files map[string]string) string {
+func writeFiles(t testing.TB, files map[string]string) string {
 	t.Helper()
 	dir := t.TempDir()
 	for name, body := range files {

@@ -9,9 +9,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/tfmirror/tfmirror/v2/internal/hclfile"
 )
 
 // resolvedModules flattens a spec's modules into "module: v1 v2 [subdirs]" lines.
@@ -184,17 +181,11 @@ func TestAddModuleDirStopsAtItsDeadline(t *testing.T) {
 	}
 }
 
-// A stranger's package may call tens of thousands of modules, registry
-// ones and others (git::, URLs), each a few lines: AddModuleDir merges
-// them in time that grows with them, as reading the files does, each
-// call by a lookup. Each was merged by a search of those before it,
-// time quadratic in their number that no deadline checked: a package of
-// two files of 10,000 distinct module calls each held sync for about a
-// minute after it read them, well past --module-timeout, and more files
-// for hours.
-func TestAddModuleDirManyCallsInLinearTime(t *testing.T) {
+// manyCallsFiles is a package of two files of perFile git:: module calls
+// and perFile registry ones each, the files calling modules of the same
+// names (g0, m0, ...) from distinct sources.
+func manyCallsFiles(perFile int) map[string]string {
 	files := map[string]string{}
-	const perFile = 10000
 	for f := range 2 {
 		var b strings.Builder
 		for i := range perFile {
@@ -203,40 +194,14 @@ func TestAddModuleDirManyCallsInLinearTime(t *testing.T) {
 		}
 		files[fmt.Sprintf("f%d.tf", f)] = b.String()
 	}
-	dir := writeFiles(t, files)
-	// What reading the files alone takes here (and under -race).
-	start := time.Now()
-	for name := range files {
-		if _, diags, err := hclfile.Parse(nil, filepath.Join(dir, name)); err != nil || diags.HasErrors() {
-			t.Fatalf("%s is within a file's bounds, yet: %v %v", name, err, diags)
-		}
-	}
-	parsing := time.Since(start)
-
-	start = time.Now()
-	spec := &Spec{}
-	calls, err := spec.AddModuleDir(context.Background(), dir, dir, "module acme/many/aws 1.0.0")
-	took := time.Since(start)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(calls) != 2*perFile || len(spec.Unmirrorable) != 2*perFile {
-		t.Fatalf("%d registry module calls and %d others, want %d of each", len(calls), len(spec.Unmirrorable), 2*perFile)
-	}
-	if limit := 4*parsing + 2*time.Second; took > limit {
-		t.Errorf("merging %d module calls took %v, reading their files %v: want within %v", 4*perFile, took, parsing, limit)
-	}
+	return files
 }
 
-// So are the providers a stranger's package names, tens of thousands in
-// a few files of required_providers: each is merged with the others by
-// a lookup. Each was merged by a search of those before it, twice (the
-// module's requirements, then the spec's providers): two files of 20,000
-// distinct providers each took some thirty seconds after their reading,
-// which takes two, checked by no deadline.
-func TestAddModuleDirManyProvidersInLinearTime(t *testing.T) {
+// manyProvidersFiles is a package of two files of perFile distinct
+// required providers each, the first read again through a local module
+// call.
+func manyProvidersFiles(perFile int) map[string]string {
 	files := map[string]string{}
-	const perFile = 20000
 	for f := range 2 {
 		var b strings.Builder
 		b.WriteString("terraform {\n  required_providers {\n")
@@ -246,30 +211,63 @@ func TestAddModuleDirManyProvidersInLinearTime(t *testing.T) {
 		b.WriteString("  }\n}\n")
 		files[fmt.Sprintf("f%d.tf", f)] = b.String()
 	}
-	// Read again through a local module call: merged with the same.
 	files["child/main.tf"] = files["f0.tf"]
 	files["main.tf"] = "module \"child\" {\n  source = \"./child\"\n}\n"
-	dir := writeFiles(t, files)
-	start := time.Now()
-	for name := range files {
-		if _, diags, err := hclfile.Parse(nil, filepath.Join(dir, name)); err != nil || diags.HasErrors() {
-			t.Fatalf("%s is within a file's bounds, yet: %v %v", name, err, diags)
-		}
-	}
-	parsing := time.Since(start)
+	return files
+}
 
-	start = time.Now()
+// A stranger's package may call tens of thousands of modules, registry
+// ones and others (git::, URLs), and name tens of thousands of
+// providers: AddModuleDir merges each by a lookup, each distinct one
+// kept once, what is read again (a local module call) merged with what
+// was. Each was merged by a search of those before it, time quadratic in
+// their number that no deadline checked: two files of 10,000 module
+// calls each held sync for about a minute after it read them, past
+// --module-timeout; two of 20,000 providers, half a minute
+// (BenchmarkAddModuleDirManyCalls, BenchmarkAddModuleDirManyProviders,
+// in BENCHMARKS.md).
+func TestAddModuleDirManyCallsAndProviders(t *testing.T) {
+	const perFile = 500
 	spec := &Spec{}
+	dir := writeFiles(t, manyCallsFiles(perFile))
+	calls, err := spec.AddModuleDir(context.Background(), dir, dir, "module acme/many/aws 1.0.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(calls) != 2*perFile || len(spec.Unmirrorable) != 2*perFile {
+		t.Fatalf("%d registry module calls and %d others, want %d of each", len(calls), len(spec.Unmirrorable), 2*perFile)
+	}
+	spec = &Spec{}
+	dir = writeFiles(t, manyProvidersFiles(perFile))
 	if _, err := spec.AddModuleDir(context.Background(), dir, dir, "module acme/many/aws 1.0.0"); err != nil {
 		t.Fatal(err)
 	}
-	took := time.Since(start)
 	if len(spec.Providers) != 2*perFile {
 		t.Fatalf("%d providers, want %d", len(spec.Providers), 2*perFile)
 	}
-	if limit := 4*parsing + 2*time.Second; took > limit {
-		t.Errorf("merging %d providers took %v, reading their files %v: want within %v", 2*perFile, took, parsing, limit)
+}
+
+func benchmarkAddModuleDir(b *testing.B, files map[string]string) {
+	dir := writeFiles(b, files)
+	for b.Loop() {
+		spec := &Spec{}
+		if _, err := spec.AddModuleDir(context.Background(), dir, dir, "module acme/many/aws 1.0.0"); err != nil {
+			b.Fatal(err)
+		}
 	}
+}
+
+// BenchmarkAddModuleDirManyCalls reads and merges two files of 10,000
+// git:: and 10,000 registry module calls each.
+func BenchmarkAddModuleDirManyCalls(b *testing.B) {
+	benchmarkAddModuleDir(b, manyCallsFiles(10000))
+}
+
+// BenchmarkAddModuleDirManyProviders reads and merges two files of
+// 20,000 required providers each, one of them read again through a
+// local module call.
+func BenchmarkAddModuleDirManyProviders(b *testing.B) {
+	benchmarkAddModuleDir(b, manyProvidersFiles(20000))
 }
 
 // A downloaded package is read within its root: a local module call
