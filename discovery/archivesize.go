@@ -18,8 +18,9 @@ import (
 // whose 206 answer's Content-Range states the total. A HEAD is not used:
 // many pre-signed release URLs are signed for GET only. An origin that
 // ignores the range and answers 200 gives the size in its Content-Length,
-// and its body is not read. Errors are as OpenArchive's; an answer that
-// states no size is an *OriginError.
+// and its body is not read. A size it returns is more than 0. Errors are
+// as OpenArchive's; an answer that states no size, or 0 bytes, is an
+// *OriginError.
 func (c *Client) ArchiveSize(ctx context.Context, p addrs.Provider, rawURL string) (n int64, err error) {
 	tr := c.downloads.tr
 	if err := tr.checkHost(p.Hostname); err != nil {
@@ -44,8 +45,13 @@ func (c *Client) ArchiveSize(ctx context.Context, p addrs.Provider, rawURL strin
 		n, err = contentRangeTotal(resp.Header.Get("Content-Range"))
 	case http.StatusOK:
 		n, err = resp.ContentLength, nil
-		if n < 0 {
+		switch {
+		case n < 0:
 			err = errors.New("the answer states no size (no Content-Length)")
+		case n == 0:
+			// No archive is empty (a zip holds at least its end
+			// record), as a Content-Range total of 0 is refused.
+			err = errors.New("the answer states a size of 0 bytes (Content-Length: 0)")
 		}
 	default:
 		return 0, originError(r, resp.StatusCode, statusError(resp.Status))

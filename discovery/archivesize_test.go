@@ -46,6 +46,11 @@ func TestArchiveSize(t *testing.T) {
 		w.Header().Set("Content-Length", "5000")
 		w.Write(make([]byte, 5000))
 	})
+	mux.HandleFunc("/empty-body", func(w http.ResponseWriter, r *http.Request) {
+		// The range ignored, and an archive of no bytes: no zip is.
+		w.Header().Set("Content-Length", "0")
+		w.WriteHeader(http.StatusOK)
+	})
 	mux.HandleFunc("/full-body-huge", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Length", strconv.Itoa(4*limit))
 		w.Write(make([]byte, 64<<10)) // then hangs up
@@ -96,6 +101,7 @@ func TestArchiveSize(t *testing.T) {
 		{name: "206 with total overflowing int64", path: "/overflow", wantStatus: -1},
 		{name: "206 with huge total", path: "/huge", wantStatus: -1, tooLarge: true},
 		{name: "206 one byte over the limit", path: "/over-limit", wantStatus: -1, tooLarge: true},
+		{name: "200 with an empty body", path: "/empty-body", wantStatus: -1},
 		{name: "200 claiming a huge body", path: "/full-body-huge", wantStatus: -1, tooLarge: true},
 		{name: "200 streamed without a size", path: "/full-body-streamed", wantStatus: -1},
 		{name: "origin refusing the range", path: "/refused", wantStatus: http.StatusRequestedRangeNotSatisfiable},
