@@ -112,7 +112,7 @@ func (n Names) ModulePrefix() string { return n.modules }
 
 // Provider returns a provider's repository name, PREFIX/HOST/NAMESPACE/TYPE.
 func (n Names) Provider(p addrs.Provider) string {
-	return n.providers + "/" + hostComponent(p.Hostname) + "/" + wordComponent(p.Namespace) + "/" + wordComponent(p.Type)
+	return n.providers + "/" + HostComponent(p.Hostname) + "/" + wordComponent(p.Namespace) + "/" + wordComponent(p.Type)
 }
 
 // Module returns a module's repository name,
@@ -123,7 +123,7 @@ func (n Names) Provider(p addrs.Provider) string {
 // its address, which is keyed and judged in its normal form.
 func (n Names) Module(m addrs.Module) string {
 	p := m.OriginPath()
-	return n.modules + "/" + hostComponent(m.Hostname) + "/" + wordComponent(p[0]) + "/" + wordComponent(p[1]) + "/" + wordComponent(p[2])
+	return n.modules + "/" + HostComponent(m.Hostname) + "/" + wordComponent(p[0]) + "/" + wordComponent(p[1]) + "/" + wordComponent(p[2])
 }
 
 // Kind says what a repository holds.
@@ -223,13 +223,16 @@ func parseModule(parts []string) (Repository, error) {
 	return Repository{Kind: KindModule, Module: m}, nil
 }
 
-// hostComponent writes a host in svchost's comparison form: as it is,
-// with a port's colon as "__".
-func hostComponent(h svchost.Hostname) string {
+// HostComponent is the component repository names write host h as: its
+// comparison form (svchost's, punycode for IDN labels) as it is, with a
+// port's colon as "__" ("example.com__8443"). What names a repository of
+// a host to a person (the status page's example of a module source)
+// writes the host with it.
+func HostComponent(h svchost.Hostname) string {
 	return strings.Replace(string(h), ":", "__", 1)
 }
 
-// parseHostComponent reads what hostComponent writes, and accepts only
+// parseHostComponent reads what HostComponent writes, and accepts only
 // the comparison form of a host.
 func parseHostComponent(s string) (svchost.Hostname, error) {
 	host, port, hasPort := strings.Cut(s, "__")
@@ -253,7 +256,7 @@ func parseHostComponent(s string) (svchost.Hostname, error) {
 		return "", fmt.Errorf("host %q: %v", s, err)
 	}
 	if string(h) != candidate {
-		return "", fmt.Errorf("host %q: not in normal form (that is %q)", s, hostComponent(h))
+		return "", fmt.Errorf("host %q: not in normal form (that is %q)", s, HostComponent(h))
 	}
 	return h, nil
 }

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"net/http"
 
+	svchost "github.com/hashicorp/terraform-svchost"
+
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/admin"
 	"github.com/tfmirror/tfmirror/v2/discovery"
@@ -86,9 +88,10 @@ func ociLayoutOption(cfg settings.Config, parts *engineParts) (*admin.OCILayout,
 // ociModuleSource returns the status page's example oci:// module
 // source, for the host the page is reached at: a module of an allowed
 // origin, OpenTofu's registry when it is one (the clients of the OCI
-// door are OpenTofu's), else the first.
+// door are OpenTofu's), else the first, its host written as the door's
+// repository names write it (oci.HostComponent: a port as "__PORT").
 func ociModuleSource(cfg settings.Config) func(host string) string {
-	origin := exampleOrigin(cfg.AllowedOrigins)
+	origin := oci.HostComponent(exampleOrigin(cfg.AllowedOrigins))
 	return func(host string) string {
 		return fmt.Sprintf("module \"vpc\" {\n  source = \"oci://%s/%s/%s/NAMESPACE/NAME/SYSTEM?tag=VERSION\"\n}\n", host, cfg.OCIModulePrefix, origin)
 	}
@@ -96,23 +99,24 @@ func ociModuleSource(cfg settings.Config) func(host string) string {
 
 // exampleOrigin is the allowed origin examples name: registry.opentofu.org
 // when allowed, else the first allowed origin (as host names compare).
-func exampleOrigin(allowed []string) string {
+func exampleOrigin(allowed []string) svchost.Hostname {
+	const opentofu = svchost.Hostname("registry.opentofu.org")
 	if len(allowed) == 0 {
 		allowed = discovery.DefaultAllowedOrigins()
 	}
-	var hosts []string
+	var hosts []svchost.Hostname
 	for _, o := range allowed {
 		h, err := addrs.ParseHost(o)
 		if err != nil {
 			continue // refused at start
 		}
-		if h.String() == "registry.opentofu.org" {
-			return h.String()
+		if h == opentofu {
+			return h
 		}
-		hosts = append(hosts, h.String())
+		hosts = append(hosts, h)
 	}
 	if len(hosts) == 0 {
-		return "registry.opentofu.org"
+		return opentofu
 	}
 	return hosts[0]
 }
