@@ -17,7 +17,9 @@ import (
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/cache"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 	"github.com/tfmirror/tfmirror/v2/mirror/ocistore"
+	"github.com/tfmirror/tfmirror/v2/oci"
 )
 
 // ociDigests returns the digests version v's index hands out: the
@@ -355,5 +357,68 @@ func TestOCIArchiveSizesAskedAtOnce(t *testing.T) {
 	}
 	if n := gate.asked.Load(); n != int32(len(platforms)) {
 		t.Errorf("%d archive size requests for %d archives, want one each", n, len(platforms))
+	}
+}
+
+// lyingSizer is an origin whose archive size answers for the providers
+// of one host (a hostile origin's) state a size its archives do not have.
+type lyingSizer struct {
+	Origin
+	host string
+}
+
+func (l *lyingSizer) ArchiveSize(ctx context.Context, p addrs.Provider, rawURL string) (int64, error) {
+	n, err := l.Origin.ArchiveSize(ctx, p, rawURL)
+	if err == nil && p.Hostname.String() == l.host {
+		n += 100
+	}
+	return n, err
+}
+
+// An archive's size one origin states is that origin's word on its own
+// archives only: a hostile origin that states a wrong size for an archive
+// another origin serves too (the same bytes, so the same sha256) leaves
+// the other origin's documents as that origin states them, where the
+// size it stated first stood for every origin's archive of that digest.
+func TestOCIArchiveSizeLearnedPerOrigin(t *testing.T) {
+	t.Parallel()
+	const hostile = "registry.opentofu.org" // allowed by the origin client as registry.terraform.io is
+	h := newHarness(t, harnessOptions{
+		origin:     fakeorigin.Options{Hostnames: []string{originHost, hostile}},
+		cfg:        Config{AllowedOrigins: []string{originHost, hostile}},
+		wrapOrigin: func(o Origin) Origin { return &lyingSizer{Origin: o, host: hostile} },
+	})
+	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, []string{"linux_amd64"})
+	o, err := h.engine.NewOCI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := versions.MustParseVersion("1.0.0")
+	layerSize := func(p addrs.Provider) int64 {
+		t.Helper()
+		doc, err := o.Index(t.Context(), p, v)
+		if err != nil {
+			t.Fatalf("index of %s: %v", p, err)
+		}
+		var index ocispec.Index
+		if err := json.Unmarshal(doc.Bytes, &index); err != nil || len(index.Manifests) != 1 {
+			t.Fatalf("index of %s: %s", p, doc.Bytes)
+		}
+		m, _, err := o.docs.Manifest(t.Context(), p, index.Manifests[0].Digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, ok := oci.ProviderTargetLayer(m)
+		if !ok {
+			t.Fatalf("manifest of %s: %s", p, m.Bytes)
+		}
+		return l.Size
+	}
+	want := int64(len(h.origin.Archive(ns, typ, "1.0.0", "linux_amd64")))
+	if n := layerSize(addrs.Provider{Hostname: hostile, Namespace: ns, Type: typ}); n != want+100 {
+		t.Fatalf("the hostile origin's own index states %d bytes, want the %d it stated", n, want+100)
+	}
+	if n := layerSize(h.provider()); n != want {
+		t.Errorf("%s's index states %d bytes for its archive of %d, the size another origin stated for the same digest", h.provider(), n, want)
 	}
 }

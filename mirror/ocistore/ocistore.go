@@ -86,8 +86,8 @@ type OCI struct {
 	store   Store
 	sizer   ArchiveSizer
 	metrics Metrics
-	sizes   singleflight.Group // archive sizes learned, by sha256
-	// learned are the sizes the origin answered, by sha256 (at most
+	sizes   singleflight.Group // archive sizes learned, by learnedKey
+	// learned are the sizes the origins answered, by learnedKey (at most
 	// maxLearned, then it starts again): a caller that read a version's
 	// OCI record before the request that learned a size stored it there,
 	// and asks after that request ended, does not ask the origin again.
@@ -330,12 +330,21 @@ func (o *OCI) build(ctx context.Context, p addrs.Provider, v versions.Version, r
 // maxLearned bounds the archive sizes OCI.learned holds.
 const maxLearned = 4096
 
+// learnedKey names the size of archive sha as the origin of p's host
+// states it: an origin's word on the archives it serves, never on
+// another origin's archive of the same bytes (a hostile origin that
+// serves another's archive under its own name, with a size it does not
+// have, would otherwise state it for both).
+func learnedKey(p addrs.Provider, sha string) string {
+	return p.Hostname.String() + " " + sha
+}
+
 // sizesOf returns the size of each of archives, in order: as cached
 // (the archive verified: what the mirror knows wins over what the origin
 // states), as kept in rec, as the origin stated it (OpenTofu's
 // package_size), or learned from the origin (the total of a first-byte
 // request), the archives' requests all at once, each archive's once
-// however many callers ask (each may give up on its own context; the
+// per origin however many callers ask (each may give up on its own context; the
 // requests run on the engine's). A size kept in rec that the cached
 // archive does not have is a wrong one: the caller drops rec (see
 // Verified) before it builds on it, so that it is never met here.
@@ -359,9 +368,10 @@ func (o *OCI) sizesOf(ctx context.Context, p addrs.Provider, archives []Archive,
 			sizes[i] = pa.Size
 			continue
 		}
-		asked = append(asked, ask{i, o.sizes.DoChan(pa.SHA256, workgroup.Guarded(o.cfg.Logger, func() (any, error) {
+		key := learnedKey(p, pa.SHA256)
+		asked = append(asked, ask{i, o.sizes.DoChan(key, workgroup.Guarded(o.cfg.Logger, func() (any, error) {
 			o.learnedMu.Lock()
-			n, ok := o.learned[pa.SHA256]
+			n, ok := o.learned[key]
 			o.learnedMu.Unlock()
 			if ok {
 				return n, nil
@@ -377,7 +387,7 @@ func (o *OCI) sizesOf(ctx context.Context, p addrs.Provider, archives []Archive,
 				if len(o.learned) >= maxLearned {
 					clear(o.learned)
 				}
-				o.learned[pa.SHA256] = n
+				o.learned[key] = n
 				o.learnedMu.Unlock()
 			}
 			return n, err

@@ -101,7 +101,7 @@ func (o *OCI) dropWrong(p addrs.Provider, v versions.Version, sha string, size i
 	err := RemoveVersion(o.store, p, v, nil)
 	o.forgetLocked(p, v)
 	o.learnedMu.Lock()
-	delete(o.learned, sha) // the origin's word on it, which the archive belies
+	delete(o.learned, learnedKey(p, sha)) // the origin's word on it, which the archive belies
 	o.learnedMu.Unlock()
 	o.mu.Unlock()
 	if err != nil {
