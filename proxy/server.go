@@ -275,13 +275,34 @@ const MaxRequestPath = 4096
 // from the cache: thousands of ranges of a byte, alternating between two
 // chunks, cost seconds of CPU and gigabytes read for a request of 60 KB.
 // Clients ask for one range, to resume a download.
+//
+// A Range in a unit other than bytes is left out too, as RFC 9110 has an
+// origin server ignore a unit it does not understand (http.ServeContent
+// refuses it, 416, as a range of bytes naming none), and the bytes unit
+// in another case ("Bytes=", unit names being case-insensitive) is read
+// as bytes. A Range of bytes that is malformed is kept, for
+// http.ServeContent to refuse.
 func oneRange(r *http.Request) *http.Request {
 	v := r.Header["Range"]
-	if len(v) == 0 || len(v) == 1 && !strings.Contains(v[0], ",") {
+	if len(v) == 0 {
 		return r
 	}
+	var bytesRange []string // the one range kept, its unit spelt as http.ServeContent reads it
+	if len(v) == 1 && !strings.Contains(v[0], ",") {
+		unit, set, ok := strings.Cut(v[0], "=")
+		switch {
+		case !ok || unit == "bytes":
+			return r
+		case strings.EqualFold(unit, "bytes"):
+			bytesRange = []string{"bytes=" + set}
+		}
+	}
 	r = r.Clone(r.Context())
-	delete(r.Header, "Range")
+	if bytesRange != nil {
+		r.Header["Range"] = bytesRange
+	} else {
+		delete(r.Header, "Range")
+	}
 	return r
 }
 

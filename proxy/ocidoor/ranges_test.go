@@ -1,6 +1,7 @@
 package ocidoor
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -74,6 +75,42 @@ func TestRangeNotSatisfiableInTheErrorEnvelope(t *testing.T) {
 					t.Errorf("%s: body %q (%v); want the error envelope, SIZE_INVALID, naming the size", what, body, err)
 				}
 			}
+		}
+	}
+}
+
+// TestRangeOfAnotherUnitIgnored: a Range in a unit other than bytes is
+// ignored, as RFC 9110 has an origin server do with a unit it does not
+// understand (the whole answered, 200), not refused as a range of bytes
+// naming none (416); and the bytes unit is read in any case ("Bytes=",
+// as unit names are case-insensitive): a provider's cached blob, a
+// module's blob, and a manifest.
+func TestRangeOfAnotherUnitIgnored(t *testing.T) {
+	t.Parallel()
+	r, base, modBase, manifest := documentsRig(t)
+	read := func(resp *http.Response) []byte { return readBody(t, resp) }
+	blob := "sha256:" + r.origin.SHA256("hashicorp", "random", "1.0.0", "linux_amd64")
+	read(r.do("GET", base+"/blobs/"+blob))
+	enginetest.WaitCommitted(t, func(ctx context.Context) error { return mirror.WaitIdle(ctx, r.engine) }, r.store, strings.TrimPrefix(blob, "sha256:"))
+	var modManifest struct{ Layers []struct{ Digest string } }
+	if err := json.Unmarshal(read(r.do("GET", modBase+"/manifests/1.0.0")), &modManifest); err != nil || len(modManifest.Layers) != 1 {
+		t.Fatalf("module manifest: %v", err)
+	}
+	for name, path := range map[string]string{
+		"provider blob":      base + "/blobs/" + blob,
+		"manifest by digest": base + "/manifests/" + manifest,
+		"module blob":        modBase + "/blobs/" + modManifest.Layers[0].Digest,
+	} {
+		whole := read(r.do("GET", path))
+		for _, rng := range []string{"items=0-4", "x-rows=1-2"} {
+			resp := r.do("GET", path, "Range", rng)
+			if body := read(resp); resp.StatusCode != http.StatusOK || !bytes.Equal(body, whole) {
+				t.Errorf("%s, Range %s: %d, %d bytes; want 200 and the %d bytes whole", name, rng, resp.StatusCode, len(body), len(whole))
+			}
+		}
+		resp := r.do("GET", path, "Range", "Bytes=1-3")
+		if body := read(resp); resp.StatusCode != http.StatusPartialContent || !bytes.Equal(body, whole[1:4]) {
+			t.Errorf("%s, Range Bytes=1-3: %d %q; want 206 and bytes 1-3", name, resp.StatusCode, body)
 		}
 	}
 }
