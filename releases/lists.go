@@ -13,6 +13,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/v2/internal/jsonbound"
 	"github.com/tfmirror/tfmirror/v2/mirror/failure"
+	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 )
 
@@ -77,7 +78,9 @@ func listKey(pub Publisher, product string) string {
 
 // Versions returns the product's version list: the cached one while
 // younger than Config.ListTTL, else the origin's, or the cached one
-// (ListState.Stale) when the origin fails. Offline, only versions with a
+// (ListState.Stale) when the origin fails or has not answered within
+// Config.StaleAfter (the refresh goes on, for the callers after it).
+// Offline, only versions with a
 // verified SHA256SUMS and at least one archive cached are listed. The
 // package policy is not applied here (mirror/served.Releases does).
 func (r *Releases) Versions(ctx context.Context, pub Publisher, product string) (*List, ListState, error) {
@@ -126,12 +129,24 @@ func (r *Releases) list(ctx context.Context, pub Publisher, product string, maxA
 	if r.cfg.Offline {
 		return nil, ListState{}, records.ErrOffline
 	}
-	v, err := r.detached(ctx, key, func(ctx context.Context) (any, error) {
+	// With a cached list to answer with, the refresh is waited for at
+	// most StaleAfter; it goes on (detached, ended by Close), and stores
+	// what it fetches for the callers after this one.
+	wctx := ctx
+	if m != nil {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(ctx, r.cfg.StaleAfter)
+		defer cancel()
+	}
+	v, err := r.detached(wctx, key, func(ctx context.Context) (any, error) {
 		return r.fetchList(ctx, pub, product)
 	})
+	if errors.Is(err, context.DeadlineExceeded) && wctx.Err() != nil && ctx.Err() == nil {
+		err = fmt.Errorf("%w after %s", lifetime.ErrStillWaiting, r.cfg.StaleAfter)
+	}
 	if err != nil {
 		if m != nil && !errors.Is(err, ErrNotFound) && ctx.Err() == nil {
-			r.stale.Log(r.log, time.Now(), "release list refresh failed; serving the cached list", "publisher", string(pub), "product", product, "error", err)
+			r.stale.Log(r.log, time.Now(), lifetime.StaleMessage(err, "release list"), "publisher", string(pub), "product", product, "error", err)
 			return m.list, ListState{Stale: true, At: m.list.At}, nil
 		}
 		return nil, ListState{}, err

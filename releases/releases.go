@@ -127,6 +127,13 @@ type Config struct {
 	// lacks (OpenTofu's cosign .sig, .pem) is answered not found without
 	// asking it again. Default 10 minutes.
 	ListTTL time.Duration
+	// StaleAfter is how long a caller waits for the refresh of a version
+	// list the cache holds before it is answered with the cached list,
+	// stale (ListState.Stale), while the refresh goes on for the callers
+	// after it, as a provider's or a module's list is
+	// (mirror.Config.StaleAfter). Default 5 seconds: an origin that
+	// stalls would otherwise hold every caller until OriginTimeout.
+	StaleAfter time.Duration
 	// OriginTimeout bounds one metadata fetch (a list, a SHA256SUMS and
 	// its signature). Default 2 minutes.
 	OriginTimeout time.Duration
@@ -280,6 +287,9 @@ func New(cfg Config, origin Origin, engine Engine, store Store) (*Releases, erro
 	}
 	if cfg.ListTTL <= 0 {
 		cfg.ListTTL = 10 * time.Minute
+	}
+	if cfg.StaleAfter <= 0 {
+		cfg.StaleAfter = 5 * time.Second
 	}
 	if cfg.OriginTimeout <= 0 {
 		cfg.OriginTimeout = 2 * time.Minute

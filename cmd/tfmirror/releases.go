@@ -37,6 +37,7 @@ func openReleases(cfg settings.Config, logger *slog.Logger, client *discovery.Cl
 		OpenTofuDownloadURL: cfg.ReleasesOpenTofuURL,
 		OpenTofuAPIURL:      cfg.ReleasesOpenTofuAPIURL,
 		ListTTL:             cfg.VersionsTTL,
+		StaleAfter:          engine.Config().StaleAfter, // as the providers' and modules' lists
 		OriginTimeout:       metadataStages * client.MaxRequestTime(),
 		ArchiveLimits:       verify.Limits{MaxUnpackedBytes: cfg.ArchiveMaxUnpacked, MaxEntries: cfg.ArchiveMaxEntries},
 		Offline:             cfg.Offline,

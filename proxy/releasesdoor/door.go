@@ -212,8 +212,8 @@ func (d *Door) writeJSON(w http.ResponseWriter, r *http.Request, v any, stale bo
 func (d *Door) write(w http.ResponseWriter, r *http.Request, contentType string, body []byte, stale bool) {
 	h := w.Header()
 	h.Set("Content-Type", contentType)
+	proxy.MarkStale(w, stale) // as the provider and module doors mark theirs
 	if stale {
-		h.Set("Warning", `110 - "Response is Stale"`)
 		h.Set("Cache-Control", "no-cache")
 	} else {
 		h.Set("Cache-Control", "max-age=60")

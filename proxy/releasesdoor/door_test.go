@@ -999,3 +999,29 @@ func TestMalformedVersionListIsTheOrigins(t *testing.T) {
 		t.Errorf("a SHA256SUMS while the list is malformed: %d %s", status, body)
 	}
 }
+
+// A version list served stale (its origin down once it expired) is
+// marked as the provider doors mark theirs: X-Tfmirror-Stale, a Warning
+// (110), and Cache-Control: no-cache, so that a cache in front
+// revalidates it.
+func TestStaleListMarked(t *testing.T) {
+	clock := enginetest.NewFakeClock()
+	r := newRigConfig(t, nil, fakeorigin.ReleasesOptions{}, func(*fakeorigin.Releases) releases.Config {
+		return releases.Config{Now: clock.Now}
+	})
+	paths := []string{"/releases/hashicorp/terraform/index.json", "/releases/hashicorp/terraform/", "/releases/opentofu/api.json"}
+	for _, p := range paths {
+		if status, body, h := r.get(t, p); status != http.StatusOK || h.Get("X-Tfmirror-Stale") != "" || h.Get("Warning") != "" {
+			t.Fatalf("GET %s, origin up: %d %q, X-Tfmirror-Stale %q, Warning %q", p, status, body, h.Get("X-Tfmirror-Stale"), h.Get("Warning"))
+		}
+	}
+	r.origin.SetDown(true)
+	clock.Add(time.Hour)
+	for _, p := range paths {
+		status, _, h := r.get(t, p)
+		if status != http.StatusOK || h.Get("X-Tfmirror-Stale") != "1" || !strings.HasPrefix(h.Get("Warning"), "110 ") || h.Get("Cache-Control") != "no-cache" {
+			t.Errorf("GET %s, origin down: %d, X-Tfmirror-Stale %q, Warning %q, Cache-Control %q; want 200 marked stale",
+				p, status, h.Get("X-Tfmirror-Stale"), h.Get("Warning"), h.Get("Cache-Control"))
+		}
+	}
+}
