@@ -261,26 +261,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	opts := []func(*config.LoadOptions) error{}
-	if loc.Region != "" {
-		opts = append(opts, config.WithRegion(loc.Region))
-	}
-	switch {
-	case cfg.HTTPClient != nil:
-		opts = append(opts, config.WithHTTPClient(cfg.HTTPClient))
-	case cfg.RootCAs != nil:
-		// The SDK's client with these roots; a CA bundle the SDK is given
-		// (AWS_CA_BUNDLE) replaces them as it would the system's.
-		opts = append(opts, config.WithHTTPClient(awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
-			if tr.TLSClientConfig == nil {
-				tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
-			}
-			tr.TLSClientConfig.RootCAs = cfg.RootCAs
-		})))
-	}
-	awsCfg, err := config.LoadDefaultConfig(ctx, opts...)
+	awsCfg, err := loadAWSConfig(ctx, loc, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("shared store: AWS config: %w", err)
+		return nil, err
 	}
 	if awsCfg.Region == "" {
 		awsCfg.Region = "us-east-1"
@@ -303,6 +286,50 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		"key_id", cfg.Keys.ID(), "previous_key_id", cfg.Keys.PreviousID())
 	return &Store{cfg: cfg, loc: loc, id: cfg.StoreID, client: client, log: cfg.Logger, obs: cfg.Observer,
 		rejected: rejections{store: cfg.StoreID, log: cfg.Logger, obs: cfg.Observer}}, nil
+}
+
+// CheckAWSConfig loads the AWS configuration Open would load for cfg
+// (cfg.URL's region, cfg.HTTPClient or cfg.RootCAs, and the standard AWS
+// sources of this process's environment: AWS_CONFIG_FILE and
+// AWS_SHARED_CREDENTIALS_FILE, AWS_PROFILE, AWS_CA_BUNDLE, ...), and
+// returns the error Open would fail with, or nil: a configuration
+// checked before a restart is refused where the restart's Open would
+// refuse it. Like Open, it contacts neither the store nor any other
+// host; credentials are not fetched until a call needs them.
+func CheckAWSConfig(ctx context.Context, cfg Config) error {
+	loc, err := ParseURL(cfg.URL)
+	if err != nil {
+		return err
+	}
+	_, err = loadAWSConfig(ctx, loc, cfg)
+	return err
+}
+
+// loadAWSConfig is the AWS configuration of the store at loc, with
+// cfg's HTTP client or roots, from the standard AWS sources.
+func loadAWSConfig(ctx context.Context, loc Location, cfg Config) (aws.Config, error) {
+	opts := []func(*config.LoadOptions) error{}
+	if loc.Region != "" {
+		opts = append(opts, config.WithRegion(loc.Region))
+	}
+	switch {
+	case cfg.HTTPClient != nil:
+		opts = append(opts, config.WithHTTPClient(cfg.HTTPClient))
+	case cfg.RootCAs != nil:
+		// The SDK's client with these roots; a CA bundle the SDK is given
+		// (AWS_CA_BUNDLE) replaces them as it would the system's.
+		opts = append(opts, config.WithHTTPClient(awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
+			if tr.TLSClientConfig == nil {
+				tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+			}
+			tr.TLSClientConfig.RootCAs = cfg.RootCAs
+		})))
+	}
+	awsCfg, err := config.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return aws.Config{}, fmt.Errorf("shared store: AWS config: %w", err)
+	}
+	return awsCfg, nil
 }
 
 // Location returns where the store is.

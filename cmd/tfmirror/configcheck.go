@@ -18,13 +18,14 @@ import (
 // output says.
 const notChecked = "not checked (tfmirror serve finds these when it starts): whether listen and metrics_listen can be bound, " +
 	"the data directory and what serve makes in it (the TLS certificate when tls_cert is not set, the URL-signing and export keys), " +
-	"pins_dir, the origins and the shared store"
+	"pins_dir, the origins, and whether the shared store's bucket answers to its credentials"
 
 // checkNamedFiles reads the files cfg names with the functions serve
 // reads them with at start (never waiting on a FIFO, within bounds, a
 // secret or a key refused when users other than its owner may write
 // it), parses what they hold (certificates, keys, tokens, credentials),
-// Every error names its setting by its flag, for settings.Check to place
+// and loads the AWS configuration of a --shared-store as a start does
+// (checkSharedAWS, from this process's environment). Every error names its setting by its flag, for settings.Check to place
 // it at the file's line; all of them are returned, joined.
 func checkNamedFiles(cfg settings.Config, lookupEnv func(string) (string, bool)) error {
 	var errs []error
@@ -86,6 +87,13 @@ func checkNamedFiles(cfg settings.Config, lookupEnv func(string) (string, bool))
 				add("shared-store-previous-key-file", err)
 			}
 		}
+	}
+	// The AWS configuration a start loads for the shared store, from
+	// the files and variables of this environment: one a start refuses
+	// (an AWS_CA_BUNDLE that is not there, a config file that does not
+	// parse, an AWS_PROFILE it lacks) is refused here.
+	if err := checkSharedAWS(cfg); err != nil {
+		add("shared-store", fmt.Errorf("the AWS configuration a start loads for it, from this environment (AWS_CONFIG_FILE, AWS_PROFILE, AWS_CA_BUNDLE and the like), is refused: %w", err))
 	}
 	_, err := readArmoredKeys(cfg.ReleasesHashiCorpKeys)
 	add("releases-hashicorp-keys", err)

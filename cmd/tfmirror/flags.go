@@ -49,7 +49,10 @@ func parseServeConfig(args []string, lookupEnv func(string) (string, bool), out 
 // for a restart that cannot start. The client tokens and trusted keys
 // files serve started with (start's) are read again by the reload itself
 // (its parts), which reports their errors; others named in their place
-// are checked here, as they wait for the restart. So are the proxy
+// are checked here, as they wait for the restart, and so is the AWS
+// configuration a start loads for a shared_store (checkNamedFiles'
+// checkSharedAWS: an AWS_CA_BUNDLE that is not there, an AWS config file
+// or AWS_PROFILE the SDK refuses). So are the proxy
 // variables of lookupEnv when the file sets no upstream proxy, which a
 // start then reads (originProxy), as config check judges them.
 func reloadServeConfig(args []string, lookupEnv func(string) (string, bool), start settings.Config) func() (*settings.Effective, error) {

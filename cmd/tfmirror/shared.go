@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
 	"github.com/tfmirror/tfmirror/v2/internal/redact"
@@ -49,6 +50,28 @@ func openShared(ctx context.Context, cfg settings.Config, roots *x509.CertPool, 
 	}
 	return sharedstore.Open(ctx, scfg) // it logs the store's ID and the keys'
 
+}
+
+// checkSharedAWS returns the error openShared would fail with at start
+// loading the AWS configuration of cfg's --shared-store (nil without
+// one): the standard AWS sources of this process's environment
+// (AWS_CONFIG_FILE, AWS_PROFILE, AWS_CA_BUNDLE, ...) as
+// sharedstore.Open loads them, with the roots of --origin-ca-file when
+// they read (when they do not, checkNamedFiles says why). It contacts no
+// host; the error names no credential, only where the configuration went
+// wrong, as a start's does.
+func checkSharedAWS(cfg settings.Config) error {
+	if cfg.SharedStore == "" {
+		return nil
+	}
+	scfg := sharedConfig(cfg)
+	roots, err := originRoots(cfg.OriginCAFile, nil, slog.New(slog.DiscardHandler))
+	if err == nil {
+		scfg.RootCAs = roots
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return sharedstore.CheckAWSConfig(ctx, scfg)
 }
 
 // sharedKeyFlag is the flag whose file err, an error of
