@@ -160,8 +160,10 @@ type Config struct {
 	// cache before it is refreshed from the origin. Default 10 minutes.
 	VersionsTTL time.Duration
 	// StaleAfter is how long a request waits for the refresh of a version
-	// list the cache holds (a provider's or a module's) before it is
-	// answered with the cached list, stale, while the refresh goes on.
+	// list the cache holds (a provider's or a module's; cmd/tfmirror gives
+	// the CLI releases' lists the same, releases.Config.StaleAfter) before
+	// it is answered with the cached list, stale, while the refresh goes
+	// on.
 	// Default 5 seconds: clients give up on a JSON answer after 10
 	// (TF_REGISTRY_CLIENT_TIMEOUT), and an origin that stalls would
 	// otherwise fail every init while its answer is awaited.
