@@ -232,6 +232,17 @@ func newKeyring(armored []string) (keyring, error) {
 	return k, nil
 }
 
+// CheckKeys returns the error New refuses armored with as a publisher's
+// keys (Config.HashiCorpKeys, Config.OpenTofuKeys), or nil: each block
+// an armored OpenPGP public key, all of them read within verify's bounds
+// on signing keys (newKeyring, which New reads them with). cmd/tfmirror
+// checks the keys files with it, so that what a start refuses is refused
+// by config check and by a reload that keeps a new file for a restart.
+func CheckKeys(armored []string) error {
+	_, err := newKeyring(armored)
+	return err
+}
+
 // shortID is the short ID of e's primary key, upper-case hex ("72D7468F").
 func shortID(e *openpgp.Entity) string { return strings.ToUpper(e.PrimaryKey.KeyIdShortString()) }
 

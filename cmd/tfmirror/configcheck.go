@@ -11,6 +11,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
 	"github.com/tfmirror/tfmirror/v2/discovery"
 	"github.com/tfmirror/tfmirror/v2/internal/inputfile"
+	"github.com/tfmirror/tfmirror/v2/releases"
 	"github.com/tfmirror/tfmirror/v2/sharedstore"
 )
 
@@ -95,10 +96,20 @@ func checkNamedFiles(cfg settings.Config, lookupEnv func(string) (string, bool))
 	if err := checkSharedAWS(cfg); err != nil {
 		add("shared-store", fmt.Errorf("the AWS configuration a start loads for it, from this environment (AWS_CONFIG_FILE, AWS_PROFILE, AWS_CA_BUNDLE and the like), is refused: %w", err))
 	}
-	_, err := readArmoredKeys(cfg.ReleasesHashiCorpKeys)
-	add("releases-hashicorp-keys", err)
-	_, err = readArmoredKeys(cfg.ReleasesOpenTofuKeys)
-	add("releases-opentofu-keys", err)
+	// The publisher keys, read and then judged as the CLI releases side
+	// judges them at start (releases.CheckKeys, as releases.New).
+	for _, k := range []struct{ flag, path string }{
+		{"releases-hashicorp-keys", cfg.ReleasesHashiCorpKeys},
+		{"releases-opentofu-keys", cfg.ReleasesOpenTofuKeys},
+	} {
+		keys, err := readArmoredKeys(k.path)
+		if err == nil && len(keys) > 0 {
+			if err = releases.CheckKeys(keys); err != nil {
+				err = fmt.Errorf("%s: %w", k.path, err)
+			}
+		}
+		add(k.flag, err)
+	}
 	if cfg.CredentialsFile != "" {
 		_, err := discovery.LoadCredentials(cfg.CredentialsFile, nil)
 		add("credentials-file", err)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -8,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tfmirror/tfmirror/v2/releases"
 )
 
 // TestReloadRefusesAFileARestartWouldRefuse: a reload that changes a
@@ -86,4 +89,64 @@ func reloadingServer(t *testing.T, args []string) (*server, *slog.LevelVar) {
 		t.Fatal(err)
 	}
 	return m, level
+}
+
+// TestReloadRefusesReleaseKeysARestartWouldRefuse: a keys file for the
+// CLI releases that holds a block that is no OpenPGP key (the armor's
+// header, and not a key within it) is read, and the CLI releases side
+// refuses it at start. A reload of a file naming it keeps it for a
+// restart that would then fail: the reload is refused naming the
+// setting and the file, the configuration in force stays, and config
+// check refuses the file. Once the file holds a key, the reload is taken,
+// the change kept for the restart.
+func TestReloadRefusesReleaseKeysARestartWouldRefuse(t *testing.T) {
+	noEnv := func(string) (string, bool) { return "", false }
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "tfmirror.hcl")
+	writePrivate(t, conf, "log_level = \"info\"\n")
+	args := []string{"--config", conf, "--data-dir", filepath.Join(dir, "data")}
+	m, level := reloadingServer(t, args)
+
+	keys := filepath.Join(dir, "hashicorp.asc")
+	writePrivate(t, keys, "-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nnot a key\n-----END PGP PUBLIC KEY BLOCK-----\n")
+	writePrivate(t, conf, "log_level = \"debug\"\nreleases_hashicorp_keys = \""+keys+"\"\n")
+	e, err := parseServeConfig(args, noEnv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Config.DataDir = t.TempDir()
+	if s, err := newServer(e.Config, slog.New(slog.DiscardHandler), overrides{}); err == nil {
+		s.shutdown(context.Background())
+		t.Fatal("a start with a keys file holding no key was taken, want it refused")
+	}
+	if _, err := m.reload(); err == nil || !strings.Contains(err.Error(), "--releases-hashicorp-keys") || !strings.Contains(err.Error(), keys) {
+		t.Fatalf("reload naming a keys file that holds no key: %v, want it refused naming --releases-hashicorp-keys and the file", err)
+	}
+	if last := m.configuration().LastReload; last == nil || last.Applied {
+		t.Errorf("last reload %+v, want it not applied", last)
+	}
+	if level.Level() != slog.LevelInfo {
+		t.Errorf("log level %v after the refused reload, want the one in force (info)", level.Level())
+	}
+	var stdout, stderr bytes.Buffer
+	if code := runConfig([]string{"check", conf}, noEnv, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "--releases-hashicorp-keys") {
+		t.Errorf("config check: exit status %d, want 1 naming --releases-hashicorp-keys:\n%s%s", code, stdout.String(), stderr.String())
+	}
+
+	// A key in the file: the reload is taken, the keys kept for a restart.
+	writePrivate(t, keys, releases.HashiCorpKey)
+	got, err := m.reload()
+	if err != nil {
+		t.Fatalf("reload with a key in the file: %v", err)
+	}
+	if level.Level() != slog.LevelDebug {
+		t.Errorf("log level %v after the reload, want debug", level.Level())
+	}
+	restart := false
+	for _, s := range got.Settings {
+		restart = restart || (s.Name == "releases-hashicorp-keys" && s.Restart)
+	}
+	if !restart {
+		t.Errorf("reload %+v: want releases-hashicorp-keys kept for a restart", got.Settings)
+	}
 }
