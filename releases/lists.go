@@ -80,9 +80,9 @@ func listKey(pub Publisher, product string) string {
 // younger than Config.ListTTL, else the origin's, or the cached one
 // (ListState.Stale) when the origin fails or has not answered within
 // Config.StaleAfter (the refresh goes on, for the callers after it).
-// Offline, only versions with a
-// verified SHA256SUMS and at least one archive cached are listed. The
-// package policy is not applied here (mirror/served.Releases does).
+// Offline, only versions with a verified SHA256SUMS and at least one
+// archive cached are listed. The package policy is not applied here
+// (mirror/served.Releases does).
 func (r *Releases) Versions(ctx context.Context, pub Publisher, product string) (*List, ListState, error) {
 	if err := r.CheckProduct(pub, product); err != nil {
 		return nil, ListState{}, err

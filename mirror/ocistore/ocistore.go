@@ -343,9 +343,9 @@ func learnedKey(p addrs.Provider, sha string) string {
 // (the archive verified: what the mirror knows wins over what the origin
 // states), as kept in rec, as the origin stated it (OpenTofu's
 // package_size), or learned from the origin (the total of a first-byte
-// request), the archives' requests all at once, each archive's once
-// per origin however many callers ask (each may give up on its own context; the
-// requests run on the engine's). A size kept in rec that the cached
+// request), the archives' requests all at once, each archive's once per
+// origin however many callers ask (each may give up on its own context;
+// the requests run on the engine's). A size kept in rec that the cached
 // archive does not have is a wrong one: the caller drops rec (see
 // Verified) before it builds on it, so that it is never met here.
 func (o *OCI) sizesOf(ctx context.Context, p addrs.Provider, archives []Archive, rec *ociRecord) ([]int64, error) {
