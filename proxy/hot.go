@@ -14,7 +14,8 @@ import (
 // matching, path parsing, engine lookups or rendering. Only fresh answers
 // are kept, and none with client authentication (the URLs in VERSION.json
 // are signed per request, and the token checked). Bounded like renderMemo,
-// whose documents it shares.
+// whose documents it shares. One document is kept under one path, the
+// one its clients send (keep).
 //
 // A nil *hotDocs keeps and serves nothing.
 type hotDocs struct {
@@ -39,9 +40,13 @@ func newHotDocs(engine reuser, cacheControl []string, fail ErrorFunc) *hotDocs {
 
 // keep remembers doc as the answer to r's path while stamp holds,
 // unless the answer was stale (the origin must be tried again) or must
-// not be reused.
+// not be reused, or r's path is spelt with percent-encodings it does not
+// need (r.URL.RawPath set: hashi%63orp for hashicorp), which the clients
+// never send: such a path is answered as the plain one is and not kept,
+// where keeping it would let a client cycling through the spellings of
+// one provider push the others' documents out of the bounded set.
 func (h *hotDocs) keep(r *http.Request, doc document, stale bool, stamp mirror.Stamp) {
-	if h == nil || stale || stamp.IsZero() || doc.body == nil {
+	if h == nil || stale || stamp.IsZero() || doc.body == nil || r.URL.RawPath != "" {
 		return
 	}
 	key := r.URL.EscapedPath()

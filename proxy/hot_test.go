@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -193,5 +194,48 @@ func TestWarmDocumentsWithAuthAskTheEngine(t *testing.T) {
 				t.Errorf("%s without a token after a warm request: status %d, want 401", file, w.Code)
 			}
 		}
+	}
+}
+
+// A document is kept once, under the path its clients send: a path
+// spelt with percent-encodings it does not need (hashi%63orp for
+// hashicorp), answered as the plain one is, is not kept, so that a
+// client cycling through such spellings of one provider cannot push the
+// other providers' documents out of the bounded set kept.
+func TestWarmDocumentsKeptUnderThePlainPathOnly(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{})
+	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
+	srv, err := New(Config{Logger: slog.New(slog.DiscardHandler)}, packagesOf(t, h.engine))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := func() int {
+		srv.hot.mu.RLock()
+		defer srv.hot.mu.RUnlock()
+		return len(srv.hot.docs)
+	}
+	get := func(path string) string {
+		t.Helper()
+		w := httptest.NewRecorder()
+		srv.ServeHTTP(w, httptest.NewRequest(http.MethodGet, path, nil))
+		if w.Code != http.StatusOK {
+			t.Fatalf("%s: status %d: %s", path, w.Code, w.Body)
+		}
+		return w.Body.String()
+	}
+	get(providerPath("index.json")) // fetched from the origin
+	want := get(providerPath("index.json"))
+	if kept() != 1 {
+		t.Fatalf("%d documents kept after the plain path, want 1", kept())
+	}
+	for i := range len(ns) {
+		spelt := "/" + originHost + "/" + ns[:i] + fmt.Sprintf("%%%02x", ns[i]) + ns[i+1:] + "/" + typ + "/index.json"
+		if got := get(spelt); got != want {
+			t.Errorf("%s: %s, want %s", spelt, got, want)
+		}
+	}
+	if kept() != 1 {
+		t.Errorf("%d documents kept after %d spellings of one path, want 1", kept(), len(ns))
 	}
 }
