@@ -3,7 +3,9 @@ package retention
 // What the cache's size limit may not evict: the archives that cannot be
 // fetched again (of versions that cannot be, and those an import added to
 // a version that can: inventory.Record.Refetchable) and of pinned
-// versions, recomputed by a rebuild from the engine's records.
+// versions, recomputed by a rebuild from the engine's records; and,
+// until a rebuild has resolved them, those served for a version a pin of
+// the newest N may select.
 
 import (
 	"bytes"
@@ -48,6 +50,11 @@ type protection struct {
 	// of versions a pin of the newest N has (latestAsked), at most
 	// maxAsked.
 	asked map[[32]byte]struct{}
+	// latest are the archives of asked that no rebuild begun since they
+	// were asked for has read the records for yet: kept from the size
+	// limit until one has, which keeps them (set) when their version is
+	// among the newest N, and lets them go when it is not.
+	latest map[[32]byte]struct{}
 	// removing is held by a removal while it checks that an archive is
 	// not kept and deletes it (removeUnless, for the rules' removeUnkept
 	// and a named prune's removeUnnamed), and by an import while it protects its archive
@@ -85,8 +92,8 @@ func (set shaSet) has(k [32]byte) bool {
 	return found
 }
 
-// evictable reports whether sha is neither kept nor extra, once the set
-// was read.
+// evictable reports whether sha is neither kept, nor extra, nor waiting
+// for a rebuild to resolve the newest N (latest), once the set was read.
 func (p *protection) evictable(sha string) bool {
 	if !p.ready.Load() {
 		return false
@@ -98,8 +105,9 @@ func (p *protection) evictable(sha string) bool {
 	p.mu.RLock()
 	kept := p.set.has(k)
 	_, extra := p.extra[k]
+	_, latest := p.latest[k]
 	p.mu.RUnlock()
-	return !kept && !extra
+	return !kept && !extra && !latest
 }
 
 // protect keeps sha from the size limit; it reports whether sha was
@@ -135,7 +143,10 @@ const maxAsked = 1 << 16
 // latestAsked reports whether a rebuild is to be asked for sha, an
 // archive of a version a pin of the newest N has: when sha is not kept
 // and was not asked for before (a rebuild under way may have read the
-// records before the version's was written). The rebuild
+// records before the version's was written). It then keeps sha from the
+// size limit (latest) until a rebuild begun after it has read the
+// records: an archive fetched now, and committed before that rebuild,
+// is not evicted in the meantime. The rebuild
 // decides whether the version is among the newest N; one that is not
 // stays so until the versions cached change, which their own archives,
 // the rules' passes and prunes ask rebuilds for.
@@ -155,6 +166,10 @@ func (p *protection) latestAsked(sha string) bool {
 		p.asked = map[[32]byte]struct{}{}
 	}
 	p.asked[k] = struct{}{}
+	if p.latest == nil {
+		p.latest = map[[32]byte]struct{}{}
+	}
+	p.latest[k] = struct{}{}
 	return true
 }
 
@@ -286,12 +301,14 @@ func (p *protection) removed(sha string) {
 }
 
 // extraSnapshot is what a rebuild began with: the extra archives, each
-// marked not read yet (a record read keeps it: true), and whether no
-// import was under way (quiet), with the count of those begun.
+// marked not read yet (a record read keeps it: true), whether no import
+// was under way (quiet), with the count of those begun, and the latest
+// archives, whose records it reads.
 type extraSnapshot struct {
-	extra map[[32]byte]bool
-	quiet bool
-	begun uint64
+	extra  map[[32]byte]bool
+	quiet  bool
+	begun  uint64
+	latest [][32]byte
 }
 
 // snapshot returns how many archives are kept now, and what a rebuild
@@ -303,7 +320,11 @@ func (p *protection) snapshot() (int, extraSnapshot) {
 	for k := range p.extra {
 		extra[k] = false
 	}
-	return len(p.set) + len(p.extra), extraSnapshot{extra: extra, quiet: p.imports == 0, begun: p.begun}
+	latest := make([][32]byte, 0, len(p.latest))
+	for k := range p.latest {
+		latest = append(latest, k)
+	}
+	return len(p.set) + len(p.extra), extraSnapshot{extra: extra, quiet: p.imports == 0, begun: p.begun, latest: latest}
 }
 
 // replace sets the archives kept; the extra ones a record read keeps
@@ -311,7 +332,9 @@ func (p *protection) snapshot() (int, extraSnapshot) {
 // import was under way as the rebuild began, nor began since, the extra
 // ones an import protected that no record read keeps go too: their
 // import ended before the records were read, without writing one that
-// keeps them (it failed).
+// keeps them (it failed). The latest archives the rebuild began with are
+// decided by the records it read: kept by set when their version is
+// among the newest N, no longer kept when it is not.
 func (p *protection) replace(set shaSet, snap extraSnapshot) {
 	p.mu.Lock()
 	p.set = set
@@ -323,6 +346,9 @@ func (p *protection) replace(set shaSet, snap extraSnapshot) {
 			delete(p.extra, k)
 			delete(p.serving, k)
 		}
+	}
+	for _, k := range snap.latest {
+		delete(p.latest, k)
 	}
 	p.mu.Unlock()
 	p.ready.Store(true)

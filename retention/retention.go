@@ -426,7 +426,10 @@ func (r *Retainer) Used(key string) { r.uses.record(key, r.now()) }
 // served or cached for a sync (mirrorheld.Notifier), from the size limit
 // when a pin selects v by its constraint. When only a pin of the newest N
 // has v, it asks for a rebuild, which resolves the newest N with v's
-// record read (once an archive: latestAsked).
+// record read (once an archive: latestAsked), and keeps sha from the size
+// limit until that rebuild has: an archive fetched meanwhile is not
+// evicted before the rebuild finds whether its version is among the
+// newest N.
 func (r *Retainer) Serving(kind, address string, v versions.Version, sha string) {
 	pins := r.pins.get()
 	if pins == nil {
