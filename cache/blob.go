@@ -36,13 +36,22 @@ func (b *blob) Info() BlobInfo { return b.rec.BlobInfo }
 // Size is the blob's length in bytes.
 func (b *blob) Size() int64 { return b.rec.Size }
 
-// ReadAt implements io.ReaderAt.
+// ReadAt implements io.ReaderAt. Once the store is closed it fails with
+// ErrClosed, the chunk it holds in memory notwithstanding; a ReadAt under
+// way as the store closes copies the rest of that chunk, and fails at
+// the next. After Close it fails.
 func (b *blob) ReadAt(p []byte, off int64) (int, error) {
 	if off < 0 {
 		return 0, errors.New("cache: negative offset")
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.closed {
+		return 0, fmt.Errorf("cache: archive %s: reader is closed", b.rec.SHA256)
+	}
+	if b.s.db.isClosed() {
+		return 0, ErrClosed
+	}
 	n := 0
 	for n < len(p) && off < b.rec.Size {
 		idx := int(off / int64(b.rec.ChunkSize))

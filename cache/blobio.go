@@ -12,7 +12,11 @@ import "io"
 
 // BlobReader reads a committed archive; OpenBlob returns one. ReadAt is
 // safe for concurrent use; Read and Seek share one position and are not.
-// After the store is closed its reads fail with ErrClosed.
+// After the store is closed its reads fail with ErrClosed, those that
+// would fall in a chunk it holds in memory too; a read under way as the
+// store closes may return the rest of the chunk it is copying (bytes
+// checked as they were read), and never reads the database after. Its
+// reads fail after its own Close.
 type BlobReader interface {
 	io.ReaderAt
 	io.ReadSeekCloser // Close releases the archive's protection from eviction
