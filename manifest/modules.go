@@ -141,11 +141,7 @@ func (s *Spec) AddModuleDir(ctx context.Context, root, dir, what string) ([]*Mod
 		return nil, err
 	}
 	for _, r := range reqs.list {
-		text := "any version"
-		if len(r.constraints) > 0 {
-			text = joinConstraints(r.constraints)
-		}
-		s.add(r.addr, []Selection{{Text: text, Set: r.set, Latest: 1, Where: r.where}}, nil)
+		s.add(r.addr, []Selection{r.selection()}, nil)
 	}
 	// A stranger's package may call tens of thousands of modules:
 	// each call is merged by a lookup, not by a search of those before

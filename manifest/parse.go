@@ -352,10 +352,45 @@ var terraformBlockSchema = &hcl.BodySchema{
 
 // requirement is what a configuration asks of one provider.
 type requirement struct {
-	addr        addrs.Provider
+	addr addrs.Provider
+	// constraints are the distinct version constraints asked, in
+	// first-seen order, each with its set of versions in sets.
 	constraints []string
-	set         versions.Set
+	sets        []versions.Set
+	has         map[string]bool // the set of constraints
 	where       string
+}
+
+// constrain adds constraint c, whose versions are set, unless r has it.
+// A stranger's package may name one provider with thousands of
+// constraints: each is kept once, and the versions meeting them all
+// are intersected once (set), not each constraint with those before it,
+// which copied them all each time.
+func (r *requirement) constrain(c string, set versions.Set) {
+	if r.has == nil {
+		r.has = map[string]bool{}
+	}
+	if r.has[c] {
+		return
+	}
+	r.has[c] = true
+	r.constraints = append(r.constraints, c)
+	r.sets = append(r.sets, set)
+}
+
+// set is the set of released versions meeting all of r's constraints.
+func (r *requirement) set() versions.Set {
+	return versions.Intersection(append([]versions.Set{versions.Released}, r.sets...)...)
+}
+
+// selection is what r selects: the newest version meeting its
+// constraints, as Terraform installs.
+func (r *requirement) selection() Selection {
+	text := "any version"
+	if len(r.constraints) > 0 {
+		text = joinConstraints(r.constraints)
+	}
+	return Selection{Text: text, Set: r.set(), Latest: 1, Where: r.where}
 }
 
 // loadDir reads the configuration in dir (its *.tf and *.tf.json files,
@@ -396,11 +431,7 @@ func (s *Spec) loadDir(dir string) error {
 		if isLocked[r.addr] {
 			continue
 		}
-		text := "any version"
-		if len(r.constraints) > 0 {
-			text = joinConstraints(r.constraints)
-		}
-		s.add(r.addr, []Selection{{Text: text, Set: r.set, Latest: 1, Where: r.where}}, nil)
+		s.add(r.addr, []Selection{r.selection()}, nil)
 	}
 	return nil
 }
@@ -491,8 +522,9 @@ func (rs *requirements) merge(add []*requirement) {
 	}
 	for _, r := range add {
 		if m, dup := rs.byAddr[r.addr]; dup {
-			m.constraints = append(m.constraints, r.constraints...)
-			m.set = versions.Intersection(m.set, r.set)
+			for i, c := range r.constraints {
+				m.constrain(c, r.sets[i])
+			}
 			continue
 		}
 		rs.byAddr[r.addr] = r
@@ -508,13 +540,8 @@ type moduleCall struct {
 	remote *remoteCall
 }
 
-func joinConstraints(cs []string) string {
-	out := cs[0]
-	for _, c := range cs[1:] {
-		out += ", " + c
-	}
-	return out
-}
+// joinConstraints writes constraints as one: "~> 5.0, >= 5.2".
+func joinConstraints(cs []string) string { return strings.Join(cs, ", ") }
 
 // parseConfig reads the providers one module's files need: those of its
 // required_providers blocks and provider blocks, and those its resource and
@@ -536,7 +563,7 @@ func parseConfig(ctx context.Context, files []string) ([]*requirement, []moduleC
 		if req, ok := byName[name]; ok {
 			return req
 		}
-		req := &requirement{set: versions.Released, where: where(r)}
+		req := &requirement{where: where(r)}
 		byName[name] = req
 		order = append(order, name)
 		return req
@@ -621,8 +648,7 @@ func parseConfig(ctx context.Context, files []string) ([]*requirement, []moduleC
 						if err != nil {
 							return nil, nil, posError(attr.Expr.Range(), "%v", err)
 						}
-						req.constraints = append(req.constraints, constraint)
-						req.set = versions.Intersection(req.set, set)
+						req.constrain(constraint, set)
 					}
 				}
 			}
