@@ -86,8 +86,12 @@ type Selection struct {
 	// Latest, when positive, keeps only the newest Latest versions of
 	// the list that Set allows; 0 keeps them all.
 	Latest int
-	// Where is the file:line that asked for it.
+	// Where is the file:line that asked for it (the first of them, when
+	// Calls counts more than one).
 	Where string
+	// Calls is how many module calls of a configuration asked for it,
+	// with the same version constraint; 0 or 1 is the one at Where.
+	Calls int
 }
 
 // Select returns the versions of available that s selects, newest first.

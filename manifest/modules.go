@@ -28,7 +28,20 @@ type Module struct {
 	// use (a source's //SUBDIR; "" is the module itself), whose
 	// configuration is read for the providers and modules they need.
 	Subdirs []string
+	// Calls is, for a Module AddModuleDir returns, how many distinct
+	// calls of it (by subdirectory and version constraint) the
+	// configuration read makes, each counted against
+	// MaxPackageModuleCalls.
+	Calls int
 }
+
+// MaxPackageModuleCalls is the most distinct registry module calls
+// AddModuleDir takes from the configuration it reads (of a module and
+// the local modules it calls), calls being distinct by module address,
+// subdirectory and version constraint: each is a version list asked of
+// an origin, and a module version's package to fetch and read. A
+// stranger's package of hundreds of MiB could name millions.
+const MaxPackageModuleCalls = 2000
 
 // remoteCall is a module call whose source is not a local path.
 type remoteCall struct {
@@ -40,6 +53,50 @@ type remoteCall struct {
 	set        versions.Set
 	source     string
 	where      string
+	// calls is how many calls of the configuration this one stands for
+	// (remoteCalls): 0 or 1 is one.
+	calls int
+}
+
+// remoteCalls collects the module calls of a configuration whose source
+// is not a local path, in the order read. The calls of one registry
+// module with one subdirectory and one version constraint are one,
+// counted, where the first of them is (a stranger's package may repeat
+// one call a million times).
+type remoteCalls struct {
+	list  []remoteCall
+	index map[remoteKey]int // the registry calls of list
+	// max, when positive, is the most registry calls list holds: add
+	// refuses one more.
+	max int
+}
+
+// remoteKey is what tells registry module calls apart.
+type remoteKey struct{ module, subdir, constraint string }
+
+// add adds c to rs, or counts it with the call it repeats. It refuses a
+// registry call that would take rs past its bound, naming it, its
+// file:line, and the bound.
+func (rs *remoteCalls) add(c remoteCall) error {
+	c.calls = 1
+	if c.module == nil {
+		rs.list = append(rs.list, c)
+		return nil
+	}
+	key := remoteKey{c.module.String(), c.subdir, c.constraint}
+	if i, ok := rs.index[key]; ok {
+		rs.list[i].calls++
+		return nil
+	}
+	if rs.max > 0 && len(rs.index) >= rs.max {
+		return fmt.Errorf("%s: module %s: more than %d distinct registry module calls (by source and version constraint), the most tfmirror sync follows from one module package", c.where, c.module, rs.max)
+	}
+	if rs.index == nil {
+		rs.index = map[remoteKey]int{}
+	}
+	rs.index[key] = len(rs.list)
+	rs.list = append(rs.list, c)
+	return nil
 }
 
 var manifestModuleSchema = &hcl.BodySchema{
@@ -110,7 +167,7 @@ func (c remoteCall) selection() Selection {
 	if text == "" {
 		text = "any version"
 	}
-	return Selection{Text: text, Set: c.set, Latest: 1, Where: c.where}
+	return Selection{Text: text, Set: c.set, Latest: 1, Where: c.where, Calls: c.calls}
 }
 
 // AddModuleDir reads the configuration of the module in dir (a module of
@@ -118,7 +175,11 @@ func (c remoteCall) selection() Selection {
 // modules it calls, adds the providers it needs to the spec (the newest
 // version meeting its constraints, as for a configuration directory),
 // lists its unmirrorable module calls, and returns the registry modules
-// it calls, each as its own Module (not added to the spec's Modules).
+// it calls, each as its own Module (not added to the spec's Modules),
+// calls of one module with one version constraint merged into one
+// Selection (Selection.Calls counting them). It refuses a configuration
+// making more than MaxPackageModuleCalls distinct registry module calls,
+// naming the first past the bound, and then adds nothing to the spec.
 // The package is a stranger's, unpacked in root (dir is root or under
 // it): a local module call is followed within root only, as Terraform
 // resolves one within its package, and ctx is checked before each file
@@ -135,7 +196,13 @@ func (s *Spec) AddModuleDir(ctx context.Context, root, dir, what string) ([]*Mod
 	if len(files) == 0 {
 		return nil, fmt.Errorf("%s: no *.tf or *.tf.json files", what)
 	}
-	var remotes []remoteCall
+	return s.addModuleDir(ctx, root, dir, what, files, MaxPackageModuleCalls)
+}
+
+// addModuleDir is AddModuleDir of the configuration files of dir, with at
+// most maxCalls distinct registry module calls (any number for 0).
+func (s *Spec) addModuleDir(ctx context.Context, root, dir, what string, files []string, maxCalls int) ([]*Module, error) {
+	remotes := remoteCalls{max: maxCalls}
 	var reqs requirements
 	if err := loadModule(ctx, root, dir, files, map[string]bool{}, &remotes, &reqs); err != nil {
 		return nil, err
@@ -147,9 +214,10 @@ func (s *Spec) AddModuleDir(ctx context.Context, root, dir, what string) ([]*Mod
 	// each call is merged by a lookup, not by a search of those before
 	// it (which took minutes, past the caller's deadline).
 	var out []*Module
-	index := map[string]int{}       // by address
-	subdirs := map[[2]string]bool{} // address, subdirectory
-	for _, c := range remotes {
+	index := map[string]int{}         // by address
+	subdirs := map[[2]string]bool{}   // address, subdirectory
+	selections := map[[2]string]int{} // address, constraint: into its Selections
+	for _, c := range remotes.list {
 		if c.module == nil {
 			s.addUnmirrorable(what + ": " + c.source)
 			continue
@@ -161,10 +229,17 @@ func (s *Spec) AddModuleDir(ctx context.Context, root, dir, what string) ([]*Mod
 			i = len(out) - 1
 			index[key] = i
 		}
-		out[i].Selections = append(out[i].Selections, c.selection())
+		m := out[i]
+		m.Calls++
+		if j, ok := selections[[2]string{key, c.constraint}]; ok {
+			m.Selections[j].Calls += c.calls
+		} else {
+			selections[[2]string{key, c.constraint}] = len(m.Selections)
+			m.Selections = append(m.Selections, c.selection())
+		}
 		if k := [2]string{key, c.subdir}; !subdirs[k] {
 			subdirs[k] = true
-			out[i].Subdirs = append(out[i].Subdirs, c.subdir)
+			m.Subdirs = append(m.Subdirs, c.subdir)
 		}
 	}
 	return out, nil

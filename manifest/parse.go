@@ -414,14 +414,15 @@ func (s *Spec) loadDir(dir string) error {
 	if len(files) == 0 && len(locked) == 0 {
 		return fmt.Errorf("%s: no *.tf or *.tf.json files and no %s", dir, LockFileName)
 	}
-	var remotes []remoteCall
-	// The operator's own configuration: read whole, however long it takes.
+	// The operator's own configuration: read whole, however long it
+	// takes, and every module call it makes followed.
+	var remotes remoteCalls
 	var rs requirements
 	if err := loadModule(context.Background(), "", dir, files, map[string]bool{}, &remotes, &rs); err != nil {
 		return err
 	}
 	reqs := rs.list
-	s.addRemoteCalls(remotes)
+	s.addRemoteCalls(remotes.list)
 	isLocked := map[addrs.Provider]bool{}
 	for _, l := range locked {
 		isLocked[l.addr] = true
@@ -454,13 +455,14 @@ func configFiles(dir string) ([]string, error) {
 // (its configuration files) and of the local modules it calls (source
 // "./..." or "../..."), merged by provider: constraints from several
 // modules all apply, as in Terraform. Calls of modules from a registry or another
-// remote source are added to remotes: their requirements are known only
+// remote source are added to remotes (whose bound ends the reading with its
+// error): their requirements are known only
 // once they are downloaded (tfmirror sync does, for registry modules).
 // seen guards against a module that calls itself. ctx is checked before
 // each file (parseConfig). A local source is followed within root only
 // (a downloaded package's; "": the operator's own configuration, read
 // wherever it points).
-func loadModule(ctx context.Context, root, dir string, files []string, seen map[string]bool, remotes *[]remoteCall, reqs *requirements) error {
+func loadModule(ctx context.Context, root, dir string, files []string, seen map[string]bool, remotes *remoteCalls, reqs *requirements) error {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return err
@@ -469,16 +471,12 @@ func loadModule(ctx context.Context, root, dir string, files []string, seen map[
 		return nil
 	}
 	seen[abs] = true
-	own, calls, err := parseConfig(ctx, files)
+	own, calls, err := parseConfig(ctx, files, remotes)
 	if err != nil {
 		return err
 	}
 	reqs.merge(own)
 	for _, c := range calls {
-		if c.remote != nil {
-			*remotes = append(*remotes, *c.remote)
-			continue
-		}
 		child := filepath.Join(dir, filepath.FromSlash(c.source))
 		if root != "" && !within(root, child) {
 			return posError(c.rng, "module source %q: outside the module package (a local source names a directory of its package)", c.source)
@@ -532,12 +530,10 @@ func (rs *requirements) merge(add []*requirement) {
 	}
 }
 
-// moduleCall is a module block with a local source, or with another
-// source (remote set, see modules.go).
+// moduleCall is a module block with a local source.
 type moduleCall struct {
 	source string
 	rng    hcl.Range
-	remote *remoteCall
 }
 
 // joinConstraints writes constraints as one: "~> 5.0, >= 5.2".
@@ -547,16 +543,18 @@ func joinConstraints(cs []string) string { return strings.Join(cs, ", ") }
 // required_providers blocks and provider blocks, and those its resource and
 // data blocks imply (the provider meta-argument's local name, or else the
 // type's prefix: aws for aws_instance), and the module calls with a local
-// source. Providers are keyed by local name, as in Terraform: a local name
-// without a source address means hashicorp/NAME; constraints given for one
-// provider in several places all apply.
+// source; it adds the other module calls to remotes, and returns the
+// error of the one past its bound. Providers are keyed by local name, as
+// in Terraform: a local name without a source address means
+// hashicorp/NAME; constraints given for one provider in several places
+// all apply.
 //
 // Each file is parsed on its own, what it holds let go before the next is
 // read: a parser keeps every file it parsed, and a module fetched from a
 // stranger may hold thousands, each up to hclfile's bounds. For the same
 // reason ctx is checked before each file: once it is done, parseConfig
 // returns context.Cause(ctx), the files after it unread.
-func parseConfig(ctx context.Context, files []string) ([]*requirement, []moduleCall, error) {
+func parseConfig(ctx context.Context, files []string, remotes *remoteCalls) ([]*requirement, []moduleCall, error) {
 	byName := map[string]*requirement{}
 	var order []string
 	get := func(name string, r hcl.Range) *requirement {
@@ -606,7 +604,10 @@ func parseConfig(ctx context.Context, files []string) ([]*requirement, []moduleC
 					if err != nil {
 						return nil, nil, err
 					}
-					call = moduleCall{remote: &rc}
+					if err := remotes.add(rc); err != nil {
+						return nil, nil, err
+					}
+					continue
 				}
 				calls = append(calls, call)
 				continue

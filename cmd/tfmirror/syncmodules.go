@@ -36,6 +36,14 @@ type moduleOps interface {
 // modules are followed.
 const maxModuleDepth = 16
 
+// maxSyncModuleCalls bounds the registry module calls one sync follows
+// from the packages it reads, calls counted as manifest.Module.Calls
+// counts them (each package making at most
+// manifest.MaxPackageModuleCalls): each is a version list asked of an
+// origin, and a package to fetch and read. The modules the operator's
+// manifests and configurations name are not counted.
+const maxSyncModuleCalls = 20000
+
 // moduleSync is the outcome of syncing the registry modules of a spec.
 type moduleSync struct {
 	fetched, cached int
@@ -65,6 +73,12 @@ func (r *syncRun) syncModules(ctx context.Context, spec *manifest.Spec) moduleSy
 	// own providers and modules; counted those whose package was counted.
 	read := map[string][]string{}
 	counted := map[string]bool{}
+	// followed are the module calls of packages followed so far, within
+	// bound (maxSyncModuleCalls, lowered by tests).
+	followed, bound := 0, r.maxModuleCalls
+	if bound <= 0 {
+		bound = maxSyncModuleCalls
+	}
 	// Named as module work's scratch, which the next start on the data
 	// directory removes when this process is killed before it does.
 	work, err := os.MkdirTemp(r.cfg.DataDir, scratch.Pattern(scratch.Module, "sync", ""))
@@ -103,11 +117,11 @@ func (r *syncRun) syncModules(ctx context.Context, spec *manifest.Spec) moduleSy
 			byVersion[v.String()] = s
 		}
 		var selected versions.List
-		for _, sel := range m.Selections {
+		for _, sel := range mergeSelections(m.Selections) {
 			got, skipped := selectServed(sel, available, held, "module "+m.Address.String())
 			res.skipped = appendMissing(res.skipped, skipped...)
 			if len(got) == 0 && len(skipped) == 0 {
-				res.failures = append(res.failures, fmt.Sprintf("module %s: no version matches %q (%s)", m.Address, sel.Text, sel.Where))
+				res.failures = append(res.failures, fmt.Sprintf("module %s: no version matches %q (%s)", m.Address, sel.Text, askedBy(sel)))
 			}
 			for _, v := range got {
 				if !slices.ContainsFunc(selected, v.Same) {
@@ -143,6 +157,15 @@ func (r *syncRun) syncModules(ctx context.Context, spec *manifest.Spec) moduleSy
 				res.failures = append(res.failures, err.Error())
 				continue
 			}
+			n := 0
+			for _, c := range calls {
+				n += max(c.Calls, 1)
+			}
+			if followed+n > bound {
+				res.failures = append(res.failures, fmt.Sprintf("module %s %s: its %d registry module calls are not followed: they would take this sync past %d, the most it follows from the packages it reads (%d followed)", m.Address, v, n, bound, followed))
+				continue
+			}
+			followed += n
 			for _, c := range calls {
 				if it.depth+1 > maxModuleDepth {
 					res.failures = append(res.failures, fmt.Sprintf("module %s: registry modules nested more than %d deep", c.Address, maxModuleDepth))
@@ -203,6 +226,40 @@ func (r *syncRun) syncModule(ctx context.Context, spec *manifest.Spec, m *manife
 		out = append(out, calls...)
 	}
 	return out, nil
+}
+
+// mergeSelections merges the selections of sels that are alike (one
+// constraint, one Latest) into one, counting their calls (Calls) and
+// keeping the first one's Where, in first-seen order: a module called
+// many times alike is checked against its version list once, and
+// reported once when nothing meets it.
+func mergeSelections(sels []manifest.Selection) []manifest.Selection {
+	type key struct {
+		text   string
+		latest int
+	}
+	index := make(map[key]int, len(sels))
+	var out []manifest.Selection
+	for _, sel := range sels {
+		k := key{sel.Text, sel.Latest}
+		if i, ok := index[k]; ok {
+			out[i].Calls += max(sel.Calls, 1)
+			continue
+		}
+		index[k] = len(out)
+		sel.Calls = max(sel.Calls, 1)
+		out = append(out, sel)
+	}
+	return out
+}
+
+// askedBy says where sel was asked for: its file:line, and how many
+// calls asked for it when more than one did.
+func askedBy(sel manifest.Selection) string {
+	if sel.Calls > 1 {
+		return fmt.Sprintf("%d calls, the first at %s", sel.Calls, sel.Where)
+	}
+	return sel.Where
 }
 
 func trimV(s string) string {

@@ -1,0 +1,138 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
+	"github.com/tfmirror/tfmirror/v2/manifest"
+)
+
+// callsOf is a configuration calling each of mods ("acme/a/aws"),
+// version "1.0.0".
+func callsOf(mods ...string) string {
+	var b strings.Builder
+	for i, m := range mods {
+		fmt.Fprintf(&b, "module \"m%d\" {\n  source  = %q\n  version = \"1.0.0\"\n}\n", i, m)
+	}
+	return b.String()
+}
+
+// moduleSyncRun is a sync of ops's registry modules into a data
+// directory of its own.
+func moduleSyncRun(t *testing.T, ops *treeModuleOps) *syncRun {
+	r := &syncRun{cfg: syncConfig{Config: settings.Config{DataDir: t.TempDir()}}, ops: ops, out: io.Discard, status: io.Discard, now: time.Now}
+	r.cfg.ModuleTimeout = time.Minute
+	return r
+}
+
+// A sync follows at most maxSyncModuleCalls registry module calls of the
+// packages it reads (here lowered to 5): a package whose calls would take
+// it past the bound is one failure, naming the module version, its
+// calls and the bound, and none of its calls is followed; those within
+// it are. Each call of every package was followed, whatever their
+// number.
+func TestSyncBoundsModuleCallsFollowed(t *testing.T) {
+	const root = "registry.terraform.io/acme/root/aws"
+	ops := &treeModuleOps{
+		files: map[string]map[string]string{
+			root:                                {"main.tf": callsOf("acme/a/aws", "acme/b/aws", "acme/c/aws")},
+			"registry.terraform.io/acme/a/aws":  {"main.tf": callsOf("acme/d1/aws", "acme/d2/aws")},
+			"registry.terraform.io/acme/b/aws":  {"main.tf": callsOf("acme/e1/aws", "acme/e2/aws")},
+			"registry.terraform.io/acme/c/aws":  {"main.tf": "# calls none\n"},
+			"registry.terraform.io/acme/d1/aws": {"main.tf": "# calls none\n"},
+			"registry.terraform.io/acme/d2/aws": {"main.tf": "# calls none\n"},
+			"registry.terraform.io/acme/e1/aws": {"main.tf": "# calls none\n"},
+			"registry.terraform.io/acme/e2/aws": {"main.tf": "# calls none\n"},
+		},
+		unpacked: map[string]int{},
+	}
+	r := moduleSyncRun(t, ops)
+	r.maxModuleCalls = 5
+	res := r.syncModules(context.Background(), moduleSpec(t, t.TempDir(), root))
+
+	want := "module registry.terraform.io/acme/b/aws 1.0.0: its 2 registry module calls are not followed: they would take this sync past 5, the most it follows from the packages it reads (5 followed)"
+	if len(res.failures) != 1 || res.failures[0] != want {
+		t.Errorf("failures %q, want one: %q", res.failures, want)
+	}
+	for _, m := range []string{"e1", "e2"} {
+		if n := ops.unpacked["registry.terraform.io/acme/"+m+"/aws"]; n != 0 {
+			t.Errorf("acme/%s/aws, called past the bound, was fetched %d times", m, n)
+		}
+	}
+	if got := res.fetched + res.cached; got != 6 {
+		t.Errorf("%d packages synced, want 6: root, a, b, c, d1, d2", got)
+	}
+}
+
+// A package making more than manifest.MaxPackageModuleCalls distinct
+// registry module calls is one failure of the sync, naming the module
+// version, the call past the bound and the bound, and none of its calls
+// is followed.
+func TestSyncRefusesAPackageOfTooManyModuleCalls(t *testing.T) {
+	const big = "registry.terraform.io/acme/big/aws"
+	var mods []string
+	for i := range manifest.MaxPackageModuleCalls + 1 {
+		mods = append(mods, fmt.Sprintf("acme/m%d/aws", i))
+	}
+	ops := &treeModuleOps{files: map[string]map[string]string{big: {"main.tf": callsOf(mods...)}}, unpacked: map[string]int{}}
+	r := moduleSyncRun(t, ops)
+	res := r.syncModules(context.Background(), moduleSpec(t, t.TempDir(), big))
+
+	want := fmt.Sprintf("module %s 1.0.0: reading its configuration: main.tf:%d: module registry.terraform.io/acme/m%d/aws: more than %d distinct registry module calls",
+		big, 4*manifest.MaxPackageModuleCalls+2, manifest.MaxPackageModuleCalls, manifest.MaxPackageModuleCalls)
+	if len(res.failures) != 1 || !strings.HasPrefix(res.failures[0], want) {
+		t.Errorf("failures %q, want one: %q", res.failures, want)
+	}
+	if len(ops.unpacked) != 1 {
+		t.Errorf("%d packages fetched, want %s's alone", len(ops.unpacked), big)
+	}
+}
+
+// One module called many times alike (one version constraint) is checked
+// against its version list once, and fails once when no version meets
+// it, the failure saying how many calls asked: by a package's calls, and
+// by the configurations of the operator's directories. Each call was
+// checked, and reported, on its own.
+func TestSyncReportsAModuleCalledAlikeOnce(t *testing.T) {
+	const (
+		caller = "registry.terraform.io/acme/caller/aws"
+		callee = "registry.terraform.io/acme/callee/aws"
+	)
+	var b strings.Builder
+	for i := range 50 {
+		fmt.Fprintf(&b, "module \"c%d\" {\n  source  = \"acme/callee/aws\"\n  version = \"~> 9.0\"\n}\n", i)
+	}
+	ops := &treeModuleOps{files: map[string]map[string]string{caller: {"main.tf": b.String()}}, unpacked: map[string]int{}}
+	r := moduleSyncRun(t, ops)
+	res := r.syncModules(context.Background(), moduleSpec(t, t.TempDir(), caller))
+	want := fmt.Sprintf("module %s: no version matches \"~> 9.0\" (50 calls, the first at ", callee)
+	if len(res.failures) != 1 || !strings.HasPrefix(res.failures[0], want) {
+		t.Errorf("a package calling a module 50 times alike: failures %q, want one: %q...", res.failures, want)
+	}
+
+	// The operator's configuration, in two directories.
+	var dirs []string
+	for range 2 {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		dirs = append(dirs, dir)
+	}
+	spec, err := manifest.Load(dirs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res = moduleSyncRun(t, ops).syncModules(context.Background(), spec)
+	want = fmt.Sprintf("module %s: no version matches \"~> 9.0\" (100 calls, the first at %s:2)", callee, filepath.Join(dirs[0], "main.tf"))
+	if len(res.failures) != 1 || res.failures[0] != want {
+		t.Errorf("two directories calling a module 50 times alike each: failures %q, want one: %q", res.failures, want)
+	}
+}
