@@ -136,3 +136,28 @@ func TestSyncReportsAModuleCalledAlikeOnce(t *testing.T) {
 		t.Errorf("two directories calling a module 50 times alike each: failures %q, want one: %q", res.failures, want)
 	}
 }
+
+// Registry modules calling registry modules are followed 16 deep: the
+// calls of a package deeper than that are failures naming the module,
+// and are not counted against the calls a sync follows, which they are
+// not. Here a chain of 18 modules, under a bound of 16 calls: 17
+// packages synced (the chain's first and 16 it calls), the 18th one
+// failure.
+func TestSyncFollowsModules16Deep(t *testing.T) {
+	name := func(i int) string { return fmt.Sprintf("registry.terraform.io/acme/m%d/aws", i) }
+	ops := &treeModuleOps{files: map[string]map[string]string{}, unpacked: map[string]int{}}
+	for i := range 18 {
+		ops.files[name(i)] = map[string]string{"main.tf": callsOf(fmt.Sprintf("acme/m%d/aws", i+1))}
+	}
+	r := moduleSyncRun(t, ops)
+	r.maxModuleCalls = 16
+	res := r.syncModules(context.Background(), moduleSpec(t, t.TempDir(), name(0)))
+
+	want := "module " + name(17) + ": registry modules nested more than 16 deep"
+	if len(res.failures) != 1 || res.failures[0] != want {
+		t.Errorf("failures %q, want one: %q", res.failures, want)
+	}
+	if got := res.fetched + res.cached; got != 17 || ops.unpacked[name(17)] != 0 {
+		t.Errorf("%d packages synced, %s's fetched %d times; want 17, and not it", got, name(17), ops.unpacked[name(17)])
+	}
+}

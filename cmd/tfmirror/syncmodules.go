@@ -157,6 +157,12 @@ func (r *syncRun) syncModules(ctx context.Context, spec *manifest.Spec) moduleSy
 				res.failures = append(res.failures, err.Error())
 				continue
 			}
+			if it.depth+1 > maxModuleDepth {
+				for _, c := range calls {
+					res.failures = append(res.failures, fmt.Sprintf("module %s: registry modules nested more than %d deep", c.Address, maxModuleDepth))
+				}
+				continue
+			}
 			n := 0
 			for _, c := range calls {
 				n += max(c.Calls, 1)
@@ -167,10 +173,6 @@ func (r *syncRun) syncModules(ctx context.Context, spec *manifest.Spec) moduleSy
 			}
 			followed += n
 			for _, c := range calls {
-				if it.depth+1 > maxModuleDepth {
-					res.failures = append(res.failures, fmt.Sprintf("module %s: registry modules nested more than %d deep", c.Address, maxModuleDepth))
-					continue
-				}
 				queue = append(queue, item{c, it.depth + 1})
 			}
 		}
