@@ -123,7 +123,7 @@ func TestOCIDigestsStableAcrossRestartReplicaAndLayout(t *testing.T) {
 	}
 	if body, _, err := a.get(context.Background(), "/?format=json"); err != nil || json.Unmarshal(body, &page) != nil ||
 		!strings.Contains(page.Block, `repository_template = "`+a.addr+`/providers/${hostname}/${namespace}/${type}"`) ||
-		!strings.Contains(page.Module, `source = "oci://`+a.addr+`/modules/`+s.origin.Addr+`/NAMESPACE/NAME/SYSTEM?tag=VERSION"`) {
+		!strings.Contains(page.Module, `source = "oci://`+a.addr+`/modules/`+strings.Replace(s.origin.Addr, ":", "__", 1)+`/NAMESPACE/NAME/SYSTEM?tag=VERSION"`) {
 		t.Errorf("the status page's OCI snippets: %+v, %v", page, err)
 	}
 	seen := ociSeen{}
