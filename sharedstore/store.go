@@ -306,8 +306,13 @@ func CheckAWSConfig(ctx context.Context, cfg Config) error {
 }
 
 // loadAWSConfig is the AWS configuration of the store at loc, with
-// cfg's HTTP client or roots, from the standard AWS sources.
+// cfg's HTTP client or roots, from the standard AWS sources. A file of
+// them that is no regular file is refused first (checkAWSFiles): the SDK
+// reads them with plain reads, which never end on a FIFO.
 func loadAWSConfig(ctx context.Context, loc Location, cfg Config) (aws.Config, error) {
+	if err := checkAWSFiles(); err != nil {
+		return aws.Config{}, err
+	}
 	opts := []func(*config.LoadOptions) error{}
 	if loc.Region != "" {
 		opts = append(opts, config.WithRegion(loc.Region))
