@@ -18,13 +18,14 @@ import (
 // notChecked is what config check cannot know without serving, as its
 // output says.
 const notChecked = "not checked (tfmirror serve finds these when it starts): whether listen and metrics_listen can be bound, " +
-	"the data directory and what serve makes in it (the TLS certificate when tls_cert is not set, the URL-signing and export keys), " +
+	"whether the data directory can be made and written, what serve makes in it (the TLS certificate when tls_cert is not set, the URL-signing and export keys), " +
 	"pins_dir, the origins, and whether the shared store's bucket answers to its credentials"
 
 // checkNamedFiles reads the files cfg names with the functions serve
 // reads them with at start (never waiting on a FIFO, within bounds, a
 // secret or a key refused when users other than its owner may write
 // it), parses what they hold (certificates, keys, tokens, credentials),
+// judges the data directory as a start would make it (checkDataDir),
 // and loads the AWS configuration of a --shared-store as a start does
 // (checkSharedAWS, from this process's environment). Every error names its setting by its flag, for settings.Check to place
 // it at the file's line; all of them are returned, joined.
@@ -38,6 +39,9 @@ func checkNamedFiles(cfg settings.Config, lookupEnv func(string) (string, bool))
 			err = fmt.Errorf("--%s: %w", flag, err)
 		}
 		errs = append(errs, err)
+	}
+	if cfg.DataDir != "" {
+		add("data-dir", checkDataDir(cfg.DataDir))
 	}
 	if cfg.TLSCert != "" && cfg.TLSKey != "" {
 		if _, err := loadKeyPair(cfg.TLSCert, cfg.TLSKey); err != nil {

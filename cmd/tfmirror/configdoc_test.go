@@ -195,10 +195,12 @@ cannot change while serving keeps its value, and the command and the log name it
 **` + "`tfmirror config check FILE`" + `** reads a file as serve would (with the ` + "`TFMIRROR_`" + ` variables of its
 environment) and prints every error with its line in one run (exit status 1): the file's, those of
 the values together (` + "`--log-level`" + `, pairs of settings, a ` + "`listen`" + ` or ` + "`metrics_listen`" + ` that is not
-` + "`HOST:PORT`" + ` or ` + "`:PORT`" + `), the policy block's, and those of the files the settings name, read and
+` + "`HOST:PORT`" + ` or ` + "`:PORT`" + ` with a port from 0 to 65535 or a service name, a ` + "`shared_store`" + ` without
+` + "`shared_store_id`" + ` whose bucket and prefix are no store ID), the policy block's, and those of the files the settings name, read and
 parsed as serve reads them at start (` + "`tls_cert`" + ` and ` + "`tls_key`" + `, ` + "`auth_tokens_file`" + `,
 ` + "`url_signing_key_file`" + `, ` + "`origin_ca_file`" + `, ` + "`credentials_file`" + `, ` + "`module_source_credentials`" + `, the
-keys files: one missing, one others may write, one that does not parse), and the proxy variables
+keys files: one missing, one others may write, one that does not parse; a ` + "`data_dir`" + ` that is a
+file, or to be made under one), and the proxy variables
 of its environment as serve judges them at start when ` + "`upstream_proxy`" + ` is not set (an ` + "`HTTPS_PROXY`" + `
 serve refuses, with serve's message: see [Outbound proxy and address
 policy](operations.md#outbound-proxy-and-address-policy)), and with ` + "`shared_store`" + ` the AWS
@@ -210,7 +212,7 @@ proxy origin requests go through (` + "`ORIGIN PROXY`" + `: ` + "`upstream_proxy
 its environment, by scheme and host, never user or password), with, for each allowed origin, the
 proxy or ` + "`direct`" + `, and a warning when ` + "`ALL_PROXY`" + ` or ` + "`HTTP_PROXY`" + ` is set without ` + "`HTTPS_PROXY`" + ` (origin
 requests read neither), then what only a running serve finds and it did not check (whether the
-addresses can be bound, the data directory and what serve makes in it, ` + "`pins_dir`" + `, the origins,
+addresses can be bound, whether the data directory can be made and written, what serve makes in it, ` + "`pins_dir`" + `, the origins,
 and whether the shared store's bucket answers to its credentials). ` + "`--skip-files`" + ` checks the file alone, for one written for another machine (a
 ConfigMap whose Secrets are mounted beside it there), not this environment's proxy variables
 either, and says so. It judges the file's

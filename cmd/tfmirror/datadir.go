@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"syscall"
 	"time"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
@@ -95,6 +96,33 @@ func prepareDataDir(dir string, logger *slog.Logger) error {
 			"data_dir", dir, "mode", fmt.Sprintf("%04o", perm), "error", err)
 	}
 	return nil
+}
+
+// checkDataDir returns the error prepareDataDir would fail with at start
+// for what is at dir: a file that is no directory there, or on the way
+// to it where dir is still to be made (which no directory can be made
+// under). It makes nothing and reads no file (a FIFO there is looked at,
+// never opened); whether the directory can be made and written where
+// nothing is in the way is for a start to find.
+func checkDataDir(dir string) error {
+	for p := dir; ; {
+		fi, err := os.Stat(p)
+		switch {
+		case err == nil && fi.IsDir():
+			return nil
+		case err == nil && p == dir:
+			return fmt.Errorf("data directory: %s is not a directory", dir)
+		case err == nil:
+			return fmt.Errorf("data directory: %s cannot be made: %s is not a directory", dir, p)
+		case !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR):
+			return nil // not this process's to look at: a start's to find
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return nil
+		}
+		p = parent
+	}
 }
 
 // readOwnFile reads a file tfmirror writes in its data directory (a key

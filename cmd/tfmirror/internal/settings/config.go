@@ -181,8 +181,15 @@ func (c Config) Validate() error {
 		if l.addr == "" {
 			continue
 		}
-		if _, _, err := net.SplitHostPort(l.addr); err != nil {
+		_, port, err := net.SplitHostPort(l.addr)
+		if err != nil {
 			errs = append(errs, fmt.Errorf("--%s: %q is not an address to listen on (HOST:PORT, or :PORT for every interface): %w", l.flag, l.addr, err))
+			continue
+		}
+		// As a start's listen reads the port: a number from 0 to 65535,
+		// or a service name this system knows (http).
+		if _, err := net.LookupPort("tcp", port); err != nil {
+			errs = append(errs, fmt.Errorf("--%s: %q is not an address to listen on: its port %q is no port number (0 to 65535) or service name: %w", l.flag, l.addr, port, err))
 		}
 	}
 	for _, u := range []struct{ flag, url string }{
@@ -353,8 +360,14 @@ func (c Config) ValidateEngine() error {
 		if c.SharedTimeout > MaxSharedTimeout {
 			errs = append(errs, fmt.Errorf("--shared-store-timeout must be at most %s: a record put back in the bucket is told from one just written by the 15 minutes and one call after its writing", MaxSharedTimeout))
 		}
-		if _, err := sharedstore.ParseURL(c.SharedStore); err != nil {
+		if loc, err := sharedstore.ParseURL(c.SharedStore); err != nil {
 			errs = append(errs, fmt.Errorf("--shared-store: %w", err))
+		} else if c.SharedStoreID == "" {
+			// The store's ID is then its bucket and prefix, which a
+			// start judges as it would a --shared-store-id.
+			if err := sharedstore.CheckStoreID(sharedstore.DefaultStoreID(loc)); err != nil {
+				errs = append(errs, fmt.Errorf("--shared-store: without --shared-store-id the store's ID is s3://BUCKET/PREFIX, and %w: name the store with --shared-store-id", err))
+			}
 		}
 		if c.SharedStoreID != "" {
 			if err := sharedstore.CheckStoreID(c.SharedStoreID); err != nil {
