@@ -324,9 +324,9 @@ const configHelp = `Checks a configuration file as tfmirror serve --config FILE 
 TFMIRROR_ variables of this environment win over it, as they would), and prints
 its errors with their file and line, or the configuration in effect. The files it
 names (certificates, keys, tokens, credentials) are read and parsed as serve
-reads them, the proxy variables of this environment (HTTPS_PROXY, NO_PROXY)
-judged as serve judges them, and the proxy each allowed origin would be reached
-through is listed; what only a running serve finds is listed as not checked.
+reads them, the proxy variables of this environment (HTTPS_PROXY, NO_PROXY) and
+its TF_TOKEN_ variables judged as serve judges them, and the proxy each allowed
+origin would be reached through is listed; what only a running serve finds is listed as not checked.
 `
 
 // printOriginRoute prints how origin requests would reach each allowed
@@ -371,8 +371,9 @@ func printOriginRoute(w io.Writer, cfg settings.Config, lookupEnv func(string) (
 // effect: each setting's value (secrets redacted) and where it came from,
 // the proxy origin requests go through (printOriginRoute), then what it
 // could not check without serving. Exit status 1 when the file, or the
-// environment's proxy variables as serve judges them (originProxy), are
-// refused, 2 on a usage error.
+// environment's proxy variables (originProxy) or TF_TOKEN_ variables
+// (discovery.LoadCredentials) as serve judges them, are refused, 2 on a
+// usage error.
 func runConfig(args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) int {
 	if len(args) == 1 && isHelp(args[0]) {
 		fmt.Fprintf(stdout, "Usage: %s\n\n%s", configUsage, configHelp)
@@ -401,21 +402,28 @@ func runConfig(args []string, lookupEnv func(string) (string, bool), stdout, std
 	}
 	file := fs.Arg(0)
 	// The proxy variables of this environment, judged as serve judges
-	// them at start when upstream_proxy is not set (else it reads none).
-	var proxyErr error
-	judgeProxy := func(cfg settings.Config) {
+	// them at start when upstream_proxy is not set (else it reads none),
+	// and its TF_TOKEN_ variables, which serve reads at start whatever
+	// the file says (originNetwork), judged as it judges them.
+	var proxyErr, tokensErr error
+	judgeEnv := func(cfg settings.Config) {
 		if cfg.UpstreamProxy == "" {
 			_, proxyErr = originProxy("", lookupEnv)
 		}
+		if _, err := discovery.LoadCredentials("", os.Environ()); err != nil {
+			tokensErr = fmt.Errorf("the origin credentials of this environment, which serve reads at start (TF_TOKEN_ variables), are refused: %w", err)
+		}
 	}
-	e, err := checkServeConfig([]string{"--" + settings.ConfigFlag, file}, lookupEnv, configHooks(nil), !*skipFiles, judgeProxy)
+	e, err := checkServeConfig([]string{"--" + settings.ConfigFlag, file}, lookupEnv, configHooks(nil), !*skipFiles, judgeEnv)
 	if err != nil {
 		fmt.Fprintf(stderr, "tfmirror config check: %v\n", err)
 	}
-	if proxyErr != nil {
-		fmt.Fprintf(stderr, "tfmirror config check: %v\n", proxyErr)
+	for _, envErr := range []error{proxyErr, tokensErr} {
+		if envErr != nil {
+			fmt.Fprintf(stderr, "tfmirror config check: %v\n", envErr)
+		}
 	}
-	if err != nil || proxyErr != nil {
+	if err != nil || proxyErr != nil || tokensErr != nil {
 		return 1
 	}
 	for _, w := range e.File.Warnings {
@@ -443,7 +451,7 @@ func runConfig(args []string, lookupEnv func(string) (string, bool), stdout, std
 		fmt.Fprintln(stdout, "\nPOLICY: none (every provider and module is allowed)")
 	}
 	if *skipFiles {
-		fmt.Fprintf(stdout, "\nnot checked (--skip-files): the files it names, the proxy variables of this environment\n")
+		fmt.Fprintf(stdout, "\nnot checked (--skip-files): the files it names, the proxy and TF_TOKEN_ variables of this environment\n")
 	} else {
 		printOriginRoute(stdout, e.Config, lookupEnv)
 	}

@@ -111,7 +111,7 @@ func TestConfigCheckJudgesTheProxyEnvironment(t *testing.T) {
 				"registry.terraform.io  through socks5://egress.corp.example:1080 (upstream_proxy)\n"}},
 		{"--skip-files", []string{"--skip-files", conf},
 			[]string{"HTTPS_PROXY", "socks4://mirror:s3cret@proxy.corp.example:1080"},
-			[]string{"not checked (--skip-files): the files it names, the proxy variables of this environment"}},
+			[]string{"not checked (--skip-files): the files it names, the proxy and TF_TOKEN_ variables of this environment"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer

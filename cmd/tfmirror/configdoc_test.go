@@ -203,9 +203,10 @@ keys files: one missing, one others may write, one that does not parse; a ` + "`
 file, or to be made under one), and the proxy variables
 of its environment as serve judges them at start when ` + "`upstream_proxy`" + ` is not set (an ` + "`HTTPS_PROXY`" + `
 serve refuses, with serve's message: see [Outbound proxy and address
-policy](operations.md#outbound-proxy-and-address-policy)), and with ` + "`shared_store`" + ` the AWS
+policy](operations.md#outbound-proxy-and-address-policy)), and its ` + "`TF_TOKEN_`" + ` variables as serve judges
+them at start (one that names no host, or is empty), and with ` + "`shared_store`" + ` the AWS
 configuration serve loads for it from its environment (an ` + "`AWS_CA_BUNDLE`" + ` that is not there, an
-` + "`AWS_CONFIG_FILE`" + ` or ` + "`AWS_PROFILE`" + ` the AWS SDK refuses); or the configuration in
+` + "`AWS_CONFIG_FILE`" + ` or ` + "`AWS_PROFILE`" + ` the AWS SDK refuses, a file of it that is no regular file); or the configuration in
 effect: each setting, its value (secrets redacted) and its source, then the rules of the ` + "`policy`" + `
 block in the order of evaluation, each with its line (see [Package policy](policy.md)), then the
 proxy origin requests go through (` + "`ORIGIN PROXY`" + `: ` + "`upstream_proxy`" + `, else ` + "`HTTPS_PROXY`" + ` and ` + "`NO_PROXY`" + ` of
@@ -214,8 +215,8 @@ proxy or ` + "`direct`" + `, and a warning when ` + "`ALL_PROXY`" + ` or ` + "`H
 requests read neither), then what only a running serve finds and it did not check (whether the
 addresses can be bound, whether the data directory can be made and written, what serve makes in it, ` + "`pins_dir`" + `, the origins,
 and whether the shared store's bucket answers to its credentials). ` + "`--skip-files`" + ` checks the file alone, for one written for another machine (a
-ConfigMap whose Secrets are mounted beside it there), not this environment's proxy variables
-either, and says so. It judges the file's
+ConfigMap whose Secrets are mounted beside it there), not this environment's proxy and ` + "`TF_TOKEN_`" + `
+variables either, and says so. It judges the file's
 owner against the user it runs as: as root it refuses a file the mirror's user owns, which serve
 reads; run it as the mirror's user, or make the file root's.
 

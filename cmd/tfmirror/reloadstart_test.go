@@ -127,3 +127,33 @@ func listenRefused(addr string) func(t *testing.T, args []string, _ bool) error 
 		return err
 	}
 }
+
+// TestConfigCheckJudgesTheEnvironmentsOriginTokens: serve reads the
+// TF_TOKEN_ variables of its environment at start, whatever its file
+// says, and refuses to start on one that is empty or names no host.
+// config check, which judges this environment's proxy variables as
+// serve does, judges these too: the file is refused (exit status 1)
+// naming the variable, never a token; with --skip-files it is not.
+func TestConfigCheckJudgesTheEnvironmentsOriginTokens(t *testing.T) {
+	noEnv := func(string) (string, bool) { return "", false } // no TFMIRROR_ variables
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "tfmirror.hcl")
+	writePrivate(t, conf, "data_dir = \""+filepath.Join(dir, "data")+"\"\n")
+	const token = "s3cr3t-t0ken-value-for-the-registry"
+	t.Setenv("TF_TOKEN_registry_example_com", token)
+	t.Setenv("TF_TOKEN_", "another-"+token)
+
+	if err := startRefused(t, []string{"--config", conf, "--insecure-http"}, false); err == nil || !strings.Contains(err.Error(), "TF_TOKEN_") {
+		t.Fatalf("a start with TF_TOKEN_ naming no host: %v, want it refused naming the variable", err)
+	}
+	var stdout, stderr bytes.Buffer
+	code := runConfig([]string{"check", conf}, noEnv, &stdout, &stderr)
+	if code != 1 || !strings.Contains(stderr.String(), "TF_TOKEN_ does not name a valid host") || strings.Contains(stderr.String(), token) {
+		t.Errorf("config check with TF_TOKEN_ naming no host: exit status %d, want 1 naming the variable, never its token:\n%s%s", code, stdout.String(), stderr.String())
+	}
+	stdout.Reset()
+	stderr.Reset()
+	if code := runConfig([]string{"check", "--skip-files", conf}, noEnv, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "TF_TOKEN_") {
+		t.Errorf("config check --skip-files: exit status %d, want 0 saying the TF_TOKEN_ variables were not checked:\n%s%s", code, stdout.String(), stderr.String())
+	}
+}
