@@ -1,6 +1,8 @@
 package sharedstore
 
 import (
+	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -57,28 +59,58 @@ func awsFiles() []awsFile {
 // taken, as reading it ends at once: AWS_CONFIG_FILE=/dev/null is the
 // usual way to have the SDK read no such file. A file that is not there
 // is left to the SDK, which ignores a missing config or credentials file
-// and refuses a missing CA bundle. The error names the variable (or the
-// default file) and the path, never what the file holds.
-func checkAWSFiles() error {
+// and refuses a missing CA bundle. Those files taken, the profile the SDK
+// reads from them (AWS_PROFILE, else default) is read, and the files it
+// names are judged the same way: its ca_bundle, and the
+// web_identity_token_file of it and of its source profiles. The error
+// names the variable or the profile's setting, and the path, never what
+// a file holds.
+func checkAWSFiles(ctx context.Context) error {
 	var errs []error
-	for _, f := range awsFiles() {
-		file, _, err := inputfile.OpenOperator(f.path)
+	judge := func(what, path string) {
+		file, _, err := inputfile.OpenOperator(path)
 		if err == nil {
 			file.Close()
-			continue
+			return
 		}
 		var kind *inputfile.KindError
-		if !errors.As(err, &kind) {
-			continue // not there, or not readable: the SDK's to judge
+		if !errors.As(err, &kind) || isNullDevice(path) {
+			return // not there, or not readable: the SDK's to judge
 		}
-		if isNullDevice(f.path) {
-			continue
-		}
+		errs = append(errs, fmt.Errorf("shared store: AWS config: %s %s is %s, not a regular file: refused (the AWS SDK would wait on it for ever)", what, path, kind.Kind))
+	}
+	files := awsFiles()
+	var configFiles, credentialsFiles []string
+	for _, f := range files {
 		what := f.variable
 		if f.def {
 			what = "the AWS SDK's default for " + f.variable
 		}
-		errs = append(errs, fmt.Errorf("shared store: AWS config: %s %s is %s, not a regular file: refused (the AWS SDK would wait on it for ever)", what, f.path, kind.Kind))
+		judge(what, f.path)
+		switch f.variable {
+		case "AWS_CONFIG_FILE":
+			configFiles = append(configFiles, f.path)
+		case "AWS_SHARED_CREDENTIALS_FILE":
+			credentialsFiles = append(credentialsFiles, f.path)
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	profile := cmp.Or(os.Getenv("AWS_PROFILE"), "default")
+	sc, err := config.LoadSharedConfigProfile(ctx, profile, func(o *config.LoadSharedConfigOptions) {
+		o.ConfigFiles, o.CredentialsFiles = configFiles, credentialsFiles
+	})
+	if err != nil {
+		return nil // no such profile, or one the SDK refuses: the SDK says so
+	}
+	if sc.CustomCABundle != "" {
+		judge("the ca_bundle of AWS profile "+profile, sc.CustomCABundle)
+	}
+	for s, depth := &sc, 0; s != nil && depth < 16; s, depth = s.Source, depth+1 {
+		if s.WebIdentityTokenFile != "" {
+			judge("the web_identity_token_file of AWS profile "+s.Profile, s.WebIdentityTokenFile)
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -55,8 +55,9 @@ func returnsWithin(t *testing.T, d time.Duration, fifo string, fn func() error) 
 }
 
 // TestOpenRefusesAnAWSFileThatIsNoRegularFile: the AWS SDK reads the
-// files its variables name (and ~/.aws/config, ~/.aws/credentials) with
-// plain reads, which wait for ever on a FIFO. Open and CheckAWSConfig
+// files its variables name (and ~/.aws/config, ~/.aws/credentials), and
+// those its profile names, with plain reads, which wait for ever on a
+// FIFO. Open and CheckAWSConfig
 // refuse such a file at once, naming the variable, the path and what it
 // is, instead of waiting; the null device, which reads as empty, is
 // taken, as a regular file is.
@@ -103,6 +104,34 @@ func TestOpenRefusesAnAWSFileThatIsNoRegularFile(t *testing.T) {
 				if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), fifo) || !strings.Contains(err.Error(), "a FIFO") {
 					t.Errorf("%s with %s a FIFO: %v; want it refused naming %s, the path and what it is", name, variable, err, want)
 				}
+			}
+		})
+	}
+
+	// The files the profile read names: its ca_bundle, and the
+	// web_identity_token_file of it or of its source profile.
+	for _, tc := range []struct{ name, profile, want string }{
+		{"ca_bundle", "[profile mirror]\nca_bundle = FIFO\n", "the ca_bundle of AWS profile mirror"},
+		{"web_identity_token_file", "[profile mirror]\nrole_arn = arn:aws:iam::123456789012:role/mirror\nsource_profile = base\n" +
+			"[profile base]\nrole_arn = arn:aws:iam::123456789012:role/base\nweb_identity_token_file = FIFO\n", "the web_identity_token_file of AWS profile base"},
+	} {
+		t.Run("a profile's "+tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			fifo := filepath.Join(dir, "aws-fifo")
+			if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			conf := filepath.Join(dir, "aws-config")
+			if err := os.WriteFile(conf, []byte(strings.ReplaceAll(tc.profile, "FIFO", fifo)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			awsEnviron(t, map[string]string{"AWS_CONFIG_FILE": conf, "AWS_SHARED_CREDENTIALS_FILE": os.DevNull, "AWS_PROFILE": "mirror"})
+			err := returnsWithin(t, 10*time.Second, fifo, func() error {
+				_, err := sharedstore.Open(context.Background(), cfg)
+				return err
+			})
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), fifo) || !strings.Contains(err.Error(), "a FIFO") {
+				t.Errorf("Open with %s a FIFO: %v; want it refused naming %q, the path and what it is", tc.name, err, tc.want)
 			}
 		})
 	}

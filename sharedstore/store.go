@@ -310,7 +310,7 @@ func CheckAWSConfig(ctx context.Context, cfg Config) error {
 // them that is no regular file is refused first (checkAWSFiles): the SDK
 // reads them with plain reads, which never end on a FIFO.
 func loadAWSConfig(ctx context.Context, loc Location, cfg Config) (aws.Config, error) {
-	if err := checkAWSFiles(); err != nil {
+	if err := checkAWSFiles(ctx); err != nil {
 		return aws.Config{}, err
 	}
 	opts := []func(*config.LoadOptions) error{}
