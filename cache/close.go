@@ -95,8 +95,12 @@ func (d *database) close() error {
 // (Commit alone does not end a writer: readers may still read through it
 // until Close), or until ctx is done, and then closes the database, after
 // the reads and writes under way (short, single operations) are over.
-// From then on every method of the store, and of readers and writers
-// still open, fails with ErrClosed.
+// From then on every method of the store, and of readers still open,
+// fails with ErrClosed. A writer still open (one the wait abandoned)
+// stores nothing more: its Write goes on, as BlobWriter's does after any
+// failure to store, for the followers that read from it, Err reports the
+// failure and Commit fails; its followers read only the chunks it still
+// holds in memory, and fail on any other.
 //
 // The database is closed in every case. When ctx ended the wait, the
 // error wraps ctx's error and says how many writers were abandoned; what

@@ -151,8 +151,16 @@ func TestCloseAbandonsOpenWriter(t *testing.T) {
 			if err := tc.close(s); !errors.Is(err, tc.wantErr) || (tc.wantErr == nil) != (err == nil) {
 				t.Fatalf("closing: %v, want %v", err, tc.wantErr)
 			}
-			// The abandoned writer goes on without reaching Badger.
+			// The abandoned writer goes on without reaching Badger, for
+			// its followers: what it holds in memory, its failure to
+			// store the rest in Err.
 			w.Write(data[testChunk*2:])
+			if err := w.Err(); !errors.Is(err, ErrClosed) {
+				t.Errorf("Err after close: %v, want ErrClosed", err)
+			}
+			if n, err := followAt(w, make([]byte, 5), testChunk*3); n != 5 || err != nil {
+				t.Errorf("ReadAt of the chunk the writer holds after close: %d, %v; want its 5 bytes", n, err)
+			}
 			if _, err := w.Commit("h1:test"); !errors.Is(err, ErrClosed) {
 				t.Errorf("Commit after close: %v, want ErrClosed", err)
 			}
