@@ -76,7 +76,9 @@ func (p *progress) start() (stop func()) {
 	}
 }
 
-// done records a finished package: its archive's size, or its error.
+// done records a finished package: its archive's size, or its error,
+// their control characters shown as escapes (shown), as sync's summary
+// shows them: an error may quote what an origin sent.
 func (p *progress) done(it syncItem, size int64, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -88,16 +90,16 @@ func (p *progress) done(it syncItem, size int64, err error) {
 	}
 	if p.tty {
 		if err != nil {
-			fmt.Fprintf(p.w, "\r\x1b[Kfailed: %s: %v\n", it, err)
+			fmt.Fprintf(p.w, "\r\x1b[Kfailed: %s: %s\n", shown(it.String()), shown(err.Error()))
 		}
 		p.redraw()
 		return
 	}
 	if err != nil {
-		fmt.Fprintf(p.w, "[%d/%d] failed: %s: %v\n", p.count, p.total, it, err)
+		fmt.Fprintf(p.w, "[%d/%d] failed: %s: %s\n", p.count, p.total, shown(it.String()), shown(err.Error()))
 		return
 	}
-	fmt.Fprintf(p.w, "[%d/%d] cached %s (%s)\n", p.count, p.total, it, humanize.IBytes(uint64(size)))
+	fmt.Fprintf(p.w, "[%d/%d] cached %s (%s)\n", p.count, p.total, shown(it.String()), humanize.IBytes(uint64(size)))
 }
 
 // redraw draws the terminal line; p.mu is held.

@@ -44,6 +44,16 @@ func TestProgress(t *testing.T) {
 	if plain.String() != want {
 		t.Errorf("plain output %q, want %q", plain.String(), want)
 	}
+	// A failure quoting what an origin sent is printed with its control
+	// characters as escapes, on a terminal and elsewhere.
+	for _, tty := range []bool{true, false} {
+		var out bytes.Buffer
+		p = newProgress(&out, tty, 1, now)
+		p.done(it, 0, errors.New("origin said \x1b]0;owned\x07"))
+		if got := out.String(); strings.ContainsAny(strings.ReplaceAll(got, "\r\x1b[K", ""), "\x07\x1b") || !strings.Contains(got, `origin said \x1b]0;owned\x07`) {
+			t.Errorf("terminal %v: failure printed as %q", tty, got)
+		}
+	}
 	if isTerminal(&plain) {
 		t.Error("a buffer is a terminal")
 	}
