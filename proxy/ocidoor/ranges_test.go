@@ -27,19 +27,13 @@ func TestRangeNotSatisfiableInTheErrorEnvelope(t *testing.T) {
 	t.Parallel()
 	r, base, modBase, manifest := documentsRig(t)
 	read := func(resp *http.Response) []byte { return readBody(t, resp) }
-	blob := "sha256:" + r.origin.SHA256("hashicorp", "random", "1.0.0", "linux_amd64")
-	read(r.do("GET", base+"/blobs/"+blob))
-	enginetest.WaitCommitted(t, func(ctx context.Context) error { return mirror.WaitIdle(ctx, r.engine) }, r.store, strings.TrimPrefix(blob, "sha256:"))
-	var modManifest struct{ Layers []struct{ Digest string } }
-	if err := json.Unmarshal(read(r.do("GET", modBase+"/manifests/1.0.0")), &modManifest); err != nil || len(modManifest.Layers) != 1 {
-		t.Fatalf("module manifest: %v", err)
-	}
+	blob, modBlob := cachedBlobs(t, r, base, modBase)
 	for name, path := range map[string]string{
 		"provider blob":      base + "/blobs/" + blob,
 		"index by tag":       base + "/manifests/1.0.0",
 		"manifest by digest": base + "/manifests/" + manifest,
 		"empty config blob":  base + "/blobs/" + oci.EmptyConfig().Digest.String(),
-		"module blob":        modBase + "/blobs/" + modManifest.Layers[0].Digest,
+		"module blob":        modBase + "/blobs/" + modBlob,
 		"module manifest":    modBase + "/manifests/1.0.0",
 	} {
 		whole := r.do("GET", path)
@@ -89,17 +83,11 @@ func TestRangeOfAnotherUnitIgnored(t *testing.T) {
 	t.Parallel()
 	r, base, modBase, manifest := documentsRig(t)
 	read := func(resp *http.Response) []byte { return readBody(t, resp) }
-	blob := "sha256:" + r.origin.SHA256("hashicorp", "random", "1.0.0", "linux_amd64")
-	read(r.do("GET", base+"/blobs/"+blob))
-	enginetest.WaitCommitted(t, func(ctx context.Context) error { return mirror.WaitIdle(ctx, r.engine) }, r.store, strings.TrimPrefix(blob, "sha256:"))
-	var modManifest struct{ Layers []struct{ Digest string } }
-	if err := json.Unmarshal(read(r.do("GET", modBase+"/manifests/1.0.0")), &modManifest); err != nil || len(modManifest.Layers) != 1 {
-		t.Fatalf("module manifest: %v", err)
-	}
+	blob, modBlob := cachedBlobs(t, r, base, modBase)
 	for name, path := range map[string]string{
 		"provider blob":      base + "/blobs/" + blob,
 		"manifest by digest": base + "/manifests/" + manifest,
-		"module blob":        modBase + "/blobs/" + modManifest.Layers[0].Digest,
+		"module blob":        modBase + "/blobs/" + modBlob,
 	} {
 		whole := read(r.do("GET", path))
 		for _, rng := range []string{"items=0-4", "x-rows=1-2"} {
@@ -113,4 +101,19 @@ func TestRangeOfAnotherUnitIgnored(t *testing.T) {
 			t.Errorf("%s, Range Bytes=1-3: %d %q; want 206 and bytes 1-3", name, resp.StatusCode, body)
 		}
 	}
+}
+
+// cachedBlobs caches the linux_amd64 archive of documentsRig's provider
+// through the door and returns its blob's digest, with the digest of the
+// module's blob, read from its manifest.
+func cachedBlobs(t *testing.T, r *rig, base, modBase string) (blob, modBlob string) {
+	t.Helper()
+	blob = "sha256:" + r.origin.SHA256("hashicorp", "random", "1.0.0", "linux_amd64")
+	readBody(t, r.do("GET", base+"/blobs/"+blob))
+	enginetest.WaitCommitted(t, func(ctx context.Context) error { return mirror.WaitIdle(ctx, r.engine) }, r.store, strings.TrimPrefix(blob, "sha256:"))
+	var modManifest struct{ Layers []struct{ Digest string } }
+	if err := json.Unmarshal(readBody(t, r.do("GET", modBase+"/manifests/1.0.0")), &modManifest); err != nil || len(modManifest.Layers) != 1 {
+		t.Fatalf("module manifest: %v", err)
+	}
+	return blob, modManifest.Layers[0].Digest
 }
