@@ -29,7 +29,7 @@ func TestLogLinesBounded(t *testing.T) {
 		logger.Info("request failed", "path", r.URL.EscapedPath())
 		w.WriteHeader(http.StatusNotFound)
 	})
-	h := newHarness(t, harnessOptions{cfg: Config{Logger: logger, OCI: mirrorErrorsDoor{oci}, Releases: oci}})
+	h := newHarness(t, harnessOptions{cfg: Config{Logger: logger, OCI: mirrorErrorsDoor{oci}, Releases: mirrorErrorsDoor{oci}}})
 	srv := httptest.NewServer(Instrument(h.server, logger, nil))
 	t.Cleanup(srv.Close)
 
@@ -76,7 +76,7 @@ func TestLogLinesBounded(t *testing.T) {
 	}
 }
 
-// mirrorErrorsDoor is an OCI door that answers the refusals of the
+// mirrorErrorsDoor is a mounted door that answers the refusals of the
 // layers in front of it as the mirror protocols do.
 type mirrorErrorsDoor struct{ http.Handler }
 

@@ -52,7 +52,7 @@ func TestManyRangesAnsweredWhole(t *testing.T) {
 	}
 	h := newHarness(t, harnessOptions{
 		origin: fakeorigin.Options{ArchiveSize: 2 << 20},
-		cfg:    Config{OCI: mirrorErrorsDoor{mounted("oci")}, Releases: mounted("releases")},
+		cfg:    Config{OCI: mirrorErrorsDoor{mounted("oci")}, Releases: mirrorErrorsDoor{mounted("releases")}},
 	})
 	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
 	sha := h.origin.SHA256(ns, typ, "1.0.0", "linux_amd64")

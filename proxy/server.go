@@ -88,7 +88,7 @@ type Config struct {
 	// distribution front door), ahead of every other route, so that no
 	// other protocol's path or method handling answers there. Default:
 	// nothing is served under /v2/.
-	OCI OCIDoor
+	OCI Door
 	// OCIBlock, when set, is the oci_mirror block the status page shows
 	// ready to paste, for the host the page was asked on. Default: none.
 	OCIBlock func(host string) string
@@ -99,7 +99,7 @@ type Config struct {
 	// Releases, when set, serves everything under /releases/ (the CLI
 	// releases front door, proxy/releasesdoor), ahead of every other
 	// route. Default: nothing is served there.
-	Releases http.Handler
+	Releases Door
 	// CLIReleases, when set, is what the status page shows of the CLI
 	// releases door (Releases) ready to paste, for the mirror's base URL
 	// ("https://host/"): each installer's settings. Default: nothing.
@@ -144,10 +144,10 @@ const releasesPrefix = "/releases/"
 type Server struct {
 	*responder
 	router *mux.Router
-	hot    *hotDocs     // answers to send again while the engine says they hold
-	status *statusPage  // the page at /
-	oci    OCIDoor      // everything under /v2/, or nil
-	rel    http.Handler // everything under /releases/, or nil
+	hot    *hotDocs    // answers to send again while the engine says they hold
+	status *statusPage // the page at /
+	oci    Door        // everything under /v2/, or nil
+	rel    Door        // everything under /releases/, or nil
 }
 
 // New returns a Server answering from engine.
@@ -224,7 +224,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.oci.ServeHTTP(w, r)
 		return
 	}
-	if s.rel != nil && strings.HasPrefix(r.URL.Path, releasesPrefix) {
+	if s.releasesPath(r) {
 		s.rel.ServeHTTP(w, r)
 		return
 	}
@@ -234,13 +234,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.router.ServeHTTP(w, r)
 }
 
-// OCIDoor is the OCI distribution front door (proxy/ocidoor.Door): it
-// serves /v2/, and answers in its own error format (the error envelope
-// OCI clients read) what the layers in front of the doors refuse of a
+// Door is a front door mounted under paths of its own: the OCI
+// distribution door (proxy/ocidoor.Door) under /v2/, the CLI releases
+// door (proxy/releasesdoor.Door) under /releases/. It serves them, and
+// answers in its own error format (the OCI error envelope, the releases
+// site's plain text) what the layers in front of the doors refuse of a
 // request on its paths (a path too long, a client address over the limit
-// of failed attempts), so that every answer on its paths is in its
-// format.
-type OCIDoor interface {
+// of failed attempts, a Host the mirror cannot name itself by), so that
+// every answer on its paths is in its format.
+type Door interface {
 	http.Handler
 	AnswerError(w http.ResponseWriter, r *http.Request, err error)
 }
@@ -251,15 +253,24 @@ func (s *Server) ociPath(r *http.Request) bool {
 	return s.oci != nil && (r.URL.Path == "/v2" || strings.HasPrefix(r.URL.Path, "/v2/"))
 }
 
+// releasesPath reports whether r is the CLI releases door's: everything
+// under /releases/.
+func (s *Server) releasesPath(r *http.Request) bool {
+	return s.rel != nil && strings.HasPrefix(r.URL.Path, releasesPrefix)
+}
+
 // refuse answers err, a refusal of the layers in front of the doors: on
-// the OCI door's paths in its format (OCIDoor.AnswerError), else as the
+// a mounted door's paths in its format (Door.AnswerError), else as the
 // mirror protocols' errors.
 func (s *Server) refuse(w http.ResponseWriter, r *http.Request, err error) {
-	if s.ociPath(r) {
+	switch {
+	case s.ociPath(r):
 		s.oci.AnswerError(w, r, err)
-		return
+	case s.releasesPath(r):
+		s.rel.AnswerError(w, r, err)
+	default:
+		writeError(w, err)
 	}
-	writeError(w, err)
 }
 
 // MaxRequestPath bounds a request's path, as sent (escaped), for every

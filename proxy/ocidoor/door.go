@@ -75,7 +75,7 @@ type Door struct {
 }
 
 // The layers in front of the door answer its requests in its format.
-var _ proxy.OCIDoor = (*Door)(nil)
+var _ proxy.Door = (*Door)(nil)
 
 // New returns a Door answering from providers.
 func New(cfg Config, providers Providers) (*Door, error) {
@@ -647,7 +647,7 @@ func (d *Door) failEngine(w http.ResponseWriter, r *http.Request, notFound strin
 
 // AnswerError answers err, with which a layer in front of the door
 // refused one of its requests (a path too long, a client address over
-// the limit of failed attempts: proxy.OCIDoor) or proxy.ServeCached
+// the limit of failed attempts: proxy.Door) or proxy.ServeCached
 // a Range (its proxy.ErrorFunc), in the door's error envelope, as
 // failEngine answers the engine's errors.
 func (d *Door) AnswerError(w http.ResponseWriter, r *http.Request, err error) {

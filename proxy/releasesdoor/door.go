@@ -73,6 +73,9 @@ type Door struct {
 	failures *proxy.Failures
 }
 
+// The layers in front of the door answer its requests in its format.
+var _ proxy.Door = (*Door)(nil)
+
 // New returns a Door answering from rel.
 func New(cfg Config, rel Releases) (*Door, error) {
 	if rel == nil {
@@ -171,6 +174,14 @@ func (d *Door) authorized(w http.ResponseWriter, r *http.Request) bool {
 func (d *Door) base(w http.ResponseWriter, r *http.Request, pub releases.Publisher) string {
 	proxy.VaryByRequestURL(w)
 	return strings.TrimSuffix(d.cfg.MirrorURL(r), "/") + strings.TrimSuffix(Prefix, "/") + "/" + string(pub)
+}
+
+// AnswerError answers err, with which a layer in front of the door
+// refused one of its requests (a path too long, a client address over
+// the limit of failed attempts: proxy.Door), as the door answers its own
+// errors: plain text, as the releases site does, once logged.
+func (d *Door) AnswerError(w http.ResponseWriter, r *http.Request, err error) {
+	d.fail(w, r, err)
 }
 
 // fail answers err's status, once logged.
