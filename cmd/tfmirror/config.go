@@ -326,7 +326,8 @@ its errors with their file and line, or the configuration in effect. The files i
 names (certificates, keys, tokens, credentials) are read and parsed as serve
 reads them, the proxy variables of this environment (HTTPS_PROXY, NO_PROXY) and
 its TF_TOKEN_ variables judged as serve judges them, and the proxy each allowed
-origin would be reached through is listed; what only a running serve finds is listed as not checked.
+origin would be reached through is listed; what only a running serve finds is
+listed as not checked.
 `
 
 // printOriginRoute prints how origin requests would reach each allowed

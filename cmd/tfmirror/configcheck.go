@@ -27,8 +27,9 @@ const notChecked = "not checked (tfmirror serve finds these when it starts): whe
 // it), parses what they hold (certificates, keys, tokens, credentials),
 // judges the data directory as a start would make it (checkDataDir),
 // and loads the AWS configuration of a --shared-store as a start does
-// (checkSharedAWS, from this process's environment). Every error names its setting by its flag, for settings.Check to place
-// it at the file's line; all of them are returned, joined.
+// (checkSharedAWS, from this process's environment). Every error names
+// its setting by its flag, for settings.Check to place it at the file's
+// line; all of them are returned, joined.
 func checkNamedFiles(cfg settings.Config, lookupEnv func(string) (string, bool)) error {
 	var errs []error
 	add := func(flag string, err error) {
