@@ -320,12 +320,12 @@ func (s *Blobs) OpenBlob(sha string) (BlobReader, error) {
 // claims it first (evict.go). Once the record is deleted, so is the
 // archive, and deleteBlob succeeds: chunks it could not delete then (a
 // full disk) are logged and left to the removal of an interrupted
-// write's, which nothing names either (orphans.go). With held (the eviction's, lru.held), it
-// deletes nothing when held, asked under the blob's lock, says the
-// archive is in use (ErrInUse): a claim refuses new readers (acquire),
-// but a writer that found no record, or found one before the claim,
-// commits and holds the archive until it is closed (addPinned), under
-// that lock.
+// write's, which nothing names either (orphans.go). With held (the
+// eviction's, lru.held), it deletes nothing when held, asked under the
+// blob's lock, says the archive is in use (ErrInUse): a claim refuses new
+// readers (acquire), but a writer that found no record, or found one
+// before the claim, commits and holds the archive until it is closed
+// (addPinned), under that lock.
 func (s *Blobs) deleteBlob(sha string, held func(sha string) bool) error {
 	if err := checkSHA(sha); err != nil {
 		return err

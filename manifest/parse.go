@@ -454,10 +454,10 @@ func configFiles(dir string) ([]string, error) {
 // loadModule adds to reqs the provider requirements of the module in dir
 // (its configuration files) and of the local modules it calls (source
 // "./..." or "../..."), merged by provider: constraints from several
-// modules all apply, as in Terraform. Calls of modules from a registry or another
-// remote source are added to remotes (whose bound ends the reading with its
-// error): their requirements are known only
-// once they are downloaded (tfmirror sync does, for registry modules).
+// modules all apply, as in Terraform. Calls of modules from a registry or
+// another remote source are added to remotes (whose bound ends the
+// reading with its error): their requirements are known only once they
+// are downloaded (tfmirror sync does, for registry modules).
 // seen guards against a module that calls itself. ctx is checked before
 // each file (parseConfig). A local source is followed within root only
 // (a downloaded package's; "": the operator's own configuration, read

@@ -28,10 +28,10 @@ func PackDir(ctx context.Context, dir, tempDir string, dst io.Writer, limits Lim
 // package, as Fetch writes a fetched one, within limits: regular files,
 // directories and links that stay inside root only; .git is left out, in
 // every spelling of it (isDotGit), and refused past maxSkippedDotGit of
-// them. Its directories are read inputfile.WalkBatch entries at a time, each entry
-// charged to limits as it is read, so that a directory of more entries
-// than limits allow is refused after reading at most one batch more, not
-// read whole first; one directory is open at a time.
+// them. Its directories are read inputfile.WalkBatch entries at a time,
+// each entry charged to limits as it is read, so that a directory of more
+// entries than limits allow is refused after reading at most one batch
+// more, not read whole first; one directory is open at a time.
 // Everything is read through root, so that nothing outside it is read
 // whatever its links (or a file or directory made a link while it is
 // read) point to. The files are copied into a directory it makes (and
