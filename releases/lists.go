@@ -139,6 +139,14 @@ func (r *Releases) list(ctx context.Context, pub Publisher, product string, maxA
 		defer cancel()
 	}
 	v, err := r.detached(wctx, key, func(ctx context.Context) (any, error) {
+		// Again: a flight that ended just before this one began may
+		// have fetched it.
+		r.mu.Lock()
+		m := r.lists[key]
+		r.mu.Unlock()
+		if m != nil && records.Fresh(r.cfg.Now(), m.list.At, maxAge) {
+			return m.list, nil
+		}
 		return r.fetchList(ctx, pub, product)
 	})
 	if errors.Is(err, context.DeadlineExceeded) && wctx.Err() != nil && ctx.Err() == nil {

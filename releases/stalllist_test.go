@@ -187,3 +187,80 @@ func TestCloseEndsStalledListRefresh(t *testing.T) {
 		t.Error("Close returned before the stalled refresh did")
 	}
 }
+
+// gatedClock is clock's Now, except that the first call after arm waits,
+// having said so on reached, until go on is closed: a caller held
+// between reading the version list it has in memory and asking the
+// origin for a new one.
+type gatedClock struct {
+	clock *enginetest.FakeClock
+
+	mu      sync.Mutex
+	armed   bool
+	reached chan struct{}
+	goOn    chan struct{}
+}
+
+func (c *gatedClock) arm() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.armed, c.reached, c.goOn = true, make(chan struct{}), make(chan struct{})
+}
+
+func (c *gatedClock) Now() time.Time {
+	c.mu.Lock()
+	armed, reached, goOn := c.armed, c.reached, c.goOn
+	c.armed = false
+	c.mu.Unlock()
+	if armed {
+		close(reached)
+		<-goOn
+	}
+	return c.clock.Now()
+}
+
+// A caller that found the version list expired while another caller's
+// refresh was under way, and asks for it once that refresh has ended, is
+// answered with the list the refresh fetched: the origin is not asked
+// again (the refresh's flight looks at the list in memory before it
+// fetches).
+func TestListFetchedJustBeforeIsNotFetchedAgain(t *testing.T) {
+	r := newRig(t, startOrigin(t), "", false)
+	o := &stallingListOrigin{next: r.client}
+	clock := &gatedClock{clock: r.clock}
+	rel, err := releases.New(releases.Config{
+		HashiCorpURL: r.origin.HashiCorpURL, HashiCorpKeys: []string{r.origin.HashiCorpKey},
+		OpenTofuDownloadURL: r.origin.OpenTofuDownloadURL, OpenTofuAPIURL: r.origin.OpenTofuAPIURL, OpenTofuKeys: []string{r.origin.OpenTofuKey},
+		ListTTL: 10 * time.Minute, Logger: enginetest.Logger(t), Metrics: r.metrics, Now: clock.Now,
+	}, o, r.engine, r.store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rel.Close)
+	if _, _, err := versionsWithin(t, rel, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	r.origin.Add("hashicorp", "terraform", "1.7.0", "linux_amd64")
+	r.clock.Add(time.Hour) // the cached list has expired
+
+	clock.arm()
+	held := make(chan error, 1)
+	var heldList *releases.List
+	go func() {
+		l, _, err := rel.Versions(t.Context(), releases.HashiCorp, "terraform")
+		heldList = l
+		held <- err
+	}()
+	<-clock.reached // the held caller has read the expired list
+	list, _, err := versionsWithin(t, rel, time.Minute)
+	if err != nil || !list.Has("1.7.0") {
+		t.Fatalf("the caller that refreshed: has 1.7.0 %v, %v; want the new list", err == nil && list.Has("1.7.0"), err)
+	}
+	close(clock.goOn)
+	if err := <-held; err != nil || !heldList.Has("1.7.0") {
+		t.Fatalf("the held caller: has 1.7.0 %v, %v; want the new list", err == nil && heldList.Has("1.7.0"), err)
+	}
+	if n := o.lists.Load(); n != 2 {
+		t.Errorf("%d list fetches, want 2 (the first listing and the one refresh)", n)
+	}
+}
