@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"os"
 	"path/filepath"
 
 	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
@@ -73,12 +74,12 @@ func dataDirKey(path string, log *slog.Logger) ([]byte, error) {
 	key, err := readOwnFile(path, maxDataDirKeyBytes, log)
 	if err == nil {
 		if len(key) < proxy.MinSigningKeyLen {
-			return nil, fmt.Errorf("URL-signing key %s is %d bytes, want at least %d (delete it to generate a new one)", path, len(key), proxy.MinSigningKeyLen)
+			return nil, shortDataDirKey(path, len(key))
 		}
 		return key, nil
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("URL-signing key generated in the data directory (no --url-signing-key-file): %w", err)
+		return nil, fmt.Errorf("%s: %w", dataDirKeyRefused, err)
 	}
 	key = make([]byte, 32)
 	rand.Read(key)
@@ -90,6 +91,45 @@ func dataDirKey(path string, log *slog.Logger) ([]byte, error) {
 		return nil, fmt.Errorf("URL-signing key: %w", err)
 	}
 	return key, nil
+}
+
+// dataDirKeyRefused begins the refusal of a URL-signing key generated in
+// the data directory.
+const dataDirKeyRefused = "URL-signing key generated in the data directory (no --url-signing-key-file)"
+
+func shortDataDirKey(path string, n int) error {
+	return fmt.Errorf("URL-signing key %s is %d bytes, want at least %d (delete it to generate a new one)", path, n, proxy.MinSigningKeyLen)
+}
+
+// checkDataDirKey judges the URL-signing key a start of cfg reads in its
+// data directory (dataDirKey: with --auth-tokens-file and no
+// --url-signing-key-file) as that start would, without writing: none
+// there is taken, a start makes one; one there is refused when a start
+// would refuse it (no regular file, past maxDataDirKeyBytes, shorter
+// than proxy.MinSigningKeyLen, writable by users other than its owner
+// when that owner is not this process's user, for whom a start makes it
+// its owner's only). nil when cfg reads no such key.
+func checkDataDirKey(cfg settings.Config) error {
+	if cfg.AuthTokensFile == "" || cfg.URLSigningKeyFile != "" || cfg.DataDir == "" {
+		return nil
+	}
+	path := filepath.Join(cfg.DataDir, signingKeyName)
+	key, err := inputfile.ReadTrusted(path, maxDataDirKeyBytes)
+	var we *inputfile.WritableError
+	if errors.As(err, &we) {
+		if info, serr := os.Stat(path); serr == nil && inputfile.OwnedBySelf(info) {
+			key, err = inputfile.ReadOperator(path, maxDataDirKeyBytes)
+		}
+	}
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("%s: %w", dataDirKeyRefused, err)
+	case len(key) < proxy.MinSigningKeyLen:
+		return shortDataDirKey(path, len(key))
+	}
+	return nil
 }
 
 // readTokens reads the client tokens file at path: through a link (a

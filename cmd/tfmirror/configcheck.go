@@ -18,14 +18,15 @@ import (
 // notChecked is what config check cannot know without serving, as its
 // output says.
 const notChecked = "not checked (tfmirror serve finds these when it starts): whether listen and metrics_listen can be bound, " +
-	"whether the data directory can be made and written, what serve makes in it (the TLS certificate when tls_cert is not set, the URL-signing and export keys), " +
+	"whether the data directory can be made and written, what serve makes in it (the TLS certificate when tls_cert is not set, the export key, the URL-signing key when none is there yet), " +
 	"pins_dir, the origins, and whether the shared store's bucket answers to its credentials"
 
 // checkNamedFiles reads the files cfg names with the functions serve
 // reads them with at start (never waiting on a FIFO, within bounds, a
 // secret or a key refused when users other than its owner may write
 // it), parses what they hold (certificates, keys, tokens, credentials),
-// judges the data directory as a start would make it (checkDataDir),
+// judges the data directory as a start would make it (checkDataDir) and
+// the URL-signing key a start would read in it (checkDataDirKey),
 // and loads the AWS configuration of a --shared-store as a start does
 // (checkSharedAWS, from this process's environment). Every error names
 // its setting by its flag, for settings.Check to place it at the file's
@@ -70,6 +71,7 @@ func checkNamedFiles(cfg settings.Config, lookupEnv func(string) (string, bool))
 		_, err := readSigningKeyFile(cfg.URLSigningKeyFile)
 		add("url-signing-key-file", err)
 	}
+	add("data-dir", checkDataDirKey(cfg))
 	// One file at a time, so that every one refused is reported.
 	for _, f := range cfg.TrustedExportKeys {
 		_, err := loadTrust(settings.Config{TrustedExportKeys: []string{f}})

@@ -213,7 +213,7 @@ proxy origin requests go through (` + "`ORIGIN PROXY`" + `: ` + "`upstream_proxy
 its environment, by scheme and host, never user or password), with, for each allowed origin, the
 proxy or ` + "`direct`" + `, and a warning when ` + "`ALL_PROXY`" + ` or ` + "`HTTP_PROXY`" + ` is set without ` + "`HTTPS_PROXY`" + ` (origin
 requests read neither), then what only a running serve finds and it did not check (whether the
-addresses can be bound, whether the data directory can be made and written, what serve makes in it, ` + "`pins_dir`" + `, the origins,
+addresses can be bound, whether the data directory can be made and written, what serve makes in it (a URL-signing key it would read there, with ` + "`auth_tokens_file`" + ` and no ` + "`url_signing_key_file`" + `, is judged when it is there), ` + "`pins_dir`" + `, the origins,
 and whether the shared store's bucket answers to its credentials). ` + "`--skip-files`" + ` checks the file alone, for one written for another machine (a
 ConfigMap whose Secrets are mounted beside it there), not this environment's proxy and ` + "`TF_TOKEN_`" + `
 variables either, and says so. It judges the file's

@@ -74,6 +74,14 @@ func reloadServeConfig(args []string, lookupEnv func(string) (string, bool), sta
 		if err := checkNamedFiles(startOnly, lookupEnv); err != nil {
 			return nil, fmt.Errorf("a restart would refuse a file it names: %w", e.Locate(err))
 		}
+		// With the tokens file unchanged, checkNamedFiles did not judge
+		// the URL-signing key a restart reads in the data directory (one
+		// --url-signing-key-file dropped leaves it to be read there).
+		if startOnly.AuthTokensFile == "" {
+			if err := checkDataDirKey(e.Config); err != nil {
+				return nil, fmt.Errorf("a restart would refuse a file it reads: %w", e.Locate(fmt.Errorf("--data-dir: %w", err)))
+			}
+		}
 		// Without upstream_proxy a start reads the proxy variables of
 		// this environment (originProxy), which a start with it did
 		// not: a file that drops it is refused where they would be.

@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -148,5 +150,61 @@ func TestReloadRefusesReleaseKeysARestartWouldRefuse(t *testing.T) {
 	}
 	if !restart {
 		t.Errorf("reload %+v: want releases-hashicorp-keys kept for a restart", got.Settings)
+	}
+}
+
+// TestReloadRefusesADataDirSigningKeyARestartWouldRefuse: with client
+// tokens and no url_signing_key_file, a start reads the URL-signing key
+// in the data directory, and refuses one too short (left there, or
+// written by hand). A reload that drops url_signing_key_file keeps that
+// for a restart that would then fail: the reload is refused naming the
+// key's path, and config check refuses it too. Once the key is gone (a
+// start makes a new one), the reload is taken.
+func TestReloadRefusesADataDirSigningKeyARestartWouldRefuse(t *testing.T) {
+	noEnv := func(string) (string, bool) { return "", false }
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	if err := os.MkdirAll(data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	tokens := filepath.Join(dir, "tokens")
+	writePrivate(t, tokens, "0123456789abcdef0123456789abcdef\n")
+	signing := filepath.Join(dir, "signing.key")
+	writePrivate(t, signing, strings.Repeat("k", 32))
+	conf := filepath.Join(dir, "tfmirror.hcl")
+	writePrivate(t, conf, "data_dir = \""+data+"\"\nauth_tokens_file = \""+tokens+"\"\nurl_signing_key_file = \""+signing+"\"\n")
+	args := []string{"--config", conf}
+	m, _ := reloadingServer(t, args)
+
+	short := filepath.Join(data, signingKeyName)
+	writePrivate(t, short, "too short")
+	writePrivate(t, conf, "data_dir = \""+data+"\"\nauth_tokens_file = \""+tokens+"\"\n")
+	e, err := parseServeConfig(args, noEnv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err := newServer(e.Config, slog.New(slog.DiscardHandler), overrides{}); err == nil {
+		s.shutdown(context.Background())
+		t.Fatal("a start reading a 9-byte URL-signing key in the data directory was taken, want it refused")
+	}
+	if _, err := m.reload(); err == nil || !strings.Contains(err.Error(), short) || !strings.Contains(err.Error(), "9 bytes") {
+		t.Fatalf("reload dropping url_signing_key_file before a 9-byte key in the data directory: %v, want it refused naming %s", err, short)
+	}
+	if last := m.configuration().LastReload; last == nil || last.Applied {
+		t.Errorf("last reload %+v, want it not applied", last)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := runConfig([]string{"check", conf}, noEnv, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), short) {
+		t.Errorf("config check: exit status %d, want 1 naming %s:\n%s%s", code, short, stdout.String(), stderr.String())
+	}
+
+	if err := os.Remove(short); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.reload(); err != nil {
+		t.Fatalf("reload with no key in the data directory (a start makes one): %v", err)
+	}
+	if _, err := os.Stat(short); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the reload wrote %s (%v); want it left to a start", short, err)
 	}
 }
