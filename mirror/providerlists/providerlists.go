@@ -123,7 +123,13 @@ func (s *Lists) Versions(ctx context.Context, k records.ProviderKeys, force bool
 	var err error
 	for range maxWrites {
 		res, err = s.parts.Life.CoalesceWithin(ctx, wait, "versions", key, func(ctx context.Context) (any, error) {
-			return s.refresh(ctx, k)
+			// Again: a refresh that ended just before this one began
+			// may have stored the origin's answer since.
+			l, answers, none := s.refreshedSince(ctx, key, storedAt)
+			if answers {
+				return l, nil
+			}
+			return s.refresh(ctx, k, !none)
 		})
 		if !errors.Is(err, lifetime.ErrWritten) {
 			break
@@ -147,7 +153,31 @@ func (s *Lists) Versions(ctx context.Context, k records.ProviderKeys, force bool
 // maxWrites bounds how often a refresh joins a write of the list.
 const maxWrites = 32
 
-func (s *Lists) refresh(ctx context.Context, k records.ProviderKeys) (*records.VersionList, error) {
+// refreshedSince reads the version list under key again, and returns it
+// with answers set when a refresh stored it after seen, when the caller
+// read the list it found expired, or lacking what it asked for (zero when
+// it found none), and it is fresh: the origin's answer to a listing taken
+// after the caller's read, which answers the caller's refresh, forced or
+// not. A list an import wrote is no answer of the origin's (Imported);
+// one a removal wrote keeps the time of storing of the list it took the
+// version off, so it is taken only where that list would be. none says
+// the cache holds no list under key, and nothing is stored beyond it: the
+// refresh has no listing before it to read (previousListing).
+func (s *Lists) refreshedSince(ctx context.Context, key string, seen time.Time) (l *records.VersionList, answers, none bool) {
+	l, at, ok := s.parts.Records.Versions(ctx, key)
+	if !ok {
+		return nil, false, !s.parts.Records.Beyond()
+	}
+	answers = at.After(seen) && l.Schema >= records.EvidenceSchema && !l.Imported && records.Fresh(s.cfg.Now(), at, s.cfg.VersionsTTL)
+	return l, answers, false
+}
+
+// refresh lists k's provider at its origin and stores the list. listed
+// says a list may be stored that the listing follows (previousListing);
+// false, the refresh found none as it began, and none is stored while it
+// is under way (the list's other writers write in turn with it), so none
+// is read again.
+func (s *Lists) refresh(ctx context.Context, k records.ProviderKeys, listed bool) (*records.VersionList, error) {
 	p := k.Provider
 	answer, err := s.origin.Versions(ctx, p)
 	if err != nil {
@@ -173,7 +203,13 @@ func (s *Lists) refresh(ctx context.Context, k records.ProviderKeys) (*records.V
 	}
 	list.Warnings = answer.Warnings
 	list.ListedAt = s.cfg.Now().UTC()
-	prev, prevAt := s.previousListing(ctx, k.Versions)
+	var (
+		prev   *records.VersionList
+		prevAt time.Time
+	)
+	if listed {
+		prev, prevAt = s.previousListing(ctx, k.Versions)
+	}
 	named, names := prev.Named(), list.Names()
 	var prevDates map[string]time.Time
 	if prev != nil {
