@@ -286,10 +286,16 @@ func (s *Modules) moduleVersions(ctx context.Context, m addrs.Module) (*records.
 	}
 	s.metrics.CacheLookup("module_versions", false)
 	var wait time.Duration // with nothing to serve instead, as long as ctx lets it
+	var seen time.Time     // when the list read was stored; zero for none
 	if haveCached {
-		wait = s.cfg.StaleAfter
+		wait, seen = s.cfg.StaleAfter, storedAt
 	}
 	res, err := s.life.CoalesceWithin(ctx, wait, "module_versions", originCoalesceKey(key, m), func(ctx context.Context) (any, error) {
+		// Again: a listing that ended just before this one began may
+		// have stored the origin's answer since.
+		if l, ok := s.listedSince(ctx, key, seen); ok {
+			return l, nil
+		}
 		mo, err := s.moduleOrigin("module versions of " + m.String())
 		if err != nil {
 			return nil, err
@@ -329,6 +335,19 @@ func (s *Modules) moduleVersions(ctx context.Context, m addrs.Module) (*records.
 		return &cached, ListState{Stale: true, StoredAt: storedAt}, nil
 	}
 	return nil, ListState{}, err
+}
+
+// listedSince returns the module version list under key when it was
+// stored after seen, when the caller read the list it found expired (zero
+// when it found none), and is fresh: the origin's answer to a listing
+// taken after the caller's read, which answers the caller's.
+func (s *Modules) listedSince(ctx context.Context, key string, seen time.Time) (*records.ModuleVersionList, bool) {
+	var l records.ModuleVersionList
+	at, _, err := s.recs.Get(ctx, key, &l)
+	if err != nil || !records.KnownSchema(l.Schema) || !at.After(seen) || !records.Fresh(s.cfg.Now(), at, s.cfg.VersionsTTL) {
+		return nil, false
+	}
+	return &l, true
 }
 
 // sealedModuleVersions lists the versions of m whose package is cached
