@@ -1045,6 +1045,14 @@ func (r *releaseTimes) ownRelease(ctx context.Context, p addrs.Provider, v versi
 func (r *releaseTimes) lookupShared(ctx context.Context, p addrs.Provider, v versions.Version, entry records.VersionEntry) (time.Time, error) {
 	key := signedKey(p, v.String())
 	res, err := r.parts.Life.Coalesce(ctx, "release", key, func(ctx context.Context) (any, error) {
+		// Again: a lookup that ended just before this one began has
+		// learned it.
+		r.mu.Lock()
+		at, ok := r.signed[key]
+		r.mu.Unlock()
+		if ok {
+			return at, nil
+		}
 		at, err := r.lookup(ctx, p, v, entry)
 		if err != nil {
 			return nil, err
