@@ -116,25 +116,32 @@ func (r *Releases) passThrough(ctx context.Context, pub Publisher, product, vers
 	}
 	v, err := r.detached(ctx, key, func(ctx context.Context) (any, error) {
 		// Again: a flight that ended just before this one began may
-		// have learnt it.
+		// have learnt it, or kept it.
 		if err := r.missing.known(key, name); err != nil {
 			return nil, err
 		}
-		data, err := r.fetchDocument(ctx, r.fileURL(pub, product, version, name), maxCosignDocument)
-		if !errors.Is(err, ErrNotFound) {
-			return data, err
+		var data []byte
+		if _, err := r.store.GetMeta(key, &data); err == nil {
+			return data, nil
 		}
-		r.rememberMissing(ctx, pub, product, version, key)
-		return nil, err
+		data, err := r.fetchDocument(ctx, r.fileURL(pub, product, version, name), maxCosignDocument)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			r.rememberMissing(ctx, pub, product, version, key)
+			return nil, err
+		case err != nil:
+			return nil, err
+		}
+		// Kept before the flight ends, so that a flight after it finds it.
+		if err := r.store.PutMeta(key, data); err != nil {
+			r.log.Warn("release file served but not cached", "file", name, "error", err)
+		}
+		return data, nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	data = v.([]byte)
-	if err := r.store.PutMeta(key, data); err != nil {
-		r.log.Warn("release file served but not cached", "file", name, "error", err)
-	}
-	return data, nil
+	return v.([]byte), nil
 }
 
 // rememberMissing remembers the file under key, which the origin
