@@ -46,10 +46,11 @@ type Spec struct {
 	CLIs []*CLI
 	// Unmirrorable are the module calls of configurations whose source is
 	// neither local nor a registry address (git::, URLs), as "file:line:
-	// source": the clients fetch those themselves.
+	// source" (and those of packages its caller listed, AddModuleDir):
+	// the clients fetch those themselves.
 	Unmirrorable []string
 
-	unmirrorable map[string]bool              // the set of Unmirrorable (addUnmirrorable)
+	unmirrorable map[string]bool              // the set of Unmirrorable (AddUnmirrorable)
 	providers    map[addrs.Provider]*Provider // Providers by address (add)
 }
 

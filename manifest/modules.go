@@ -43,6 +43,15 @@ type Module struct {
 // stranger's package of hundreds of MiB could name millions.
 const MaxPackageModuleCalls = 2000
 
+// MaxPackageModuleSources is the most distinct module calls AddModuleDir
+// takes from the configuration it reads whose source is not a registry
+// address: other remote sources (git::, URLs, s3::, github.com/...),
+// distinct by source, which sync lists as the clients' to fetch, and
+// local paths ("./x"), distinct by the directory they name, which it
+// reads. A stranger's package of hundreds of MiB could name millions,
+// each a line listed or a directory looked up.
+const MaxPackageModuleSources = 2000
+
 // remoteCall is a module call whose source is not a local path.
 type remoteCall struct {
 	// module is set for a registry address; else source is the source
@@ -59,27 +68,49 @@ type remoteCall struct {
 }
 
 // remoteCalls collects the module calls of a configuration whose source
-// is not a local path, in the order read. The calls of one registry
-// module with one subdirectory and one version constraint are one,
-// counted, where the first of them is (a stranger's package may repeat
-// one call a million times).
+// is not a local path, in the order read, and counts the local
+// directories its local calls name. The calls of one registry module
+// with one subdirectory and one version constraint are one, counted,
+// where the first of them is (a stranger's package may repeat one call
+// a million times); so are the calls of one other source, within a
+// bound (a package's; the operator's own are each listed where it is),
+// and those of one local directory.
 type remoteCalls struct {
-	list  []remoteCall
-	index map[remoteKey]int // the registry calls of list
+	list   []remoteCall
+	index  map[remoteKey]int // the registry calls of list
+	others map[string]int    // the other calls of list, by source (and file:line, unbounded)
+	locals map[string]bool   // the local directories called
 	// max, when positive, is the most registry calls list holds: add
-	// refuses one more.
-	max int
+	// refuses one more. maxOthers, when positive, is the most other
+	// calls and local directories together: add and addLocal refuse one
+	// more.
+	max, maxOthers int
 }
 
 // remoteKey is what tells registry module calls apart.
 type remoteKey struct{ module, subdir, constraint string }
 
 // add adds c to rs, or counts it with the call it repeats. It refuses a
-// registry call that would take rs past its bound, naming it, its
-// file:line, and the bound.
+// call that would take rs past its bounds, naming it, its file:line,
+// and the bound.
 func (rs *remoteCalls) add(c remoteCall) error {
 	c.calls = 1
 	if c.module == nil {
+		key := c.source
+		if rs.maxOthers == 0 {
+			key += "\x00" + c.where // each call of the operator's own listed
+		}
+		if i, ok := rs.others[key]; ok {
+			rs.list[i].calls++
+			return nil
+		}
+		if err := rs.checkOthers(c.where, fmt.Sprintf("module source %q", c.source)); err != nil {
+			return err
+		}
+		if rs.others == nil {
+			rs.others = map[string]int{}
+		}
+		rs.others[key] = len(rs.list)
 		rs.list = append(rs.list, c)
 		return nil
 	}
@@ -96,6 +127,33 @@ func (rs *remoteCalls) add(c remoteCall) error {
 	}
 	rs.index[key] = len(rs.list)
 	rs.list = append(rs.list, c)
+	return nil
+}
+
+// addLocal counts the local module directory dir (a path made clean),
+// which a call at where names, and reports whether it is new: the
+// directory called again is read once. It refuses a directory that
+// would take rs past its bound on calls that are not registry calls.
+func (rs *remoteCalls) addLocal(dir, where, source string) (bool, error) {
+	if rs.locals[dir] {
+		return false, nil
+	}
+	if err := rs.checkOthers(where, fmt.Sprintf("module source %q", source)); err != nil {
+		return false, err
+	}
+	if rs.locals == nil {
+		rs.locals = map[string]bool{}
+	}
+	rs.locals[dir] = true
+	return true, nil
+}
+
+// checkOthers refuses one more call that is not a registry call when rs
+// holds as many as its bound, naming it (what, at where) and the bound.
+func (rs *remoteCalls) checkOthers(where, what string) error {
+	if rs.maxOthers > 0 && len(rs.others)+len(rs.locals) >= rs.maxOthers {
+		return fmt.Errorf("%s: %s: more than %d distinct module calls whose source is not a registry address (git::, URLs and others by source, local paths by directory), the most tfmirror sync takes from one module package", where, what, rs.maxOthers)
+	}
 	return nil
 }
 
@@ -153,7 +211,7 @@ func (s *Spec) addModule(addr addrs.Module, sels []Selection, subdir string) *Mo
 func (s *Spec) addRemoteCalls(calls []remoteCall) {
 	for _, c := range calls {
 		if c.module == nil {
-			s.addUnmirrorable(c.where + ": " + c.source)
+			s.AddUnmirrorable(c.where + ": " + c.source)
 			continue
 		}
 		s.addModule(*c.module, []Selection{c.selection()}, c.subdir)
@@ -174,38 +232,43 @@ func (c remoteCall) selection() Selection {
 // a downloaded package; what names it, for messages), with the local
 // modules it calls, adds the providers it needs to the spec (the newest
 // version meeting its constraints, as for a configuration directory),
-// lists its unmirrorable module calls, and returns the registry modules
-// it calls, each as its own Module (not added to the spec's Modules),
-// calls of one module with one version constraint merged into one
-// Selection (Selection.Calls counting them). It refuses a configuration
-// making more than MaxPackageModuleCalls distinct registry module calls,
-// naming the first past the bound, and then adds nothing to the spec.
-// The package is a stranger's, unpacked in root (dir is root or under
-// it): a local module call is followed within root only, as Terraform
-// resolves one within its package, and ctx is checked before each file
-// is read, so that a package of many large files is read within its
-// caller's deadline (context.Cause(ctx) is then the error).
-func (s *Spec) AddModuleDir(ctx context.Context, root, dir, what string) ([]*Module, error) {
+// and returns the registry modules it calls, each as its own Module (not
+// added to the spec's Modules), calls of one module with one version
+// constraint merged into one Selection (Selection.Calls counting them),
+// and its module calls of other sources (git::, URLs), each source once,
+// as "WHAT: SOURCE", which its caller may list as the spec's
+// Unmirrorable (AddUnmirrorable). It refuses a configuration making more
+// than MaxPackageModuleCalls distinct registry module calls, or more
+// than MaxPackageModuleSources distinct calls of other sources and local
+// directories, naming the first past the bound, and then adds nothing to
+// the spec. The package is a stranger's, unpacked in root (dir is root
+// or under it): a local module call is followed within root only, as
+// Terraform resolves one within its package, each directory read once,
+// and ctx is checked before each file is read, so that a package of many
+// large files is read within its caller's deadline (context.Cause(ctx)
+// is then the error).
+func (s *Spec) AddModuleDir(ctx context.Context, root, dir, what string) ([]*Module, []string, error) {
 	if !within(root, dir) {
-		return nil, fmt.Errorf("%s: %s is outside the module package", what, dir)
+		return nil, nil, fmt.Errorf("%s: %s is outside the module package", what, dir)
 	}
 	files, err := configFiles(dir)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if len(files) == 0 {
-		return nil, fmt.Errorf("%s: no *.tf or *.tf.json files", what)
+		return nil, nil, fmt.Errorf("%s: no *.tf or *.tf.json files", what)
 	}
-	return s.addModuleDir(ctx, root, dir, what, files, MaxPackageModuleCalls)
+	return s.addModuleDir(ctx, root, dir, what, files, MaxPackageModuleCalls, MaxPackageModuleSources)
 }
 
 // addModuleDir is AddModuleDir of the configuration files of dir, with at
-// most maxCalls distinct registry module calls (any number for 0).
-func (s *Spec) addModuleDir(ctx context.Context, root, dir, what string, files []string, maxCalls int) ([]*Module, error) {
-	remotes := remoteCalls{max: maxCalls}
+// most maxCalls distinct registry module calls and maxOthers of other
+// sources and local directories (any number for 0).
+func (s *Spec) addModuleDir(ctx context.Context, root, dir, what string, files []string, maxCalls, maxOthers int) ([]*Module, []string, error) {
+	remotes := remoteCalls{max: maxCalls, maxOthers: maxOthers}
 	var reqs requirements
 	if err := loadModule(ctx, root, dir, files, map[string]bool{}, &remotes, &reqs); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for _, r := range reqs.list {
 		s.add(r.addr, []Selection{r.selection()}, nil)
@@ -214,12 +277,13 @@ func (s *Spec) addModuleDir(ctx context.Context, root, dir, what string, files [
 	// each call is merged by a lookup, not by a search of those before
 	// it (which took minutes, past the caller's deadline).
 	var out []*Module
+	var others []string
 	index := map[string]int{}         // by address
 	subdirs := map[[2]string]bool{}   // address, subdirectory
 	selections := map[[2]string]int{} // address, constraint: into its Selections
 	for _, c := range remotes.list {
 		if c.module == nil {
-			s.addUnmirrorable(what + ": " + c.source)
+			others = append(others, what+": "+c.source)
 			continue
 		}
 		key := c.module.String()
@@ -242,7 +306,7 @@ func (s *Spec) addModuleDir(ctx context.Context, root, dir, what string, files [
 			m.Subdirs = append(m.Subdirs, c.subdir)
 		}
 	}
-	return out, nil
+	return out, others, nil
 }
 
 // remoteModule reads a module block whose source is not a local path:
@@ -305,12 +369,12 @@ func registrySource(src string) (addrs.Module, string, bool) {
 	return m, subdir, true
 }
 
-// addUnmirrorable adds u to the spec's Unmirrorable unless it holds it
+// AddUnmirrorable adds u to the spec's Unmirrorable unless it holds it
 // already, by a lookup in a set of them (made again when Unmirrorable
-// was changed by other means): the packages a sync reads may list
-// hundreds of thousands, which a search of the list for each took time
-// quadratic in.
-func (s *Spec) addUnmirrorable(u string) {
+// was changed by other means): the packages a sync reads may list tens
+// of thousands, which a search of the list for each took time quadratic
+// in.
+func (s *Spec) AddUnmirrorable(u string) {
 	if s.unmirrorable == nil || len(s.unmirrorable) != len(s.Unmirrorable) {
 		s.unmirrorable = make(map[string]bool, len(s.Unmirrorable))
 		for _, v := range s.Unmirrorable {

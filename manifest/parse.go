@@ -458,10 +458,12 @@ func configFiles(dir string) ([]string, error) {
 // another remote source are added to remotes (whose bound ends the
 // reading with its error): their requirements are known only once they
 // are downloaded (tfmirror sync does, for registry modules).
-// seen guards against a module that calls itself. ctx is checked before
-// each file (parseConfig). A local source is followed within root only
-// (a downloaded package's; "": the operator's own configuration, read
-// wherever it points).
+// seen guards against a module that calls itself; a directory called
+// again (by any module, in any spelling) is looked at once, counted by
+// remotes against its bound. ctx is checked before each file
+// (parseConfig) and each local module. A local source is followed
+// within root only (a downloaded package's; "": the operator's own
+// configuration, read wherever it points).
 func loadModule(ctx context.Context, root, dir string, files []string, seen map[string]bool, remotes *remoteCalls, reqs *requirements) error {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -471,13 +473,16 @@ func loadModule(ctx context.Context, root, dir string, files []string, seen map[
 		return nil
 	}
 	seen[abs] = true
-	own, calls, err := parseConfig(ctx, files, remotes)
+	own, calls, err := parseConfig(ctx, abs, files, remotes)
 	if err != nil {
 		return err
 	}
 	reqs.merge(own)
 	for _, c := range calls {
-		child := filepath.Join(dir, filepath.FromSlash(c.source))
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		child := c.dir
 		if root != "" && !within(root, child) {
 			return posError(c.rng, "module source %q: outside the module package (a local source names a directory of its package)", c.source)
 		}
@@ -533,6 +538,7 @@ func (rs *requirements) merge(add []*requirement) {
 // moduleCall is a module block with a local source.
 type moduleCall struct {
 	source string
+	dir    string // the directory it names, absolute and clean
 	rng    hcl.Range
 }
 
@@ -543,18 +549,19 @@ func joinConstraints(cs []string) string { return strings.Join(cs, ", ") }
 // required_providers blocks and provider blocks, and those its resource and
 // data blocks imply (the provider meta-argument's local name, or else the
 // type's prefix: aws for aws_instance), and the module calls with a local
-// source; it adds the other module calls to remotes, and returns the
-// error of the one past its bound. Providers are keyed by local name, as
-// in Terraform: a local name without a source address means
-// hashicorp/NAME; constraints given for one provider in several places
-// all apply.
+// source, each directory (relative to dir, the module's, absolute) once
+// and not one remotes counted already; it adds the other module calls
+// to remotes, and returns the error of the one past its bound. Providers
+// are keyed by local name, as in Terraform: a local name without a
+// source address means hashicorp/NAME; constraints given for one
+// provider in several places all apply.
 //
 // Each file is parsed on its own, what it holds let go before the next is
 // read: a parser keeps every file it parsed, and a module fetched from a
 // stranger may hold thousands, each up to hclfile's bounds. For the same
 // reason ctx is checked before each file: once it is done, parseConfig
 // returns context.Cause(ctx), the files after it unread.
-func parseConfig(ctx context.Context, files []string, remotes *remoteCalls) ([]*requirement, []moduleCall, error) {
+func parseConfig(ctx context.Context, dir string, files []string, remotes *remoteCalls) ([]*requirement, []moduleCall, error) {
 	byName := map[string]*requirement{}
 	var order []string
 	get := func(name string, r hcl.Range) *requirement {
@@ -599,17 +606,23 @@ func parseConfig(ctx context.Context, files []string, remotes *remoteCalls) ([]*
 				if err != nil {
 					return nil, nil, err
 				}
-				if !ok {
-					rc, err := remoteModule(b)
-					if err != nil {
+				if ok {
+					call.dir = filepath.Join(dir, filepath.FromSlash(call.source))
+					if ok, err = remotes.addLocal(call.dir, where(call.rng), call.source); err != nil {
 						return nil, nil, err
 					}
-					if err := remotes.add(rc); err != nil {
-						return nil, nil, err
+					if ok {
+						calls = append(calls, call)
 					}
 					continue
 				}
-				calls = append(calls, call)
+				rc, err := remoteModule(b)
+				if err != nil {
+					return nil, nil, err
+				}
+				if err := remotes.add(rc); err != nil {
+					return nil, nil, err
+				}
 				continue
 			}
 			tc, _, diags := b.Body.PartialContent(terraformBlockSchema)

@@ -27,12 +27,12 @@ func TestModuleFilesParsedOneAtATime(t *testing.T) {
 		files = append(files, f)
 	}
 	one := peakHeap(t, func() {
-		if _, _, err := parseConfig(context.Background(), files[:1], &remoteCalls{}); err != nil {
+		if _, _, err := parseConfig(context.Background(), dir, files[:1], &remoteCalls{}); err != nil {
 			t.Fatal(err)
 		}
 	})
 	all := peakHeap(t, func() {
-		if _, _, err := parseConfig(context.Background(), files, &remoteCalls{}); err != nil {
+		if _, _, err := parseConfig(context.Background(), dir, files, &remoteCalls{}); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -122,8 +122,9 @@ type syncRun struct {
 	status io.Writer // progress
 	tty    bool      // status is a terminal: redraw one line
 	now    func() time.Time
-	// maxModuleCalls, when positive, replaces maxSyncModuleCalls.
-	maxModuleCalls int
+	// maxModuleCalls, when positive, replaces maxSyncModuleCalls;
+	// maxModuleSources, maxSyncModuleSources.
+	maxModuleCalls, maxModuleSources int
 }
 
 // loadSpec reads what the paths ask for (manifest.LoadFrom): the one

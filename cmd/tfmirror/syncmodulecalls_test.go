@@ -161,3 +161,88 @@ func TestSyncFollowsModules16Deep(t *testing.T) {
 		t.Errorf("%d packages synced, %s's fetched %d times; want 17, and not it", got, name(17), ops.unpacked[name(17)])
 	}
 }
+
+// gitCallsOf is a configuration calling n git repositories,
+// git::https://git.example.com/NAME-0.git ...
+func gitCallsOf(name string, n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "module \"g%d\" {\n  source = \"git::https://git.example.com/%s-%d.git\"\n}\n", i, name, i)
+	}
+	return b.String()
+}
+
+// A package making more than manifest.MaxPackageModuleSources distinct
+// module calls whose source is not a registry address is one failure of
+// the sync, naming the module version, the call past the bound and the
+// bound: none of its sources is listed, and none of its registry calls
+// followed. Each of its sources was listed, however many.
+func TestSyncRefusesAPackageOfTooManyModuleSources(t *testing.T) {
+	const big = "registry.terraform.io/acme/big/aws"
+	ops := &treeModuleOps{files: map[string]map[string]string{
+		big: {"main.tf": callsOf("acme/a/aws") + gitCallsOf("big", manifest.MaxPackageModuleSources+1)},
+	}, unpacked: map[string]int{}}
+	r := moduleSyncRun(t, ops)
+	spec := moduleSpec(t, t.TempDir(), big)
+	res := r.syncModules(context.Background(), spec)
+
+	want := fmt.Sprintf("module %s 1.0.0: reading its configuration: main.tf:%d: module source \"git::https://git.example.com/big-%d.git\": more than %d distinct module calls whose source is not a registry address",
+		big, 4+3*manifest.MaxPackageModuleSources+2, manifest.MaxPackageModuleSources, manifest.MaxPackageModuleSources)
+	if len(res.failures) != 1 || !strings.HasPrefix(res.failures[0], want) {
+		t.Errorf("failures %q, want one: %q", res.failures, want)
+	}
+	if len(spec.Unmirrorable) != 0 || len(ops.unpacked) != 1 {
+		t.Errorf("%d sources listed, %d packages fetched; want none, and %s's alone", len(spec.Unmirrorable), len(ops.unpacked), big)
+	}
+}
+
+// A sync lists at most maxSyncModuleSources module sources that are not
+// registry addresses from the packages it reads (here lowered to 5): a
+// package whose sources would take it past the bound is one failure,
+// naming the module version, their number and the bound, and none of
+// them is listed; the registry modules it calls are followed still. The
+// sources of the operator's own configuration are not counted. Every
+// source of every package was listed, whatever their number.
+func TestSyncBoundsModuleSourcesListed(t *testing.T) {
+	const root = "registry.terraform.io/acme/root/aws"
+	ops := &treeModuleOps{
+		files: map[string]map[string]string{
+			root:                               {"main.tf": callsOf("acme/a/aws", "acme/b/aws") + gitCallsOf("root", 2)},
+			"registry.terraform.io/acme/a/aws": {"main.tf": gitCallsOf("a", 3)},
+			"registry.terraform.io/acme/b/aws": {"main.tf": callsOf("acme/c/aws") + gitCallsOf("b", 2)},
+			"registry.terraform.io/acme/c/aws": {"main.tf": "# calls none\n"},
+		},
+		unpacked: map[string]int{},
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(gitCallsOf("own", 7)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	spec, err := manifest.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range moduleSpec(t, t.TempDir(), root).Modules {
+		spec.Modules = append(spec.Modules, m)
+	}
+	r := moduleSyncRun(t, ops)
+	r.maxModuleSources = 5
+	res := r.syncModules(context.Background(), spec)
+
+	want := "module registry.terraform.io/acme/b/aws 1.0.0: its 2 module sources that are not registry addresses are not listed: they would take this sync past 5, the most it lists from the packages it reads (5 listed)"
+	if len(res.failures) != 1 || res.failures[0] != want {
+		t.Errorf("failures %q, want one: %q", res.failures, want)
+	}
+	var fromB int
+	for _, u := range spec.Unmirrorable {
+		if strings.Contains(u, "acme/b/aws") {
+			fromB++
+		}
+	}
+	if len(spec.Unmirrorable) != 7+5 || fromB != 0 {
+		t.Errorf("%d sources listed, %d of acme/b/aws; want 12 (7 of the operator's, 2 of root, 3 of a), none of b:\n%s", len(spec.Unmirrorable), fromB, strings.Join(spec.Unmirrorable, "\n"))
+	}
+	if got := res.fetched + res.cached; got != 4 {
+		t.Errorf("%d packages synced, want 4: root, a, b, c", got)
+	}
+}

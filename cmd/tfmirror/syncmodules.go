@@ -44,11 +44,21 @@ const maxModuleDepth = 16
 // manifests and configurations name are not counted.
 const maxSyncModuleCalls = 20000
 
+// maxSyncModuleSources bounds the module sources that are not registry
+// addresses (git::, URLs) one sync lists from the packages it reads, each
+// package listing at most manifest.MaxPackageModuleSources: each is a
+// line of the sync's output, and a string held until it ends. Those of
+// the operator's manifests and configurations are not counted.
+const maxSyncModuleSources = 20000
+
 // moduleSync is the outcome of syncing the registry modules of a spec.
 type moduleSync struct {
 	fetched, cached int
 	failures        []string
 	skipped         []string // what the package policy holds back, and why
+	// listed counts the module sources of packages listed as
+	// unmirrorable, within maxSyncModuleSources.
+	listed int
 }
 
 // syncModules caches every registry module version spec asks for (and
@@ -188,7 +198,11 @@ func (r *syncRun) syncModules(ctx context.Context, spec *manifest.Spec) moduleSy
 // when an earlier call read other subdirectories of the same version.
 // It returns the registry modules they call; an error names the module
 // (and is one failure of the sync), but for a subdirectory's, which is
-// added to res on its own so that the others are read.
+// added to res on its own so that the others are read. The module
+// sources the configuration calls that are not registry addresses are
+// listed as spec's Unmirrorable, unless they would take the sources
+// listed from packages (res.listed) past maxSyncModuleSources: then none
+// is, and that is a failure naming the module version and the bound.
 func (r *syncRun) syncModule(ctx context.Context, spec *manifest.Spec, m *manifest.Module, v versions.Version, dir, listed string, count bool, res *moduleSync) ([]*manifest.Module, error) {
 	timeout := r.cfg.ModuleTimeout
 	parent := ctx
@@ -215,7 +229,7 @@ func (r *syncRun) syncModule(ctx context.Context, spec *manifest.Spec, m *manife
 	var out []*manifest.Module
 	for _, sub := range m.Subdirs {
 		modDir := filepath.Join(dir, filepath.FromSlash(path.Join(got.Subdir, sub)))
-		calls, err := spec.AddModuleDir(ctx, dir, modDir, fmt.Sprintf("module %s %s", m.Address, v))
+		calls, others, err := spec.AddModuleDir(ctx, dir, modDir, fmt.Sprintf("module %s %s", m.Address, v))
 		if parent.Err() != nil {
 			return out, nil // interrupted: not read, not failed
 		}
@@ -226,8 +240,29 @@ func (r *syncRun) syncModule(ctx context.Context, spec *manifest.Spec, m *manife
 			continue
 		}
 		out = append(out, calls...)
+		r.listSources(spec, m, v, others, res)
 	}
 	return out, nil
+}
+
+// listSources lists others, the module sources that are not registry
+// addresses which version v of m calls, as spec's Unmirrorable, within
+// the bound on those listed from packages (maxSyncModuleSources, lowered
+// by tests): past it none is, and that is one failure in res naming the
+// module version, their number and the bound.
+func (r *syncRun) listSources(spec *manifest.Spec, m *manifest.Module, v versions.Version, others []string, res *moduleSync) {
+	bound := r.maxModuleSources
+	if bound <= 0 {
+		bound = maxSyncModuleSources
+	}
+	if n := len(others); res.listed+n > bound {
+		res.failures = append(res.failures, fmt.Sprintf("module %s %s: its %d module sources that are not registry addresses are not listed: they would take this sync past %d, the most it lists from the packages it reads (%d listed)", m.Address, v, n, bound, res.listed))
+		return
+	}
+	res.listed += len(others)
+	for _, u := range others {
+		spec.AddUnmirrorable(u)
+	}
 }
 
 // mergeSelections merges the selections of sels that are alike (one
