@@ -436,12 +436,19 @@ func (r *syncRun) planProvider(ctx context.Context, p *manifest.Provider) syncPl
 		available = append(available, v)
 		offered[v.String()] = e.Platforms
 	}
+	// Each directory's selection is its own configuration's, judged on
+	// its own (the union of what they select is synced); those alike,
+	// from many directories and packages, are checked once.
 	var selected versions.List
-	for _, sel := range p.Selections {
+	for _, sel := range mergeSelections(p.Selections) {
 		got, skipped := selectServed(sel, available, held, p.Address.String())
 		plan.skipped = appendMissing(plan.skipped, skipped...)
 		if len(got) == 0 && len(skipped) == 0 {
-			plan.failures = append(plan.failures, fmt.Sprintf("%s: no version matches %q (%s)", p.Address, sel.Text, sel.Where))
+			where := sel.Where
+			if sel.Calls > 1 {
+				where = fmt.Sprintf("asked %d times, the first at %s", sel.Calls, sel.Where)
+			}
+			plan.failures = append(plan.failures, fmt.Sprintf("%s: no version matches %q (%s)", p.Address, sel.Text, where))
 		}
 		for _, v := range got {
 			if !slices.ContainsFunc(selected, v.Same) {

@@ -268,8 +268,9 @@ func (r *syncRun) listSources(spec *manifest.Spec, m *manifest.Module, v version
 // mergeSelections merges the selections of sels that are alike (one
 // constraint, one Latest) into one, counting their calls (Calls) and
 // keeping the first one's Where, in first-seen order: a module called
-// many times alike is checked against its version list once, and
-// reported once when nothing meets it.
+// many times alike, or a provider required alike by many directories
+// and packages, is checked against its version list once, and reported
+// once when nothing meets it.
 func mergeSelections(sels []manifest.Selection) []manifest.Selection {
 	type key struct {
 		text   string
