@@ -46,7 +46,7 @@ func TestAddModuleDirManyConstraints(t *testing.T) {
 	files, constraints := manyConstraintsFiles(n)
 	dir := writeFiles(t, files)
 	spec := &Spec{}
-	if _, _, err := spec.AddModuleDir(context.Background(), dir, dir, "module acme/app/aws 1.0.0"); err != nil {
+	if _, err := spec.AddModuleDir(context.Background(), dir, dir, "module acme/app/aws 1.0.0"); err != nil {
 		t.Fatal(err)
 	}
 	if len(spec.Providers) != 1 || len(spec.Providers[0].Selections) != 1 {

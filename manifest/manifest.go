@@ -44,6 +44,10 @@ type Spec struct {
 	// CLIs are the command-line releases asked for (cli blocks), each
 	// product once, in first-seen order.
 	CLIs []*CLI
+	// Configs are the configuration directories read, each as Terraform
+	// judges a root module with what it calls (see AddConfigSelections),
+	// in the order given.
+	Configs []*Config
 	// Unmirrorable are the module calls of configurations whose source is
 	// neither local nor a registry address (git::, URLs), as "file:line:
 	// source" (and those of packages its caller listed, AddModuleDir):

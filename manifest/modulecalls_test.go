@@ -34,7 +34,8 @@ func TestAddModuleDirBoundsModuleCalls(t *testing.T) {
 	}
 	dir := writeFiles(t, files)
 	spec := &Spec{}
-	calls, _, err := spec.AddModuleDir(context.Background(), dir, dir, "module acme/app/aws 1.0.0")
+	md, err := spec.AddModuleDir(context.Background(), dir, dir, "module acme/app/aws 1.0.0")
+	calls := md.Modules
 	if err != nil {
 		t.Fatalf("a package of %d registry module calls, the bound: %v", max, err)
 	}
@@ -45,7 +46,8 @@ func TestAddModuleDirBoundsModuleCalls(t *testing.T) {
 	files["child/main.tf"] = callsFile(max-1, 2)
 	dir = writeFiles(t, files)
 	spec = &Spec{}
-	calls, _, err = spec.AddModuleDir(context.Background(), dir, dir, "module acme/app/aws 1.0.0")
+	md, err = spec.AddModuleDir(context.Background(), dir, dir, "module acme/app/aws 1.0.0")
+	calls = md.Modules
 	want := fmt.Sprintf("child/main.tf:6: module registry.terraform.io/acme/m%d/aws: more than %d distinct registry module calls", max, max)
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("a package of %d registry module calls: %v, want refused: %q", max+1, err, want)
@@ -75,7 +77,8 @@ func TestAddModuleDirMergesRepeatedCalls(t *testing.T) {
 		fmt.Fprintf(&b, "module \"s%d\" {\n  source  = %q\n  version = %q\n}\n", i, src, version)
 	}
 	dir := writeFiles(t, map[string]string{"main.tf": b.String()})
-	calls, _, err := (&Spec{}).AddModuleDir(context.Background(), dir, dir, "module acme/app/aws 1.0.0")
+	md, err := (&Spec{}).AddModuleDir(context.Background(), dir, dir, "module acme/app/aws 1.0.0")
+	calls := md.Modules
 	if err != nil {
 		t.Fatalf("%d calls of one module, in three ways: %v", n, err)
 	}
@@ -134,7 +137,8 @@ func TestAddModuleDirBoundsModuleSources(t *testing.T) {
 	}
 	dir := writeFiles(t, files)
 	spec := &Spec{}
-	_, others, err := spec.AddModuleDir(context.Background(), dir, dir, "module acme/app/aws 1.0.0")
+	md, err := spec.AddModuleDir(context.Background(), dir, dir, "module acme/app/aws 1.0.0")
+	others := md.Sources
 	if err != nil {
 		t.Fatalf("a package of %d distinct sources and local directories, the bound: %v", max, err)
 	}
@@ -148,7 +152,8 @@ func TestAddModuleDirBoundsModuleSources(t *testing.T) {
 	files["child/main.tf"] += "module \"one_more\" {\n  source = \"https://example.com/m.zip\"\n}\n"
 	dir = writeFiles(t, files)
 	spec = &Spec{}
-	calls, others, err := spec.AddModuleDir(context.Background(), dir, dir, "module acme/app/aws 1.0.0")
+	md, err = spec.AddModuleDir(context.Background(), dir, dir, "module acme/app/aws 1.0.0")
+	calls, others := md.Modules, md.Sources
 	want := fmt.Sprintf("child/main.tf:8: module source \"https://example.com/m.zip\": more than %d distinct module calls whose source is not a registry address", max)
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("a package of %d distinct sources and local directories: %v, want refused: %q", max+1, err, want)
@@ -172,7 +177,7 @@ func TestAddModuleDirBoundsLocalModuleDirectories(t *testing.T) {
 	}
 	files["main.tf"] = b.String()
 	dir := writeFiles(t, files)
-	_, _, err := (&Spec{}).AddModuleDir(context.Background(), dir, dir, "module acme/app/aws 1.0.0")
+	_, err := (&Spec{}).AddModuleDir(context.Background(), dir, dir, "module acme/app/aws 1.0.0")
 	want := fmt.Sprintf("main.tf:%d: module source \"./l%d\": more than %d distinct module calls", 3*max+2, max, max)
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("a package calling %d local directories: %v, want refused: %q", max+1, err, want)

@@ -232,12 +232,13 @@ func (c remoteCall) selection() Selection {
 // a downloaded package; what names it, for messages), with the local
 // modules it calls, adds the providers it needs to the spec (the newest
 // version meeting its constraints, as for a configuration directory),
-// and returns the registry modules it calls, each as its own Module (not
-// added to the spec's Modules), calls of one module with one version
-// constraint merged into one Selection (Selection.Calls counting them),
-// and its module calls of other sources (git::, URLs), each source once,
-// as "WHAT: SOURCE", which its caller may list as the spec's
-// Unmirrorable (AddUnmirrorable). It refuses a configuration making more
+// and returns what it read (ModuleDir): the registry modules it calls,
+// each as its own Module (not added to the spec's Modules), calls of one
+// module with one version constraint merged into one Selection
+// (Selection.Calls counting them), and each distinct call on its own;
+// what it asks of each provider; and its module calls of other sources
+// (git::, URLs), each source once, as "WHAT: SOURCE", which its caller
+// may list as the spec's Unmirrorable (AddUnmirrorable). It refuses a configuration making more
 // than MaxPackageModuleCalls distinct registry module calls, or more
 // than MaxPackageModuleSources distinct calls of other sources and local
 // directories, naming the first past the bound, and then adds nothing to
@@ -247,16 +248,16 @@ func (c remoteCall) selection() Selection {
 // and ctx is checked before each file is read, so that a package of many
 // large files is read within its caller's deadline (context.Cause(ctx)
 // is then the error).
-func (s *Spec) AddModuleDir(ctx context.Context, root, dir, what string) ([]*Module, []string, error) {
+func (s *Spec) AddModuleDir(ctx context.Context, root, dir, what string) (ModuleDir, error) {
 	if !within(root, dir) {
-		return nil, nil, fmt.Errorf("%s: %s is outside the module package", what, dir)
+		return ModuleDir{}, fmt.Errorf("%s: %s is outside the module package", what, dir)
 	}
 	files, err := configFiles(dir)
 	if err != nil {
-		return nil, nil, err
+		return ModuleDir{}, err
 	}
 	if len(files) == 0 {
-		return nil, nil, fmt.Errorf("%s: no *.tf or *.tf.json files", what)
+		return ModuleDir{}, fmt.Errorf("%s: no *.tf or *.tf.json files", what)
 	}
 	return s.addModuleDir(ctx, root, dir, what, files, MaxPackageModuleCalls, MaxPackageModuleSources)
 }
@@ -264,36 +265,37 @@ func (s *Spec) AddModuleDir(ctx context.Context, root, dir, what string) ([]*Mod
 // addModuleDir is AddModuleDir of the configuration files of dir, with at
 // most maxCalls distinct registry module calls and maxOthers of other
 // sources and local directories (any number for 0).
-func (s *Spec) addModuleDir(ctx context.Context, root, dir, what string, files []string, maxCalls, maxOthers int) ([]*Module, []string, error) {
+func (s *Spec) addModuleDir(ctx context.Context, root, dir, what string, files []string, maxCalls, maxOthers int) (ModuleDir, error) {
 	remotes := remoteCalls{max: maxCalls, maxOthers: maxOthers}
 	var reqs requirements
 	if err := loadModule(ctx, root, dir, files, map[string]bool{}, &remotes, &reqs); err != nil {
-		return nil, nil, err
+		return ModuleDir{}, err
 	}
+	var md ModuleDir
 	for _, r := range reqs.list {
 		s.add(r.addr, []Selection{r.selection()}, nil)
+		md.Requires = append(md.Requires, requirementOf(r))
 	}
 	// A stranger's package may call tens of thousands of modules:
 	// each call is merged by a lookup, not by a search of those before
 	// it (which took minutes, past the caller's deadline).
-	var out []*Module
-	var others []string
 	index := map[string]int{}         // by address
 	subdirs := map[[2]string]bool{}   // address, subdirectory
 	selections := map[[2]string]int{} // address, constraint: into its Selections
 	for _, c := range remotes.list {
 		if c.module == nil {
-			others = append(others, what+": "+c.source)
+			md.Sources = append(md.Sources, what+": "+c.source)
 			continue
 		}
+		md.Calls = append(md.Calls, callOf(c))
 		key := c.module.String()
 		i, ok := index[key]
 		if !ok {
-			out = append(out, &Module{Address: *c.module})
-			i = len(out) - 1
+			md.Modules = append(md.Modules, &Module{Address: *c.module})
+			i = len(md.Modules) - 1
 			index[key] = i
 		}
-		m := out[i]
+		m := md.Modules[i]
 		m.Calls++
 		if j, ok := selections[[2]string{key, c.constraint}]; ok {
 			m.Selections[j].Calls += c.calls
@@ -306,7 +308,7 @@ func (s *Spec) addModuleDir(ctx context.Context, root, dir, what string, files [
 			m.Subdirs = append(m.Subdirs, c.subdir)
 		}
 	}
-	return out, others, nil
+	return md, nil
 }
 
 // remoteModule reads a module block whose source is not a local path:

@@ -113,7 +113,8 @@ module "next" {
 `,
 	})
 	spec := &Spec{}
-	calls, _, err := spec.AddModuleDir(context.Background(), dir, filepath.Join(dir, "modules", "app"), "module acme/app/aws 1.0.0")
+	md, err := spec.AddModuleDir(context.Background(), dir, filepath.Join(dir, "modules", "app"), "module acme/app/aws 1.0.0")
+	calls := md.Modules
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +127,7 @@ module "next" {
 	if got := calls[0].Selections[0].Select(available); len(got) != 1 || got[0].String() != "5.1.0" {
 		t.Errorf("the call selects %v, want the newest 5.x", got)
 	}
-	if _, _, err := spec.AddModuleDir(context.Background(), dir, filepath.Join(dir, "nope"), "x"); err == nil {
+	if _, err := spec.AddModuleDir(context.Background(), dir, filepath.Join(dir, "nope"), "x"); err == nil {
 		t.Error("a directory without configuration: no error")
 	}
 }
@@ -160,7 +161,7 @@ func TestAddModuleDirStopsAtItsDeadline(t *testing.T) {
 	dir := writeFiles(t, files)
 
 	whole := &checkCounter{Context: context.Background()}
-	if _, _, err := (&Spec{}).AddModuleDir(whole, dir, dir, "module acme/big/aws 1.0.0"); err != nil {
+	if _, err := (&Spec{}).AddModuleDir(whole, dir, dir, "module acme/big/aws 1.0.0"); err != nil {
 		t.Fatal(err)
 	}
 	if whole.calls < 61 {
@@ -169,7 +170,7 @@ func TestAddModuleDirStopsAtItsDeadline(t *testing.T) {
 
 	cut := &checkCounter{Context: context.Background(), expireAt: 5}
 	spec := &Spec{}
-	_, _, err := spec.AddModuleDir(cut, dir, dir, "module acme/big/aws 1.0.0")
+	_, err := spec.AddModuleDir(cut, dir, dir, "module acme/big/aws 1.0.0")
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("past its deadline: %v, want the context's error", err)
 	}
@@ -230,7 +231,8 @@ func TestAddModuleDirManyCallsAndProviders(t *testing.T) {
 	const perFile = 500
 	spec := &Spec{}
 	dir := writeFiles(t, manyCallsFiles(perFile))
-	calls, others, err := spec.AddModuleDir(context.Background(), dir, dir, "module acme/many/aws 1.0.0")
+	md, err := spec.AddModuleDir(context.Background(), dir, dir, "module acme/many/aws 1.0.0")
+	calls, others := md.Modules, md.Sources
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +241,7 @@ func TestAddModuleDirManyCallsAndProviders(t *testing.T) {
 	}
 	spec = &Spec{}
 	dir = writeFiles(t, manyProvidersFiles(perFile))
-	if _, _, err := spec.AddModuleDir(context.Background(), dir, dir, "module acme/many/aws 1.0.0"); err != nil {
+	if _, err := spec.AddModuleDir(context.Background(), dir, dir, "module acme/many/aws 1.0.0"); err != nil {
 		t.Fatal(err)
 	}
 	if len(spec.Providers) != 2*perFile {
@@ -259,7 +261,7 @@ func benchmarkAddModuleDir(b *testing.B, files map[string]string) {
 	}
 	for b.Loop() {
 		spec := &Spec{}
-		if _, _, err := spec.addModuleDir(context.Background(), dir, dir, "module acme/many/aws 1.0.0", cfg, 0, 0); err != nil {
+		if _, err := spec.addModuleDir(context.Background(), dir, dir, "module acme/many/aws 1.0.0", cfg, 0, 0); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -300,7 +302,7 @@ func TestAddModuleDirStaysInThePackage(t *testing.T) {
 			"modules/keep/main.tf": "# a directory of the package\n",
 		})
 		spec := &Spec{}
-		_, _, err := spec.AddModuleDir(context.Background(), pkg, pkg, "module acme/app/aws 1.0.0")
+		_, err := spec.AddModuleDir(context.Background(), pkg, pkg, "module acme/app/aws 1.0.0")
 		if err == nil || !strings.Contains(err.Error(), "outside the module package") {
 			t.Errorf("source %q: %v, want refused as outside the package", source, err)
 		}
@@ -309,7 +311,7 @@ func TestAddModuleDirStaysInThePackage(t *testing.T) {
 				t.Errorf("source %q: the configuration outside the package was read: %s", source, p.Address)
 			}
 		}
-		if _, _, err := (&Spec{}).AddModuleDir(context.Background(), pkg, filepath.Join(pkg, "modules", "app"), "module acme/app/aws 1.0.0//modules/app"); err != nil {
+		if _, err := (&Spec{}).AddModuleDir(context.Background(), pkg, filepath.Join(pkg, "modules", "app"), "module acme/app/aws 1.0.0//modules/app"); err != nil {
 			t.Errorf("a call of another directory of the package: %v", err)
 		}
 	}

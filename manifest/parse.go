@@ -423,17 +423,26 @@ func (s *Spec) loadDir(dir string) error {
 	}
 	reqs := rs.list
 	s.addRemoteCalls(remotes.list)
+	config := &Config{Dir: dir}
+	for _, c := range remotes.list {
+		if c.module != nil {
+			config.Calls = append(config.Calls, callOf(c))
+		}
+	}
 	isLocked := map[addrs.Provider]bool{}
 	for _, l := range locked {
 		isLocked[l.addr] = true
+		config.Locked = append(config.Locked, l.addr)
 		s.add(l.addr, []Selection{l.selection}, nil)
 	}
 	for _, r := range reqs {
 		if isLocked[r.addr] {
 			continue
 		}
+		config.Requires = append(config.Requires, requirementOf(r))
 		s.add(r.addr, []Selection{r.selection()}, nil)
 	}
+	s.Configs = append(s.Configs, config)
 	return nil
 }
 

@@ -59,13 +59,31 @@ type moduleSync struct {
 	// listed counts the module sources of packages listed as
 	// unmirrorable, within maxSyncModuleSources.
 	listed int
+	// chosen is the version each registry module call takes (the newest
+	// its selection allows), by module and selection text; packages
+	// what was read of each module version's subdirectory, by module,
+	// version and subdirectory: what Spec.AddConfigSelections judges
+	// each configuration directory with.
+	chosen   map[[2]string]versions.Version
+	packages map[[3]string]manifest.ModuleDir
+}
+
+// read is what was read of the package of the version that call takes,
+// at its subdirectory; false when none was.
+func (res *moduleSync) read(call manifest.Call) (manifest.ModuleDir, bool) {
+	v, ok := res.chosen[[2]string{call.Module.String(), call.Selection}]
+	if !ok {
+		return manifest.ModuleDir{}, false
+	}
+	md, ok := res.packages[[3]string{call.Module.String(), v.String(), call.Subdir}]
+	return md, ok
 }
 
 // syncModules caches every registry module version spec asks for (and
 // those they call, recursively), adding the providers they require to
 // spec. It lists the module sources that are not registry addresses.
 func (r *syncRun) syncModules(ctx context.Context, spec *manifest.Spec) moduleSync {
-	var res moduleSync
+	res := moduleSync{chosen: map[[2]string]versions.Version{}, packages: map[[3]string]manifest.ModuleDir{}}
 	if len(spec.Modules) == 0 {
 		return res
 	}
@@ -133,6 +151,9 @@ func (r *syncRun) syncModules(ctx context.Context, spec *manifest.Spec) moduleSy
 			if len(got) == 0 && len(skipped) == 0 {
 				res.failures = append(res.failures, fmt.Sprintf("module %s: no version matches %q (%s)", m.Address, sel.Text, askedBy(sel)))
 			}
+			if sel.Latest == 1 && len(got) > 0 {
+				res.chosen[[2]string{m.Address.String(), sel.Text}] = got[0]
+			}
 			for _, v := range got {
 				if !slices.ContainsFunc(selected, v.Same) {
 					selected = append(selected, v)
@@ -198,7 +219,9 @@ func (r *syncRun) syncModules(ctx context.Context, spec *manifest.Spec) moduleSy
 // when an earlier call read other subdirectories of the same version.
 // It returns the registry modules they call; an error names the module
 // (and is one failure of the sync), but for a subdirectory's, which is
-// added to res on its own so that the others are read. The module
+// added to res on its own so that the others are read. What each
+// subdirectory asks of providers and the registry modules it calls are
+// kept in res.packages. The module
 // sources the configuration calls that are not registry addresses are
 // listed as spec's Unmirrorable, unless they would take the sources
 // listed from packages (res.listed) past maxSyncModuleSources: then none
@@ -229,7 +252,7 @@ func (r *syncRun) syncModule(ctx context.Context, spec *manifest.Spec, m *manife
 	var out []*manifest.Module
 	for _, sub := range m.Subdirs {
 		modDir := filepath.Join(dir, filepath.FromSlash(path.Join(got.Subdir, sub)))
-		calls, others, err := spec.AddModuleDir(ctx, dir, modDir, fmt.Sprintf("module %s %s", m.Address, v))
+		md, err := spec.AddModuleDir(ctx, dir, modDir, fmt.Sprintf("module %s %s", m.Address, v))
 		if parent.Err() != nil {
 			return out, nil // interrupted: not read, not failed
 		}
@@ -239,8 +262,9 @@ func (r *syncRun) syncModule(ctx context.Context, spec *manifest.Spec, m *manife
 			res.failures = append(res.failures, fmt.Sprintf("module %s %s: reading its configuration: %s", m.Address, v, msg))
 			continue
 		}
-		out = append(out, calls...)
-		r.listSources(spec, m, v, others, res)
+		out = append(out, md.Modules...)
+		r.listSources(spec, m, v, md.Sources, res)
+		res.packages[[3]string{m.Address.String(), v.String(), sub}] = manifest.ModuleDir{Requires: md.Requires, Calls: md.Calls}
 	}
 	return out, nil
 }
@@ -321,6 +345,9 @@ func (r *syncRun) modules(ctx context.Context, spec *manifest.Spec) moduleSync {
 	default:
 		res = r.syncModules(ctx, spec)
 		fmt.Fprintf(r.out, "modules: %d packages fetched, %d already cached\n", res.fetched, res.cached)
+		// Each directory with the registry modules it calls, as
+		// Terraform judges it, now that their packages are read.
+		spec.AddConfigSelections(res.read)
 		if err := resolvePlatforms(spec, r.cfg.SyncPlatforms); err != nil {
 			res.failures = append(res.failures, err.Error())
 		}

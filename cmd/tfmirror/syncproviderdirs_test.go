@@ -150,3 +150,70 @@ func TestSyncChecksAProviderAskedAlikeOnce(t *testing.T) {
 		t.Errorf("synced %v, want 2.3.0 alone", plan.items)
 	}
 }
+
+// treeListOps is a registry of module packages (treeModuleOps) and of
+// providers (listOps).
+type treeListOps struct {
+	*listOps
+	tree *treeModuleOps
+}
+
+func (o *treeListOps) ModuleVersions(ctx context.Context, m addrs.Module) ([]string, error) {
+	return o.tree.ModuleVersions(ctx, m)
+}
+
+func (o *treeListOps) UnpackModule(ctx context.Context, m addrs.Module, version, dir string) (admin.Module, error) {
+	return o.tree.UnpackModule(ctx, m, version, dir)
+}
+
+// requiresOf is a configuration requiring provider acme/NAME with
+// constraint.
+func requiresOf(name, constraint string) string {
+	return fmt.Sprintf("terraform {\n  required_providers {\n    %s = {\n      source  = \"acme/%s\"\n      version = %q\n    }\n  }\n}\n", name, name, constraint)
+}
+
+// A configuration directory is one configuration with the registry
+// modules it calls, and those these call, as Terraform judges it: their
+// constraints on a provider all apply, and the newest version meeting
+// them all is synced, which Terraform installs. Each module's own was
+// judged alone: here a asks acme/p "< 1.8.0" and calls acme/net/aws,
+// which asks "!= 1.7.0" (Terraform installs 1.6.0); net asks acme/q
+// "!= 1.4.0" and calls acme/deep/aws, which asks "< 1.5.0" (1.3.0).
+// Sync took 1.7.0 and 2.3.0 of p, 2.3.0 and 1.4.0 of q, and not the two
+// that Terraform installs: an air-gapped terraform init failed. b, a
+// directory of its own calling net too, is judged on its own (p "~> 2.0"
+// with "!= 1.7.0": 2.3.0), its versions synced with a's.
+func TestSyncJudgesADirectoryWithTheRegistryModulesItCalls(t *testing.T) {
+	tree := &treeModuleOps{files: map[string]map[string]string{
+		"registry.terraform.io/acme/net/aws": {"main.tf": requiresOf("p", "!= 1.7.0") + requiresOf("q", "!= 1.4.0") +
+			"module \"deep\" {\n  source  = \"acme/deep/aws\"\n  version = \"1.0.0\"\n}\n"},
+		"registry.terraform.io/acme/deep/aws": {"main.tf": requiresOf("q", "< 1.5.0")},
+	}, unpacked: map[string]int{}}
+	calls := "module \"net\" {\n  source  = \"acme/net/aws\"\n  version = \"~> 1.0\"\n}\n"
+	spec, _ := providerDirs(t, []string{"a", "b"}, map[string]string{
+		"a/main.tf": requiresOf("p", "< 1.8.0") + calls,
+		"b/main.tf": requiresOf("p", "~> 2.0") + calls,
+	})
+	ops := &treeListOps{listOps: &listOps{packages: map[string]int{}}, tree: tree}
+	r := providerSyncRun(ops)
+	r.cfg.DataDir = t.TempDir()
+	r.cfg.ModuleTimeout = time.Minute
+	r.cfg.SyncPlatforms = []string{"linux_amd64"}
+	mods := r.modules(context.Background(), spec)
+	plan := r.plan(context.Background(), spec)
+	if len(mods.failures)+len(plan.failures) != 0 {
+		t.Fatalf("failures %q %q", mods.failures, plan.failures)
+	}
+	got := map[string][]string{}
+	for _, it := range plan.items {
+		got[it.provider.Type] = append(got[it.provider.Type], it.version)
+	}
+	for name, want := range map[string]string{"p": "1.6.0", "q": "1.3.0"} {
+		if !slices.Contains(got[name], want) {
+			t.Errorf("acme/%s: synced %q, not %s, which Terraform installs for a", name, got[name], want)
+		}
+	}
+	if !slices.Contains(got["p"], "2.3.0") {
+		t.Errorf("acme/p: synced %q, not 2.3.0, which Terraform installs for b", got["p"])
+	}
+}

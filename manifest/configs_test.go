@@ -1,0 +1,90 @@
+package manifest
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/apparentlymart/go-versions/versions"
+)
+
+// requiresP is a configuration requiring acme/p with constraint.
+func requiresP(constraint string) string {
+	return fmt.Sprintf("terraform {\n  required_providers {\n    p = {\n      source  = \"acme/p\"\n      version = %q\n    }\n  }\n}\n", constraint)
+}
+
+// selectionsOf are the texts and the versions of 1.0.0 .. 2.3.0 each of
+// spec's selections of its one provider takes.
+func selectionsOf(t *testing.T, spec *Spec) []string {
+	t.Helper()
+	if len(spec.Providers) != 1 {
+		t.Fatalf("%d providers, want 1", len(spec.Providers))
+	}
+	var list versions.List
+	for _, v := range []string{"1.0.0", "1.5.0", "1.6.0", "1.7.0", "1.9.0", "2.0.0", "2.3.0"} {
+		list = append(list, versions.MustParseVersion(v))
+	}
+	var out []string
+	for _, sel := range spec.Providers[0].Selections {
+		got := "none"
+		if vs := sel.Select(list); len(vs) > 0 {
+			got = vs[0].String()
+		}
+		out = append(out, sel.Text+": "+got)
+	}
+	return out
+}
+
+// AddConfigSelections judges each configuration directory with the
+// registry modules it calls as Terraform does, the constraints of all of
+// them intersected: it adds the selection of that intersection, naming
+// the directory, beside those Load gave (each module's alone); nothing
+// for a provider the directory's lock file locks, whose locked version
+// Terraform installs; and a selection nothing meets when the directory's
+// constraints and its modules' exclude each other, as terraform init
+// fails there.
+func TestAddConfigSelections(t *testing.T) {
+	call := "module \"net\" {\n  source  = \"acme/net/aws\"\n  version = \"~> 1.0\"\n}\n"
+	net := func(constraint string) func(Call) (ModuleDir, bool) {
+		return func(c Call) (ModuleDir, bool) {
+			if c.Module.String() != "registry.terraform.io/acme/net/aws" || c.Selection != "~> 1.0" || c.Subdir != "" {
+				t.Errorf("read %+v, want acme/net/aws, ~> 1.0", c)
+				return ModuleDir{}, false
+			}
+			dir := writeFiles(t, map[string]string{"main.tf": requiresP(constraint)})
+			md, err := (&Spec{}).AddModuleDir(context.Background(), dir, dir, "module acme/net/aws 1.0.0")
+			return md, err == nil
+		}
+	}
+	for _, tc := range []struct {
+		name, root, module, lock string
+		want                     []string
+	}{
+		{"intersected", "< 1.8.0", "!= 1.7.0", "", []string{"< 1.8.0: 1.7.0", "< 1.8.0, != 1.7.0: 1.6.0"}},
+		{"locked", "< 1.8.0", "!= 1.7.0", "provider \"registry.terraform.io/acme/p\" {\n  version = \"1.5.0\"\n}\n", []string{"1.5.0: 1.5.0"}},
+		{"excluding each other", "~> 2.0", "< 2.0.0", "", []string{"~> 2.0: 2.3.0", "~> 2.0, < 2.0.0: none"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			files := map[string]string{"main.tf": requiresP(tc.root) + call}
+			if tc.lock != "" {
+				files[LockFileName] = tc.lock
+			}
+			dir := writeFiles(t, files)
+			spec, err := Load(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			spec.AddConfigSelections(net(tc.module))
+			if got := selectionsOf(t, spec); strings.Join(got, "; ") != strings.Join(tc.want, "; ") {
+				t.Errorf("selections %q, want %q", got, tc.want)
+			}
+			if n := len(spec.Providers[0].Selections); n > 1 {
+				if w := spec.Providers[0].Selections[1].Where; !strings.Contains(w, filepath.Clean(dir)) {
+					t.Errorf("the configuration's selection is asked by %q, which does not name %s", w, dir)
+				}
+			}
+		})
+	}
+}
