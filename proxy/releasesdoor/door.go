@@ -267,6 +267,15 @@ var listing = template.Must(template.New("listing").Parse(`<!DOCTYPE html>
 
 type link struct{ Href, Text string }
 
+// linkBase is the path a listing's links to r name the door by, ending
+// in a slash: Prefix under the path of the mirror's URL (publicPath), as
+// the URLs of the documents are, so that a link followed behind a proxy
+// that serves the mirror under a path reaches the door. The path does not
+// come from the request's Host: without a public URL it is the root's.
+func (d *Door) linkBase(r *http.Request) string {
+	return "/" + d.publicPath(r) + strings.TrimPrefix(Prefix, "/")
+}
+
 func (d *Door) writeListing(w http.ResponseWriter, r *http.Request, title string, links []link, stale bool) {
 	var b strings.Builder
 	if err := listing.Execute(&b, struct {

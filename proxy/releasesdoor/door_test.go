@@ -835,6 +835,74 @@ func TestTenvHTMLListingWithoutSlash(t *testing.T) {
 	}
 }
 
+// TestListingsUnderThePublicURLPath: behind a proxy that serves the
+// mirror under a path (a public URL such as https://mirror.example.com/tf/,
+// the proxy taking /tf off before the mirror sees the request), the links
+// of every HTML listing the installers scrape carry that path, as the URLs
+// of index.json do: each, followed through the proxy, reaches the door.
+func TestListingsUnderThePublicURLPath(t *testing.T) {
+	r := newRig(t, nil)
+	const public = "https://mirror.example.com/tf/"
+	door, err := releasesdoor.New(releasesdoor.Config{MirrorURL: func(*http.Request) string { return public },
+		Logger: enginetest.Logger(t)}, r.side.Served)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(door)
+	t.Cleanup(srv.Close)
+	// get asks for path as the proxy in front forwards it: without /tf.
+	get := func(path string) (int, []byte) {
+		t.Helper()
+		rest, ok := strings.CutPrefix(path, "/tf/")
+		if !ok {
+			t.Fatalf("%s is not under the public URL's path /tf/", path)
+		}
+		resp, err := http.Get(srv.URL + "/" + rest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, body
+	}
+	href := regexp.MustCompile(`href="([^"]*)"`)
+	for _, listing := range []string{
+		"/tf/releases/hashicorp/",
+		"/tf/releases/hashicorp/terraform/",
+		"/tf/releases/hashicorp/terraform",
+		"/tf/releases/hashicorp/terraform/1.6.0/",
+		"/tf/releases/opentofu/",
+		"/tf/releases/opentofu/v1.8.0/",
+	} {
+		status, page := get(listing)
+		links := href.FindAllStringSubmatch(string(page), -1)
+		if status != 200 || len(links) == 0 {
+			t.Fatalf("%s: %d %s", listing, status, page)
+		}
+		for _, l := range links {
+			if !strings.HasPrefix(l[1], "/tf/releases/") {
+				t.Errorf("%s links %q, not under the public URL's path", listing, l[1])
+				continue
+			}
+			if status, body := get(l[1]); status != 200 {
+				t.Errorf("%s links %s, which answers %d %s", listing, l[1], status, body)
+			}
+		}
+	}
+	for _, doc := range []string{"/tf/releases/hashicorp/terraform/index.json", "/tf/releases/hashicorp/terraform/1.6.0/index.json"} {
+		status, body := get(doc)
+		urls := regexp.MustCompile(`"url": "([^"]*)"`).FindAllStringSubmatch(string(body), -1)
+		if status != 200 || len(urls) == 0 {
+			t.Fatalf("%s: %d %s", doc, status, body)
+		}
+		for _, u := range urls {
+			if !strings.HasPrefix(u[1], public+"releases/hashicorp/terraform/") {
+				t.Errorf("%s names %q, not under the public URL", doc, u[1])
+			}
+		}
+	}
+}
+
 // TestProductNotServedSaysWhichSetting: a HashiCorp product the mirror is
 // not configured for answers 404 with the setting that names the products
 // served, so that whoever asks for one learns what to change.

@@ -58,8 +58,9 @@ func (d *Door) hashicorp(w http.ResponseWriter, r *http.Request, parts []string)
 	switch {
 	case len(parts) == 0 || len(parts) == 1 && parts[0] == "":
 		var links []link
+		at := d.linkBase(r)
 		for _, p := range d.rel.Products() {
-			links = append(links, link{Href: Prefix + "hashicorp/" + p + "/", Text: p})
+			links = append(links, link{Href: at + "hashicorp/" + p + "/", Text: p})
 		}
 		d.writeListing(w, r, "HashiCorp releases", links, false)
 	case len(parts) == 1, len(parts) == 2 && (parts[1] == "index.json" || parts[1] == ""):
@@ -74,8 +75,9 @@ func (d *Door) hashicorp(w http.ResponseWriter, r *http.Request, parts []string)
 		}
 		if len(parts) == 1 || parts[1] == "" {
 			links := make([]link, 0, len(list.Versions))
+			at := d.linkBase(r)
 			for _, v := range list.Versions {
-				links = append(links, link{Href: Prefix + "hashicorp/" + product + "/" + v.Version + "/", Text: product + "_" + v.Version})
+				links = append(links, link{Href: at + "hashicorp/" + product + "/" + v.Version + "/", Text: product + "_" + v.Version})
 			}
 			d.writeListing(w, r, product+" versions", links, st.Stale)
 			return
@@ -101,11 +103,12 @@ func (d *Door) hashicorp(w http.ResponseWriter, r *http.Request, parts []string)
 				return
 			}
 			links := []link{}
+			at := d.linkBase(r)
 			for _, b := range doc.Builds {
-				links = append(links, link{Href: Prefix + "hashicorp/" + product + "/" + version + "/" + b.Filename, Text: b.Filename})
+				links = append(links, link{Href: at + "hashicorp/" + product + "/" + version + "/" + b.Filename, Text: b.Filename})
 			}
 			for _, n := range append([]string{doc.Shasums}, doc.ShasumsSignatures...) {
-				links = append(links, link{Href: Prefix + "hashicorp/" + product + "/" + version + "/" + n, Text: n})
+				links = append(links, link{Href: at + "hashicorp/" + product + "/" + version + "/" + n, Text: n})
 			}
 			d.writeListing(w, r, product+" "+version, links, false)
 		case strings.HasSuffix(file, ".zip"):

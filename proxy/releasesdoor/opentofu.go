@@ -42,8 +42,9 @@ func (d *Door) opentofu(w http.ResponseWriter, r *http.Request, parts []string) 
 		}
 		if parts[0] == "" {
 			links := make([]link, 0, len(list.Versions))
+			at := d.linkBase(r)
 			for _, v := range list.Versions {
-				links = append(links, link{Href: Prefix + "opentofu/v" + v.Version + "/", Text: "v" + v.Version})
+				links = append(links, link{Href: at + "opentofu/v" + v.Version + "/", Text: "v" + v.Version})
 			}
 			d.writeListing(w, r, "OpenTofu releases", links, st.Stale)
 			return
@@ -83,11 +84,12 @@ func (d *Door) opentofu(w http.ResponseWriter, r *http.Request, parts []string) 
 			}
 			sums := releases.SumsName(pub, product, version)
 			links := []link{}
+			at := d.linkBase(r)
 			for _, b := range d.rel.ServedBuilds(s) {
-				links = append(links, link{Href: Prefix + "opentofu/v" + version + "/" + b.Filename, Text: b.Filename})
+				links = append(links, link{Href: at + "opentofu/v" + version + "/" + b.Filename, Text: b.Filename})
 			}
 			for _, n := range []string{sums, sums + ".gpgsig"} {
-				links = append(links, link{Href: Prefix + "opentofu/v" + version + "/" + n, Text: n})
+				links = append(links, link{Href: at + "opentofu/v" + version + "/" + n, Text: n})
 			}
 			d.writeListing(w, r, "OpenTofu "+version, links, false)
 		case strings.HasSuffix(file, ".zip"):
