@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/tfmirror/tfmirror/v2/proxy/httperr"
 )
 
 // textDoor is a mounted door whose own errors are plain text, as the CLI
@@ -14,12 +16,12 @@ type textDoor struct{ http.Handler }
 
 func (textDoor) AnswerError(w http.ResponseWriter, _ *http.Request, err error) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.WriteHeader(http.StatusRequestURITooLong)
+	w.WriteHeader(httperr.Status(err))
 	fmt.Fprintf(w, "door: %v\n", err)
 }
 
 // What the layers in front of the doors refuse (here a path longer than
-// any door serves) is answered on each mounted door's paths by that door,
+// any door serves, and a Host the mirror cannot name itself by) is answered on each mounted door's paths by that door,
 // in its format: the CLI releases door's under /releases/, the OCI door's
 // under /v2/, the mirror protocols' JSON elsewhere. The releases door's
 // were answered as the mirror protocols' JSON.
@@ -38,6 +40,17 @@ func TestRefusalsAnsweredByTheDoorOfThePath(t *testing.T) {
 		r := h.get(tc.path)
 		if r.status != http.StatusRequestURITooLong || r.header.Get("Content-Type") != tc.contentType || !strings.HasPrefix(string(r.body), tc.body) {
 			t.Errorf("%.20s...: %d %q %.60q; want 414, %s, %q", tc.path, r.status, r.header.Get("Content-Type"), r.body, tc.contentType, tc.body)
+		}
+	}
+	addr := h.http.Listener.Addr().String()
+	for _, tc := range []struct{ path, contentType, body string }{
+		{"/releases/hashicorp/terraform/", "text/plain; charset=utf-8", "door: malformed Host header"},
+		{"/v2/", "application/json", `{"errors":["malformed Host header`},
+		{"/", "application/json", `{"errors":["malformed Host header`},
+	} {
+		resp, body := rawGet(t, addr, tc.path, "evil.example:99999")
+		if resp.StatusCode != http.StatusBadRequest || resp.Header.Get("Content-Type") != tc.contentType || !strings.HasPrefix(body, tc.body) {
+			t.Errorf("%s with a bad Host: %d %q %.60q; want 400, %s, %q", tc.path, resp.StatusCode, resp.Header.Get("Content-Type"), body, tc.contentType, tc.body)
 		}
 	}
 }
