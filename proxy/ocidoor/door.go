@@ -136,6 +136,10 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if rest == "" {
+		// The probe says whether credentials are needed: never reused
+		// without asking, as it changes once client authentication is
+		// turned on (with it, privateWriter keeps it unstored).
+		w.Header()["Cache-Control"] = noCache
 		writeJSON(w, r, http.StatusOK, "application/json", []byte("{}"))
 		return
 	}
@@ -522,7 +526,20 @@ func (d *Door) referrers(w http.ResponseWriter, r *http.Request, name, ref strin
 		d.fail(w, r, codeDigestInvalid, http.StatusBadRequest, err)
 		return
 	}
-	writeJSON(w, r, http.StatusOK, oci.MediaTypeIndex, []byte(`{"schemaVersion":2,"mediaType":"`+oci.MediaTypeIndex+`","manifests":[]}`))
+	writeReferrers(w, r)
+}
+
+// emptyReferrers is the referrers answer: an empty index.
+var emptyReferrers = []byte(`{"schemaVersion":2,"mediaType":"` + oci.MediaTypeIndex + `","manifests":[]}`)
+
+// writeReferrers answers a referrers request of a repository served:
+// the empty index, reusable by a cache in front as the answers by digest
+// beside it are (byDigest), so that a deny on a reload reaches a cache's
+// copy within the same time (with client authentication, privateWriter
+// keeps it private and unstored).
+func writeReferrers(w http.ResponseWriter, r *http.Request) {
+	w.Header()["Cache-Control"] = byDigest
+	writeJSON(w, r, http.StatusOK, oci.MediaTypeIndex, emptyReferrers)
 }
 
 // writeJSON sends body with its media type and length; a HEAD gets the

@@ -328,6 +328,61 @@ func TestPingAndReferrers(t *testing.T) {
 	}
 }
 
+// The version check and the referrers answers say how a cache in front
+// may reuse them, as their neighbours do: without client authentication
+// the check is no-cache (it says whether credentials are needed, which
+// turning client authentication on changes) and the referrers reusable as the tag list and the
+// answers by digest are, so that a deny on a reload reaches a cache's
+// copy as soon; with it, each is private and unstored, as every answer
+// to a token holder is, and the challenge unstored.
+func TestPingAndReferrersCacheControl(t *testing.T) {
+	digest := "sha256:" + strings.Repeat("c", 64)
+	paths := map[string]string{
+		"ping":               "/v2/",
+		"ping without slash": "/v2",
+		"provider referrers": "/v2/providers/" + originHost + "/acme/net/referrers/" + digest,
+		"module referrers":   "/v2/modules/" + originHost + "/acme/net/aws/referrers/" + digest,
+	}
+	cacheControl := func(r *rig, method, path string, header ...string) (int, string) {
+		t.Helper()
+		resp := r.do(method, path, header...)
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, resp.Header.Get("Cache-Control")
+	}
+
+	open := newRig(t, rigOptions{})
+	open.origin.AddProvider("acme", "net", []string{"1.0.0"}, twoPlatforms)
+	_, tags := cacheControl(open, "GET", "/v2/providers/"+originHost+"/acme/net/tags/list")
+	if tags != proxy.PackageCacheControl {
+		t.Fatalf("tag list: Cache-Control %q, want %q", tags, proxy.PackageCacheControl)
+	}
+	for what, path := range paths {
+		want := tags
+		if strings.HasPrefix(what, "ping") {
+			want = "no-cache"
+		}
+		for _, method := range []string{"GET", "HEAD"} {
+			if status, cc := cacheControl(open, method, path); status != 200 || cc != want {
+				t.Errorf("without client authentication, %s %s (%s): %d, Cache-Control %q; want 200 and %q", method, what, path, status, cc, want)
+			}
+		}
+	}
+
+	private := newRig(t, rigOptions{auth: testAuth(t, nil)})
+	private.origin.AddProvider("acme", "net", []string{"1.0.0"}, twoPlatforms)
+	for what, path := range paths {
+		for _, method := range []string{"GET", "HEAD"} {
+			if status, cc := cacheControl(private, method, path, "Authorization", "Bearer "+clientToken); status != 200 || cc != "private, no-store" {
+				t.Errorf("with a client token, %s %s (%s): %d, Cache-Control %q; want 200 and private, no-store", method, what, path, status, cc)
+			}
+			if status, cc := cacheControl(private, method, path); status != 401 || cc != "no-store" {
+				t.Errorf("without a token, %s %s (%s): %d, Cache-Control %q; want 401 and no-store", method, what, path, status, cc)
+			}
+		}
+	}
+}
+
 // HEAD of a tag answers what OpenTofu needs: Content-Type, a real
 // Content-Length and Docker-Content-Digest, equal to the GET's.
 func TestManifestHead(t *testing.T) {

@@ -68,7 +68,7 @@ func (d *Door) serveModule(w http.ResponseWriter, r *http.Request, name, ref, ro
 		if !d.served(w, r, d.cfg.Modules.CheckModuleOrigin(m)) {
 			return true
 		}
-		writeJSON(w, r, http.StatusOK, oci.MediaTypeIndex, []byte(`{"schemaVersion":2,"mediaType":"`+oci.MediaTypeIndex+`","manifests":[]}`))
+		writeReferrers(w, r)
 	default:
 		return false
 	}
