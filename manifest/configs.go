@@ -71,6 +71,65 @@ type Config struct {
 // many modules may constrain a provider thousands of times.
 const maxSelectionConstraints = 8
 
+// asked is what some modules ask of one provider: the distinct
+// constraints, in first-seen order, and the sets of versions that meet
+// them, each set kept only when it brings a constraint not seen before
+// (so that a provider constrained alike by thousands of modules is
+// intersected a few times, not thousands).
+type asked struct {
+	texts     []string
+	has       map[string]bool
+	sets      []versions.Set
+	own, mods bool // asked by the directory's modules, by registry modules
+}
+
+// askedOf is what some modules ask of each provider, in first-seen order.
+type askedOf struct {
+	byAddr map[addrs.Provider]*asked
+	order  []addrs.Provider
+}
+
+// of is what is asked of p, added when nothing was.
+func (o *askedOf) of(p addrs.Provider) *asked {
+	if o.byAddr == nil {
+		o.byAddr = map[addrs.Provider]*asked{}
+	}
+	a, ok := o.byAddr[p]
+	if !ok {
+		a = &asked{has: map[string]bool{}}
+		o.byAddr[p] = a
+		o.order = append(o.order, p)
+	}
+	return a
+}
+
+// add adds the constraints texts, all of whose versions set meets, by
+// registry modules or the directory's own.
+func (a *asked) add(texts []string, set versions.Set, registry bool) {
+	a.own = a.own || !registry
+	a.mods = a.mods || registry
+	fresh := false
+	for _, t := range texts {
+		if !a.has[t] {
+			a.has[t] = true
+			a.texts = append(a.texts, t)
+			fresh = true
+		}
+	}
+	// A set is that of its constraints, each parsed alike wherever it
+	// is written: one whose constraints were all seen narrows nothing
+	// the sets kept have not (and none narrows nothing).
+	if fresh {
+		a.sets = append(a.sets, set)
+	}
+}
+
+// callKey is a registry module call as AddConfigSelections tells them
+// apart: module, subdirectory and the text of its selection.
+type callKey [3]string
+
+func keyOf(c Call) callKey { return callKey{c.Module.String(), c.Subdir, c.Selection} }
+
 // AddConfigSelections adds to the spec, for each configuration directory
 // Load read (Configs), the version of each provider that Terraform would
 // install for the configuration as a whole: the newest version meeting
@@ -83,62 +142,93 @@ const maxSelectionConstraints = 8
 // directory is judged on its own: the selections of two are both synced.
 // A selection nothing meets names the directory; Terraform would refuse
 // to install the configuration.
+//
+// The packages are strangers', and may call one another in cycles and
+// diamonds: read is called once for each distinct call (module,
+// subdirectory, selection), and what a call asks with all it reaches is
+// gathered once for each distinct call a directory makes, not again for
+// each directory making it, so that the work is bounded by the distinct
+// calls of the directories times the calls the packages make, not by the
+// number of directories.
 func (s *Spec) AddConfigSelections(read func(Call) (ModuleDir, bool)) {
-	// asked is what the modules of one configuration ask of a provider.
-	type asked struct {
-		texts     []string
-		has       map[string]bool
-		sets      []versions.Set
-		own, mods bool // asked by the directory's modules, by registry modules
+	type readOf struct {
+		md ModuleDir
+		ok bool
 	}
-	for _, c := range s.Configs {
-		byAddr := map[addrs.Provider]*asked{}
-		var order []addrs.Provider
-		add := func(q Requirement, registry bool) {
-			a, ok := byAddr[q.Provider]
-			if !ok {
-				a = &asked{has: map[string]bool{}}
-				byAddr[q.Provider] = a
-				order = append(order, q.Provider)
-			}
-			a.own = a.own || !registry
-			a.mods = a.mods || registry
-			a.sets = append(a.sets, q.Set)
-			for _, t := range q.Constraints {
-				if !a.has[t] {
-					a.has[t] = true
-					a.texts = append(a.texts, t)
-				}
-			}
+	packages := map[callKey]readOf{}
+	readOnce := func(c Call) (ModuleDir, bool) {
+		k := keyOf(c)
+		r, done := packages[k]
+		if !done {
+			r.md, r.ok = read(c)
+			packages[k] = r
 		}
-		for _, q := range c.Requires {
-			add(q, false)
+		return r.md, r.ok
+	}
+	// reached is what each call a directory makes asks with all the
+	// registry modules it reaches, each provider's sets intersected
+	// into one.
+	reached := map[callKey]*askedOf{}
+	reach := func(root Call) *askedOf {
+		if o, ok := reached[keyOf(root)]; ok {
+			return o
 		}
-		visited := map[[3]string]bool{}
-		queue := append([]Call(nil), c.Calls...)
+		o := &askedOf{}
+		visited := map[callKey]bool{}
+		queue := []Call{root}
 		for len(queue) > 0 {
 			call := queue[0]
 			queue = queue[1:]
-			key := [3]string{call.Module.String(), call.Subdir, call.Selection}
-			if visited[key] {
+			k := keyOf(call)
+			if visited[k] {
 				continue
 			}
-			visited[key] = true
-			md, ok := read(call)
+			visited[k] = true
+			md, ok := readOnce(call)
 			if !ok {
 				continue
 			}
 			for _, q := range md.Requires {
-				add(q, true)
+				o.of(q.Provider).add(q.Constraints, q.Set, true)
 			}
 			queue = append(queue, md.Calls...)
+		}
+		for _, a := range o.byAddr {
+			if len(a.sets) > 1 {
+				a.sets = []versions.Set{versions.Intersection(a.sets...)}
+			}
+			a.has = nil // no longer added to
+		}
+		reached[keyOf(root)] = o
+		return o
+	}
+	for _, c := range s.Configs {
+		var o askedOf
+		for _, q := range c.Requires {
+			o.of(q.Provider).add(q.Constraints, q.Set, false)
+		}
+		calls := map[callKey]bool{}
+		for _, call := range c.Calls {
+			if calls[keyOf(call)] {
+				continue
+			}
+			calls[keyOf(call)] = true
+			r := reach(call)
+			for _, p := range r.order {
+				from := r.byAddr[p]
+				set := versions.All // none when nothing is constrained
+				if len(from.sets) == 1 {
+					set = from.sets[0]
+				}
+				o.of(p).add(from.texts, set, true)
+			}
 		}
 		locked := map[addrs.Provider]bool{}
 		for _, p := range c.Locked {
 			locked[p] = true
 		}
-		for _, p := range order {
-			a := byAddr[p]
+		for _, p := range o.order {
+			a := o.byAddr[p]
 			if !a.mods || locked[p] {
 				continue
 			}

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/apparentlymart/go-versions/versions"
+
+	"github.com/tfmirror/tfmirror/v2/addrs"
 )
 
 // requiresP is a configuration requiring acme/p with constraint.
@@ -86,5 +88,73 @@ func TestAddConfigSelections(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A stranger's packages may call one another in a cycle, each calling
+// itself at another version too, and thousands of configuration
+// directories may call them: AddConfigSelections reads each distinct
+// call once and gathers what a call reaches once, not again for each
+// directory (which read every package of the cycle once a directory,
+// hundreds of thousands of reads), and still judges each directory with
+// every constraint the cycle asks.
+func TestAddConfigSelectionsReadsEachCallOnce(t *testing.T) {
+	const mods, dirs = 100, 500
+	p, err := addrs.ParseProvider("acme/p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	module := func(i int) addrs.Module {
+		m, err := addrs.ParseModule(fmt.Sprintf("acme/m%d/aws", i%mods))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	reads := map[string]int{}
+	read := func(c Call) (ModuleDir, bool) {
+		reads[fmt.Sprint(c.Module, "//", c.Subdir, " ", c.Selection)]++
+		var i int
+		if _, err := fmt.Sscanf(c.Module.Name, "m%d", &i); err != nil {
+			t.Fatal(err)
+		}
+		constraint := fmt.Sprintf("!= 1.0.%d", i)
+		set, err := parseConstraint(constraint)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ModuleDir{
+			Requires: []Requirement{{Provider: p, Constraints: []string{constraint}, Set: set}},
+			Calls: []Call{
+				{Module: module(i + 1), Selection: "1.0.0"}, // the next, the last calling the first
+				{Module: c.Module, Selection: c.Selection + ".x"},
+			},
+		}, len(c.Selection) < 12 // itself, at a few other versions
+	}
+	spec := &Spec{}
+	for d := range dirs {
+		spec.Configs = append(spec.Configs, &Config{Dir: fmt.Sprintf("/configs/%d", d), Calls: []Call{{Module: module(0), Selection: "1.0.0"}}})
+	}
+	spec.AddConfigSelections(read)
+	for k, n := range reads {
+		if n > 1 {
+			t.Fatalf("call %v read %d times, want once", k, n)
+		}
+	}
+	if len(spec.Providers) != 1 || len(spec.Providers[0].Selections) != dirs {
+		t.Fatalf("providers %+v, want acme/p with a selection a directory", spec.Providers)
+	}
+	var list versions.List
+	for i := range mods + 1 {
+		list = append(list, versions.MustParseVersion(fmt.Sprintf("1.0.%d", i)))
+	}
+	for _, sel := range spec.Providers[0].Selections {
+		got := sel.Select(list)
+		if len(got) != 1 || got[0].String() != fmt.Sprintf("1.0.%d", mods) {
+			t.Fatalf("%s (%s) selects %v, want 1.0.%d: every version below is excluded by a module of the cycle", sel.Text, sel.Where, got, mods)
+		}
+		if want := fmt.Sprintf("and %d more", mods-maxSelectionConstraints); !strings.Contains(sel.Text, want) {
+			t.Fatalf("selection %q, want %q", sel.Text, want)
+		}
 	}
 }
