@@ -71,6 +71,58 @@ func TestSyncBoundsModuleCallsFollowed(t *testing.T) {
 	}
 }
 
+// heldCalls counts the registry module calls res holds of the packages
+// it read, for judging the configuration directories.
+func heldCalls(res moduleSync) int {
+	n := 0
+	for _, md := range res.packages {
+		n += len(md.Calls)
+	}
+	return n
+}
+
+// The registry module calls a sync holds to judge the configuration
+// directories with are those it follows, within maxSyncModuleCalls (here
+// lowered to 5), and not those of the packages past the bound or nested
+// too deep, which it does not follow: thousands of packages each making
+// up to manifest.MaxPackageModuleCalls were millions held until the sync
+// ended. Each such package's calls were held.
+func TestSyncHoldsOnlyTheModuleCallsItFollows(t *testing.T) {
+	const root = "registry.terraform.io/acme/root/aws"
+	ops := &treeModuleOps{
+		files: map[string]map[string]string{
+			root:                                {"main.tf": callsOf("acme/a/aws", "acme/b/aws", "acme/c/aws")},
+			"registry.terraform.io/acme/a/aws":  {"main.tf": callsOf("acme/d1/aws", "acme/d2/aws")},
+			"registry.terraform.io/acme/b/aws":  {"main.tf": callsOf("acme/e1/aws", "acme/e2/aws", "acme/e3/aws", "acme/e4/aws")},
+			"registry.terraform.io/acme/c/aws":  {"main.tf": "# calls none\n"},
+			"registry.terraform.io/acme/d1/aws": {"main.tf": "# calls none\n"},
+			"registry.terraform.io/acme/d2/aws": {"main.tf": "# calls none\n"},
+		},
+		unpacked: map[string]int{},
+	}
+	r := moduleSyncRun(t, ops)
+	r.maxModuleCalls = 5
+	res := r.syncModules(context.Background(), moduleSpec(t, t.TempDir(), root))
+	if len(res.failures) != 1 || !strings.Contains(res.failures[0], "acme/b/aws 1.0.0: its 4 registry module calls are not followed") {
+		t.Fatalf("failures %q, want one: acme/b/aws's calls not followed", res.failures)
+	}
+	if n := heldCalls(res); n != 5 {
+		t.Errorf("%d registry module calls held, want the 5 followed (root's 3, acme/a/aws's 2)", n)
+	}
+
+	// Nested too deep: a chain of 18 modules, the 17th's call not followed.
+	name := func(i int) string { return fmt.Sprintf("registry.terraform.io/acme/m%d/aws", i) }
+	ops = &treeModuleOps{files: map[string]map[string]string{}, unpacked: map[string]int{}}
+	for i := range 18 {
+		ops.files[name(i)] = map[string]string{"main.tf": callsOf(fmt.Sprintf("acme/m%d/aws", i+1))}
+	}
+	r = moduleSyncRun(t, ops)
+	res = r.syncModules(context.Background(), moduleSpec(t, t.TempDir(), name(0)))
+	if n := heldCalls(res); n != 16 {
+		t.Errorf("%d registry module calls held of a chain 18 deep, want the 16 followed", n)
+	}
+}
+
 // A package making more than manifest.MaxPackageModuleCalls distinct
 // registry module calls is one failure of the sync, naming the module
 // version, the call past the bound and the bound, and none of its calls

@@ -62,10 +62,27 @@ type moduleSync struct {
 	// chosen is the version each registry module call takes (the newest
 	// its selection allows), by module and selection text; packages
 	// what was read of each module version's subdirectory, by module,
-	// version and subdirectory: what Spec.AddConfigSelections judges
-	// each configuration directory with.
+	// version and subdirectory, the registry module calls only of those
+	// whose calls were followed (unfollowed): what
+	// Spec.AddConfigSelections judges each configuration directory with.
 	chosen   map[[2]string]versions.Version
 	packages map[[3]string]manifest.ModuleDir
+}
+
+// unfollowed forgets the registry module calls of the subdirectories
+// subdirs of version v of m, which are not followed (a failure of the
+// sync): only the calls followed are held for AddConfigSelections, within
+// maxSyncModuleCalls, not the up to manifest.MaxPackageModuleCalls of
+// each package read past the bound, which thousands of packages would
+// make millions.
+func (res *moduleSync) unfollowed(m *manifest.Module, v versions.Version, subdirs []string) {
+	for _, sub := range subdirs {
+		k := [3]string{m.Address.String(), v.String(), sub}
+		if md, ok := res.packages[k]; ok {
+			md.Calls = nil
+			res.packages[k] = md
+		}
+	}
 }
 
 // read is what was read of the package of the version that call takes,
@@ -192,6 +209,7 @@ func (r *syncRun) syncModules(ctx context.Context, spec *manifest.Spec) moduleSy
 				for _, c := range calls {
 					res.failures = append(res.failures, fmt.Sprintf("module %s: registry modules nested more than %d deep", c.Address, maxModuleDepth))
 				}
+				res.unfollowed(m, v, subdirs)
 				continue
 			}
 			n := 0
@@ -200,6 +218,7 @@ func (r *syncRun) syncModules(ctx context.Context, spec *manifest.Spec) moduleSy
 			}
 			if followed+n > bound {
 				res.failures = append(res.failures, fmt.Sprintf("module %s %s: its %d registry module calls are not followed: they would take this sync past %d, the most it follows from the packages it reads (%d followed)", m.Address, v, n, bound, followed))
+				res.unfollowed(m, v, subdirs)
 				continue
 			}
 			followed += n
