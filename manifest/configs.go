@@ -7,6 +7,8 @@ package manifest
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/apparentlymart/go-versions/versions"
 
@@ -124,6 +126,21 @@ func (a *asked) add(texts []string, set versions.Set, registry bool) {
 	}
 }
 
+// shared is the intersection of sets as one set (none for none) that
+// an intersection it joins holds as one: versions.Intersection copies
+// the members of each intersection it is given into its own, and the
+// sets of thousands of modules, shared by a thousand directories, were
+// copied into each directory's.
+func shared(sets []versions.Set) []versions.Set {
+	if len(sets) == 0 {
+		return nil
+	}
+	set := versions.Intersection(sets...)
+	// A union is not taken apart by an intersection; of one set twice,
+	// it is that set.
+	return []versions.Set{versions.Union(set, set)}
+}
+
 // callKey is a registry module call as AddConfigSelections tells them
 // apart: module, subdirectory and the text of its selection.
 type callKey [3]string
@@ -149,7 +166,10 @@ func keyOf(c Call) callKey { return callKey{c.Module.String(), c.Subdir, c.Selec
 // gathered once for each distinct call a directory makes, not again for
 // each directory making it, so that the work is bounded by the distinct
 // calls of the directories times the calls the packages make, not by the
-// number of directories.
+// number of directories; the directories making the same calls share
+// what these ask, one set of versions for each provider, which each
+// directory's selection holds, not a copy of its thousands of
+// constraints.
 func (s *Spec) AddConfigSelections(read func(Call) (ModuleDir, bool)) {
 	type readOf struct {
 		md ModuleDir
@@ -194,25 +214,37 @@ func (s *Spec) AddConfigSelections(read func(Call) (ModuleDir, bool)) {
 			queue = append(queue, md.Calls...)
 		}
 		for _, a := range o.byAddr {
-			if len(a.sets) > 1 {
-				a.sets = []versions.Set{versions.Intersection(a.sets...)}
-			}
+			a.sets = shared(a.sets)
 			a.has = nil // no longer added to
 		}
 		reached[keyOf(root)] = o
 		return o
 	}
-	for _, c := range s.Configs {
-		var o askedOf
-		for _, q := range c.Requires {
-			o.of(q.Provider).add(q.Constraints, q.Set, false)
-		}
-		calls := map[callKey]bool{}
-		for _, call := range c.Calls {
-			if calls[keyOf(call)] {
+	// merged is what the registry module calls of a directory reach, by
+	// the distinct calls it makes, in order: the directories making the
+	// same calls (a thousand calling one module) share it.
+	merged := map[string]*askedOf{}
+	mergedOf := func(calls []Call) *askedOf {
+		seen := map[callKey]bool{}
+		var distinct []Call
+		var id strings.Builder
+		for _, call := range calls {
+			k := keyOf(call)
+			if seen[k] {
 				continue
 			}
-			calls[keyOf(call)] = true
+			seen[k] = true
+			distinct = append(distinct, call)
+			for _, part := range k {
+				id.WriteString(part)
+				id.WriteByte(0)
+			}
+		}
+		if o, ok := merged[id.String()]; ok {
+			return o
+		}
+		o := &askedOf{}
+		for _, call := range distinct {
 			r := reach(call)
 			for _, p := range r.order {
 				from := r.byAddr[p]
@@ -223,28 +255,68 @@ func (s *Spec) AddConfigSelections(read func(Call) (ModuleDir, bool)) {
 				o.of(p).add(from.texts, set, true)
 			}
 		}
+		for _, a := range o.byAddr {
+			a.sets = shared(a.sets)
+		}
+		merged[id.String()] = o
+		return o
+	}
+	for _, c := range s.Configs {
+		var own askedOf
+		for _, q := range c.Requires {
+			own.of(q.Provider).add(q.Constraints, q.Set, false)
+		}
+		mods := mergedOf(c.Calls)
 		locked := map[addrs.Provider]bool{}
 		for _, p := range c.Locked {
 			locked[p] = true
 		}
-		for _, p := range o.order {
-			a := o.byAddr[p]
-			if !a.mods || locked[p] {
+		order := slices.Clone(own.order)
+		for _, p := range mods.order {
+			if own.byAddr[p] == nil {
+				order = append(order, p)
+			}
+		}
+		for _, p := range order {
+			m, a := mods.byAddr[p], own.byAddr[p]
+			if m == nil || locked[p] {
 				continue
 			}
+			// The directory's constraints, then its modules' it lacks:
+			// the first few named, all counted.
+			var first []string
+			n := len(m.texts)
+			sets := []versions.Set{versions.Released}
+			if a != nil {
+				first = append(first, a.texts[:min(len(a.texts), maxSelectionConstraints)]...)
+				for _, t := range a.texts {
+					if !m.has[t] {
+						n++
+					}
+				}
+				sets = append(sets, a.sets...)
+			}
+			for _, t := range m.texts {
+				if len(first) >= maxSelectionConstraints {
+					break
+				}
+				if a == nil || !a.has[t] {
+					first = append(first, t)
+				}
+			}
+			sets = append(sets, m.sets...)
 			text := "any version"
-			if n := len(a.texts); n > maxSelectionConstraints {
+			if n > maxSelectionConstraints {
 				// Told apart from another configuration's of the same first few.
-				text = fmt.Sprintf("%s and %d more, of the configuration in %s", joinConstraints(a.texts[:maxSelectionConstraints]), n-maxSelectionConstraints, c.Dir)
+				text = fmt.Sprintf("%s and %d more, of the configuration in %s", joinConstraints(first), n-maxSelectionConstraints, c.Dir)
 			} else if n > 0 {
-				text = joinConstraints(a.texts)
+				text = joinConstraints(first)
 			}
 			where := "the configuration in " + c.Dir + " with the registry modules it calls"
-			if !a.own {
+			if a == nil {
 				where = "the registry modules the configuration in " + c.Dir + " calls"
 			}
-			set := versions.Intersection(append([]versions.Set{versions.Released}, a.sets...)...)
-			s.add(p, []Selection{{Text: text, Set: set, Latest: 1, Where: where}}, nil)
+			s.add(p, []Selection{{Text: text, Set: versions.Intersection(sets...), Latest: 1, Where: where}}, nil)
 		}
 	}
 }

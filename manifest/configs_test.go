@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -155,6 +156,69 @@ func TestAddConfigSelectionsReadsEachCallOnce(t *testing.T) {
 		}
 		if want := fmt.Sprintf("and %d more", mods-maxSelectionConstraints); !strings.Contains(sel.Text, want) {
 			t.Fatalf("selection %q, want %q", sel.Text, want)
+		}
+	}
+}
+
+// What the registry modules a thousand directories call ask of a
+// provider, thousands of constraints, is one set their selections share,
+// not a copy in each directory's selection of the set of every
+// constraint (which held a thousand directories times the constraints).
+func TestAddConfigSelectionsSharesWhatModulesAsk(t *testing.T) {
+	const mods, dirs = 2000, 1000
+	p, err := addrs.ParseProvider("acme/p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	packages := map[string]ModuleDir{}
+	var root addrs.Module
+	for i := range mods {
+		m, err := addrs.ParseModule(fmt.Sprintf("acme/m%d/aws", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			root = m
+		}
+		constraint := fmt.Sprintf("!= 1.0.%d", i)
+		set, err := parseConstraint(constraint)
+		if err != nil {
+			t.Fatal(err)
+		}
+		md := ModuleDir{Requires: []Requirement{{Provider: p, Constraints: []string{constraint}, Set: set}}}
+		if i+1 < mods {
+			md.Calls = []Call{{Module: addrs.Module{Hostname: m.Hostname, Namespace: "acme", Name: fmt.Sprintf("m%d", i+1), System: "aws"}, Selection: "1.0.0"}}
+		}
+		packages[m.String()] = md
+	}
+	read := func(c Call) (ModuleDir, bool) {
+		md, ok := packages[c.Module.String()]
+		return md, ok
+	}
+	own, err := parseConstraint("< 2.0.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := &Spec{}
+	for d := range dirs {
+		spec.Configs = append(spec.Configs, &Config{
+			Dir:      fmt.Sprintf("/configs/%d", d),
+			Requires: []Requirement{{Provider: p, Constraints: []string{"< 2.0.0"}, Set: own}},
+			Calls:    []Call{{Module: root, Selection: "1.0.0"}},
+		})
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	spec.AddConfigSelections(read)
+	runtime.ReadMemStats(&after)
+	// Each directory's copy of 2,000 sets is 32 KiB; a thousand, 32 MiB.
+	if n := after.TotalAlloc - before.TotalAlloc; n > 16<<20 {
+		t.Errorf("judging %d directories calling one module allocated %d MiB, want less than 16", dirs, n>>20)
+	}
+	list := versions.List{versions.MustParseVersion("1.0.1999"), versions.MustParseVersion(fmt.Sprintf("1.0.%d", mods))}
+	for _, sel := range spec.Providers[0].Selections {
+		if got := sel.Select(list); len(got) != 1 || got[0].String() != fmt.Sprintf("1.0.%d", mods) {
+			t.Fatalf("%s (%s) selects %v, want 1.0.%d", sel.Text, sel.Where, got, mods)
 		}
 	}
 }
