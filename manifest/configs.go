@@ -79,10 +79,9 @@ const maxSelectionConstraints = 8
 // (so that a provider constrained alike by thousands of modules is
 // intersected a few times, not thousands).
 type asked struct {
-	texts     []string
-	has       map[string]bool
-	sets      []versions.Set
-	own, mods bool // asked by the directory's modules, by registry modules
+	texts []string
+	has   map[string]bool
+	sets  []versions.Set
 }
 
 // askedOf is what some modules ask of each provider, in first-seen order.
@@ -105,11 +104,8 @@ func (o *askedOf) of(p addrs.Provider) *asked {
 	return a
 }
 
-// add adds the constraints texts, all of whose versions set meets, by
-// registry modules or the directory's own.
-func (a *asked) add(texts []string, set versions.Set, registry bool) {
-	a.own = a.own || !registry
-	a.mods = a.mods || registry
+// add adds the constraints texts, all of whose versions set meets.
+func (a *asked) add(texts []string, set versions.Set) {
 	fresh := false
 	for _, t := range texts {
 		if !a.has[t] {
@@ -209,7 +205,7 @@ func (s *Spec) AddConfigSelections(read func(Call) (ModuleDir, bool)) {
 				continue
 			}
 			for _, q := range md.Requires {
-				o.of(q.Provider).add(q.Constraints, q.Set, true)
+				o.of(q.Provider).add(q.Constraints, q.Set)
 			}
 			queue = append(queue, md.Calls...)
 		}
@@ -252,7 +248,7 @@ func (s *Spec) AddConfigSelections(read func(Call) (ModuleDir, bool)) {
 				if len(from.sets) == 1 {
 					set = from.sets[0]
 				}
-				o.of(p).add(from.texts, set, true)
+				o.of(p).add(from.texts, set)
 			}
 		}
 		for _, a := range o.byAddr {
@@ -264,7 +260,7 @@ func (s *Spec) AddConfigSelections(read func(Call) (ModuleDir, bool)) {
 	for _, c := range s.Configs {
 		var own askedOf
 		for _, q := range c.Requires {
-			own.of(q.Provider).add(q.Constraints, q.Set, false)
+			own.of(q.Provider).add(q.Constraints, q.Set)
 		}
 		mods := mergedOf(c.Calls)
 		locked := map[addrs.Provider]bool{}
