@@ -14,21 +14,23 @@ import (
 // (until then nothing may be evicted).
 func waitReady(t *testing.T, h *harness) {
 	t.Helper()
-	for i := 0; !h.ret.Evictable("not a sha256"); i++ {
-		if i == 500 {
-			t.Fatal("retention never read the cache")
+	deadline := time.Now().Add(time.Minute) // milliseconds unless the machine is loaded
+	for !h.ret.Evictable("not a sha256") {
+		if time.Now().After(deadline) {
+			t.Fatal("retention did not read the cache within a minute")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 }
 
-// waitKept waits, a few seconds at most, until the size limit may no
-// longer evict sha.
+// waitKept waits, a minute at most, until the size limit may no longer
+// evict sha.
 func waitKept(t *testing.T, h *harness, sha, what string) {
 	t.Helper()
-	for i := 0; h.ret.Evictable(sha); i++ {
-		if i == 300 {
-			t.Fatalf("the size limit may evict the archive of %s", what)
+	deadline := time.Now().Add(time.Minute) // milliseconds unless the machine is loaded
+	for h.ret.Evictable(sha) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the size limit may still evict the archive of %s a minute on", what)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
