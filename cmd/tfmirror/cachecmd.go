@@ -115,7 +115,7 @@ func runSealed(name string, cfg settings.Config, pol *policy.Policy, stdout, std
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	cfg.Offline = true
-	dd, err := openDataDir(ctx, cfg, logger, overrides{})
+	dd, err := openDataDir(ctx, name, cfg, logger, overrides{})
 	if err != nil {
 		fmt.Fprintf(stderr, "tfmirror %s: %v\n", name, err)
 		return 1

@@ -70,9 +70,12 @@ func (dd *dataDir) where() string {
 // not own (a volume mounted for it, as Kubernetes mounts one with
 // fsGroup) cannot be changed; it keeps its mode, and when all users may
 // write it a warning says so and what to do. Windows has no such bits.
-// A serve calls it before it makes its certificate there, and openDataDir
-// before a subcommand opens the engine: once per process.
-func prepareDataDir(dir string, logger *slog.Logger) error {
+// Run as root, it refuses a data directory another user owns before it
+// changes anything there (checkDataDirOwner): command, the subcommand,
+// is named in the refusal. A serve calls it before it makes its
+// certificate there, and openDataDir before a subcommand opens the
+// engine: once per process.
+func prepareDataDir(dir, command string, logger *slog.Logger) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("data directory: %w", err)
 	}
@@ -82,6 +85,9 @@ func prepareDataDir(dir string, logger *slog.Logger) error {
 	}
 	if !fi.IsDir() {
 		return fmt.Errorf("data directory: %s is not a directory", dir)
+	}
+	if err := checkDataDirOwner(dir, fi, command); err != nil {
+		return err
 	}
 	perm := fi.Mode().Perm()
 	if runtime.GOOS == "windows" || perm&0o077 == 0 {
@@ -249,8 +255,12 @@ func noDataDir(dir, needs string) error {
 // a tfmirror serve runs on it (its admin socket answers), through that
 // process, since Badger lets one process open the cache; otherwise by
 // opening the engine here. A socket file left by a killed process does
-// not answer and is ignored. The caller must call close.
-func openDataDir(ctx context.Context, cfg settings.Config, logger *slog.Logger, o overrides) (*dataDir, error) {
+// not answer and is ignored. Run as root, it opens no data directory
+// another user owns (prepareDataDir); one a serve runs on is reached
+// through that serve all the same, which writes as its own user.
+// command is the subcommand, for the messages. The caller must call
+// close.
+func openDataDir(ctx context.Context, command string, cfg settings.Config, logger *slog.Logger, o overrides) (*dataDir, error) {
 	remote := func(c *admin.Client) *dataDir {
 		logger.Debug("a tfmirror serves this data directory; working through its admin socket", "data_dir", cfg.DataDir)
 		return &dataDir{ops: c, viaServer: true, close: func(context.Context) error { c.Close(); return nil }}
@@ -262,7 +272,7 @@ func openDataDir(ctx context.Context, cfg settings.Config, logger *slog.Logger, 
 	if !errors.Is(err, admin.ErrNoServer) {
 		return nil, err
 	}
-	if err := prepareDataDir(cfg.DataDir, logger); err != nil {
+	if err := prepareDataDir(cfg.DataDir, command, logger); err != nil {
 		return nil, err
 	}
 	// The rules are applied in the background by serve alone (its

@@ -30,7 +30,7 @@ func TestDataDirOpenToOthersIsTightened(t *testing.T) {
 			t.Fatal(err)
 		}
 		var logs bytes.Buffer
-		if err := prepareDataDir(dir, slog.New(slog.NewTextHandler(&logs, nil))); err != nil {
+		if err := prepareDataDir(dir, "serve", slog.New(slog.NewTextHandler(&logs, nil))); err != nil {
 			t.Fatalf("%04o: %v", mode, err)
 		}
 		fi, err := os.Stat(dir)
@@ -65,7 +65,7 @@ func TestOpeningTightensTheDataDir(t *testing.T) {
 			return err
 		}},
 		{"a subcommand", func(cfg settings.Config) error {
-			d, err := openDataDir(t.Context(), cfg, discardLogger(), overrides{})
+			d, err := openDataDir(t.Context(), "sync", cfg, discardLogger(), overrides{})
 			if err == nil {
 				d.close(t.Context())
 			}

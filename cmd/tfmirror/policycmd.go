@@ -266,7 +266,7 @@ func knownRelease(cfg settings.Config, kind policy.Kind, addr, version string, w
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cfg.Offline = true
-	dd, err := openDataDir(ctx, cfg, logger, overrides{})
+	dd, err := openDataDir(ctx, "policy explain", cfg, logger, overrides{})
 	if err != nil {
 		return policy.Release{}, "", err
 	}

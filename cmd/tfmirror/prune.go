@@ -133,7 +133,7 @@ func runPrune(args []string, lookupEnv func(string) (string, bool), stdout, stde
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	dd, err := openDataDir(ctx, cfg, logger, overrides{evictNothing: dryRun, listEvictions: true})
+	dd, err := openDataDir(ctx, "cache prune", cfg, logger, overrides{evictNothing: dryRun, listEvictions: true})
 	if err != nil {
 		fmt.Fprintf(stderr, "tfmirror cache prune: %v\n", err)
 		return 1

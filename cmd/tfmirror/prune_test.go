@@ -206,7 +206,7 @@ func TestDataDirCommandAppliesNoRules(t *testing.T) {
 	}
 	// The engine as a command opens it, left open long enough for the
 	// pass serve would apply at start.
-	dd, err := openDataDir(t.Context(), cfg, logger, overrides{})
+	dd, err := openDataDir(t.Context(), "cache prune", cfg, logger, overrides{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -141,7 +141,7 @@ func (r originsRemembered) Entries(origin svchost.Hostname) int {
 }
 
 func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server, err error) {
-	if err := prepareDataDir(cfg.DataDir, logger); err != nil {
+	if err := prepareDataDir(cfg.DataDir, "serve", logger); err != nil {
 		return nil, err
 	}
 	m = &server{cfg: cfg, log: logger}

@@ -210,7 +210,7 @@ func runSync(ctx context.Context, args []string, lookupEnv func(string) (string,
 		log.SetOutput(lineLogger{logger})
 	}
 
-	dd, err := openDataDir(ctx, cfg.Config, logger, o)
+	dd, err := openDataDir(ctx, "sync", cfg.Config, logger, o)
 	if err != nil {
 		fmt.Fprintf(stderr, "tfmirror sync: %v\n", err)
 		return 1

@@ -226,12 +226,20 @@ func runExportKey(args []string, stdout, stderr io.Writer) int {
 	} else if err = noDataDir(cfg.DataDir, "export-key prints the export key of an existing one, and makes it there when it has none yet: run tfmirror serve or sync on it first, or name the key with --export-key"); err == nil {
 		// A data directory that is not there is a mistake (a mistyped
 		// --data-dir): a key made in a new one would sign no export of
-		// the mirror meant.
-		var created bool
-		where = filepath.Join(cfg.DataDir, settings.ExportKeyName)
-		k, created, err = ensureDataDirKey(cfg.DataDir, leveledLogger("text", slog.LevelInfo, stderr))
-		if err == nil && created {
-			fmt.Fprintf(stderr, "tfmirror export-key: made a new export key in %s\n", where)
+		// the mirror meant. Run as root, it makes no key in one another
+		// user owns (a key root owns there the mirror could not read),
+		// nor reads that user's key (which readOwnFile refuses to root).
+		var fi os.FileInfo
+		if fi, err = os.Stat(cfg.DataDir); err == nil {
+			err = checkDataDirOwner(cfg.DataDir, fi, "export-key")
+		}
+		if err == nil {
+			var created bool
+			where = filepath.Join(cfg.DataDir, settings.ExportKeyName)
+			k, created, err = ensureDataDirKey(cfg.DataDir, leveledLogger("text", slog.LevelInfo, stderr))
+			if err == nil && created {
+				fmt.Fprintf(stderr, "tfmirror export-key: made a new export key in %s\n", where)
+			}
 		}
 	}
 	if err != nil {

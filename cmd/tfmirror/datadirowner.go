@@ -1,0 +1,65 @@
+package main
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"os/user"
+	"runtime"
+	"strconv"
+
+	"github.com/tfmirror/tfmirror/v2/internal/inputfile"
+)
+
+// dataDirOwnerError refuses a command run as root on a data directory
+// another user owns (the mirror's user's, as the systemd unit and the
+// image make it): whatever the command wrote there (the cache's files,
+// a key, an import's scratch files) would be root's, 0600, and the
+// mirror running as that user could neither read nor write it again.
+type dataDirOwnerError struct {
+	Dir string
+	// UID is the directory's owner; Name is that user's name, "" when
+	// the system does not know it (a systemd DynamicUser while its
+	// service is stopped, a uid of a container's image).
+	UID  int64
+	Name string
+	// Command is the subcommand refused ("import", "cache prune").
+	Command string
+}
+
+func (e *dataDirOwnerError) Error() string {
+	// sudo runs a command as a user it can name; a uid no user has
+	// (a systemd DynamicUser's, while its service is stopped) is
+	// setpriv's, whose group is the uid as DynamicUser makes it.
+	who := fmt.Sprintf("uid %d", e.UID)
+	runAs := fmt.Sprintf("setpriv --reuid %d --regid %d --clear-groups tfmirror %s ...", e.UID, e.UID, e.Command)
+	if e.Name != "" {
+		who = fmt.Sprintf("%s (uid %d)", e.Name, e.UID)
+		runAs = fmt.Sprintf("sudo -u %s tfmirror %s ...", e.Name, e.Command)
+	}
+	return fmt.Sprintf("data directory %s is owned by %s and this runs as root: what tfmirror %s would write there would be root's, which tfmirror running as %s could not read or write, so nothing was written; run it as the directory's owner (%s, or a container's --user %d), or, when root is to run the mirror from now on, make the directory root's first (chown -R root %s)",
+		e.Dir, who, e.Command, who, runAs, e.UID, e.Dir)
+}
+
+// checkDataDirOwner returns a *dataDirOwnerError when this process runs
+// as root (effective uid 0) and info, the data directory dir as it was
+// just looked at, is owned by another user; nil otherwise: a process of
+// any other user writes files it owns itself, as the mirror does, and a
+// data directory root owns (a container's, where root is the norm) is
+// root's to write. command names the subcommand that would write it, for
+// the message. Windows has no owners to compare, and nothing is checked
+// there.
+func checkDataDirOwner(dir string, info fs.FileInfo, command string) error {
+	if runtime.GOOS == "windows" || os.Geteuid() != 0 {
+		return nil
+	}
+	uid, ok := inputfile.Owner(info)
+	if !ok || uid == 0 {
+		return nil
+	}
+	e := &dataDirOwnerError{Dir: dir, UID: uid, Command: command}
+	if u, err := user.LookupId(strconv.FormatInt(uid, 10)); err == nil {
+		e.Name = u.Username
+	}
+	return e
+}
