@@ -2,46 +2,30 @@ package mirror
 
 import (
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/heldpoint"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 )
 
-// heldLookupMetrics holds the first miss of a kind's cache lookup after
-// arm, having said so on reached, until goOn is closed: a caller held
-// between reading the list the cache holds and asking the origin for a
-// new one.
+// heldLookupMetrics holds (heldpoint) the first miss of a kind's cache
+// lookup after Arm, having said so on Reached, until GoOn: a caller
+// held between reading the list the cache holds and asking the origin
+// for a new one.
 type heldLookupMetrics struct {
 	noMetrics
 	kind string
 
-	mu      sync.Mutex
-	armed   bool
-	reached chan struct{}
-	goOn    chan struct{}
-}
-
-func (m *heldLookupMetrics) arm() {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.armed, m.reached, m.goOn = true, make(chan struct{}), make(chan struct{})
+	heldpoint.Point
 }
 
 func (m *heldLookupMetrics) CacheLookup(kind string, hit bool) {
 	if kind != m.kind || hit {
 		return
 	}
-	m.mu.Lock()
-	armed, reached, goOn := m.armed, m.reached, m.goOn
-	m.armed = false
-	m.mu.Unlock()
-	if armed {
-		close(reached)
-		<-goOn
-	}
+	m.Pass()
 }
 
 // listedAt is an engine whose cache holds the provider's version list
@@ -71,7 +55,7 @@ func TestListRefreshedJustBeforeIsNotFetchedAgain(t *testing.T) {
 	h, met := listedAt(t, time.Minute, time.Now().Add(-time.Hour))
 	ctx := t.Context()
 
-	met.arm()
+	met.Arm()
 	type answer struct {
 		names []string
 		err   error
@@ -81,12 +65,12 @@ func TestListRefreshedJustBeforeIsNotFetchedAgain(t *testing.T) {
 		list, _, err := h.engine.Versions(ctx, h.provider())
 		held <- answer{list.Names(), err}
 	}()
-	<-met.reached // the held caller has read the expired list
+	<-met.Reached() // the held caller has read the expired list
 	list, _, err := h.engine.Versions(ctx, h.provider())
 	if err != nil || !slices.Equal(list.Names(), []string{"1.0.0", "1.1.0"}) {
 		t.Fatalf("the caller that refreshed: %v, %v; want the origin's list", list.Names(), err)
 	}
-	close(met.goOn)
+	met.GoOn()
 	if a := <-held; a.err != nil || !slices.Equal(a.names, []string{"1.0.0", "1.1.0"}) {
 		t.Fatalf("the held caller: %v, %v; want the origin's list", a.names, a.err)
 	}
@@ -107,17 +91,17 @@ func TestForcedRefreshJustBeforeIsNotFetchedAgain(t *testing.T) {
 	ctx := t.Context()
 	v := mustVersion(t, "1.1.0")
 
-	met.arm()
+	met.Arm()
 	held := make(chan error, 1)
 	go func() {
 		_, err := h.engine.Package(ctx, h.provider(), v, nil)
 		held <- err
 	}()
-	<-met.reached // the held caller has read the list, which lacks 1.1.0
+	<-met.Reached() // the held caller has read the list, which lacks 1.1.0
 	if _, err := h.engine.Package(ctx, h.provider(), v, nil); err != nil {
 		t.Fatalf("the caller that refreshed: %v; want 1.1.0's package", err)
 	}
-	close(met.goOn)
+	met.GoOn()
 	if err := <-held; err != nil {
 		t.Fatalf("the held caller: %v; want 1.1.0's package", err)
 	}

@@ -4,33 +4,24 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/heldpoint"
 	"github.com/tfmirror/tfmirror/v2/releases"
 )
 
-// heldMissStore is the cache, except that the first read after arm of a
-// key ending in suffix that finds nothing waits, having said so on
-// reached, until goOn is closed: a caller held between finding a file
+// heldMissStore is the cache, except that the first read after Arm of a
+// key ending in suffix that finds nothing waits (heldpoint), having
+// said so on Reached, until GoOn: a caller held between finding a file
 // not kept and asking the origin for it.
 type heldMissStore struct {
 	releases.Store
 	suffix string
 
-	mu      sync.Mutex
-	armed   bool
-	reached chan struct{}
-	goOn    chan struct{}
-}
-
-func (s *heldMissStore) arm() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.armed, s.reached, s.goOn = true, make(chan struct{}), make(chan struct{})
+	heldpoint.Point
 }
 
 func (s *heldMissStore) GetMeta(key string, v any) (time.Time, error) {
@@ -38,14 +29,7 @@ func (s *heldMissStore) GetMeta(key string, v any) (time.Time, error) {
 	if !strings.HasSuffix(key, s.suffix) || !errors.Is(err, cache.ErrNotFound) {
 		return at, err
 	}
-	s.mu.Lock()
-	armed, reached, goOn := s.armed, s.reached, s.goOn
-	s.armed = false
-	s.mu.Unlock()
-	if armed {
-		close(reached)
-		<-goOn
-	}
+	s.Pass()
 	return at, err
 }
 
@@ -73,7 +57,7 @@ func TestFileFetchedJustBeforeIsNotFetchedAgain(t *testing.T) {
 	defer cancel()
 	doc := func() ([]byte, error) { return rel.Document(ctx, releases.OpenTofu, "tofu", "1.8.0", sig) }
 
-	store.arm()
+	store.Arm()
 	type answer struct {
 		data []byte
 		err  error
@@ -83,11 +67,11 @@ func TestFileFetchedJustBeforeIsNotFetchedAgain(t *testing.T) {
 		data, err := doc()
 		held <- answer{data, err}
 	}()
-	<-store.reached // the held caller found the file not kept
+	<-store.Reached() // the held caller found the file not kept
 	if data, err := doc(); err != nil || !strings.Contains(string(data), sig) {
 		t.Fatalf("the caller that fetched %s: %q, %v", sig, data, err)
 	}
-	close(store.goOn)
+	store.GoOn()
 	if a := <-held; a.err != nil || !strings.Contains(string(a.data), sig) {
 		t.Fatalf("the held caller: %q, %v", a.data, a.err)
 	}

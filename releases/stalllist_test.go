@@ -11,6 +11,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/heldpoint"
 	"github.com/tfmirror/tfmirror/v2/releases"
 )
 
@@ -188,34 +189,18 @@ func TestCloseEndsStalledListRefresh(t *testing.T) {
 	}
 }
 
-// gatedClock is clock's Now, except that the first call after arm waits,
-// having said so on reached, until go on is closed: a caller held
+// gatedClock is clock's Now, except that the first call after Arm waits
+// (heldpoint), having said so on Reached, until GoOn: a caller held
 // between reading the version list it has in memory and asking the
 // origin for a new one.
 type gatedClock struct {
 	clock *enginetest.FakeClock
 
-	mu      sync.Mutex
-	armed   bool
-	reached chan struct{}
-	goOn    chan struct{}
-}
-
-func (c *gatedClock) arm() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.armed, c.reached, c.goOn = true, make(chan struct{}), make(chan struct{})
+	heldpoint.Point
 }
 
 func (c *gatedClock) Now() time.Time {
-	c.mu.Lock()
-	armed, reached, goOn := c.armed, c.reached, c.goOn
-	c.armed = false
-	c.mu.Unlock()
-	if armed {
-		close(reached)
-		<-goOn
-	}
+	c.Pass()
 	return c.clock.Now()
 }
 
@@ -243,7 +228,7 @@ func TestListFetchedJustBeforeIsNotFetchedAgain(t *testing.T) {
 	r.origin.Add("hashicorp", "terraform", "1.7.0", "linux_amd64")
 	r.clock.Add(time.Hour) // the cached list has expired
 
-	clock.arm()
+	clock.Arm()
 	held := make(chan error, 1)
 	var heldList *releases.List
 	go func() {
@@ -251,12 +236,12 @@ func TestListFetchedJustBeforeIsNotFetchedAgain(t *testing.T) {
 		heldList = l
 		held <- err
 	}()
-	<-clock.reached // the held caller has read the expired list
+	<-clock.Reached() // the held caller has read the expired list
 	list, _, err := versionsWithin(t, rel, time.Minute)
 	if err != nil || !list.Has("1.7.0") {
 		t.Fatalf("the caller that refreshed: has 1.7.0 %v, %v; want the new list", err == nil && list.Has("1.7.0"), err)
 	}
-	close(clock.goOn)
+	clock.GoOn()
 	if err := <-held; err != nil || !heldList.Has("1.7.0") {
 		t.Fatalf("the held caller: has 1.7.0 %v, %v; want the new list", err == nil && heldList.Has("1.7.0"), err)
 	}

@@ -3,7 +3,6 @@ package gate_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -11,25 +10,17 @@ import (
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest/harness"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/heldpoint"
 )
 
-// heldMissStore holds the first read of one key after arm that finds
-// nothing, having said so on reached, until goOn is closed: a caller
+// heldMissStore holds (heldpoint) the first read of one key after Arm
+// that finds nothing, having said so on Reached, until GoOn: a caller
 // held between finding a record missing and asking the origin for it.
 type heldMissStore struct {
 	harness.Store
 	key string
 
-	mu      sync.Mutex
-	armed   bool
-	reached chan struct{}
-	goOn    chan struct{}
-}
-
-func (s *heldMissStore) arm() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.armed, s.reached, s.goOn = true, make(chan struct{}), make(chan struct{})
+	heldpoint.Point
 }
 
 func (s *heldMissStore) GetMeta(key string, v any) (time.Time, error) {
@@ -37,14 +28,7 @@ func (s *heldMissStore) GetMeta(key string, v any) (time.Time, error) {
 	if key != s.key || !errors.Is(err, cache.ErrNotFound) {
 		return at, err
 	}
-	s.mu.Lock()
-	armed, reached, goOn := s.armed, s.reached, s.goOn
-	s.armed = false
-	s.mu.Unlock()
-	if armed {
-		close(reached)
-		<-goOn
-	}
+	s.Pass()
 	return at, err
 }
 
@@ -71,14 +55,14 @@ func TestSignatureTimeLearnedJustBeforeIsNotLookedUpAgain(t *testing.T) {
 	}
 	h.Origin.ResetHits()
 
-	held.arm()
+	held.Arm()
 	late := make(chan error, 1)
 	go func() { late <- h.Read(context.Background(), "1.0.0", "linux_amd64").Err }()
-	<-held.reached // the held caller found 1.0.0's signature time unknown
+	<-held.Reached() // the held caller found 1.0.0's signature time unknown
 	if err := h.Read(context.Background(), "1.0.0", "linux_amd64").Err; err != nil {
 		t.Fatalf("archive of 1.0.0, signed 400 days ago: %v", err)
 	}
-	close(held.goOn)
+	held.GoOn()
 	if err := <-late; err != nil {
 		t.Fatalf("the held caller: archive of 1.0.0: %v", err)
 	}

@@ -4,13 +4,13 @@ import (
 	"context"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest/harness"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/heldpoint"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 )
 
@@ -40,37 +40,21 @@ func TestModuleListOffersWhatTheDoorsServe(t *testing.T) {
 	}
 }
 
-// heldLookupMetrics holds the first miss of a module version list's
-// cache lookup after arm, having said so on reached, until goOn is
-// closed: a caller held between reading the list the cache holds and
-// asking the origin for a new one.
+// heldLookupMetrics holds (heldpoint) the first miss of a module
+// version list's cache lookup after Arm, having said so on Reached,
+// until GoOn: a caller held between reading the list the cache holds
+// and asking the origin for a new one.
 type heldLookupMetrics struct {
 	enginetest.NoMetrics
 
-	mu      sync.Mutex
-	armed   bool
-	reached chan struct{}
-	goOn    chan struct{}
-}
-
-func (m *heldLookupMetrics) arm() {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.armed, m.reached, m.goOn = true, make(chan struct{}), make(chan struct{})
+	heldpoint.Point
 }
 
 func (m *heldLookupMetrics) CacheLookup(kind string, hit bool) {
 	if kind != "module_versions" || hit {
 		return
 	}
-	m.mu.Lock()
-	armed, reached, goOn := m.armed, m.reached, m.goOn
-	m.armed = false
-	m.mu.Unlock()
-	if armed {
-		close(reached)
-		<-goOn
-	}
+	m.Pass()
 }
 
 // A caller that found a module's version list expired, and asks the
@@ -95,7 +79,7 @@ func TestModuleListFetchedJustBeforeIsNotFetchedAgain(t *testing.T) {
 	ctx := t.Context()
 	mods := h.Engine.Modules()
 
-	met.arm()
+	met.Arm()
 	type answer struct {
 		versions []string
 		err      error
@@ -109,12 +93,12 @@ func TestModuleListFetchedJustBeforeIsNotFetchedAgain(t *testing.T) {
 		}
 		held <- answer{list.Versions, nil}
 	}()
-	<-met.reached // the held caller has read the expired list
+	<-met.Reached() // the held caller has read the expired list
 	list, _, err := mods.ModuleVersions(ctx, harness.Module)
 	if err != nil || !slices.Equal(list.Versions, []string{"1.0.0", "1.1.0"}) {
 		t.Fatalf("the caller that listed: %v, %v; want the origin's list", list, err)
 	}
-	close(met.goOn)
+	met.GoOn()
 	if a := <-held; a.err != nil || !slices.Equal(a.versions, []string{"1.0.0", "1.1.0"}) {
 		t.Fatalf("the held caller: %v, %v; want the origin's list", a.versions, a.err)
 	}
