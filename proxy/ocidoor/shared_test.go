@@ -3,86 +3,29 @@ package ocidoor
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
-	"sync"
 	"testing"
-	"time"
 
 	"oras.land/oras-go/v2/registry/remote/auth"
 
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest/harness"
 	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/oci"
 )
 
-// memTier is a shared tier in memory, as the bucket of replicas: what one
-// replica puts, the others find. It hands an archive out without its
-// length when sizeHidden is set, as the tier's contract allows (-1).
-type memTier struct {
-	mu         sync.Mutex
-	archives   map[string][]byte
-	meta       map[string]json.RawMessage
-	stored     map[string]time.Time
-	sizeHidden bool
-}
+// sizeHidingTier is a shared tier in memory (harness.MemTier), as the
+// bucket of replicas: what one replica puts, the others find. It hands
+// an archive out without its length, as the tier's contract allows (-1).
+type sizeHidingTier struct{ *harness.MemTier }
 
-var _ mirror.SharedTier = (*memTier)(nil)
-
-func newMemTier() *memTier {
-	return &memTier{archives: map[string][]byte{}, meta: map[string]json.RawMessage{}, stored: map[string]time.Time{}}
-}
-
-func (t *memTier) OpenArchive(_ context.Context, sha string) (io.ReadCloser, int64, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	b, ok := t.archives[sha]
-	if !ok {
-		return nil, 0, nil
-	}
-	size := int64(len(b))
-	if t.sizeHidden {
+func (t sizeHidingTier) OpenArchive(ctx context.Context, sha string) (io.ReadCloser, int64, error) {
+	rc, size, err := t.MemTier.OpenArchive(ctx, sha)
+	if rc != nil {
 		size = -1
 	}
-	return io.NopCloser(bytes.NewReader(b)), size, nil
+	return rc, size, err
 }
-
-func (t *memTier) PutArchive(_ context.Context, sha string, r io.ReadSeeker, _ int64) error {
-	b, err := io.ReadAll(r)
-	if err != nil {
-		return err
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.archives[sha] = b
-	return nil
-}
-
-func (t *memTier) TryLease(context.Context, string) (mirror.SharedLease, error) {
-	return memLease{}, nil
-}
-
-func (t *memTier) GetMeta(_ context.Context, key string) (json.RawMessage, time.Time, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.meta[key], t.stored[key], nil
-}
-
-func (t *memTier) PutMeta(_ context.Context, key string, record any) error {
-	raw, err := json.Marshal(record)
-	if err != nil {
-		return err
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.meta[key], t.stored[key] = raw, time.Now()
-	return nil
-}
-
-type memLease struct{}
-
-func (memLease) Keep(ctx context.Context) error { <-ctx.Done(); return nil }
-func (memLease) Release(context.Context) error  { return nil }
 
 // A HEAD of a blob answers its length whatever tier holds it, as the
 // clients (oras, crane, containerd) take a blob's size from HEAD: on a
@@ -103,8 +46,7 @@ func TestBlobHeadLengthFromTheSharedTier(t *testing.T) {
 		{"archive held by the origin alone", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tier := newMemTier()
-			tier.sizeHidden = true
+			tier := sizeHidingTier{harness.NewMemTier()}
 			first := newRig(t, rigOptions{engine: mirror.Config{Shared: tier}})
 			first.origin.AddProvider(ns, typ, []string{"1.0.0"}, twoPlatforms)
 			zip := first.origin.Archive(ns, typ, "1.0.0", platform)
