@@ -16,23 +16,9 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/config"
 
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/s3test"
 	"github.com/tfmirror/tfmirror/v2/sharedstore"
 )
-
-// awsEnviron sets the AWS variables of the process as a machine without
-// AWS configuration has them (its home holding no ~/.aws), then vars.
-func awsEnviron(t *testing.T, vars map[string]string) {
-	t.Helper()
-	t.Setenv("HOME", t.TempDir())
-	for _, v := range []string{"AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_CA_BUNDLE",
-		"AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", "AWS_ROLE_ARN",
-		"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_DEFAULT_REGION"} {
-		t.Setenv(v, "")
-	}
-	for k, v := range vars {
-		t.Setenv(k, v)
-	}
-}
 
 // returnsWithin runs fn and fails the test when it has not returned
 // within d; then it opens the FIFO fifo for writing and closes it, which
@@ -75,7 +61,7 @@ func TestOpenRefusesAnAWSFileThatIsNoRegularFile(t *testing.T) {
 			if variable == "~/.aws/config" {
 				vars, want = nil, "AWS_CONFIG_FILE"
 			}
-			awsEnviron(t, vars)
+			s3test.NoAWSConfig(t, vars)
 			if vars == nil {
 				// The SDK's default, ~/.aws/config of the home it
 				// found when it was loaded, made this test's.
@@ -125,7 +111,7 @@ func TestOpenRefusesAnAWSFileThatIsNoRegularFile(t *testing.T) {
 			if err := os.WriteFile(conf, []byte(strings.ReplaceAll(tc.profile, "FIFO", fifo)), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			awsEnviron(t, map[string]string{"AWS_CONFIG_FILE": conf, "AWS_SHARED_CREDENTIALS_FILE": os.DevNull, "AWS_PROFILE": "mirror"})
+			s3test.NoAWSConfig(t, map[string]string{"AWS_CONFIG_FILE": conf, "AWS_SHARED_CREDENTIALS_FILE": os.DevNull, "AWS_PROFILE": "mirror"})
 			err := returnsWithin(t, 10*time.Second, fifo, func() error {
 				_, err := sharedstore.Open(context.Background(), cfg)
 				return err
@@ -143,7 +129,7 @@ func TestOpenRefusesAnAWSFileThatIsNoRegularFile(t *testing.T) {
 		if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		awsEnviron(t, map[string]string{"AWS_CONFIG_FILE": os.DevNull, "AWS_SHARED_CREDENTIALS_FILE": os.DevNull, "AWS_CA_BUNDLE": ca})
+		s3test.NoAWSConfig(t, map[string]string{"AWS_CONFIG_FILE": os.DevNull, "AWS_SHARED_CREDENTIALS_FILE": os.DevNull, "AWS_CA_BUNDLE": ca})
 		if err := sharedstore.CheckAWSConfig(context.Background(), cfg); err != nil {
 			t.Errorf("CheckAWSConfig with the null device and a regular CA bundle: %v", err)
 		}

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/s3test"
 )
 
 // TestReloadRefusesASharedStoreARestartWouldRefuse: a start with
@@ -38,12 +40,7 @@ func TestReloadRefusesASharedStoreARestartWouldRefuse(t *testing.T) {
 	// other), the others as a machine without AWS configuration has them.
 	environ := func(t *testing.T, vars map[string]string) {
 		t.Helper()
-		for _, v := range []string{"AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_CA_BUNDLE",
-			"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_DEFAULT_REGION"} {
-			t.Setenv(v, "")
-		}
-		t.Setenv("AWS_CONFIG_FILE", os.DevNull)
-		t.Setenv("AWS_SHARED_CREDENTIALS_FILE", os.DevNull)
+		s3test.NoAWSConfig(t, map[string]string{"AWS_CONFIG_FILE": os.DevNull, "AWS_SHARED_CREDENTIALS_FILE": os.DevNull})
 		for k, v := range vars {
 			t.Setenv(k, v)
 		}

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/s3test"
 )
 
 // TestSharedStoreRefusesAnAWSFIFOAtOnce: the AWS SDK reads the file
@@ -33,12 +35,7 @@ func TestSharedStoreRefusesAnAWSFIFOAtOnce(t *testing.T) {
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for _, v := range []string{"AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
-		"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_DEFAULT_REGION"} {
-		t.Setenv(v, "")
-	}
-	t.Setenv("AWS_CONFIG_FILE", os.DevNull)
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", os.DevNull)
+	s3test.NoAWSConfig(t, map[string]string{"AWS_CONFIG_FILE": os.DevNull, "AWS_SHARED_CREDENTIALS_FILE": os.DevNull})
 	t.Setenv("AWS_CA_BUNDLE", fifo)
 	// within runs fn, and fails the test when it has not returned in 10
 	// seconds, after ending the read it waits on.

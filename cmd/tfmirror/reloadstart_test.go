@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/s3test"
 )
 
 // TestReloadRefusesSettingsARestartWouldRefuse: settings that need a
@@ -25,12 +27,7 @@ func TestReloadRefusesSettingsARestartWouldRefuse(t *testing.T) {
 	noEnv := func(string) (string, bool) { return "", false } // no TFMIRROR_ variables
 	// The shared store's AWS configuration as a machine without one
 	// has it: a start with shared_store loads it.
-	for _, v := range []string{"AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_CA_BUNDLE", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
-		"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_DEFAULT_REGION"} {
-		t.Setenv(v, "")
-	}
-	t.Setenv("AWS_CONFIG_FILE", os.DevNull)
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", os.DevNull)
+	s3test.NoAWSConfig(t, map[string]string{"AWS_CONFIG_FILE": os.DevNull, "AWS_SHARED_CREDENTIALS_FILE": os.DevNull})
 	dir := t.TempDir()
 	key := filepath.Join(dir, "shared.key")
 	writePrivate(t, key, strings.Repeat("k", 40))

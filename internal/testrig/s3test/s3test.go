@@ -155,6 +155,23 @@ func (s *Server) SetEnv(t *testing.T) {
 	}
 }
 
+// NoAWSConfig sets the process's AWS variables, for the rest of the
+// test, as a machine without AWS configuration has them: a home of its
+// own holding no ~/.aws, and every variable the AWS SDK reads a file,
+// profile, credential or region from empty; then vars.
+func NoAWSConfig(t *testing.T, vars map[string]string) {
+	t.Helper()
+	t.Setenv("HOME", t.TempDir())
+	for _, v := range []string{"AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_CA_BUNDLE",
+		"AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", "AWS_ROLE_ARN",
+		"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_DEFAULT_REGION"} {
+		t.Setenv(v, "")
+	}
+	for k, v := range vars {
+		t.Setenv(k, v)
+	}
+}
+
 // Stop stops the server (SIGKILL: nothing may depend on a clean exit) and
 // waits for it to exit. Its data stays for Restart.
 func (s *Server) Stop() {
