@@ -62,11 +62,13 @@ type Spec struct {
 type Provider struct {
 	Address addrs.Provider
 	// Selections say which versions to sync; the union of what they
-	// select is synced.
+	// select is synced. Those alike are one (Selection.Calls).
 	Selections []Selection
 	// Platforms are platforms this provider is synced for in addition
 	// to Spec.Platforms.
 	Platforms []string
+
+	alike alikeIndex // Selections by constraint (mergeSelections)
 }
 
 // CLI is one command-line product asked for by a manifest's cli block:
@@ -94,8 +96,9 @@ type Selection struct {
 	// Where is the file:line that asked for it (the first of them, when
 	// Calls counts more than one).
 	Where string
-	// Calls is how many module calls of a configuration asked for it,
-	// with the same version constraint; 0 or 1 is the one at Where.
+	// Calls is how many asked for it alike (module calls, directories,
+	// packages, a manifest's blocks: the same Text and Latest, which the
+	// spec merges into one Selection); 0 or 1 is the one at Where.
 	Calls int
 }
 
@@ -198,14 +201,56 @@ func (s *Spec) add(addr addrs.Provider, sel []Selection, platforms []string) {
 			s.providers[p.Address] = p
 		}
 	}
-	if p, ok := s.providers[addr]; ok {
-		p.Selections = append(p.Selections, sel...)
-		p.Platforms = appendNew(p.Platforms, platforms...)
-		return
+	p, ok := s.providers[addr]
+	if !ok {
+		p = &Provider{Address: addr}
+		s.providers[addr] = p
+		s.Providers = append(s.Providers, p)
 	}
-	p := &Provider{Address: addr, Selections: sel, Platforms: appendNew(nil, platforms...)}
-	s.providers[addr] = p
-	s.Providers = append(s.Providers, p)
+	p.Selections, p.alike = mergeSelections(p.Selections, p.alike, sel)
+	p.Platforms = appendNew(p.Platforms, platforms...)
+}
+
+// alikeKey tells selections apart: those of one constraint (Text) and
+// one Latest select the same versions, and are one.
+type alikeKey struct {
+	text   string
+	latest int
+}
+
+// alikeIndex is the position of each selection of a list by its
+// alikeKey.
+type alikeIndex map[alikeKey]int
+
+// mergeSelections appends to list the selections of add, each merged
+// into the one alike in list when there is one: its Calls counts both,
+// its Where stays the first's. A provider or module required alike by
+// many directories, packages and calls is then one selection, checked
+// against its version list once and reported once when nothing meets
+// it. Each is merged by a lookup in index, list's (made anew when nil or
+// not list's: a list set without it); it returns list and index.
+func mergeSelections(list []Selection, index alikeIndex, add []Selection) ([]Selection, alikeIndex) {
+	if index == nil || len(index) != len(list) {
+		index = make(alikeIndex, len(list))
+		var merged []Selection
+		merged, index = appendSelections(merged, index, list)
+		list = merged
+	}
+	return appendSelections(list, index, add)
+}
+
+// appendSelections is mergeSelections once index is list's.
+func appendSelections(list []Selection, index alikeIndex, add []Selection) ([]Selection, alikeIndex) {
+	for _, sel := range add {
+		k := alikeKey{sel.Text, sel.Latest}
+		if i, ok := index[k]; ok {
+			list[i].Calls = max(list[i].Calls, 1) + max(sel.Calls, 1)
+			continue
+		}
+		index[k] = len(list)
+		list = append(list, sel)
+	}
+	return list, index
 }
 
 // appendNew appends the items of add that list does not hold yet.

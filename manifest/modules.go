@@ -22,7 +22,7 @@ import (
 type Module struct {
 	Address addrs.Module
 	// Selections say which versions to sync; the union of what they
-	// select is synced.
+	// select is synced. Those alike are one (Selection.Calls).
 	Selections []Selection
 	// Subdirs are the subdirectories of the module's package that calls
 	// use (a source's //SUBDIR; "" is the module itself), whose
@@ -33,6 +33,8 @@ type Module struct {
 	// configuration read makes, each counted against
 	// MaxPackageModuleCalls.
 	Calls int
+
+	alike alikeIndex // Selections by constraint (mergeSelections)
 }
 
 // MaxPackageModuleCalls is the most distinct registry module calls
@@ -196,12 +198,13 @@ func (s *Spec) loadManifestModule(b *hcl.Block, seen map[string]string) error {
 func (s *Spec) addModule(addr addrs.Module, sels []Selection, subdir string) *Module {
 	for _, m := range s.Modules {
 		if m.Address.String() == addr.String() {
-			m.Selections = append(m.Selections, sels...)
+			m.Selections, m.alike = mergeSelections(m.Selections, m.alike, sels)
 			m.Subdirs = appendNew(m.Subdirs, subdir)
 			return m
 		}
 	}
-	m := &Module{Address: addr, Selections: sels, Subdirs: []string{subdir}}
+	m := &Module{Address: addr, Subdirs: []string{subdir}}
+	m.Selections, m.alike = mergeSelections(nil, nil, sels)
 	s.Modules = append(s.Modules, m)
 	return m
 }
@@ -279,9 +282,8 @@ func (s *Spec) addModuleDir(ctx context.Context, root, dir, what string, files [
 	// A stranger's package may call tens of thousands of modules:
 	// each call is merged by a lookup, not by a search of those before
 	// it (which took minutes, past the caller's deadline).
-	index := map[string]int{}         // by address
-	subdirs := map[[2]string]bool{}   // address, subdirectory
-	selections := map[[2]string]int{} // address, constraint: into its Selections
+	index := map[string]int{}       // by address
+	subdirs := map[[2]string]bool{} // address, subdirectory
 	for _, c := range remotes.list {
 		if c.module == nil {
 			md.Sources = append(md.Sources, what+": "+c.source)
@@ -297,12 +299,7 @@ func (s *Spec) addModuleDir(ctx context.Context, root, dir, what string, files [
 		}
 		m := md.Modules[i]
 		m.Calls++
-		if j, ok := selections[[2]string{key, c.constraint}]; ok {
-			m.Selections[j].Calls += c.calls
-		} else {
-			selections[[2]string{key, c.constraint}] = len(m.Selections)
-			m.Selections = append(m.Selections, c.selection())
-		}
+		m.Selections, m.alike = mergeSelections(m.Selections, m.alike, []Selection{c.selection()})
 		if k := [2]string{key, c.subdir}; !subdirs[k] {
 			subdirs[k] = true
 			m.Subdirs = append(m.Subdirs, c.subdir)

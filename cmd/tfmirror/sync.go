@@ -438,9 +438,10 @@ func (r *syncRun) planProvider(ctx context.Context, p *manifest.Provider) syncPl
 	}
 	// Each directory's selection is its own configuration's, judged on
 	// its own (the union of what they select is synced); those alike,
-	// from many directories and packages, are checked once.
+	// from many directories and packages, are one (manifest.Spec merges
+	// them), checked once.
 	var selected versions.List
-	for _, sel := range mergeSelections(p.Selections) {
+	for _, sel := range p.Selections {
 		got, skipped := selectServed(sel, available, held, p.Address.String())
 		plan.skipped = appendMissing(plan.skipped, skipped...)
 		if len(got) == 0 && len(skipped) == 0 {

@@ -162,7 +162,7 @@ func (r *syncRun) syncModules(ctx context.Context, spec *manifest.Spec) moduleSy
 			byVersion[v.String()] = s
 		}
 		var selected versions.List
-		for _, sel := range mergeSelections(m.Selections) {
+		for _, sel := range m.Selections {
 			got, skipped := selectServed(sel, available, held, "module "+m.Address.String())
 			res.skipped = appendMissing(res.skipped, skipped...)
 			if len(got) == 0 && len(skipped) == 0 {
@@ -306,32 +306,6 @@ func (r *syncRun) listSources(spec *manifest.Spec, m *manifest.Module, v version
 	for _, u := range others {
 		spec.AddUnmirrorable(u)
 	}
-}
-
-// mergeSelections merges the selections of sels that are alike (one
-// constraint, one Latest) into one, counting their calls (Calls) and
-// keeping the first one's Where, in first-seen order: a module called
-// many times alike, or a provider required alike by many directories
-// and packages, is checked against its version list once, and reported
-// once when nothing meets it.
-func mergeSelections(sels []manifest.Selection) []manifest.Selection {
-	type key struct {
-		text   string
-		latest int
-	}
-	index := make(map[key]int, len(sels))
-	var out []manifest.Selection
-	for _, sel := range sels {
-		k := key{sel.Text, sel.Latest}
-		if i, ok := index[k]; ok {
-			out[i].Calls += max(sel.Calls, 1)
-			continue
-		}
-		index[k] = len(out)
-		sel.Calls = max(sel.Calls, 1)
-		out = append(out, sel)
-	}
-	return out
 }
 
 // askedBy says where sel was asked for: its file:line, and how many
