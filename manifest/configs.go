@@ -38,8 +38,13 @@ type Requirement struct {
 	// Constraints are the version constraints asked, as written, each
 	// once, in first-seen order; none for any version.
 	Constraints []string
-	// Set is the set of released versions meeting all of Constraints.
-	Set versions.Set
+	// Exact is the set of versions meeting all of Constraints,
+	// prereleases among them (versions.MeetingConstraintsExact): what
+	// Terraform installs, judging them with the rest of a
+	// configuration's, is meetingAll of that intersection.
+	Exact versions.Set
+	// Named are the prereleases Constraints name exactly, each once.
+	Named versions.List
 	// Where is the file:line of the first that asked.
 	Where string
 }
@@ -82,6 +87,7 @@ type asked struct {
 	texts []string
 	has   map[string]bool
 	sets  []versions.Set
+	named versions.List // the prereleases the constraints name exactly
 }
 
 // askedOf is what some modules ask of each provider, in first-seen order.
@@ -104,8 +110,14 @@ func (o *askedOf) of(p addrs.Provider) *asked {
 	return a
 }
 
-// add adds the constraints texts, all of whose versions set meets.
-func (a *asked) add(texts []string, set versions.Set) {
+// add adds the constraints texts, all of whose versions set meets
+// (prereleases among them), and named, the prereleases they name exactly.
+func (a *asked) add(texts []string, set versions.Set, named versions.List) {
+	for _, v := range named {
+		if !slices.ContainsFunc(a.named, v.Same) {
+			a.named = append(a.named, v)
+		}
+	}
 	fresh := false
 	for _, t := range texts {
 		if !a.has[t] {
@@ -205,7 +217,7 @@ func (s *Spec) AddConfigSelections(read func(Call) (ModuleDir, bool)) {
 				continue
 			}
 			for _, q := range md.Requires {
-				o.of(q.Provider).add(q.Constraints, q.Set)
+				o.of(q.Provider).add(q.Constraints, q.Exact, q.Named)
 			}
 			queue = append(queue, md.Calls...)
 		}
@@ -248,7 +260,7 @@ func (s *Spec) AddConfigSelections(read func(Call) (ModuleDir, bool)) {
 				if len(from.sets) == 1 {
 					set = from.sets[0]
 				}
-				o.of(p).add(from.texts, set)
+				o.of(p).add(from.texts, set, from.named)
 			}
 		}
 		for _, a := range o.byAddr {
@@ -260,7 +272,7 @@ func (s *Spec) AddConfigSelections(read func(Call) (ModuleDir, bool)) {
 	for _, c := range s.Configs {
 		var own askedOf
 		for _, q := range c.Requires {
-			own.of(q.Provider).add(q.Constraints, q.Set)
+			own.of(q.Provider).add(q.Constraints, q.Exact, q.Named)
 		}
 		mods := mergedOf(c.Calls)
 		locked := map[addrs.Provider]bool{}
@@ -282,8 +294,10 @@ func (s *Spec) AddConfigSelections(read func(Call) (ModuleDir, bool)) {
 			// the first few named, all counted.
 			var first []string
 			n := len(m.texts)
-			sets := []versions.Set{versions.Released}
+			var sets []versions.Set
+			named := m.named
 			if a != nil {
+				named = append(slices.Clone(a.named), named...)
 				first = append(first, a.texts[:min(len(a.texts), maxSelectionConstraints)]...)
 				for _, t := range a.texts {
 					if !m.has[t] {
@@ -312,14 +326,14 @@ func (s *Spec) AddConfigSelections(read func(Call) (ModuleDir, bool)) {
 			if a == nil {
 				where = "the registry modules the configuration in " + c.Dir + " calls"
 			}
-			s.add(p, []Selection{{Text: text, Set: versions.Intersection(sets...), Latest: 1, Where: where}}, nil)
+			s.add(p, []Selection{{Text: text, Set: meetingAll(intersection(sets), named), Latest: 1, Where: where}}, nil)
 		}
 	}
 }
 
 // requirementOf is r as a Requirement.
 func requirementOf(r *requirement) Requirement {
-	return Requirement{Provider: r.addr, Constraints: r.constraints, Set: r.set(), Where: r.where}
+	return Requirement{Provider: r.addr, Constraints: r.constraints, Exact: r.exact(), Named: r.named, Where: r.where}
 }
 
 // callOf is the registry module call c (c.module set) as a Call.

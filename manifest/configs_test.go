@@ -125,7 +125,7 @@ func TestAddConfigSelectionsReadsEachCallOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		return ModuleDir{
-			Requires: []Requirement{{Provider: p, Constraints: []string{constraint}, Set: set}},
+			Requires: []Requirement{{Provider: p, Constraints: []string{constraint}, Exact: set}},
 			Calls: []Call{
 				{Module: module(i + 1), Selection: "1.0.0"}, // the next, the last calling the first
 				{Module: c.Module, Selection: c.Selection + ".x"},
@@ -185,7 +185,7 @@ func TestAddConfigSelectionsSharesWhatModulesAsk(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		md := ModuleDir{Requires: []Requirement{{Provider: p, Constraints: []string{constraint}, Set: set}}}
+		md := ModuleDir{Requires: []Requirement{{Provider: p, Constraints: []string{constraint}, Exact: set}}}
 		if i+1 < mods {
 			md.Calls = []Call{{Module: addrs.Module{Hostname: m.Hostname, Namespace: "acme", Name: fmt.Sprintf("m%d", i+1), System: "aws"}, Selection: "1.0.0"}}
 		}
@@ -203,7 +203,7 @@ func TestAddConfigSelectionsSharesWhatModulesAsk(t *testing.T) {
 	for d := range dirs {
 		spec.Configs = append(spec.Configs, &Config{
 			Dir:      fmt.Sprintf("/configs/%d", d),
-			Requires: []Requirement{{Provider: p, Constraints: []string{"< 2.0.0"}, Set: own}},
+			Requires: []Requirement{{Provider: p, Constraints: []string{"< 2.0.0"}, Exact: own}},
 			Calls:    []Call{{Module: root, Selection: "1.0.0"}},
 		})
 	}

@@ -281,3 +281,58 @@ func meeting(spec constraints.IntersectionSpec, err error) (versions.Set, error)
 	}
 	return versions.MeetingConstraints(spec), nil
 }
+
+// parseConstraintExact is the set of versions meeting the provider
+// version constraint s, prereleases among them
+// (versions.MeetingConstraintsExact): what a configuration asks of a
+// provider, judged with what the rest of it asks (meetingAll).
+func parseConstraintExact(s string) (versions.Set, error) {
+	spec, err := addrs.ParseConstraint(s)
+	if err != nil {
+		return versions.None, err
+	}
+	return versions.MeetingConstraintsExact(spec), nil
+}
+
+// intersection is the intersection of sets, all versions for none
+// (where versions.Intersection gives none).
+func intersection(sets []versions.Set) versions.Set {
+	if len(sets) == 0 {
+		return versions.All
+	}
+	return versions.Intersection(sets...)
+}
+
+// meetingAll is the set of versions Terraform and OpenTofu install from
+// for a provider that a configuration constrains with exact, the
+// intersection of every constraint's exact set (parseConstraintExact),
+// named being the prereleases the constraints name exactly
+// (prereleasesNamed): released versions meeting them all, and a
+// prerelease named meeting them all, as versions.MeetingConstraints
+// judges the configuration's constraints together. A prerelease one
+// module names exactly ("5.1.0-beta1") and another admits (">= 5.0") is
+// installed; each judged alone, the second would exclude it. named is
+// given, not read from exact (versions.Set.AllRequested), which copies
+// every member of an intersection of thousands of constraints.
+func meetingAll(exact versions.Set, named versions.List) versions.Set {
+	set := versions.Intersection(versions.Released, exact)
+	if named = named.Filter(exact); len(named) > 0 {
+		set = versions.Union(versions.Selection(named...), set)
+	}
+	return set
+}
+
+// prereleasesNamed appends to list the prereleases that the exact set
+// of one constraint (parseConstraintExact) names exactly, each once.
+func prereleasesNamed(list versions.List, exact versions.Set) versions.List {
+	named := exact.AllRequested()
+	if named == versions.None {
+		return list
+	}
+	for _, v := range named.List() {
+		if v.Prerelease != "" && !slices.ContainsFunc(list, v.Same) {
+			list = append(list, v)
+		}
+	}
+	return list
+}

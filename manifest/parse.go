@@ -354,9 +354,11 @@ var terraformBlockSchema = &hcl.BodySchema{
 type requirement struct {
 	addr addrs.Provider
 	// constraints are the distinct version constraints asked, in
-	// first-seen order, each with its set of versions in sets.
+	// first-seen order, each with its set of versions in sets,
+	// prereleases among them (parseConstraintExact).
 	constraints []string
 	sets        []versions.Set
+	named       versions.List   // the prereleases they name exactly
 	has         map[string]bool // the set of constraints
 	where       string
 }
@@ -376,11 +378,19 @@ func (r *requirement) constrain(c string, set versions.Set) {
 	r.has[c] = true
 	r.constraints = append(r.constraints, c)
 	r.sets = append(r.sets, set)
+	r.named = prereleasesNamed(r.named, set)
 }
 
-// set is the set of released versions meeting all of r's constraints.
+// exact is the set of versions meeting all of r's constraints,
+// prereleases among them; all versions when it has none.
+func (r *requirement) exact() versions.Set {
+	return intersection(r.sets)
+}
+
+// set is the set of versions Terraform takes as meeting all of r's
+// constraints (meetingAll).
 func (r *requirement) set() versions.Set {
-	return versions.Intersection(append([]versions.Set{versions.Released}, r.sets...)...)
+	return meetingAll(r.exact(), r.named)
 }
 
 // selection is what r selects: the newest version meeting its
@@ -667,7 +677,7 @@ func parseConfig(ctx context.Context, dir string, files []string, remotes *remot
 						sources[name] = addr
 					}
 					if constraint != "" {
-						set, err := parseConstraint(constraint)
+						set, err := parseConstraintExact(constraint)
 						if err != nil {
 							return nil, nil, posError(attr.Expr.Range(), "%v", err)
 						}

@@ -32,7 +32,7 @@ func (o *listOps) Versions(context.Context, addrs.Provider) ([]admin.Version, er
 	defer o.mu.Unlock()
 	o.lists++
 	var out []admin.Version
-	for _, v := range []string{"1.0.0", "1.1.0", "1.2.0", "1.3.0", "1.4.0", "1.5.0", "1.6.0", "1.7.0", "1.8.0", "1.9.0", "2.0.0", "2.1.0", "2.2.0", "2.3.0"} {
+	for _, v := range []string{"1.0.0", "1.1.0", "1.2.0", "1.3.0", "1.4.0", "1.5.0", "1.6.0", "1.7.0", "1.8.0", "1.9.0", "2.0.0", "2.1.0", "2.2.0", "2.3.0", "2.4.0-beta1"} {
 		out = append(out, admin.Version{Version: v, Platforms: []string{"linux_amd64"}})
 	}
 	return out, nil
@@ -215,5 +215,39 @@ func TestSyncJudgesADirectoryWithTheRegistryModulesItCalls(t *testing.T) {
 	}
 	if !slices.Contains(got["p"], "2.3.0") {
 		t.Errorf("acme/p: synced %q, not 2.3.0, which Terraform installs for b", got["p"])
+	}
+}
+
+// A configuration naming a prerelease exactly is synced that prerelease,
+// as terraform init installs it, with a registry module it calls
+// admitting it too; one naming none is synced no prerelease, whatever it
+// admits. Sync said no version matched "2.4.0-beta1" and synced nothing
+// for the directory.
+func TestSyncTakesAPrereleaseAConfigurationNames(t *testing.T) {
+	tree := &treeModuleOps{files: map[string]map[string]string{
+		"registry.terraform.io/acme/net/aws": {"main.tf": requiresOf("p", ">= 2.0")},
+	}, unpacked: map[string]int{}}
+	calls := "module \"net\" {\n  source  = \"acme/net/aws\"\n  version = \"~> 1.0\"\n}\n"
+	spec, _ := providerDirs(t, []string{"beta", "released"}, map[string]string{
+		"beta/main.tf":     requiresOf("p", "2.4.0-beta1") + calls,
+		"released/main.tf": requiresOf("p", "~> 2.0"),
+	})
+	ops := &treeListOps{listOps: &listOps{packages: map[string]int{}}, tree: tree}
+	r := providerSyncRun(ops)
+	r.cfg.DataDir = t.TempDir()
+	r.cfg.ModuleTimeout = time.Minute
+	r.cfg.SyncPlatforms = []string{"linux_amd64"}
+	mods := r.modules(context.Background(), spec)
+	plan := r.plan(context.Background(), spec)
+	if len(mods.failures)+len(plan.failures) != 0 {
+		t.Fatalf("failures %q %q", mods.failures, plan.failures)
+	}
+	var got []string
+	for _, it := range plan.items {
+		got = append(got, it.version)
+	}
+	slices.Sort(got)
+	if want := []string{"2.3.0", "2.4.0-beta1"}; !slices.Equal(got, want) {
+		t.Errorf("synced %q, want %q: the prerelease beta names, the newest release for released", got, want)
 	}
 }
