@@ -339,6 +339,41 @@ var configSchema = &hcl.BodySchema{
 	},
 }
 
+// providerVersionSchema is the version argument of a provider block.
+var providerVersionSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "version"}}}
+
+// providerBlockVersion adds to req the version constraint of the provider
+// block b, if it has one: deprecated since Terraform 0.13, and still a
+// constraint Terraform and OpenTofu install by, with those of
+// required_providers ("Finding hashicorp/kubernetes versions matching
+// ~> 1.10.0" for a configuration naming it nowhere else).
+func providerBlockVersion(b *hcl.Block, req *requirement) error {
+	content, _, diags := b.Body.PartialContent(providerVersionSchema)
+	if diags.HasErrors() {
+		return diagError(diags)
+	}
+	attr, ok := content.Attributes["version"]
+	if !ok {
+		return nil
+	}
+	v, diags := hclfile.Value(attr.Expr)
+	if diags.HasErrors() {
+		return diagError(diags)
+	}
+	if v.IsNull() || !v.Type().Equals(cty.String) {
+		return posError(attr.Expr.Range(), "version of provider %q must be a string", b.Labels[0])
+	}
+	if v.AsString() == "" {
+		return nil
+	}
+	set, err := parseConstraintExact(v.AsString())
+	if err != nil {
+		return posError(attr.Expr.Range(), "%v", err)
+	}
+	req.constrain(v.AsString(), set)
+	return nil
+}
+
 // providerArgSchema is the provider meta-argument of a resource or data
 // block.
 var providerArgSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "provider"}}}
@@ -565,7 +600,8 @@ type moduleCall struct {
 func joinConstraints(cs []string) string { return strings.Join(cs, ", ") }
 
 // parseConfig reads the providers one module's files need: those of its
-// required_providers blocks and provider blocks, and those its resource and
+// required_providers blocks and provider blocks (with the version
+// constraint a provider block may still give), and those its resource and
 // data blocks imply (the provider meta-argument's local name, or else the
 // type's prefix: aws for aws_instance), and the module calls with a local
 // source, each directory (relative to dir, the module's, absolute) once
@@ -609,7 +645,10 @@ func parseConfig(ctx context.Context, dir string, files []string, remotes *remot
 		for _, b := range content.Blocks {
 			switch b.Type {
 			case "provider":
-				get(b.Labels[0], b.DefRange)
+				req := get(b.Labels[0], b.DefRange)
+				if err := providerBlockVersion(b, req); err != nil {
+					return nil, nil, err
+				}
 				continue
 			case "resource", "data":
 				name, err := impliedProvider(b)

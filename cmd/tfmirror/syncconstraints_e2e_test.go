@@ -1,0 +1,69 @@
+package main
+
+import (
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
+)
+
+// A configuration that constrains a provider the ways Terraform still
+// reads and sync did not (a provider block's deprecated version
+// argument; a prerelease named exactly, another constraint admitting
+// it) is synced the versions terraform init installs there: a sealed
+// mirror on the synced data directory then lets terraform init the
+// configuration with the origin down. Sync took the newest kubernetes
+// (2.0.0) and refused the prerelease ("no version matches"), and the
+// init through the sealed mirror failed.
+func TestSyncedConstraintsInitSealed(t *testing.T) {
+	e := newE2E(t, fakeorigin.Options{})
+	pls := registryPlatforms()
+	e.origin.AddProvider("hashicorp", "kubernetes", []string{"1.10.0", "2.0.0"}, pls)
+	e.origin.AddProvider("hashicorp", "widget", []string{"0.1.0", "0.2.0-beta1"}, pls)
+	config := t.TempDir()
+	main := `terraform {
+  required_providers {
+    widget = {
+      source  = "hashicorp/widget"
+      version = "0.2.0-beta1"
+    }
+  }
+}
+provider "kubernetes" {
+  version = "~> 1.10.0"
+}
+module "local" {
+  source = "./local"
+}
+`
+	local := "terraform {\n  required_providers {\n    widget = {\n      source  = \"hashicorp/widget\"\n      version = \">= 0.1.0\"\n    }\n  }\n}\n"
+	for name, body := range map[string]string{"main.tf": main, "local/main.tf": local} {
+		p := filepath.Join(config, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dataDir := filepath.Join(t.TempDir(), "synced")
+	out, errOut, code := syncInProcess(t, e.origin, dataDir, "--platforms", strings.Join(pls, ","), config)
+	if code != 0 {
+		t.Fatalf("sync exited %d:\n%s\n%s", code, out, errOut)
+	}
+	e.origin.SetDown(http.StatusBadGateway)
+	e.stop()
+	e.startMirror(dataDir, "--offline")
+	out, err := e.terraformWith(config, networkMirror(t, e.url), e.caFile, "init", "-no-color")
+	if err != nil {
+		t.Fatalf("terraform init through the sealed mirror: %v\n%s", err, out)
+	}
+	for _, want := range []string{"Installed hashicorp/kubernetes v1.10.0", "Installed hashicorp/widget v0.2.0-beta1"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("terraform init did not say %q:\n%s", want, out)
+		}
+	}
+}
