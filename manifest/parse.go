@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/apparentlymart/go-versions/versions"
@@ -335,9 +336,20 @@ var configSchema = &hcl.BodySchema{
 		{Type: "provider", LabelNames: []string{"name"}},
 		{Type: "resource", LabelNames: []string{"type", "name"}},
 		{Type: "data", LabelNames: []string{"type", "name"}},
+		{Type: "ephemeral", LabelNames: []string{"type", "name"}},
+		{Type: "check", LabelNames: []string{"name"}},
+		{Type: "import"},
 		{Type: "module", LabelNames: []string{"name"}},
 	},
 }
+
+// checkSchema is the data block a check block may scope to itself.
+var checkSchema = &hcl.BodySchema{
+	Blocks: []hcl.BlockHeaderSchema{{Type: "data", LabelNames: []string{"type", "name"}}},
+}
+
+// importSchema is what of an import block names a provider.
+var importSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "to"}, {Name: "provider"}}}
 
 // providerVersionSchema is the version argument of a provider block.
 var providerVersionSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "version"}}}
@@ -630,6 +642,9 @@ func parseConfig(ctx context.Context, dir string, files []string, remotes *remot
 	}
 	sources := map[string]addrs.Provider{}
 	var calls []moduleCall
+	// The module's resources ("TYPE.NAME") and its import blocks.
+	managed := map[string]bool{}
+	var imports []importBlock
 	for _, path := range files {
 		if ctx.Err() != nil {
 			return nil, nil, context.Cause(ctx)
@@ -650,13 +665,40 @@ func parseConfig(ctx context.Context, dir string, files []string, remotes *remot
 					return nil, nil, err
 				}
 				continue
-			case "resource", "data":
+			case "resource", "data", "ephemeral":
 				name, err := impliedProvider(b)
 				if err != nil {
 					return nil, nil, err
 				}
 				if name != builtinProvider {
 					get(name, b.DefRange)
+				}
+				if b.Type == "resource" {
+					managed[b.Labels[0]+"."+b.Labels[1]] = true
+				}
+				continue
+			case "check":
+				cc, _, diags := b.Body.PartialContent(checkSchema)
+				if diags.HasErrors() {
+					return nil, nil, diagError(diags)
+				}
+				for _, d := range cc.Blocks {
+					name, err := impliedProvider(d)
+					if err != nil {
+						return nil, nil, err
+					}
+					if name != builtinProvider {
+						get(name, d.DefRange)
+					}
+				}
+				continue
+			case "import":
+				imp, ok, err := importTarget(b)
+				if err != nil {
+					return nil, nil, err
+				}
+				if ok {
+					imports = append(imports, imp)
 				}
 				continue
 			case "module":
@@ -726,6 +768,14 @@ func parseConfig(ctx context.Context, dir string, files []string, remotes *remot
 			}
 		}
 	}
+	// An import into a resource the module declares uses that
+	// resource's provider; one generating its resource's configuration,
+	// the provider it names or implies.
+	for _, imp := range imports {
+		if !managed[imp.resource] && imp.provider != builtinProvider {
+			get(imp.provider, imp.rng)
+		}
+	}
 	var out []*requirement
 	for _, name := range order {
 		req := byName[name]
@@ -749,30 +799,97 @@ func parseConfig(ctx context.Context, dir string, files []string, remotes *remot
 // (terraform_data, terraform_remote_state), which no registry serves.
 const builtinProvider = "terraform"
 
-// impliedProvider returns the local name of the provider a resource or
-// data block uses: its provider meta-argument's (aws for aws.west), or
-// else its type's prefix before the first underscore.
+// impliedProvider returns the local name of the provider a resource,
+// data or ephemeral block uses: its provider meta-argument's (aws for
+// aws.west), or else its type's prefix before the first underscore.
 func impliedProvider(b *hcl.Block) (string, error) {
 	content, _, diags := b.Body.PartialContent(providerArgSchema)
 	if diags.HasErrors() {
 		return "", diagError(diags)
 	}
 	if attr, ok := content.Attributes["provider"]; ok {
-		tr, diags := hcl.AbsTraversalForExpr(attr.Expr)
-		if diags.HasErrors() {
-			// In JSON the reference is a string: "aws.west".
-			var s string
-			if v, vd := hclfile.Value(attr.Expr); !vd.HasErrors() && v.Type().Equals(cty.String) && !v.IsNull() {
-				s = v.AsString()
-			}
-			if tr, diags = hclsyntax.ParseTraversalAbs([]byte(s), attr.Expr.Range().Filename, attr.Expr.Range().Start); diags.HasErrors() || s == "" {
-				return "", posError(attr.Expr.Range(), "provider of %s %q must be a provider reference such as aws.west", b.Type, b.Labels[0])
-			}
-		}
-		return tr.RootName(), nil
+		return providerRef(attr, b.Type+" "+strconv.Quote(b.Labels[0]))
 	}
 	name, _, _ := strings.Cut(b.Labels[0], "_")
 	return name, nil
+}
+
+// providerRef returns the local name of the provider configuration the
+// provider argument attr of what refers to (aws for aws.west).
+func providerRef(attr *hcl.Attribute, what string) (string, error) {
+	tr, ok := reference(attr.Expr)
+	if !ok {
+		return "", posError(attr.Expr.Range(), "provider of %s must be a provider reference such as aws.west", what)
+	}
+	return tr.RootName(), nil
+}
+
+// reference is the reference expr makes (aws.west, aws_instance.web),
+// read from the string that holds it in JSON, and without the index of
+// its last step (aws_instance.web[each.key]): false for an expression
+// that is none. A string is read up to its first bracket, never parsed
+// as an expression: a stranger's string may nest without the bound
+// hclfile puts on its files.
+func reference(expr hcl.Expression) (hcl.Traversal, bool) {
+	if _, native := expr.(hclsyntax.Expression); !native {
+		v, diags := hclfile.Value(expr)
+		if diags.HasErrors() || v.IsNull() || !v.Type().Equals(cty.String) {
+			return nil, false
+		}
+		s, _, _ := strings.Cut(v.AsString(), "[")
+		rng := expr.Range()
+		tr, diags := hclsyntax.ParseTraversalAbs([]byte(s), rng.Filename, rng.Start)
+		return tr, s != "" && !diags.HasErrors()
+	}
+	for {
+		ie, ok := expr.(*hclsyntax.IndexExpr)
+		if !ok {
+			break
+		}
+		expr = ie.Collection
+	}
+	tr, diags := hcl.AbsTraversalForExpr(expr)
+	return tr, !diags.HasErrors()
+}
+
+// importBlock is an import block into a resource of its own module.
+type importBlock struct {
+	resource string // TYPE.NAME
+	provider string // the local name it names or implies
+	rng      hcl.Range
+}
+
+// importTarget reads the import block b: false for one into a resource of
+// a module it calls, whose module block says which provider it uses.
+func importTarget(b *hcl.Block) (importBlock, bool, error) {
+	content, _, diags := b.Body.PartialContent(importSchema)
+	if diags.HasErrors() {
+		return importBlock{}, false, diagError(diags)
+	}
+	to, ok := content.Attributes["to"]
+	if !ok {
+		return importBlock{}, false, posError(b.DefRange, "import block has no to argument")
+	}
+	tr, ok := reference(to.Expr)
+	if ok && tr.RootName() == "module" {
+		return importBlock{}, false, nil
+	}
+	var name hcl.TraverseAttr
+	if ok && len(tr) >= 2 {
+		name, ok = tr[1].(hcl.TraverseAttr)
+	}
+	if !ok || len(tr) < 2 {
+		return importBlock{}, false, posError(to.Expr.Range(), "to of an import block must be a resource address such as aws_instance.web")
+	}
+	imp := importBlock{resource: tr.RootName() + "." + name.Name, rng: b.DefRange}
+	imp.provider, _, _ = strings.Cut(tr.RootName(), "_")
+	if attr, ok := content.Attributes["provider"]; ok {
+		var err error
+		if imp.provider, err = providerRef(attr, "import of "+imp.resource); err != nil {
+			return importBlock{}, false, err
+		}
+	}
+	return imp, true, nil
 }
 
 // localModule returns the call of a module block whose source is a local

@@ -10,19 +10,22 @@ import (
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 )
 
-// A configuration that constrains a provider the ways Terraform still
+// A configuration that needs and constrains providers the ways Terraform
 // reads and sync did not (a provider block's deprecated version
 // argument; a prerelease named exactly, another constraint admitting
-// it) is synced the versions terraform init installs there: a sealed
+// it; an ephemeral resource and a check block's data source) is synced
+// the providers and versions terraform init installs there: a sealed
 // mirror on the synced data directory then lets terraform init the
 // configuration with the origin down. Sync took the newest kubernetes
-// (2.0.0) and refused the prerelease ("no version matches"), and the
-// init through the sealed mirror failed.
+// (2.0.0), refused the prerelease ("no version matches") and left out
+// random and http, and the init through the sealed mirror failed.
 func TestSyncedConstraintsInitSealed(t *testing.T) {
 	e := newE2E(t, fakeorigin.Options{})
 	pls := registryPlatforms()
 	e.origin.AddProvider("hashicorp", "kubernetes", []string{"1.10.0", "2.0.0"}, pls)
 	e.origin.AddProvider("hashicorp", "widget", []string{"0.1.0", "0.2.0-beta1"}, pls)
+	e.origin.AddProvider("hashicorp", "random", []string{"3.7.0"}, pls)
+	e.origin.AddProvider("hashicorp", "http", []string{"3.5.0"}, pls)
 	config := t.TempDir()
 	main := `terraform {
   required_providers {
@@ -37,6 +40,18 @@ provider "kubernetes" {
 }
 module "local" {
   source = "./local"
+}
+ephemeral "random_password" "p" {
+  length = 8
+}
+check "up" {
+  data "http" "h" {
+    url = "https://example.com"
+  }
+  assert {
+    condition     = data.http.h.status_code == 200
+    error_message = "down"
+  }
 }
 `
 	local := "terraform {\n  required_providers {\n    widget = {\n      source  = \"hashicorp/widget\"\n      version = \">= 0.1.0\"\n    }\n  }\n}\n"
@@ -61,7 +76,8 @@ module "local" {
 	if err != nil {
 		t.Fatalf("terraform init through the sealed mirror: %v\n%s", err, out)
 	}
-	for _, want := range []string{"Installed hashicorp/kubernetes v1.10.0", "Installed hashicorp/widget v0.2.0-beta1"} {
+	for _, want := range []string{"Installed hashicorp/kubernetes v1.10.0", "Installed hashicorp/widget v0.2.0-beta1",
+		"Installed hashicorp/random v3.7.0", "Installed hashicorp/http v3.5.0"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("terraform init did not say %q:\n%s", want, out)
 		}

@@ -1,0 +1,111 @@
+package manifest
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The providers a configuration needs are those Terraform installs for
+// it (`terraform providers`): besides resource and data blocks', an
+// ephemeral resource's, a data source scoped to a check block, and an
+// import block's that generates its resource's configuration (the
+// provider it names, or its type's), not one into a resource the module
+// declares (whose provider that resource says) or into a module's. Sync
+// synced none of them, and terraform init through a sealed mirror failed
+// on each. What terraform providers listed for these files, and what is
+// read of them in JSON too.
+func TestProvidersOfEphemeralCheckAndImportBlocks(t *testing.T) {
+	native := map[string]string{
+		"main.tf": `
+ephemeral "random_password" "x" {
+  length = 8
+}
+check "c" {
+  data "http" "h" {
+    url = "https://example.com"
+  }
+  assert {
+    condition     = data.http.h.status_code == 200
+    error_message = "down"
+  }
+}
+import {
+  to = aws_instance.x
+  id = "i-1"
+}
+resource "google_thing" "t" {
+  provider = google-beta
+}
+import {
+  to = google_thing.t
+  id = "t"
+}
+import {
+  to = module.m.azurerm_thing.a
+  id = "a"
+}
+import {
+  for_each = toset(["a"])
+  to       = tls_key.k[each.key]
+  id       = each.key
+}
+import {
+  to       = foo_thing.f
+  provider = bar.alias
+  id       = "f"
+}
+ephemeral "vault_secret" "s" {
+  provider = vaulty
+}
+import {
+  to = terraform_data.d
+  id = "d"
+}
+`,
+	}
+	json := map[string]string{
+		"main.tf.json": `{
+  "ephemeral": {"random_password": {"x": {"length": 8}}, "vault_secret": {"s": {"provider": "vaulty"}}},
+  "check": {"c": {"data": {"http": {"h": {"url": "https://example.com"}}}, "assert": [{"condition": "${data.http.h.status_code == 200}", "error_message": "down"}]}},
+  "resource": {"google_thing": {"t": {"provider": "google-beta"}}},
+  "import": [
+    {"to": "aws_instance.x", "id": "i-1"},
+    {"to": "google_thing.t", "id": "t"},
+    {"to": "module.m.azurerm_thing.a", "id": "a"},
+    {"for_each": "${toset([\"a\"])}", "to": "tls_key.k[each.key]", "id": "${each.key}"},
+    {"to": "foo_thing.f", "provider": "bar.alias", "id": "f"}
+  ]
+}`,
+	}
+	want := []string{"aws", "bar", "google-beta", "http", "random", "tls", "vaulty"}
+	for name, files := range map[string]map[string]string{"native": native, "json": json} {
+		t.Run(name, func(t *testing.T) {
+			spec, err := Load(writeFiles(t, files))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, p := range spec.Providers {
+				if p.Address.Namespace != "hashicorp" {
+					t.Errorf("provider %s, want hashicorp's", p.Address)
+				}
+				got = append(got, p.Address.Type)
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, want) {
+				t.Errorf("providers %q, want %q", got, want)
+			}
+		})
+	}
+	for _, tc := range []struct{ body, want string }{
+		{"import {\n  id = \"x\"\n}\n", "main.tf:1"},
+		{"import {\n  to = \"aws_instance.x\"\n  id = \"x\"\n}\n", "main.tf:2"},
+		{"import {\n  to = aws_instance\n  id = \"x\"\n}\n", "main.tf:2"},
+	} {
+		_, err := Load(writeFiles(t, map[string]string{"main.tf": tc.body}))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want refused at %s", tc.body, err, tc.want)
+		}
+	}
+}
