@@ -109,3 +109,22 @@ import {
 		}
 	}
 }
+
+// A hidden file (".old.tf", an editor's or a tool's) is no configuration
+// file to Terraform and OpenTofu, which ignore it: its providers are not
+// needed, nor its constraints (which here no version would meet with the
+// directory's).
+func TestHiddenFilesIgnored(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"main.tf":         requiresP("~> 1.0"),
+		".old.tf":         requiresP("~> 2.0") + "resource \"aws_instance\" \"x\" {}\n",
+		".backup.tf.json": `{"resource": {"google_thing": {"t": {}}}}`,
+	})
+	spec, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := selectionsOf(t, spec); strings.Join(got, "; ") != "~> 1.0: 1.9.0" {
+		t.Errorf("selections %q, want main.tf's alone", got)
+	}
+}

@@ -503,7 +503,9 @@ func (s *Spec) loadDir(dir string) error {
 	return nil
 }
 
-// configFiles lists the configuration files of the module in dir, sorted.
+// configFiles lists the configuration files of the module in dir, sorted:
+// those Terraform and OpenTofu read, not a hidden one (".old.tf"), which
+// they ignore as an editor's or a tool's.
 func configFiles(dir string) ([]string, error) {
 	var files []string
 	for _, pattern := range []string{"*.tf", "*.tf.json"} {
@@ -511,7 +513,11 @@ func configFiles(dir string) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		files = append(files, m...)
+		for _, f := range m {
+			if !strings.HasPrefix(filepath.Base(f), ".") {
+				files = append(files, f)
+			}
+		}
 	}
 	sort.Strings(files)
 	return files, nil
