@@ -386,8 +386,8 @@ func providerBlockVersion(b *hcl.Block, req *requirement) error {
 	return nil
 }
 
-// providerArgSchema is the provider meta-argument of a resource or data
-// block.
+// providerArgSchema is the provider meta-argument of a resource, data or
+// ephemeral block.
 var providerArgSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "provider"}}}
 
 // moduleSchema is the part of a module block that says where it is.
@@ -619,9 +619,12 @@ func joinConstraints(cs []string) string { return strings.Join(cs, ", ") }
 
 // parseConfig reads the providers one module's files need: those of its
 // required_providers blocks and provider blocks (with the version
-// constraint a provider block may still give), and those its resource and
-// data blocks imply (the provider meta-argument's local name, or else the
-// type's prefix: aws for aws_instance), and the module calls with a local
+// constraint a provider block may still give), those its resource, data,
+// ephemeral and check-scoped data blocks imply (the provider
+// meta-argument's local name, or else the type's prefix: aws for
+// aws_instance), and those of its import blocks that generate their
+// resource's configuration (importTarget), as `terraform providers`
+// lists them; and the module calls with a local
 // source, each directory (relative to dir, the module's, absolute) once
 // and not one remotes counted already; it adds the other module calls
 // to remotes, and returns the error of the one past its bound. Providers
