@@ -351,39 +351,82 @@ var checkSchema = &hcl.BodySchema{
 // importSchema is what of an import block names a provider.
 var importSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "to"}, {Name: "provider"}}}
 
-// providerVersionSchema is the version argument of a provider block.
-var providerVersionSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "version"}}}
+// providerVersionSchema is what of a provider block says which
+// configuration it is and which versions it takes.
+var providerVersionSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "alias"}, {Name: "version"}}}
 
-// providerBlockVersion adds to req the version constraint of the provider
-// block b, if it has one: deprecated since Terraform 0.13, and still a
-// constraint Terraform and OpenTofu install by, with those of
-// required_providers ("Finding hashicorp/kubernetes versions matching
-// ~> 1.10.0" for a configuration naming it nowhere else).
-func providerBlockVersion(b *hcl.Block, req *requirement) error {
+// constraintAt is a version constraint as written, with its exact set
+// (parseConstraintExact).
+type constraintAt struct {
+	text string
+	set  versions.Set
+}
+
+// providerBlockVersion returns the alias of the provider block b ("" for
+// none) and its version constraint, nil when it has none: deprecated
+// since Terraform 0.13, and still a constraint Terraform and OpenTofu
+// install by, with those of required_providers ("Finding
+// hashicorp/kubernetes versions matching ~> 1.10.0" for a configuration
+// naming it nowhere else).
+func providerBlockVersion(b *hcl.Block) (string, *constraintAt, error) {
 	content, _, diags := b.Body.PartialContent(providerVersionSchema)
 	if diags.HasErrors() {
-		return diagError(diags)
+		return "", nil, diagError(diags)
+	}
+	var alias string
+	if attr, ok := content.Attributes["alias"]; ok {
+		if v, diags := hclfile.Value(attr.Expr); !diags.HasErrors() && !v.IsNull() && v.Type().Equals(cty.String) {
+			alias = v.AsString()
+		}
 	}
 	attr, ok := content.Attributes["version"]
 	if !ok {
-		return nil
+		return alias, nil, nil
 	}
 	v, diags := hclfile.Value(attr.Expr)
 	if diags.HasErrors() {
-		return diagError(diags)
+		return "", nil, diagError(diags)
 	}
 	if v.IsNull() || !v.Type().Equals(cty.String) {
-		return posError(attr.Expr.Range(), "version of provider %q must be a string", b.Labels[0])
+		return "", nil, posError(attr.Expr.Range(), "version of provider %q must be a string", b.Labels[0])
 	}
 	if v.AsString() == "" {
-		return nil
+		return alias, nil, nil
 	}
 	set, err := parseConstraintExact(v.AsString())
 	if err != nil {
-		return posError(attr.Expr.Range(), "%v", err)
+		return "", nil, posError(attr.Expr.Range(), "%v", err)
 	}
-	req.constrain(v.AsString(), set)
-	return nil
+	return alias, &constraintAt{v.AsString(), set}, nil
+}
+
+// isOverride says whether the configuration file path is an override
+// file (override.tf, NAME_override.tf, and their .tf.json), which
+// Terraform and OpenTofu merge into the module's other files after
+// them: a required_providers entry there replaces the module's for its
+// local name, a provider block's version the version of the block of its
+// name and alias.
+func isOverride(path string) bool {
+	base := filepath.Base(path)
+	base = strings.TrimSuffix(strings.TrimSuffix(base, ".json"), ".tf")
+	return base == "override" || strings.HasSuffix(base, "_override")
+}
+
+// primaryThenOverrides is files, the override files (isOverride) moved
+// after the others, each part in its order.
+func primaryThenOverrides(files []string) []string {
+	out := make([]string, 0, len(files))
+	for _, f := range files {
+		if !isOverride(f) {
+			out = append(out, f)
+		}
+	}
+	for _, f := range files {
+		if isOverride(f) {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // providerArgSchema is the provider meta-argument of a resource, data or
@@ -654,10 +697,18 @@ func parseConfig(ctx context.Context, dir string, files []string, remotes *remot
 	// The module's resources ("TYPE.NAME") and its import blocks.
 	managed := map[string]bool{}
 	var imports []importBlock
-	for _, path := range files {
+	// The version constraints of each local name's required_providers
+	// entries, and of each provider block by name and alias: an override
+	// file's replace those they override (overrides).
+	required := map[string][]constraintAt{}
+	blocks := map[[2]string][]constraintAt{}
+	var blockOrder [][2]string
+	for _, path := range primaryThenOverrides(files) {
 		if ctx.Err() != nil {
 			return nil, nil, context.Cause(ctx)
 		}
+		override := isOverride(path)
+		replaced := map[string]bool{} // the names this override file replaces
 		f, err := parseFile(nil, path)
 		if err != nil {
 			return nil, nil, err
@@ -669,9 +720,21 @@ func parseConfig(ctx context.Context, dir string, files []string, remotes *remot
 		for _, b := range content.Blocks {
 			switch b.Type {
 			case "provider":
-				req := get(b.Labels[0], b.DefRange)
-				if err := providerBlockVersion(b, req); err != nil {
+				get(b.Labels[0], b.DefRange)
+				alias, c, err := providerBlockVersion(b)
+				if err != nil {
 					return nil, nil, err
+				}
+				k := [2]string{b.Labels[0], alias}
+				if _, seen := blocks[k]; !seen {
+					blockOrder = append(blockOrder, k)
+				}
+				switch {
+				case c == nil:
+				case override:
+					blocks[k] = []constraintAt{*c}
+				default:
+					blocks[k] = append(blocks[k], *c)
 				}
 				continue
 			case "resource", "data", "ephemeral":
@@ -761,17 +824,21 @@ func parseConfig(ctx context.Context, dir string, files []string, remotes *remot
 						if err != nil {
 							return nil, nil, posError(attr.Expr.Range(), "%v", err)
 						}
-						if prev, ok := sources[name]; ok && prev != addr {
+						if prev, ok := sources[name]; ok && prev != addr && !override {
 							return nil, nil, posError(attr.Range, "provider %q has two source addresses: %s and %s", name, prev, addr)
 						}
 						sources[name] = addr
+					}
+					if override && !replaced[name] {
+						replaced[name] = true
+						required[name] = nil
 					}
 					if constraint != "" {
 						set, err := parseConstraintExact(constraint)
 						if err != nil {
 							return nil, nil, posError(attr.Expr.Range(), "%v", err)
 						}
-						req.constrain(constraint, set)
+						required[name] = append(required[name], constraintAt{constraint, set})
 					}
 				}
 			}
@@ -783,6 +850,16 @@ func parseConfig(ctx context.Context, dir string, files []string, remotes *remot
 	for _, imp := range imports {
 		if !managed[imp.resource] && imp.provider != builtinProvider {
 			get(imp.provider, imp.rng)
+		}
+	}
+	for _, name := range order {
+		for _, c := range required[name] {
+			byName[name].constrain(c.text, c.set)
+		}
+	}
+	for _, k := range blockOrder {
+		for _, c := range blocks[k] {
+			byName[k[0]].constrain(c.text, c.set)
 		}
 	}
 	var out []*requirement
