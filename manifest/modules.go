@@ -311,12 +311,12 @@ func (s *Spec) addModuleDir(ctx context.Context, root, dir, what string, files [
 // remoteModule reads a module block whose source is not a local path:
 // a registry address ([HOST/]NAMESPACE/NAME/SYSTEM[//SUBDIR], with an
 // optional version constraint), or any other source.
-func remoteModule(b *hcl.Block) (remoteCall, error) {
-	content, _, diags := b.Body.PartialContent(moduleSchema)
-	if diags.HasErrors() {
-		return remoteCall{}, diagError(diags)
+func remoteModule(b *hcl.Block, overrides moduleOverrides) (remoteCall, error) {
+	attrs, err := moduleAttributes(b, overrides)
+	if err != nil {
+		return remoteCall{}, err
 	}
-	attr := content.Attributes["source"] // localModule checked it
+	attr := attrs["source"] // localModule checked it
 	v, _ := hclfile.Value(attr.Expr)
 	src := v.AsString()
 	rc := remoteCall{source: src, where: where(attr.Range), set: versions.Released}
@@ -325,7 +325,7 @@ func remoteModule(b *hcl.Block) (remoteCall, error) {
 		return rc, nil
 	}
 	rc.module, rc.subdir = &addr, subdir
-	if va, ok := content.Attributes["version"]; ok {
+	if va, ok := attrs["version"]; ok {
 		cv, diags := hclfile.Value(va.Expr)
 		if diags.HasErrors() || cv.IsNull() || !cv.Type().Equals(cty.String) {
 			return rc, posError(va.Expr.Range(), "version of module %q must be a string", b.Labels[0])

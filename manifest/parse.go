@@ -703,6 +703,10 @@ func parseConfig(ctx context.Context, dir string, files []string, remotes *remot
 	required := map[string][]constraintAt{}
 	blocks := map[[2]string][]constraintAt{}
 	var blockOrder [][2]string
+	overridden, err := moduleOverridesOf(ctx, files, remotes)
+	if err != nil {
+		return nil, nil, err
+	}
 	for _, path := range primaryThenOverrides(files) {
 		if ctx.Err() != nil {
 			return nil, nil, context.Cause(ctx)
@@ -774,7 +778,10 @@ func parseConfig(ctx context.Context, dir string, files []string, remotes *remot
 				}
 				continue
 			case "module":
-				call, ok, err := localModule(b)
+				if override {
+					continue // merged into the block it overrides
+				}
+				call, ok, err := localModule(b, overridden)
 				if err != nil {
 					return nil, nil, err
 				}
@@ -788,7 +795,7 @@ func parseConfig(ctx context.Context, dir string, files []string, remotes *remot
 					}
 					continue
 				}
-				rc, err := remoteModule(b)
+				rc, err := remoteModule(b, overridden)
 				if err != nil {
 					return nil, nil, err
 				}
@@ -978,15 +985,82 @@ func importTarget(b *hcl.Block) (importBlock, bool, error) {
 	return imp, true, nil
 }
 
+// moduleOverrides are the arguments of module blocks that a module's
+// override files set (isOverride), by module name: Terraform and OpenTofu
+// merge each into the module block of its name, an argument set there
+// replacing the block's (a version pinned, a source moved).
+type moduleOverrides map[string]hcl.Attributes
+
+// moduleOverridesOf reads the module blocks of the override files among
+// files, later files' arguments replacing earlier ones'. A stranger's
+// package overrides at most as many module blocks as remotes takes
+// calls (its max and maxOthers, any number for none): a block past them
+// is refused.
+func moduleOverridesOf(ctx context.Context, files []string, remotes *remoteCalls) (moduleOverrides, error) {
+	var out moduleOverrides
+	for _, path := range files {
+		if !isOverride(path) {
+			continue
+		}
+		if ctx.Err() != nil {
+			return nil, context.Cause(ctx)
+		}
+		f, err := parseFile(nil, path)
+		if err != nil {
+			return nil, err
+		}
+		content, _, diags := f.Body.PartialContent(configSchema)
+		if diags.HasErrors() {
+			return nil, diagError(diags)
+		}
+		for _, b := range content.Blocks {
+			if b.Type != "module" {
+				continue
+			}
+			mc, _, diags := b.Body.PartialContent(moduleSchema)
+			if diags.HasErrors() {
+				return nil, diagError(diags)
+			}
+			if out == nil {
+				out = moduleOverrides{}
+			}
+			if out[b.Labels[0]] == nil {
+				if limit := remotes.max + remotes.maxOthers; limit > 0 && len(out) >= limit {
+					return nil, posError(b.DefRange, "module %q: more than %d module blocks overridden", b.Labels[0], limit)
+				}
+				out[b.Labels[0]] = hcl.Attributes{}
+			}
+			for name, a := range mc.Attributes {
+				out[b.Labels[0]][name] = a
+			}
+		}
+	}
+	return out, nil
+}
+
+// moduleAttributes are the source and version of the module block b,
+// with those its override files set for it (overrides).
+func moduleAttributes(b *hcl.Block, overrides moduleOverrides) (hcl.Attributes, error) {
+	content, _, diags := b.Body.PartialContent(moduleSchema)
+	if diags.HasErrors() {
+		return nil, diagError(diags)
+	}
+	attrs := content.Attributes
+	for name, a := range overrides[b.Labels[0]] {
+		attrs[name] = a
+	}
+	return attrs, nil
+}
+
 // localModule returns the call of a module block whose source is a local
 // path, and false for other sources (registries, git, archives), which
 // are not read.
-func localModule(b *hcl.Block) (moduleCall, bool, error) {
-	content, _, diags := b.Body.PartialContent(moduleSchema)
-	if diags.HasErrors() {
-		return moduleCall{}, false, diagError(diags)
+func localModule(b *hcl.Block, overrides moduleOverrides) (moduleCall, bool, error) {
+	attrs, err := moduleAttributes(b, overrides)
+	if err != nil {
+		return moduleCall{}, false, err
 	}
-	attr, ok := content.Attributes["source"]
+	attr, ok := attrs["source"]
 	if !ok {
 		return moduleCall{}, false, posError(b.DefRange, "module %q has no source", b.Labels[0])
 	}
