@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -126,5 +127,27 @@ func TestHiddenFilesIgnored(t *testing.T) {
 	}
 	if got := selectionsOf(t, spec); strings.Join(got, "; ") != "~> 1.0: 1.9.0" {
 		t.Errorf("selections %q, want main.tf's alone", got)
+	}
+}
+
+// One module's import blocks import into at most maxImportTargets
+// distinct resources, each held while its files are read: a stranger's
+// package of hundreds of MiB could name millions. Import blocks into
+// one resource are one; the module's resources are not held at all
+// (the files are read again for those its imports name).
+func TestImportTargetsBounded(t *testing.T) {
+	imports := func(n int) string {
+		var b strings.Builder
+		for i := range n {
+			fmt.Fprintf(&b, "import {\n  to = aws_instance.i%d\n  id = \"x\"\n}\n", i)
+		}
+		return b.String() + "import {\n  to = aws_instance.i0\n  id = \"again\"\n}\n"
+	}
+	if _, err := Load(writeFiles(t, map[string]string{"main.tf": imports(maxImportTargets)})); err != nil {
+		t.Fatalf("%d import targets: %v", maxImportTargets, err)
+	}
+	_, err := Load(writeFiles(t, map[string]string{"main.tf": imports(maxImportTargets + 1)}))
+	if want := fmt.Sprintf("main.tf:%d", 4*maxImportTargets+1); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("%d import targets: %v, want refused at %s", maxImportTargets+1, err, want)
 	}
 }

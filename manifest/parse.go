@@ -694,9 +694,10 @@ func parseConfig(ctx context.Context, dir string, files []string, remotes *remot
 	}
 	sources := map[string]addrs.Provider{}
 	var calls []moduleCall
-	// The module's resources ("TYPE.NAME") and its import blocks.
-	managed := map[string]bool{}
-	var imports []importBlock
+	// The module's import blocks, by the resource ("TYPE.NAME") each
+	// imports into, each once.
+	imports := map[string]importBlock{}
+	var importOrder []string
 	// The version constraints of each local name's required_providers
 	// entries, and of each provider block by name and alias: an override
 	// file's replace those they override (overrides).
@@ -749,9 +750,6 @@ func parseConfig(ctx context.Context, dir string, files []string, remotes *remot
 				if name != builtinProvider {
 					get(name, b.DefRange)
 				}
-				if b.Type == "resource" {
-					managed[b.Labels[0]+"."+b.Labels[1]] = true
-				}
 				continue
 			case "check":
 				cc, _, diags := b.Body.PartialContent(checkSchema)
@@ -773,8 +771,12 @@ func parseConfig(ctx context.Context, dir string, files []string, remotes *remot
 				if err != nil {
 					return nil, nil, err
 				}
-				if ok {
-					imports = append(imports, imp)
+				if _, seen := imports[imp.resource]; ok && !seen {
+					if len(imports) >= maxImportTargets {
+						return nil, nil, posError(b.DefRange, "more than %d resources imported into by one module's import blocks", maxImportTargets)
+					}
+					imports[imp.resource] = imp
+					importOrder = append(importOrder, imp.resource)
 				}
 				continue
 			case "module":
@@ -854,9 +856,15 @@ func parseConfig(ctx context.Context, dir string, files []string, remotes *remot
 	// An import into a resource the module declares uses that
 	// resource's provider; one generating its resource's configuration,
 	// the provider it names or implies.
-	for _, imp := range imports {
-		if !managed[imp.resource] && imp.provider != builtinProvider {
-			get(imp.provider, imp.rng)
+	if len(imports) > 0 {
+		declared, err := declaredResources(ctx, files, imports)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, r := range importOrder {
+			if imp := imports[r]; !declared[r] && imp.provider != builtinProvider {
+				get(imp.provider, imp.rng)
+			}
 		}
 	}
 	for _, name := range order {
@@ -943,6 +951,45 @@ func reference(expr hcl.Expression) (hcl.Traversal, bool) {
 	}
 	tr, diags := hcl.AbsTraversalForExpr(expr)
 	return tr, !diags.HasErrors()
+}
+
+// maxImportTargets is the most distinct resources one module's import
+// blocks may import into: each is held while the module's files are
+// read, and those the module declares are found by reading its files
+// again (declaredResources).
+const maxImportTargets = 10000
+
+// declaredResources reads the configuration files again and returns
+// which of the resources imports names the module declares (a resource
+// block "TYPE" "NAME"): holding every resource of a stranger's package
+// as it is read would take memory in proportion to its hundreds of MiB,
+// and few modules import at all.
+func declaredResources(ctx context.Context, files []string, imports map[string]importBlock) (map[string]bool, error) {
+	declared := map[string]bool{}
+	for _, path := range files {
+		if ctx.Err() != nil {
+			return nil, context.Cause(ctx)
+		}
+		f, err := parseFile(nil, path)
+		if err != nil {
+			return nil, err
+		}
+		content, _, diags := f.Body.PartialContent(resourcesSchema)
+		if diags.HasErrors() {
+			return nil, diagError(diags)
+		}
+		for _, b := range content.Blocks {
+			if r := b.Labels[0] + "." + b.Labels[1]; imports[r].resource != "" {
+				declared[r] = true
+			}
+		}
+	}
+	return declared, nil
+}
+
+// resourcesSchema is the resource blocks of a configuration file.
+var resourcesSchema = &hcl.BodySchema{
+	Blocks: []hcl.BlockHeaderSchema{{Type: "resource", LabelNames: []string{"type", "name"}}},
 }
 
 // importBlock is an import block into a resource of its own module.
