@@ -702,27 +702,20 @@ func parseConfig(ctx context.Context, dir string, files []string, remotes *remot
 	// entries, and of each provider block by name and alias: an override
 	// file's replace those they override (overrides).
 	required := map[string][]constraintAt{}
-	blocks := map[[2]string][]constraintAt{}
+	versionsOf := map[[2]string][]constraintAt{}
 	var blockOrder [][2]string
 	overridden, err := moduleOverridesOf(ctx, files, remotes)
 	if err != nil {
 		return nil, nil, err
 	}
 	for _, path := range primaryThenOverrides(files) {
-		if ctx.Err() != nil {
-			return nil, nil, context.Cause(ctx)
-		}
 		override := isOverride(path)
 		replaced := map[string]bool{} // the names this override file replaces
-		f, err := parseFile(nil, path)
+		fileBlocks, err := blocksOf(ctx, path, configSchema)
 		if err != nil {
 			return nil, nil, err
 		}
-		content, _, diags := f.Body.PartialContent(configSchema)
-		if diags.HasErrors() {
-			return nil, nil, diagError(diags)
-		}
-		for _, b := range content.Blocks {
+		for _, b := range fileBlocks {
 			switch b.Type {
 			case "provider":
 				get(b.Labels[0], b.DefRange)
@@ -731,15 +724,16 @@ func parseConfig(ctx context.Context, dir string, files []string, remotes *remot
 					return nil, nil, err
 				}
 				k := [2]string{b.Labels[0], alias}
-				if _, seen := blocks[k]; !seen {
+				if _, seen := versionsOf[k]; !seen {
+					versionsOf[k] = nil // seen, and in blockOrder once
 					blockOrder = append(blockOrder, k)
 				}
 				switch {
 				case c == nil:
 				case override:
-					blocks[k] = []constraintAt{*c}
+					versionsOf[k] = []constraintAt{*c}
 				default:
-					blocks[k] = append(blocks[k], *c)
+					versionsOf[k] = append(versionsOf[k], *c)
 				}
 				continue
 			case "resource", "data", "ephemeral":
@@ -873,7 +867,7 @@ func parseConfig(ctx context.Context, dir string, files []string, remotes *remot
 		}
 	}
 	for _, k := range blockOrder {
-		for _, c := range blocks[k] {
+		for _, c := range versionsOf[k] {
 			byName[k[0]].constrain(c.text, c.set)
 		}
 	}
@@ -967,24 +961,36 @@ const maxImportTargets = 10000
 func declaredResources(ctx context.Context, files []string, imports map[string]importBlock) (map[string]bool, error) {
 	declared := map[string]bool{}
 	for _, path := range files {
-		if ctx.Err() != nil {
-			return nil, context.Cause(ctx)
-		}
-		f, err := parseFile(nil, path)
+		blocks, err := blocksOf(ctx, path, resourcesSchema)
 		if err != nil {
 			return nil, err
 		}
-		content, _, diags := f.Body.PartialContent(resourcesSchema)
-		if diags.HasErrors() {
-			return nil, diagError(diags)
-		}
-		for _, b := range content.Blocks {
+		for _, b := range blocks {
 			if r := b.Labels[0] + "." + b.Labels[1]; imports[r].resource != "" {
 				declared[r] = true
 			}
 		}
 	}
 	return declared, nil
+}
+
+// blocksOf parses the configuration file path and returns its blocks of
+// schema, or context.Cause(ctx) once ctx is done, before the file is
+// read: a module fetched from a stranger may hold thousands of files,
+// each parsed on its own and let go before the next.
+func blocksOf(ctx context.Context, path string, schema *hcl.BodySchema) (hcl.Blocks, error) {
+	if ctx.Err() != nil {
+		return nil, context.Cause(ctx)
+	}
+	f, err := parseFile(nil, path)
+	if err != nil {
+		return nil, err
+	}
+	content, _, diags := f.Body.PartialContent(schema)
+	if diags.HasErrors() {
+		return nil, diagError(diags)
+	}
+	return content.Blocks, nil
 }
 
 // resourcesSchema is the resource blocks of a configuration file.
@@ -1049,18 +1055,11 @@ func moduleOverridesOf(ctx context.Context, files []string, remotes *remoteCalls
 		if !isOverride(path) {
 			continue
 		}
-		if ctx.Err() != nil {
-			return nil, context.Cause(ctx)
-		}
-		f, err := parseFile(nil, path)
+		blocks, err := blocksOf(ctx, path, configSchema)
 		if err != nil {
 			return nil, err
 		}
-		content, _, diags := f.Body.PartialContent(configSchema)
-		if diags.HasErrors() {
-			return nil, diagError(diags)
-		}
-		for _, b := range content.Blocks {
+		for _, b := range blocks {
 			if b.Type != "module" {
 				continue
 			}
