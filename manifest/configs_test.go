@@ -40,6 +40,22 @@ func selectionsOf(t *testing.T, spec *Spec) []string {
 	return out
 }
 
+// taken is what each selection of each of spec's providers takes of
+// list, as "TYPE TEXT: VERSION" (the newest it selects, "none" for none).
+func taken(spec *Spec, list versions.List) []string {
+	var out []string
+	for _, p := range spec.Providers {
+		for _, sel := range p.Selections {
+			took := "none"
+			if vs := sel.Select(list); len(vs) > 0 {
+				took = vs[0].String()
+			}
+			out = append(out, p.Address.Type+" "+sel.Text+": "+took)
+		}
+	}
+	return out
+}
+
 // AddConfigSelections judges each configuration directory with the
 // registry modules it calls as Terraform does, the constraints of all of
 // them intersected: it adds the selection of that intersection, naming

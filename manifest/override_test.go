@@ -61,16 +61,7 @@ provider "aws" {
 		versions.MustParseVersion("5.4.0"),
 		versions.MustParseVersion("5.6.0"),
 	}
-	var got []string
-	for _, p := range spec.Providers {
-		for _, sel := range p.Selections {
-			took := "none"
-			if vs := sel.Select(list); len(vs) > 0 {
-				took = vs[0].String()
-			}
-			got = append(got, p.Address.Type+" "+sel.Text+": "+took)
-		}
-	}
+	got := taken(spec, list)
 	if want := "aws ~> 5.0, >= 4.1, < 5.5: 5.4.0; random ~> 3.0: 3.9.0"; strings.Join(got, "; ") != want {
 		t.Errorf("selections %q, want %q", got, want)
 	}

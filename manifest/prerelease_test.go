@@ -38,12 +38,12 @@ func TestConfigurationNamingAPrereleaseSelectsIt(t *testing.T) {
 		name, root, module string
 		want               string // each selection's text and what it takes
 	}{
-		{"alone", "5.1.0-beta1", "", "5.1.0-beta1: 5.1.0-beta1"},
-		{"a local module admitting it", "5.1.0-beta1", "", "5.1.0-beta1, >= 5.0: 5.1.0-beta1"},
-		{"a module admitting it", "5.1.0-beta1", ">= 5.0", "5.1.0-beta1: 5.1.0-beta1; 5.1.0-beta1, >= 5.0: 5.1.0-beta1"},
-		{"named by a module", ">= 5.0", "5.1.0-beta1", ">= 5.0: 5.2.0; >= 5.0, 5.1.0-beta1: 5.1.0-beta1"},
-		{"a module excluding it", "5.1.0-beta1", ">= 5.2", "5.1.0-beta1: 5.1.0-beta1; 5.1.0-beta1, >= 5.2: none"},
-		{"named by nobody", ">= 5.0", "< 6.0", ">= 5.0: 5.2.0; >= 5.0, < 6.0: 5.2.0"},
+		{"alone", "5.1.0-beta1", "", "p 5.1.0-beta1: 5.1.0-beta1"},
+		{"a local module admitting it", "5.1.0-beta1", "", "p 5.1.0-beta1, >= 5.0: 5.1.0-beta1"},
+		{"a module admitting it", "5.1.0-beta1", ">= 5.0", "p 5.1.0-beta1: 5.1.0-beta1; p 5.1.0-beta1, >= 5.0: 5.1.0-beta1"},
+		{"named by a module", ">= 5.0", "5.1.0-beta1", "p >= 5.0: 5.2.0; p >= 5.0, 5.1.0-beta1: 5.1.0-beta1"},
+		{"a module excluding it", "5.1.0-beta1", ">= 5.2", "p 5.1.0-beta1: 5.1.0-beta1; p 5.1.0-beta1, >= 5.2: none"},
+		{"named by nobody", ">= 5.0", "< 6.0", "p >= 5.0: 5.2.0; p >= 5.0, < 6.0: 5.2.0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			files := map[string]string{"main.tf": requiresP(tc.root)}
@@ -61,17 +61,7 @@ func TestConfigurationNamingAPrereleaseSelectsIt(t *testing.T) {
 			if tc.module != "" {
 				spec.AddConfigSelections(module(tc.module))
 			}
-			var got []string
-			for _, p := range spec.Providers {
-				for _, sel := range p.Selections {
-					took := "none"
-					if vs := sel.Select(list); len(vs) > 0 {
-						took = vs[0].String()
-					}
-					got = append(got, sel.Text+": "+took)
-				}
-			}
-			if strings.Join(got, "; ") != tc.want {
+			if got := taken(spec, list); strings.Join(got, "; ") != tc.want {
 				t.Errorf("selections %q, want %q", got, tc.want)
 			}
 		})

@@ -2,7 +2,6 @@ package main
 
 import (
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -55,15 +54,7 @@ check "up" {
 }
 `
 	local := "terraform {\n  required_providers {\n    widget = {\n      source  = \"hashicorp/widget\"\n      version = \">= 0.1.0\"\n    }\n  }\n}\n"
-	for name, body := range map[string]string{"main.tf": main, "local/main.tf": local} {
-		p := filepath.Join(config, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeTree(t, config, map[string]string{"main.tf": main, "local/main.tf": local})
 	dataDir := filepath.Join(t.TempDir(), "synced")
 	out, errOut, code := syncInProcess(t, e.origin, dataDir, "--platforms", strings.Join(pls, ","), config)
 	if code != 0 {

@@ -194,16 +194,7 @@ func TestSyncJudgesADirectoryWithTheRegistryModulesItCalls(t *testing.T) {
 		"a/main.tf": requiresOf("p", "< 1.8.0") + calls,
 		"b/main.tf": requiresOf("p", "~> 2.0") + calls,
 	})
-	ops := &treeListOps{listOps: &listOps{packages: map[string]int{}}, tree: tree}
-	r := providerSyncRun(ops)
-	r.cfg.DataDir = t.TempDir()
-	r.cfg.ModuleTimeout = time.Minute
-	r.cfg.SyncPlatforms = []string{"linux_amd64"}
-	mods := r.modules(context.Background(), spec)
-	plan := r.plan(context.Background(), spec)
-	if len(mods.failures)+len(plan.failures) != 0 {
-		t.Fatalf("failures %q %q", mods.failures, plan.failures)
-	}
+	plan := planWithModules(t, tree, spec)
 	got := map[string][]string{}
 	for _, it := range plan.items {
 		got[it.provider.Type] = append(got[it.provider.Type], it.version)
@@ -232,16 +223,7 @@ func TestSyncTakesAPrereleaseAConfigurationNames(t *testing.T) {
 		"beta/main.tf":     requiresOf("p", "2.4.0-beta1") + calls,
 		"released/main.tf": requiresOf("p", "~> 2.0"),
 	})
-	ops := &treeListOps{listOps: &listOps{packages: map[string]int{}}, tree: tree}
-	r := providerSyncRun(ops)
-	r.cfg.DataDir = t.TempDir()
-	r.cfg.ModuleTimeout = time.Minute
-	r.cfg.SyncPlatforms = []string{"linux_amd64"}
-	mods := r.modules(context.Background(), spec)
-	plan := r.plan(context.Background(), spec)
-	if len(mods.failures)+len(plan.failures) != 0 {
-		t.Fatalf("failures %q %q", mods.failures, plan.failures)
-	}
+	plan := planWithModules(t, tree, spec)
 	var got []string
 	for _, it := range plan.items {
 		got = append(got, it.version)
@@ -250,4 +232,21 @@ func TestSyncTakesAPrereleaseAConfigurationNames(t *testing.T) {
 	if want := []string{"2.3.0", "2.4.0-beta1"}; !slices.Equal(got, want) {
 		t.Errorf("synced %q, want %q: the prerelease beta names, the newest release for released", got, want)
 	}
+}
+
+// planWithModules syncs spec's registry modules from tree, as a sync
+// run does before it plans, and returns the plan of its providers
+// (listOps' versions), failing the test on any failure of either.
+func planWithModules(t *testing.T, tree *treeModuleOps, spec *manifest.Spec) syncPlan {
+	t.Helper()
+	r := providerSyncRun(&treeListOps{listOps: &listOps{packages: map[string]int{}}, tree: tree})
+	r.cfg.DataDir = t.TempDir()
+	r.cfg.ModuleTimeout = time.Minute
+	r.cfg.SyncPlatforms = []string{"linux_amd64"}
+	mods := r.modules(context.Background(), spec)
+	plan := r.plan(context.Background(), spec)
+	if len(mods.failures)+len(plan.failures) != 0 {
+		t.Fatalf("failures %q %q", mods.failures, plan.failures)
+	}
+	return plan
 }
