@@ -308,14 +308,11 @@ func (s *Spec) addModuleDir(ctx context.Context, root, dir, what string, files [
 	return md, nil
 }
 
-// remoteModule reads a module block whose source is not a local path:
-// a registry address ([HOST/]NAMESPACE/NAME/SYSTEM[//SUBDIR], with an
-// optional version constraint), or any other source.
-func remoteModule(b *hcl.Block, overrides moduleOverrides) (remoteCall, error) {
-	attrs, err := moduleAttributes(b, overrides)
-	if err != nil {
-		return remoteCall{}, err
-	}
+// remoteModule reads the module block b, whose arguments are attrs
+// (moduleAttributes), when its source is not a local path: a registry
+// address ([HOST/]NAMESPACE/NAME/SYSTEM[//SUBDIR], with an optional
+// version constraint), or any other source.
+func remoteModule(b *hcl.Block, attrs hcl.Attributes) (remoteCall, error) {
 	attr := attrs["source"] // localModule checked it
 	v, _ := hclfile.Value(attr.Expr)
 	src := v.AsString()

@@ -692,6 +692,15 @@ func parseConfig(ctx context.Context, dir string, files []string, remotes *remot
 		order = append(order, name)
 		return req
 	}
+	// implied notes the provider a resource, data or ephemeral block b
+	// uses (impliedProvider), unless it is Terraform's own.
+	implied := func(b *hcl.Block) error {
+		name, err := impliedProvider(b)
+		if err == nil && name != builtinProvider {
+			get(name, b.DefRange)
+		}
+		return err
+	}
 	sources := map[string]addrs.Provider{}
 	var calls []moduleCall
 	// The module's import blocks, by the resource ("TYPE.NAME") each
@@ -737,12 +746,8 @@ func parseConfig(ctx context.Context, dir string, files []string, remotes *remot
 				}
 				continue
 			case "resource", "data", "ephemeral":
-				name, err := impliedProvider(b)
-				if err != nil {
+				if err := implied(b); err != nil {
 					return nil, nil, err
-				}
-				if name != builtinProvider {
-					get(name, b.DefRange)
 				}
 				continue
 			case "check":
@@ -751,12 +756,8 @@ func parseConfig(ctx context.Context, dir string, files []string, remotes *remot
 					return nil, nil, diagError(diags)
 				}
 				for _, d := range cc.Blocks {
-					name, err := impliedProvider(d)
-					if err != nil {
+					if err := implied(d); err != nil {
 						return nil, nil, err
-					}
-					if name != builtinProvider {
-						get(name, d.DefRange)
 					}
 				}
 				continue
@@ -777,7 +778,11 @@ func parseConfig(ctx context.Context, dir string, files []string, remotes *remot
 				if override {
 					continue // merged into the block it overrides
 				}
-				call, ok, err := localModule(b, overridden)
+				attrs, err := moduleAttributes(b, overridden)
+				if err != nil {
+					return nil, nil, err
+				}
+				call, ok, err := localModule(b, attrs)
 				if err != nil {
 					return nil, nil, err
 				}
@@ -791,7 +796,7 @@ func parseConfig(ctx context.Context, dir string, files []string, remotes *remot
 					}
 					continue
 				}
-				rc, err := remoteModule(b, overridden)
+				rc, err := remoteModule(b, attrs)
 				if err != nil {
 					return nil, nil, err
 				}
@@ -1098,14 +1103,11 @@ func moduleAttributes(b *hcl.Block, overrides moduleOverrides) (hcl.Attributes, 
 	return attrs, nil
 }
 
-// localModule returns the call of a module block whose source is a local
-// path, and false for other sources (registries, git, archives), which
-// are not read.
-func localModule(b *hcl.Block, overrides moduleOverrides) (moduleCall, bool, error) {
-	attrs, err := moduleAttributes(b, overrides)
-	if err != nil {
-		return moduleCall{}, false, err
-	}
+// localModule returns the call of the module block b, whose arguments
+// are attrs (moduleAttributes), when its source is a local path, and
+// false for other sources (registries, git, archives), which are not
+// read.
+func localModule(b *hcl.Block, attrs hcl.Attributes) (moduleCall, bool, error) {
 	attr, ok := attrs["source"]
 	if !ok {
 		return moduleCall{}, false, posError(b.DefRange, "module %q has no source", b.Labels[0])
