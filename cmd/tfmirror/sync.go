@@ -445,11 +445,7 @@ func (r *syncRun) planProvider(ctx context.Context, p *manifest.Provider) syncPl
 		got, skipped := selectServed(sel, available, held, p.Address.String())
 		plan.skipped = appendMissing(plan.skipped, skipped...)
 		if len(got) == 0 && len(skipped) == 0 {
-			where := sel.Where
-			if sel.Calls > 1 {
-				where = fmt.Sprintf("asked %d times, the first at %s", sel.Calls, sel.Where)
-			}
-			plan.failures = append(plan.failures, fmt.Sprintf("%s: no version matches %q (%s)", p.Address, sel.Text, where))
+			plan.failures = append(plan.failures, fmt.Sprintf("%s: no version matches %q (%s)", p.Address, sel.Text, askedBy(sel, "asked %d times")))
 		}
 		for _, v := range got {
 			if !slices.ContainsFunc(selected, v.Same) {

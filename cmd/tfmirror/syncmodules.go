@@ -166,7 +166,7 @@ func (r *syncRun) syncModules(ctx context.Context, spec *manifest.Spec) moduleSy
 			got, skipped := selectServed(sel, available, held, "module "+m.Address.String())
 			res.skipped = appendMissing(res.skipped, skipped...)
 			if len(got) == 0 && len(skipped) == 0 {
-				res.failures = append(res.failures, fmt.Sprintf("module %s: no version matches %q (%s)", m.Address, sel.Text, askedBy(sel)))
+				res.failures = append(res.failures, fmt.Sprintf("module %s: no version matches %q (%s)", m.Address, sel.Text, askedBy(sel, "%d calls")))
 			}
 			if sel.Latest == 1 && len(got) > 0 {
 				res.chosen[[2]string{m.Address.String(), sel.Text}] = got[0]
@@ -309,10 +309,12 @@ func (r *syncRun) listSources(spec *manifest.Spec, m *manifest.Module, v version
 }
 
 // askedBy says where sel was asked for: its file:line, and how many
-// calls asked for it when more than one did.
-func askedBy(sel manifest.Selection) string {
+// asked for it when more than one did, as many says it ("%d calls" of a
+// module's, "asked %d times" of a provider's, which directories and
+// packages ask as well as calls).
+func askedBy(sel manifest.Selection, many string) string {
 	if sel.Calls > 1 {
-		return fmt.Sprintf("%d calls, the first at %s", sel.Calls, sel.Where)
+		return fmt.Sprintf(many+", the first at %s", sel.Calls, sel.Where)
 	}
 	return sel.Where
 }
