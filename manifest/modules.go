@@ -241,16 +241,16 @@ func (c remoteCall) selection() Selection {
 // (Selection.Calls counting them), and each distinct call on its own;
 // what it asks of each provider; and its module calls of other sources
 // (git::, URLs), each source once, as "WHAT: SOURCE", which its caller
-// may list as the spec's Unmirrorable (AddUnmirrorable). It refuses a configuration making more
-// than MaxPackageModuleCalls distinct registry module calls, or more
-// than MaxPackageModuleSources distinct calls of other sources and local
-// directories, naming the first past the bound, and then adds nothing to
-// the spec. The package is a stranger's, unpacked in root (dir is root
-// or under it): a local module call is followed within root only, as
-// Terraform resolves one within its package, each directory read once,
-// and ctx is checked before each file is read, so that a package of many
-// large files is read within its caller's deadline (context.Cause(ctx)
-// is then the error).
+// may list as the spec's Unmirrorable (AddUnmirrorable). It refuses a
+// configuration making more than MaxPackageModuleCalls distinct registry
+// module calls, or more than MaxPackageModuleSources distinct calls of
+// other sources and local directories, naming the first past the bound,
+// and then adds nothing to the spec. The package is a stranger's,
+// unpacked in root (dir is root or under it): a local module call is
+// followed within root only, as Terraform resolves one within its
+// package, each directory read once, and ctx is checked before each file
+// is read, so that a package of many large files is read within its
+// caller's deadline (context.Cause(ctx) is then the error).
 func (s *Spec) AddModuleDir(ctx context.Context, root, dir, what string) (ModuleDir, error) {
 	if !within(root, dir) {
 		return ModuleDir{}, fmt.Errorf("%s: %s is outside the module package", what, dir)

@@ -667,13 +667,13 @@ func joinConstraints(cs []string) string { return strings.Join(cs, ", ") }
 // meta-argument's local name, or else the type's prefix: aws for
 // aws_instance), and those of its import blocks that generate their
 // resource's configuration (importTarget), as `terraform providers`
-// lists them; and the module calls with a local
-// source, each directory (relative to dir, the module's, absolute) once
-// and not one remotes counted already; it adds the other module calls
-// to remotes, and returns the error of the one past its bound. Providers
-// are keyed by local name, as in Terraform: a local name without a
-// source address means hashicorp/NAME; constraints given for one
-// provider in several places all apply.
+// lists them; and the module calls with a local source, each directory
+// (relative to dir, the module's, absolute) once and not one remotes
+// counted already; it adds the other module calls to remotes, and
+// returns the error of the one past its bound. Providers are keyed by
+// local name, as in Terraform: a local name without a source address
+// means hashicorp/NAME; constraints given for one provider in several
+// places all apply.
 //
 // Each file is parsed on its own, what it holds let go before the next is
 // read: a parser keeps every file it parsed, and a module fetched from a

@@ -21,10 +21,11 @@ func (textDoor) AnswerError(w http.ResponseWriter, _ *http.Request, err error) {
 }
 
 // What the layers in front of the doors refuse (here a path longer than
-// any door serves, and a Host the mirror cannot name itself by) is answered on each mounted door's paths by that door,
-// in its format: the CLI releases door's under /releases/, the OCI door's
-// under /v2/, the mirror protocols' JSON elsewhere. The releases door's
-// were answered as the mirror protocols' JSON.
+// any door serves, and a Host the mirror cannot name itself by) is
+// answered on each mounted door's paths by that door, in its format: the
+// CLI releases door's under /releases/, the OCI door's under /v2/, the
+// mirror protocols' JSON elsewhere. The releases door's were answered as
+// the mirror protocols' JSON.
 func TestRefusalsAnsweredByTheDoorOfThePath(t *testing.T) {
 	t.Parallel()
 	never := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -240,11 +240,11 @@ func (r *syncRun) syncModules(ctx context.Context, spec *manifest.Spec) moduleSy
 // (and is one failure of the sync), but for a subdirectory's, which is
 // added to res on its own so that the others are read. What each
 // subdirectory asks of providers and the registry modules it calls are
-// kept in res.packages. The module
-// sources the configuration calls that are not registry addresses are
-// listed as spec's Unmirrorable, unless they would take the sources
-// listed from packages (res.listed) past maxSyncModuleSources: then none
-// is, and that is a failure naming the module version and the bound.
+// kept in res.packages. The module sources the configuration calls that
+// are not registry addresses are listed as spec's Unmirrorable, unless
+// they would take the sources listed from packages (res.listed) past
+// maxSyncModuleSources: then none is, and that is a failure naming the
+// module version and the bound.
 func (r *syncRun) syncModule(ctx context.Context, spec *manifest.Spec, m *manifest.Module, v versions.Version, dir, listed string, count bool, res *moduleSync) ([]*manifest.Module, error) {
 	timeout := r.cfg.ModuleTimeout
 	parent := ctx

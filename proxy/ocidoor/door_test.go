@@ -331,10 +331,11 @@ func TestPingAndReferrers(t *testing.T) {
 // The version check and the referrers answers say how a cache in front
 // may reuse them, as their neighbours do: without client authentication
 // the check is no-cache (it says whether credentials are needed, which
-// turning client authentication on changes) and the referrers reusable as the tag list and the
-// answers by digest are, so that a deny on a reload reaches a cache's
-// copy as soon; with it, each is private and unstored, as every answer
-// to a token holder is, and the challenge unstored.
+// turning client authentication on changes) and the referrers reusable
+// as the tag list and the answers by digest are, so that a deny on a
+// reload reaches a cache's copy as soon; with it, each is private and
+// unstored, as every answer to a token holder is, and the challenge
+// unstored.
 func TestPingAndReferrersCacheControl(t *testing.T) {
 	digest := "sha256:" + strings.Repeat("c", 64)
 	paths := map[string]string{
