@@ -68,8 +68,14 @@ const DefaultModuleHost = "registry.terraform.io"
 // what String writes parses back), the other parts
 // as NewModule says.
 func ParseModule(s string) (Module, error) {
+	return ParseModuleOf(s, DefaultModuleHost)
+}
+
+// ParseModuleOf is ParseModule with host, in its normal form, the host
+// of an address that names none (OpenTofuRegistryHost for a source
+// OpenTofu reads).
+func ParseModuleOf(s, host string) (Module, error) {
 	parts := strings.Split(s, "/")
-	host := DefaultModuleHost
 	switch len(parts) {
 	case 3:
 	case 4:

@@ -25,6 +25,11 @@ func (p Provider) String() string {
 // none, as in Terraform.
 const DefaultProviderHost = "registry.terraform.io"
 
+// OpenTofuRegistryHost is OpenTofu's default registry: the host of the
+// provider and module addresses that name none in a configuration
+// OpenTofu reads.
+const OpenTofuRegistryHost = "registry.opentofu.org"
+
 // Limits on provider addresses: far above real ones, so that what a
 // stranger sends is bounded before it is parsed.
 const (
@@ -41,11 +46,17 @@ const (
 // bare TYPE and the legacy namespace "-", which name no provider a mirror
 // could fetch.
 func ParseProvider(s string) (Provider, error) {
+	return ParseProviderOf(s, DefaultProviderHost)
+}
+
+// ParseProviderOf is ParseProvider with host, in its normal form, the
+// host of an address that names none (OpenTofuRegistryHost for an
+// address OpenTofu reads).
+func ParseProviderOf(s, host string) (Provider, error) {
 	if len(s) > maxProviderAddressLen {
 		return Provider{}, fmt.Errorf("provider address %.40q...: too long (at most %d bytes)", s, maxProviderAddressLen)
 	}
 	parts := strings.Split(s, "/")
-	host := DefaultProviderHost
 	switch len(parts) {
 	case 2:
 	case 3:
