@@ -2,8 +2,10 @@
 // sync manifests, Terraform dependency lock files (.terraform.lock.hcl) and
 // the providers a configuration directory needs (its .tf and .tf.json
 // files and those of its local child modules: required_providers,
-// provider blocks, and the providers resources and data sources imply),
-// all parsed with HashiCorp's HCL library.
+// provider blocks, and the providers resources and data sources imply;
+// where OpenTofu's own .tofu and .tofu.json files are there too, as
+// Terraform reads it and as OpenTofu does, each client's needs on their
+// own), all parsed with HashiCorp's HCL library.
 //
 // It owns the formats and their validation (errors name file:line) and
 // turns them into a Spec: providers, each with version selections, and
@@ -25,11 +27,56 @@ import (
 	"github.com/tfmirror/tfmirror/v2/addrs"
 )
 
+// Client is a client whose install sync reproduces.
+type Client int
+
+const (
+	// Terraform reads a module's *.tf and *.tf.json files, and takes an
+	// address naming no host as registry.terraform.io's.
+	Terraform Client = iota
+	// OpenTofu reads its *.tofu and *.tofu.json files too, each standing
+	// in for the .tf (.tf.json) file of its name, and takes an address
+	// naming no host as registry.opentofu.org's.
+	OpenTofu
+)
+
+// String is the client's name as --client takes it.
+func (c Client) String() string {
+	if c == OpenTofu {
+		return "opentofu"
+	}
+	return "terraform"
+}
+
+// MarshalText is the client's name (String).
+func (c Client) MarshalText() ([]byte, error) { return []byte(c.String()), nil }
+
+// UnmarshalText parses a client's name: "terraform" or "opentofu".
+func (c *Client) UnmarshalText(b []byte) error {
+	switch string(b) {
+	case "terraform":
+		*c = Terraform
+	case "opentofu":
+		*c = OpenTofu
+	default:
+		return fmt.Errorf("client %q: want terraform or opentofu", b)
+	}
+	return nil
+}
+
 // LockFileName is the name Terraform gives dependency lock files.
 const LockFileName = ".terraform.lock.hcl"
 
 // Spec is what to sync: providers with their selections, and platforms.
 type Spec struct {
+	// Client is the client whose reading of a configuration the spec
+	// takes, for the configuration directories it loads and the registry
+	// module packages AddModuleDir reads: the files it reads, and the
+	// registry of a provider address or module source that names none
+	// (Terraform's registry.terraform.io, OpenTofu's
+	// registry.opentofu.org). A sync manifest's addresses are tfmirror's,
+	// whatever the client: one naming no host is registry.terraform.io's.
+	Client Client
 	// Platforms are the os_arch platforms every provider is synced for,
 	// from the manifests' top-level platforms attributes, in first-seen
 	// order.
@@ -127,9 +174,9 @@ const Stdin = "-"
 // input call it.
 const StdinName = "(standard input)"
 
-// Load reads each path: a directory (its configuration and lock file), a
-// file named .terraform.lock.hcl (a lock file), or any other file (a
-// sync manifest). What the paths ask for is merged into one Spec. Every
+// Load reads each path: a directory (its configuration, as Terraform
+// reads it, and lock file), a file named .terraform.lock.hcl (a lock
+// file), or any other file (a sync manifest). What the paths ask for is merged into one Spec. Every
 // file is opened as an operator's file is (internal/hclfile.Parse): a
 // FIFO, a device or a socket, which would keep a read waiting or never
 // end, is refused; Stdin is refused too (see LoadFrom).
@@ -142,7 +189,13 @@ func Load(paths ...string) (*Spec, error) {
 // no regular file, which its operator asked for. Stdin may be given once;
 // without stdin (nil) it is refused.
 func LoadFrom(stdin io.Reader, paths ...string) (*Spec, error) {
-	spec := &Spec{}
+	return LoadFor(Terraform, stdin, paths...)
+}
+
+// LoadFor is LoadFrom of the configuration directories as client reads
+// them (Spec.Client).
+func LoadFor(client Client, stdin io.Reader, paths ...string) (*Spec, error) {
+	spec := &Spec{Client: client}
 	if n := countStdin(paths); n > 1 {
 		return nil, fmt.Errorf("%q (standard input) is given %d times: it can be read once", Stdin, n)
 	} else if n == 1 && stdin == nil {

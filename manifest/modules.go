@@ -5,6 +5,7 @@ package manifest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path"
 	"strings"
@@ -233,7 +234,7 @@ func (c remoteCall) selection() Selection {
 
 // AddModuleDir reads the configuration of the module in dir (a module of
 // a downloaded package; what names it, for messages), with the local
-// modules it calls, adds the providers it needs to the spec (the newest
+// modules it calls, as the spec's Client reads it, adds the providers it needs to the spec (the newest
 // version meeting its constraints, as for a configuration directory),
 // and returns what it read (ModuleDir): the registry modules it calls,
 // each as its own Module (not added to the spec's Modules), calls of one
@@ -255,27 +256,23 @@ func (s *Spec) AddModuleDir(ctx context.Context, root, dir, what string) (Module
 	if !within(root, dir) {
 		return ModuleDir{}, fmt.Errorf("%s: %s is outside the module package", what, dir)
 	}
-	files, err := configFiles(dir)
+	return s.addModuleDir(ctx, root, dir, what, MaxPackageModuleCalls, MaxPackageModuleSources)
+}
+
+// addModuleDir is AddModuleDir with at most maxCalls distinct registry
+// module calls and maxOthers of other sources and local directories (any
+// number for 0).
+func (s *Spec) addModuleDir(ctx context.Context, root, dir, what string, maxCalls, maxOthers int) (ModuleDir, error) {
+	t, err := s.readTree(ctx, root, dir, remoteCalls{max: maxCalls, maxOthers: maxOthers})
+	var none *noFilesError
+	if errors.As(err, &none) {
+		return ModuleDir{}, fmt.Errorf("%s: %v", what, err)
+	}
 	if err != nil {
 		return ModuleDir{}, err
 	}
-	if len(files) == 0 {
-		return ModuleDir{}, fmt.Errorf("%s: no *.tf or *.tf.json files", what)
-	}
-	return s.addModuleDir(ctx, root, dir, what, files, MaxPackageModuleCalls, MaxPackageModuleSources)
-}
-
-// addModuleDir is AddModuleDir of the configuration files of dir, with at
-// most maxCalls distinct registry module calls and maxOthers of other
-// sources and local directories (any number for 0).
-func (s *Spec) addModuleDir(ctx context.Context, root, dir, what string, files []string, maxCalls, maxOthers int) (ModuleDir, error) {
-	remotes := remoteCalls{max: maxCalls, maxOthers: maxOthers}
-	var reqs requirements
-	if err := loadModule(ctx, root, dir, files, map[string]bool{}, &remotes, &reqs); err != nil {
-		return ModuleDir{}, err
-	}
 	var md ModuleDir
-	for _, r := range reqs.list {
+	for _, r := range t.reqs.list {
 		s.add(r.addr, []Selection{r.selection()}, nil)
 		md.Requires = append(md.Requires, requirementOf(r))
 	}
@@ -284,7 +281,7 @@ func (s *Spec) addModuleDir(ctx context.Context, root, dir, what string, files [
 	// it (which took minutes, past the caller's deadline).
 	index := map[string]int{}       // by address
 	subdirs := map[[2]string]bool{} // address, subdirectory
-	for _, c := range remotes.list {
+	for _, c := range t.remotes.list {
 		if c.module == nil {
 			md.Sources = append(md.Sources, what+": "+c.source)
 			continue
@@ -311,13 +308,13 @@ func (s *Spec) addModuleDir(ctx context.Context, root, dir, what string, files [
 // remoteModule reads the module block b, whose arguments are attrs
 // (moduleAttributes), when its source is not a local path: a registry
 // address ([HOST/]NAMESPACE/NAME/SYSTEM[//SUBDIR], with an optional
-// version constraint), or any other source.
-func remoteModule(b *hcl.Block, attrs hcl.Attributes) (remoteCall, error) {
+// version constraint; host when it names none), or any other source.
+func remoteModule(b *hcl.Block, attrs hcl.Attributes, host string) (remoteCall, error) {
 	attr := attrs["source"] // localModule checked it
 	v, _ := hclfile.Value(attr.Expr)
 	src := v.AsString()
 	rc := remoteCall{source: src, where: where(attr.Range), set: versions.Released}
-	addr, subdir, ok := registrySource(src)
+	addr, subdir, ok := registrySource(src, host)
 	if !ok {
 		return rc, nil
 	}
@@ -339,8 +336,9 @@ func remoteModule(b *hcl.Block, attrs hcl.Attributes) (remoteCall, error) {
 // registrySource reports whether src is a module registry address, as
 // Terraform tells them from go-getter sources (an address that parses as
 // a registry's, a host with a port included; scp-like SSH and paths with
-// a drive letter fail on their host), and parses it.
-func registrySource(src string) (addrs.Module, string, bool) {
+// a drive letter fail on their host), and parses it, host the host of
+// an address that names none.
+func registrySource(src, host string) (addrs.Module, string, bool) {
 	if strings.Contains(src, "::") || strings.Contains(src, "://") {
 		return addrs.Module{}, "", false // a forced getter, a URL
 	}
@@ -355,7 +353,7 @@ func registrySource(src string) (addrs.Module, string, bool) {
 			return addrs.Module{}, "", false // go-getter shorthands
 		}
 	}
-	m, err := addrs.ParseModule(pkg)
+	m, err := addrs.ParseModuleOf(pkg, host)
 	if err != nil {
 		return addrs.Module{}, "", false
 	}

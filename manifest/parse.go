@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -401,14 +402,16 @@ func providerBlockVersion(b *hcl.Block) (string, *constraintAt, error) {
 }
 
 // isOverride says whether the configuration file path is an override
-// file (override.tf, NAME_override.tf, and their .tf.json), which
+// file (override.tf, NAME_override.tf, their .tf.json, and OpenTofu's
+// .tofu and .tofu.json of those names), which
 // Terraform and OpenTofu merge into the module's other files after
 // them: a required_providers entry there replaces the module's for its
 // local name, a provider block's version the version of the block of its
 // name and alias.
 func isOverride(path string) bool {
 	base := filepath.Base(path)
-	base = strings.TrimSuffix(strings.TrimSuffix(base, ".json"), ".tf")
+	base = strings.TrimSuffix(base, ".json")
+	base = strings.TrimSuffix(strings.TrimSuffix(base, tfExt), tofuExt)
 	return base == "override" || strings.HasSuffix(base, "_override")
 }
 
@@ -493,12 +496,13 @@ func (r *requirement) selection() Selection {
 	return Selection{Text: text, Set: r.set(), Latest: 1, Where: r.where}
 }
 
-// loadDir reads the configuration in dir (its *.tf and *.tf.json files,
-// and those of the local child modules it calls) and its lock file, if
-// any, and asks for what `terraform providers mirror` would install there:
-// each locked provider's locked version, and for each provider the
-// configuration needs that the lock file lacks, the newest version meeting
-// its constraints from every module.
+// loadDir reads the configuration in dir (its configuration files, and
+// those of the local child modules it calls, as the spec's Client reads
+// them: readTree) and its lock file, if any, and asks for what
+// `terraform providers mirror` (`tofu providers mirror`) would install
+// there: each locked provider's locked version, and for each provider the
+// configuration needs that the lock file lacks, the newest version
+// meeting its constraints from every module.
 func (s *Spec) loadDir(dir string) error {
 	var locked []lockedProvider
 	lockPath := filepath.Join(dir, LockFileName)
@@ -507,24 +511,22 @@ func (s *Spec) loadDir(dir string) error {
 			return err
 		}
 	}
-	files, err := configFiles(dir)
+	// The operator's own configuration: read whole, however long it
+	// takes, and every module call it makes followed.
+	t, err := s.readTree(context.Background(), "", dir, remoteCalls{})
+	var none *noFilesError
+	if errors.As(err, &none) {
+		if len(locked) == 0 {
+			return fmt.Errorf("%s: %v and no %s", dir, err, LockFileName)
+		}
+		t, err = &treeRead{}, nil // a lock file alone: what it locks
+	}
 	if err != nil {
 		return err
 	}
-	if len(files) == 0 && len(locked) == 0 {
-		return fmt.Errorf("%s: no *.tf or *.tf.json files and no %s", dir, LockFileName)
-	}
-	// The operator's own configuration: read whole, however long it
-	// takes, and every module call it makes followed.
-	var remotes remoteCalls
-	var rs requirements
-	if err := loadModule(context.Background(), "", dir, files, map[string]bool{}, &remotes, &rs); err != nil {
-		return err
-	}
-	reqs := rs.list
-	s.addRemoteCalls(remotes.list)
+	s.addRemoteCalls(t.remotes.list)
 	config := &Config{Dir: dir}
-	for _, c := range remotes.list {
+	for _, c := range t.remotes.list {
 		if c.module != nil {
 			config.Calls = append(config.Calls, callOf(c))
 		}
@@ -535,7 +537,7 @@ func (s *Spec) loadDir(dir string) error {
 		config.Locked = append(config.Locked, l.addr)
 		s.add(l.addr, []Selection{l.selection}, nil)
 	}
-	for _, r := range reqs {
+	for _, r := range t.reqs.list {
 		if isLocked[r.addr] {
 			continue
 		}
@@ -546,73 +548,161 @@ func (s *Spec) loadDir(dir string) error {
 	return nil
 }
 
-// configFiles lists the configuration files of the module in dir, sorted:
-// those Terraform and OpenTofu read, not a hidden one (".old.tf"), which
-// they ignore as an editor's or a tool's.
-func configFiles(dir string) ([]string, error) {
-	var files []string
-	for _, pattern := range []string{"*.tf", "*.tf.json"} {
-		m, err := filepath.Glob(filepath.Join(dir, pattern))
+// Configuration files, as each client reads them: Terraform the *.tf and
+// *.tf.json files of a module's directory; OpenTofu those and its own
+// *.tofu and *.tofu.json, where NAME.tofu (NAME.tofu.json) stands in for
+// NAME.tf (NAME.tf.json) beside it, which OpenTofu then ignores. Both
+// ignore a hidden file (".old.tf"), an editor's or a tool's.
+const (
+	tfExt       = ".tf"
+	tfJSONExt   = ".tf.json"
+	tofuExt     = ".tofu"
+	tofuJSONExt = ".tofu.json"
+)
+
+// configFiles lists the configuration files of the module in dir that
+// OpenTofu reads (tofu) or Terraform, sorted, and says whether dir holds
+// any that only OpenTofu reads (*.tofu, *.tofu.json).
+func configFiles(dir string, tofu bool) (files []string, hasTofu bool, err error) {
+	byExt := map[string][]string{}
+	for _, ext := range []string{tfExt, tfJSONExt, tofuExt, tofuJSONExt} {
+		m, err := filepath.Glob(filepath.Join(dir, "*"+ext))
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		for _, f := range m {
 			if !strings.HasPrefix(filepath.Base(f), ".") {
-				files = append(files, f)
+				byExt[ext] = append(byExt[ext], f)
 			}
 		}
 	}
+	hasTofu = len(byExt[tofuExt])+len(byExt[tofuJSONExt]) > 0
+	files = append(byExt[tfExt], byExt[tfJSONExt]...)
+	if tofu {
+		standIns := map[string]bool{}
+		for _, f := range byExt[tofuExt] {
+			standIns[strings.TrimSuffix(f, tofuExt)+tfExt] = true
+		}
+		for _, f := range byExt[tofuJSONExt] {
+			standIns[strings.TrimSuffix(f, tofuJSONExt)+tfJSONExt] = true
+		}
+		files = slices.DeleteFunc(files, func(f string) bool { return standIns[f] })
+		files = append(files, byExt[tofuExt]...)
+		files = append(files, byExt[tofuJSONExt]...)
+	}
 	sort.Strings(files)
-	return files, nil
+	return files, hasTofu, nil
 }
 
-// loadModule adds to reqs the provider requirements of the module in dir
-// (its configuration files) and of the local modules it calls (source
-// "./..." or "../..."), merged by provider: constraints from several
-// modules all apply, as in Terraform. Calls of modules from a registry or
-// another remote source are added to remotes (whose bound ends the
-// reading with its error): their requirements are known only once they
-// are downloaded (tfmirror sync does, for registry modules).
-// seen guards against a module that calls itself; a directory called
-// again (by any module, in any spelling) is looked at once, counted by
-// remotes against its bound. ctx is checked before each file
-// (parseConfig) and each local module. A local source is followed
-// within root only (a downloaded package's; "": the operator's own
-// configuration, read wherever it points).
-func loadModule(ctx context.Context, root, dir string, files []string, seen map[string]bool, remotes *remoteCalls, reqs *requirements) error {
+// noFilesError is the error for a module directory holding no
+// configuration file its client reads.
+type noFilesError struct {
+	tofu    bool // read as OpenTofu reads it
+	hasTofu bool // it holds files only OpenTofu reads
+	there   bool // a local module's directory
+}
+
+func (e *noFilesError) Error() string {
+	msg := "no *.tf or *.tf.json files"
+	if e.tofu {
+		msg = "no *.tf, *.tf.json, *.tofu or *.tofu.json files"
+	}
+	if e.there {
+		msg += " there"
+	}
+	if e.hasTofu && !e.tofu {
+		msg += " (its *.tofu files are OpenTofu's, which sync reads with --client opentofu)"
+	}
+	return msg
+}
+
+// treeRead is a module tree (a module and the local modules it calls,
+// recursively) as one client reads it (loadModule).
+type treeRead struct {
+	// root is the directory within which a local source is followed (a
+	// downloaded package's; "": the operator's own configuration, read
+	// wherever it points).
+	root string
+	// tofu: read as OpenTofu reads it (configFiles, defaultHost).
+	tofu bool
+	// seen are the directories read, by absolute path: one called
+	// again (by any module, in any spelling, or itself) is read once.
+	seen    map[string]bool
+	remotes remoteCalls
+	reqs    requirements
+}
+
+// readTree reads the module tree in dir as the spec's Client reads it,
+// its remote calls within bounds (remoteCalls.max, maxOthers). A
+// directory with no file the client reads is a *noFilesError.
+func (s *Spec) readTree(ctx context.Context, root, dir string, bounds remoteCalls) (*treeRead, error) {
+	t := &treeRead{root: root, tofu: s.Client == OpenTofu, seen: map[string]bool{}, remotes: bounds}
+	files, hasTofu, err := configFiles(dir, t.tofu)
+	if err != nil {
+		return nil, err
+	}
+	if len(files) == 0 {
+		return nil, &noFilesError{tofu: t.tofu, hasTofu: hasTofu}
+	}
+	if err := loadModule(ctx, t, dir, files); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// loadModule adds to t.reqs the provider requirements of the module in
+// dir (its configuration files, files) and of the local modules it calls
+// (source "./..." or "../..."), merged by provider: constraints from
+// several modules all apply, as in Terraform. Calls of modules from a
+// registry or another remote source are added to t.remotes (whose bound
+// ends the reading with its error): their requirements are known only
+// once they are downloaded (tfmirror sync does, for registry modules).
+// A directory is read once (t.seen); ctx is checked before each file
+// (parseConfig) and each local module. A local source is followed within
+// t.root only.
+func loadModule(ctx context.Context, t *treeRead, dir string, files []string) error {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return err
 	}
-	if seen[abs] {
+	if t.seen[abs] {
 		return nil
 	}
-	seen[abs] = true
-	own, calls, err := parseConfig(ctx, abs, files, remotes)
+	t.seen[abs] = true
+	own, calls, err := parseConfig(ctx, abs, files, defaultHost(t.tofu), &t.remotes)
 	if err != nil {
 		return err
 	}
-	reqs.merge(own)
+	t.reqs.merge(own)
 	for _, c := range calls {
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
 		}
 		child := c.dir
-		if root != "" && !within(root, child) {
+		if t.root != "" && !within(t.root, child) {
 			return posError(c.rng, "module source %q: outside the module package (a local source names a directory of its package)", c.source)
 		}
-		childFiles, err := configFiles(child)
+		childFiles, hasTofu, err := configFiles(child, t.tofu)
 		if err == nil && len(childFiles) == 0 {
-			err = errors.New("no *.tf or *.tf.json files there")
+			err = &noFilesError{tofu: t.tofu, hasTofu: hasTofu, there: true}
 		}
 		if err != nil {
 			return posError(c.rng, "module source %q: %v", c.source, err)
 		}
-		if err := loadModule(ctx, root, child, childFiles, seen, remotes, reqs); err != nil {
+		if err := loadModule(ctx, t, child, childFiles); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// defaultHost is the registry host of an address that names none as
+// OpenTofu (tofu) or Terraform reads it.
+func defaultHost(tofu bool) string {
+	if tofu {
+		return addrs.OpenTofuRegistryHost
+	}
+	return addrs.DefaultProviderHost
 }
 
 // within reports whether path is root or a path under it, by their
@@ -673,14 +763,16 @@ func joinConstraints(cs []string) string { return strings.Join(cs, ", ") }
 // returns the error of the one past its bound. Providers are keyed by
 // local name, as in Terraform: a local name without a source address
 // means hashicorp/NAME; constraints given for one provider in several
-// places all apply.
+// places all apply. host is the registry of a provider address or a
+// registry module source that names none, as the client reading takes
+// it (defaultHost).
 //
 // Each file is parsed on its own, what it holds let go before the next is
 // read: a parser keeps every file it parsed, and a module fetched from a
 // stranger may hold thousands, each up to hclfile's bounds. For the same
 // reason ctx is checked before each file: once it is done, parseConfig
 // returns context.Cause(ctx), the files after it unread.
-func parseConfig(ctx context.Context, dir string, files []string, remotes *remoteCalls) ([]*requirement, []moduleCall, error) {
+func parseConfig(ctx context.Context, dir string, files []string, host string, remotes *remoteCalls) ([]*requirement, []moduleCall, error) {
 	byName := map[string]*requirement{}
 	var order []string
 	get := func(name string, r hcl.Range) *requirement {
@@ -796,7 +888,7 @@ func parseConfig(ctx context.Context, dir string, files []string, remotes *remot
 					}
 					continue
 				}
-				rc, err := remoteModule(b, attrs)
+				rc, err := remoteModule(b, attrs, host)
 				if err != nil {
 					return nil, nil, err
 				}
@@ -828,7 +920,7 @@ func parseConfig(ctx context.Context, dir string, files []string, remotes *remot
 					req := get(name, attr.Range)
 					req.where = where(attr.Range)
 					if source != "" {
-						addr, err := addrs.ParseProvider(source)
+						addr, err := addrs.ParseProviderOf(source, host)
 						if err != nil {
 							return nil, nil, posError(attr.Expr.Range(), "%v", err)
 						}
@@ -882,7 +974,7 @@ func parseConfig(ctx context.Context, dir string, files []string, remotes *remot
 		addr, ok := sources[name]
 		if !ok {
 			var err error
-			if addr, err = addrs.ParseProvider("hashicorp/" + name); err != nil {
+			if addr, err = addrs.ParseProviderOf("hashicorp/"+name, host); err != nil {
 				return nil, nil, fmt.Errorf("%s: provider local name %q: %v", req.where, name, err)
 			}
 		}

@@ -1,6 +1,10 @@
 package manifest
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/tfmirror/tfmirror/v2/addrs"
+)
 
 // A module source is a registry address as Terraform tells it from
 // go-getter's sources: a registry on a host with a port is one (Terraform
@@ -23,7 +27,7 @@ func TestRegistrySource(t *testing.T) {
 		"github.com/org/repo/sub":                   "",
 		"./child":                                   "",
 	} {
-		m, _, ok := registrySource(src)
+		m, _, ok := registrySource(src, addrs.DefaultModuleHost)
 		if got := ""; ok {
 			got = m.String()
 			if got != want {

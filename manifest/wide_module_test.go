@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tfmirror/tfmirror/v2/addrs"
 )
 
 // TestModuleFilesParsedOneAtATime: a module's .tf files, each within
@@ -27,12 +29,12 @@ func TestModuleFilesParsedOneAtATime(t *testing.T) {
 		files = append(files, f)
 	}
 	one := peakHeap(t, func() {
-		if _, _, err := parseConfig(context.Background(), dir, files[:1], &remoteCalls{}); err != nil {
+		if _, _, err := parseConfig(context.Background(), dir, files[:1], addrs.DefaultProviderHost, &remoteCalls{}); err != nil {
 			t.Fatal(err)
 		}
 	})
 	all := peakHeap(t, func() {
-		if _, _, err := parseConfig(context.Background(), dir, files, &remoteCalls{}); err != nil {
+		if _, _, err := parseConfig(context.Background(), dir, files, addrs.DefaultProviderHost, &remoteCalls{}); err != nil {
 			t.Fatal(err)
 		}
 	})

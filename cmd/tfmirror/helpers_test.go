@@ -18,7 +18,7 @@ import (
 func routeRegistryTo(origin *fakeorigin.Origin) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	var d net.Dialer
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if host, _, _ := net.SplitHostPort(addr); host == tfRegistry {
+		if host, _, _ := net.SplitHostPort(addr); host == tfRegistry || host == tofuRegistry {
 			addr = origin.Addr
 		}
 		return d.DialContext(ctx, network, addr)

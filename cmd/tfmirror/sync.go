@@ -36,7 +36,10 @@ type syncConfig struct {
 	SyncPlatforms []string
 	Parallel      int
 	DryRun        bool
-	Paths         []string
+	// Client is the client whose install of a configuration directory
+	// (and of the registry modules it calls) sync reproduces.
+	Client manifest.Client
+	Paths  []string
 	// policy is the configuration file's package policy, put in force on
 	// the engine a sync opens itself.
 	policy *policy.Policy
@@ -58,8 +61,9 @@ func parseSyncFlags(args []string, lookupEnv func(string) (string, bool), out io
 	fs.Var(&platforms, "platforms", "comma-separated os_arch platforms to sync; given, it replaces the manifests' top-level platforms (providers' own platforms are still added)")
 	settings.IntVar(fs, &c.Parallel, "parallel", 4, "how many archives to fetch at once")
 	settings.BoolVar(fs, &c.DryRun, "dry-run", "list what would be fetched, without downloading any archive")
+	fs.TextVar(&c.Client, "client", manifest.Terraform, "the client, by `name`, whose install of a configuration directory (and of the registry modules it calls) to sync: terraform, or opentofu, which reads .tofu files too and takes an address naming no host as registry.opentofu.org's")
 	fs.Usage = func() {
-		fmt.Fprintf(out, "Usage: tfmirror sync [flags] PATH...\n\nEach PATH is a sync manifest, a .terraform.lock.hcl or a Terraform configuration directory\n(its .tf and .tf.json files, its local modules and its lock file); - is a sync manifest\nread from standard input. Files are regular files (a FIFO or a device is refused).\nEvery flag may also be set by an environment variable, e.g. --data-dir by %s;\nthe settings it shares with serve also by serve's --config file.\n\nFlags:\n", settings.EnvName("data-dir"))
+		fmt.Fprintf(out, "Usage: tfmirror sync [flags] PATH...\n\nEach PATH is a sync manifest, a .terraform.lock.hcl or a Terraform configuration directory\n(its .tf and .tf.json files, its local modules and its lock file; with\n--client opentofu, its .tofu and .tofu.json files too); - is a sync manifest\nread from standard input. Files are regular files (a FIFO or a device is refused).\nEvery flag may also be set by an environment variable, e.g. --data-dir by %s;\nthe settings it shares with serve also by serve's --config file.\n\nFlags:\n", settings.EnvName("data-dir"))
 		settings.PrintDefaults(fs)
 	}
 	l, err := settings.Load(fs, args, lookupEnv, names)
@@ -127,12 +131,13 @@ type syncRun struct {
 	maxModuleCalls, maxModuleSources int
 }
 
-// loadSpec reads what the paths ask for (manifest.LoadFrom): the one
+// loadSpec reads what the paths ask for, the configuration directories
+// as client reads them (manifest.LoadFor): the one
 // path "-" a manifest read from stdin (os.Stdin when nil), up to
 // hclfile.MaxBytes, the operator's to end (Ctrl-D) or interrupt; every
 // other path a regular file or directory, never a FIFO or a device
 // (/dev/stdin, a shell's <(...)), which would keep the read waiting.
-func loadSpec(ctx context.Context, paths []string, stdin io.Reader) (*manifest.Spec, error) {
+func loadSpec(ctx context.Context, client manifest.Client, paths []string, stdin io.Reader) (*manifest.Spec, error) {
 	var src io.Reader
 	if slices.Contains(paths, manifest.Stdin) {
 		if stdin == nil {
@@ -144,7 +149,7 @@ func loadSpec(ctx context.Context, paths []string, stdin io.Reader) (*manifest.S
 		}
 		src = bytes.NewReader(b)
 	}
-	spec, err := manifest.LoadFrom(src, paths...)
+	spec, err := manifest.LoadFor(client, src, paths...)
 	var kind *inputfile.KindError
 	if errors.As(err, &kind) && kind.Kind != "a directory" {
 		return nil, fmt.Errorf("%w (to read a sync manifest from standard input, name it %q: tfmirror sync [flags] %s)", err, manifest.Stdin, manifest.Stdin)
@@ -187,7 +192,7 @@ func runSync(ctx context.Context, args []string, lookupEnv func(string) (string,
 		fmt.Fprintf(stderr, "tfmirror sync: %v\n", err)
 		return 2
 	}
-	spec, err := loadSpec(ctx, cfg.Paths, o.stdin)
+	spec, err := loadSpec(ctx, cfg.Client, cfg.Paths, o.stdin)
 	if err != nil {
 		fmt.Fprintf(stderr, "tfmirror sync: %v\n", err)
 		return 2
