@@ -71,11 +71,15 @@ func (dd *dataDir) where() string {
 // fsGroup) cannot be changed; it keeps its mode, and when all users may
 // write it a warning says so and what to do. Windows has no such bits.
 // Run as root, it refuses a data directory another user owns before it
-// changes anything there (checkDataDirOwner): command, the subcommand,
-// is named in the refusal. A serve calls it before it makes its
+// changes anything there (checkDataDirOwner), and to make one in a
+// directory another user owns (checkNewDataDirOwner): command, the
+// subcommand, is named in the refusal. A serve calls it before it makes its
 // certificate there, and openDataDir before a subcommand opens the
 // engine: once per process.
 func prepareDataDir(dir, command string, logger *slog.Logger) error {
+	if err := checkNewDataDirOwner(dir, command); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("data directory: %w", err)
 	}

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"os/user"
+	"path/filepath"
 	"runtime"
 	"strconv"
 
@@ -25,6 +27,10 @@ type dataDirOwnerError struct {
 	Name string
 	// Command is the subcommand refused ("import", "cache prune").
 	Command string
+	// Parent, when set, is the directory another user owns where Dir,
+	// not there yet, would be made (checkNewDataDirOwner); UID and Name
+	// are then its owner.
+	Parent string
 }
 
 func (e *dataDirOwnerError) Error() string {
@@ -36,6 +42,10 @@ func (e *dataDirOwnerError) Error() string {
 	if e.Name != "" {
 		who = fmt.Sprintf("%s (uid %d)", e.Name, e.UID)
 		runAs = fmt.Sprintf("sudo -u %s tfmirror %s ...", e.Name, e.Command)
+	}
+	if e.Parent != "" {
+		return fmt.Sprintf("data directory %s is not there yet, and %s, where it would be made, is owned by %s, and this runs as root: the directory made would be root's, which tfmirror running as %s could not read or write, so nothing was made; run it as that directory's owner (%s, or a container's --user %d), or, when root is to run the mirror, make the data directory first (mkdir -p %s)",
+			e.Dir, e.Parent, who, who, runAs, e.UID, e.Dir)
 	}
 	return fmt.Sprintf("data directory %s is owned by %s and this runs as root: what tfmirror %s would write there would be root's, which tfmirror running as %s could not read or write, so nothing was written; run it as the directory's owner (%s, or a container's --user %d), or, when root is to run the mirror from now on, make the directory root's first (chown -R root %s)",
 		e.Dir, who, e.Command, who, runAs, e.UID, e.Dir)
@@ -62,4 +72,40 @@ func checkDataDirOwner(dir string, info fs.FileInfo, command string) error {
 		e.Name = u.Username
 	}
 	return e
+}
+
+// checkNewDataDirOwner is checkDataDirOwner of a data directory dir not
+// there yet: run as root, it refuses to make one in a directory another
+// user owns (the nearest on the way that is there: the mirror's user's
+// home or state directory), where it would be root's, as one that is
+// there and another user's is refused. nil when dir is there or nothing
+// on the way can be looked at: making it then finds what is wrong.
+func checkNewDataDirOwner(dir, command string) error {
+	if runtime.GOOS == "windows" || os.Geteuid() != 0 {
+		return nil
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil
+	}
+	if _, err := os.Lstat(abs); !errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	for p := filepath.Dir(abs); ; p = filepath.Dir(p) {
+		fi, err := os.Stat(p)
+		if err == nil {
+			if !fi.IsDir() {
+				return nil
+			}
+			var e *dataDirOwnerError
+			if errors.As(checkDataDirOwner(p, fi, command), &e) {
+				e.Dir, e.Parent = dir, p
+				return e
+			}
+			return nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) || filepath.Dir(p) == p {
+			return nil
+		}
+	}
 }

@@ -92,14 +92,7 @@ func ownerDataDir(t *testing.T, uid int) string {
 // directory root owns the same command opens it and goes on.
 func TestRootRefusesAnotherUsersDataDir(t *testing.T) {
 	needRoot(t)
-	owner := fmt.Sprintf("uid %d", foreignUID)
-	runAs := func(command string) string {
-		return fmt.Sprintf("setpriv --reuid %d --regid %d --clear-groups tfmirror %s ...", foreignUID, foreignUID, command)
-	}
-	if u, err := user.LookupId(fmt.Sprint(foreignUID)); err == nil {
-		owner = fmt.Sprintf("%s (uid %d)", u.Username, foreignUID)
-		runAs = func(command string) string { return "sudo -u " + u.Username + " tfmirror " + command + " ..." }
-	}
+	owner, runAs := foreignOwner()
 	origin := syncOrigin(t)
 	manifest := syncManifest(t, tfRegistry, "")
 	policyConf := filepath.Join(t.TempDir(), "tfmirror.hcl")
@@ -184,6 +177,67 @@ func TestRootRefusesAnotherUsersDataDir(t *testing.T) {
 				t.Errorf("on a data directory root owns: exit %d\n%s", code, stderr)
 			}
 		})
+	}
+}
+
+// foreignOwner is how a refusal names foreignUID, and the command it
+// says to run as that user.
+func foreignOwner() (owner string, runAs func(command string) string) {
+	if u, err := user.LookupId(fmt.Sprint(foreignUID)); err == nil {
+		return fmt.Sprintf("%s (uid %d)", u.Username, foreignUID),
+			func(command string) string { return "sudo -u " + u.Username + " tfmirror " + command + " ..." }
+	}
+	return fmt.Sprintf("uid %d", foreignUID), func(command string) string {
+		return fmt.Sprintf("setpriv --reuid %d --regid %d --clear-groups tfmirror %s ...", foreignUID, foreignUID, command)
+	}
+}
+
+// TestRootRefusesToMakeADataDirInAnotherUsersDir: run as root, a command
+// whose data directory is not there yet, to be made inside a directory
+// another user owns (the mirror's user's state directory, as
+// /var/lib/tfmirror with the data directory /var/lib/tfmirror/data), is
+// refused before it makes anything, naming both directories, the owner
+// and what to run: made, the directory would be root's, and the mirror
+// running as its user could not open it. Inside a directory root owns,
+// it is made.
+func TestRootRefusesToMakeADataDirInAnotherUsersDir(t *testing.T) {
+	needRoot(t)
+	owner, runAs := foreignOwner()
+	home := filepath.Join(t.TempDir(), "tfmirror")
+	if err := os.Mkdir(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(home, foreignUID, foreignUID); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(home, "cache", "data")
+	origin, manifest := syncOrigin(t), syncManifest(t, tfRegistry, "")
+	_, stderr, code := syncInProcess(t, origin, dir, manifest)
+	if code == 0 {
+		t.Errorf("sync making its data directory in one %s owns: exit 0, want a refusal", owner)
+	}
+	for _, want := range []string{
+		"data directory " + dir + " is not there yet, and " + home + ", where it would be made, is owned by " + owner + ", and this runs as root",
+		"nothing was made", runAs("sync"), "mkdir -p " + dir,
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("the refusal does not say %q; stderr:\n%s", want, stderr)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(home, "cache")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the refused command made %s: %v", filepath.Join(home, "cache"), err)
+	}
+	var oe *dataDirOwnerError
+	if err := prepareDataDir(dir, "serve", discardLogger()); !errors.As(err, &oe) || oe.Parent != home {
+		t.Errorf("serve making its data directory in one %s owns: %v, want refused naming %s", owner, err, home)
+	}
+
+	// Made first by root, as the refusal says: opened.
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, code := syncInProcess(t, origin, dir, manifest); code != 0 {
+		t.Errorf("sync on the data directory root made: exit %d\n%s", code, stderr)
 	}
 }
 
