@@ -305,11 +305,12 @@ func (s *Spec) addModuleDir(ctx context.Context, root, dir, what string, maxCall
 	return md, nil
 }
 
-// remoteModule reads the module block b, whose arguments are attrs
-// (moduleAttributes), when its source is not a local path: a registry
-// address ([HOST/]NAMESPACE/NAME/SYSTEM[//SUBDIR], with an optional
-// version constraint; host when it names none), or any other source.
-func remoteModule(b *hcl.Block, attrs hcl.Attributes, host string) (remoteCall, error) {
+// remoteModule reads a module block (what, for messages: `module
+// "net"`), whose arguments are attrs (moduleAttributes), when its source
+// is not a local path: a registry address
+// ([HOST/]NAMESPACE/NAME/SYSTEM[//SUBDIR], with an optional version
+// constraint; host when it names none), or any other source.
+func remoteModule(what string, attrs hcl.Attributes, host string) (remoteCall, error) {
 	attr := attrs["source"] // localModule checked it
 	v, _ := hclfile.Value(attr.Expr)
 	src := v.AsString()
@@ -322,7 +323,7 @@ func remoteModule(b *hcl.Block, attrs hcl.Attributes, host string) (remoteCall, 
 	if va, ok := attrs["version"]; ok {
 		cv, diags := hclfile.Value(va.Expr)
 		if diags.HasErrors() || cv.IsNull() || !cv.Type().Equals(cty.String) {
-			return rc, posError(va.Expr.Range(), "version of module %q must be a string", b.Labels[0])
+			return rc, posError(va.Expr.Range(), "version of %s must be a string", what)
 		}
 		set, err := parseModuleConstraint(cv.AsString())
 		if err != nil {

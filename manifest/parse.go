@@ -498,7 +498,8 @@ func (r *requirement) selection() Selection {
 
 // loadDir reads the configuration in dir (its configuration files, and
 // those of the local child modules it calls, as the spec's Client reads
-// them: readTree) and its lock file, if any, and asks for what
+// them: readTree; and the modules its test files' run blocks load:
+// readTests) and its lock file, if any, and asks for what
 // `terraform providers mirror` (`tofu providers mirror`) would install
 // there: each locked provider's locked version, and for each provider the
 // configuration needs that the lock file lacks, the newest version
@@ -514,6 +515,9 @@ func (s *Spec) loadDir(dir string) error {
 	// The operator's own configuration: read whole, however long it
 	// takes, and every module call it makes followed.
 	t, err := s.readTree(context.Background(), "", dir, remoteCalls{})
+	if err == nil {
+		err = readTests(context.Background(), t, dir)
+	}
 	var none *noFilesError
 	if errors.As(err, &none) {
 		if len(locked) == 0 {
@@ -579,19 +583,23 @@ func configFiles(dir string, tofu bool) (files []string, hasTofu bool, err error
 	hasTofu = len(byExt[tofuExt])+len(byExt[tofuJSONExt]) > 0
 	files = append(byExt[tfExt], byExt[tfJSONExt]...)
 	if tofu {
-		standIns := map[string]bool{}
-		for _, f := range byExt[tofuExt] {
-			standIns[strings.TrimSuffix(f, tofuExt)+tfExt] = true
-		}
-		for _, f := range byExt[tofuJSONExt] {
-			standIns[strings.TrimSuffix(f, tofuJSONExt)+tfJSONExt] = true
-		}
-		files = slices.DeleteFunc(files, func(f string) bool { return standIns[f] })
-		files = append(files, byExt[tofuExt]...)
-		files = append(files, byExt[tofuJSONExt]...)
+		files = standIn(files, byExt[tofuExt], tofuExt, tfExt)
+		files = standIn(files, byExt[tofuJSONExt], tofuJSONExt, tfJSONExt)
 	}
 	sort.Strings(files)
 	return files, hasTofu, nil
+}
+
+// standIn is files with OpenTofu's files tofuFiles (named NAME+tofuExt)
+// added, each in place of NAME+tfExt among files, which OpenTofu then
+// does not read.
+func standIn(files, tofuFiles []string, tofuExt, tfExt string) []string {
+	replaced := map[string]bool{}
+	for _, f := range tofuFiles {
+		replaced[strings.TrimSuffix(f, tofuExt)+tfExt] = true
+	}
+	files = slices.DeleteFunc(files, func(f string) bool { return replaced[f] })
+	return append(files, tofuFiles...)
 }
 
 // noFilesError is the error for a module directory holding no
@@ -678,22 +686,27 @@ func loadModule(ctx context.Context, t *treeRead, dir string, files []string) er
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
 		}
-		child := c.dir
-		if t.root != "" && !within(t.root, child) {
-			return posError(c.rng, "module source %q: outside the module package (a local source names a directory of its package)", c.source)
-		}
-		childFiles, hasTofu, err := configFiles(child, t.tofu)
-		if err == nil && len(childFiles) == 0 {
-			err = &noFilesError{tofu: t.tofu, hasTofu: hasTofu, there: true}
-		}
-		if err != nil {
-			return posError(c.rng, "module source %q: %v", c.source, err)
-		}
-		if err := loadModule(ctx, t, child, childFiles); err != nil {
+		if err := loadLocal(ctx, t, c); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// loadLocal reads into t the local module c calls, as loadModule does
+// (within t.root), refusing one with no configuration file.
+func loadLocal(ctx context.Context, t *treeRead, c moduleCall) error {
+	if t.root != "" && !within(t.root, c.dir) {
+		return posError(c.rng, "module source %q: outside the module package (a local source names a directory of its package)", c.source)
+	}
+	files, hasTofu, err := configFiles(c.dir, t.tofu)
+	if err == nil && len(files) == 0 {
+		err = &noFilesError{tofu: t.tofu, hasTofu: hasTofu, there: true}
+	}
+	if err != nil {
+		return posError(c.rng, "module source %q: %v", c.source, err)
+	}
+	return loadModule(ctx, t, c.dir, files)
 }
 
 // defaultHost is the registry host of an address that names none as
@@ -874,7 +887,8 @@ func parseConfig(ctx context.Context, dir string, files []string, host string, r
 				if err != nil {
 					return nil, nil, err
 				}
-				call, ok, err := localModule(b, attrs)
+				what := fmt.Sprintf("module %q", b.Labels[0])
+				call, ok, err := localModule(what, b.DefRange, attrs)
 				if err != nil {
 					return nil, nil, err
 				}
@@ -888,7 +902,7 @@ func parseConfig(ctx context.Context, dir string, files []string, host string, r
 					}
 					continue
 				}
-				rc, err := remoteModule(b, attrs, host)
+				rc, err := remoteModule(what, attrs, host)
 				if err != nil {
 					return nil, nil, err
 				}
@@ -1195,18 +1209,18 @@ func moduleAttributes(b *hcl.Block, overrides moduleOverrides) (hcl.Attributes, 
 	return attrs, nil
 }
 
-// localModule returns the call of the module block b, whose arguments
-// are attrs (moduleAttributes), when its source is a local path, and
-// false for other sources (registries, git, archives), which are not
-// read.
-func localModule(b *hcl.Block, attrs hcl.Attributes) (moduleCall, bool, error) {
+// localModule returns the call of a module block (what, for messages:
+// `module "net"`; def, where the block is), whose arguments are attrs
+// (moduleAttributes), when its source is a local path, and false for
+// other sources (registries, git, archives), which are not read.
+func localModule(what string, def hcl.Range, attrs hcl.Attributes) (moduleCall, bool, error) {
 	attr, ok := attrs["source"]
 	if !ok {
-		return moduleCall{}, false, posError(b.DefRange, "module %q has no source", b.Labels[0])
+		return moduleCall{}, false, posError(def, "%s has no source", what)
 	}
 	v, diags := hclfile.Value(attr.Expr)
 	if diags.HasErrors() || v.IsNull() || !v.Type().Equals(cty.String) {
-		return moduleCall{}, false, posError(attr.Expr.Range(), "source of module %q must be a string", b.Labels[0])
+		return moduleCall{}, false, posError(attr.Expr.Range(), "source of %s must be a string", what)
 	}
 	src := v.AsString()
 	if !strings.HasPrefix(src, "./") && !strings.HasPrefix(src, "../") {

@@ -1,0 +1,137 @@
+package manifest
+
+// A configuration's test files, as `terraform init` and `tofu init` read
+// them: the module a run block loads is installed with the
+// configuration, and the providers it asks are the configuration's.
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+
+	"github.com/tfmirror/tfmirror/v2/internal/hclfile"
+)
+
+// Test files, as each client reads them: Terraform *.tftest.hcl and
+// *.tftest.json; OpenTofu those and its own *.tofutest.hcl and
+// *.tofutest.json, each standing in for the .tftest file of its name.
+// Both read them in a configuration's directory and in its tests
+// directory (testsDir, the default of -test-directory).
+const (
+	tfTestExt       = ".tftest.hcl"
+	tfTestJSONExt   = ".tftest.json"
+	tofuTestExt     = ".tofutest.hcl"
+	tofuTestJSONExt = ".tofutest.json"
+	testsDir        = "tests"
+)
+
+var (
+	testFileSchema = &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{{Type: "run", LabelNames: []string{"name"}}}}
+	runSchema      = &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{{Type: "module"}}}
+)
+
+// testFiles lists the test files of the configuration in dir, and of
+// its tests directory, that OpenTofu reads (tofu) or Terraform, sorted
+// within each directory; hidden ones are not read.
+func testFiles(dir string, tofu bool) ([]string, error) {
+	var out []string
+	for _, d := range []string{dir, filepath.Join(dir, testsDir)} {
+		byExt := map[string][]string{}
+		for _, ext := range []string{tfTestExt, tfTestJSONExt, tofuTestExt, tofuTestJSONExt} {
+			m, err := filepath.Glob(filepath.Join(d, "*"+ext))
+			if err != nil {
+				return nil, err
+			}
+			for _, f := range m {
+				if !strings.HasPrefix(filepath.Base(f), ".") {
+					byExt[ext] = append(byExt[ext], f)
+				}
+			}
+		}
+		files := append(byExt[tfTestExt], byExt[tfTestJSONExt]...)
+		if tofu {
+			files = standIn(files, byExt[tofuTestExt], tofuTestExt, tfTestExt)
+			files = standIn(files, byExt[tofuTestJSONExt], tofuTestJSONExt, tfTestJSONExt)
+		}
+		sort.Strings(files)
+		out = append(out, files...)
+	}
+	return out, nil
+}
+
+// readTests adds to t, the configuration in dir as its client reads it
+// (readTree), what the run blocks of its test files load: the module of
+// a run block's module block, a local one read with the local modules it
+// calls (relative to dir, as the clients resolve it), a registry one
+// added to t.remotes, as `terraform init` installs them; its providers'
+// constraints all apply with the configuration's. A run block without a
+// module block tests the configuration itself, read already. ctx is
+// checked before each file.
+func readTests(ctx context.Context, t *treeRead, dir string) error {
+	files, err := testFiles(dir, t.tofu)
+	if err != nil {
+		return err
+	}
+	host := defaultHost(t.tofu)
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	for _, path := range files {
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		f, diags, err := hclfile.Parse(nil, path)
+		if err != nil {
+			return err
+		}
+		if diags.HasErrors() {
+			return diagError(diags)
+		}
+		content, _, diags := f.Body.PartialContent(testFileSchema)
+		if diags.HasErrors() {
+			return diagError(diags)
+		}
+		for _, run := range content.Blocks {
+			rc, _, diags := run.Body.PartialContent(runSchema)
+			if diags.HasErrors() {
+				return diagError(diags)
+			}
+			for _, mb := range rc.Blocks {
+				mc, _, diags := mb.Body.PartialContent(moduleSchema)
+				if diags.HasErrors() {
+					return diagError(diags)
+				}
+				what := fmt.Sprintf("the module of run %q", run.Labels[0])
+				call, ok, err := localModule(what, mb.DefRange, mc.Attributes)
+				if err != nil {
+					return err
+				}
+				if ok {
+					call.dir = filepath.Join(abs, filepath.FromSlash(call.source))
+					if ok, err = t.remotes.addLocal(call.dir, where(call.rng), call.source); err != nil {
+						return err
+					}
+					if ok {
+						if err := loadLocal(ctx, t, call); err != nil {
+							return err
+						}
+					}
+					continue
+				}
+				remote, err := remoteModule(what, mc.Attributes, host)
+				if err != nil {
+					return err
+				}
+				if err := t.remotes.add(remote); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
