@@ -18,17 +18,23 @@ func requiresP(constraint string) string {
 	return fmt.Sprintf("terraform {\n  required_providers {\n    p = {\n      source  = \"acme/p\"\n      version = %q\n    }\n  }\n}\n", constraint)
 }
 
-// selectionsOf are the texts and the versions of 1.0.0 .. 2.3.0 each of
+// someVersions are the versions selectionsOf and takenAt select from.
+func someVersions() versions.List {
+	var list versions.List
+	for _, v := range []string{"1.0.0", "1.5.0", "1.6.0", "1.7.0", "1.9.0", "2.0.0", "2.3.0"} {
+		list = append(list, versions.MustParseVersion(v))
+	}
+	return list
+}
+
+// selectionsOf are the texts and the versions of someVersions each of
 // spec's selections of its one provider takes.
 func selectionsOf(t *testing.T, spec *Spec) []string {
 	t.Helper()
 	if len(spec.Providers) != 1 {
 		t.Fatalf("%d providers, want 1", len(spec.Providers))
 	}
-	var list versions.List
-	for _, v := range []string{"1.0.0", "1.5.0", "1.6.0", "1.7.0", "1.9.0", "2.0.0", "2.3.0"} {
-		list = append(list, versions.MustParseVersion(v))
-	}
+	list := someVersions()
 	var out []string
 	for _, sel := range spec.Providers[0].Selections {
 		got := "none"
@@ -43,6 +49,17 @@ func selectionsOf(t *testing.T, spec *Spec) []string {
 // taken is what each selection of each of spec's providers takes of
 // list, as "TYPE TEXT: VERSION" (the newest it selects, "none" for none).
 func taken(spec *Spec, list versions.List) []string {
+	return takenBy(spec, list, func(p addrs.Provider) string { return p.Type })
+}
+
+// takenAt is what each selection of each of spec's providers takes of
+// someVersions, as "ADDRESS TEXT: VERSION".
+func takenAt(spec *Spec) []string {
+	return takenBy(spec, someVersions(), addrs.Provider.String)
+}
+
+// takenBy is taken with each provider named by name.
+func takenBy(spec *Spec, list versions.List, name func(addrs.Provider) string) []string {
 	var out []string
 	for _, p := range spec.Providers {
 		for _, sel := range p.Selections {
@@ -50,7 +67,7 @@ func taken(spec *Spec, list versions.List) []string {
 			if vs := sel.Select(list); len(vs) > 0 {
 				took = vs[0].String()
 			}
-			out = append(out, p.Address.Type+" "+sel.Text+": "+took)
+			out = append(out, name(p.Address)+" "+sel.Text+": "+took)
 		}
 	}
 	return out

@@ -5,8 +5,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/apparentlymart/go-versions/versions"
 )
 
 // OpenTofu reads a module's *.tofu and *.tofu.json files besides its
@@ -55,26 +53,6 @@ func TestConfigFilesOfEachClient(t *testing.T) {
 	if _, hasTofu, _ := configFiles(writeFiles(t, map[string]string{"main.tf": "", ".x.tofu": ""}), false); hasTofu {
 		t.Error("a hidden .tofu file counted as one OpenTofu reads")
 	}
-}
-
-// takenAt is what each selection of each of spec's providers takes of
-// 1.0.0 .. 2.3.0 (selectionsOf's), as "ADDRESS TEXT: VERSION".
-func takenAt(spec *Spec) []string {
-	var list versions.List
-	for _, v := range []string{"1.0.0", "1.5.0", "1.6.0", "1.7.0", "1.9.0", "2.0.0", "2.3.0"} {
-		list = append(list, versions.MustParseVersion(v))
-	}
-	var out []string
-	for _, p := range spec.Providers {
-		for _, sel := range p.Selections {
-			got := "none"
-			if vs := sel.Select(list); len(vs) > 0 {
-				got = vs[0].String()
-			}
-			out = append(out, p.Address.String()+" "+sel.Text+": "+got)
-		}
-	}
-	return out
 }
 
 // A configuration directory read as OpenTofu reads it (sync --client

@@ -17,6 +17,23 @@ func requiresHashicorp(name, constraint string) string {
 	return fmt.Sprintf("terraform {\n  required_providers {\n    %s = {\n      source  = \"hashicorp/%s\"\n      version = %q\n    }\n  }\n}\n", name, name, constraint)
 }
 
+// syncForOpenTofuThenSeal syncs config with --client opentofu from e's
+// origin, answering as registry.opentofu.org, for every platform of
+// registryPlatforms into a new data directory, then takes the origin
+// down and restarts e's mirror sealed on that directory.
+func syncForOpenTofuThenSeal(t *testing.T, e *e2e, config string) {
+	t.Helper()
+	dataDir := filepath.Join(t.TempDir(), "synced")
+	out, errOut, code := syncInProcess(t, e.origin, dataDir, "--allowed-origins", tofuRegistry, "--client", "opentofu",
+		"--platforms", strings.Join(registryPlatforms(), ","), config)
+	if code != 0 {
+		t.Fatalf("sync --client opentofu exited %d:\n%s\n%s", code, out, errOut)
+	}
+	e.origin.SetDown(http.StatusBadGateway)
+	e.stop()
+	e.startMirror(dataDir, "--offline")
+}
+
 // sync --client opentofu syncs what `tofu init` installs for a
 // configuration: its .tofu files read, each standing in for the .tf of
 // its name, a registry module package's too, and an address naming no
@@ -41,16 +58,7 @@ func TestSyncForOpenTofu(t *testing.T) {
 		"versions.tofu": requiresHashicorp("widget", "~> 1.0"),
 		"main.tf":       "module \"net\" {\n  source  = \"acme/net/aws\"\n  version = \"1.0.0\"\n}\n",
 	})
-	dataDir := filepath.Join(t.TempDir(), "synced")
-	out, errOut, code := syncInProcess(t, e.origin, dataDir, "--allowed-origins", tofuRegistry, "--client", "opentofu",
-		"--platforms", strings.Join(pls, ","), config)
-	if code != 0 {
-		t.Fatalf("sync --client opentofu exited %d:\n%s\n%s", code, out, errOut)
-	}
-
-	e.origin.SetDown(http.StatusBadGateway)
-	e.stop()
-	e.startMirror(dataDir, "--offline")
+	syncForOpenTofuThenSeal(t, e, config)
 	c := trustingClient(t, e.caFile)
 	get := func(path string) (int, string) {
 		resp, err := c.Get(e.url + path)
@@ -97,15 +105,7 @@ func TestTofuInitSealedAfterSyncForOpenTofu(t *testing.T) {
 		"versions.tf":   requiresHashicorp("widget", ">= 2.0"),
 		"versions.tofu": requiresHashicorp("widget", "~> 1.0"),
 	})
-	dataDir := filepath.Join(t.TempDir(), "synced")
-	out, errOut, code := syncInProcess(t, e.origin, dataDir, "--allowed-origins", tofuRegistry, "--client", "opentofu",
-		"--platforms", strings.Join(pls, ","), config)
-	if code != 0 {
-		t.Fatalf("sync --client opentofu exited %d:\n%s\n%s", code, out, errOut)
-	}
-	e.origin.SetDown(http.StatusBadGateway)
-	e.stop()
-	e.startMirror(dataDir, "--offline")
+	syncForOpenTofuThenSeal(t, e, config)
 	out, err := e.terraformWith(config, mirrorConf(t, e, ""), e.caFile, "init", "-no-color")
 	if err != nil {
 		t.Fatalf("tofu init through the sealed mirror: %v\n%s", err, out)
