@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -568,17 +569,9 @@ const (
 // OpenTofu reads (tofu) or Terraform, sorted, and says whether dir holds
 // any that only OpenTofu reads (*.tofu, *.tofu.json).
 func configFiles(dir string, tofu bool) (files []string, hasTofu bool, err error) {
-	byExt := map[string][]string{}
-	for _, ext := range []string{tfExt, tfJSONExt, tofuExt, tofuJSONExt} {
-		m, err := filepath.Glob(filepath.Join(dir, "*"+ext))
-		if err != nil {
-			return nil, false, err
-		}
-		for _, f := range m {
-			if !strings.HasPrefix(filepath.Base(f), ".") {
-				byExt[ext] = append(byExt[ext], f)
-			}
-		}
+	byExt, err := filesByExt(dir, tfExt, tfJSONExt, tofuExt, tofuJSONExt)
+	if err != nil {
+		return nil, false, err
 	}
 	hasTofu = len(byExt[tofuExt])+len(byExt[tofuJSONExt]) > 0
 	files = append(byExt[tfExt], byExt[tfJSONExt]...)
@@ -588,6 +581,35 @@ func configFiles(dir string, tofu bool) (files []string, hasTofu bool, err error
 	}
 	sort.Strings(files)
 	return files, hasTofu, nil
+}
+
+// filesByExt lists the files in dir named NAME followed by one of exts,
+// none a suffix of another, by that ext: not a hidden one (".old.tf"),
+// which the clients ignore as an editor's or a tool's, nor a directory
+// (a "modules.tf" directory), which they do not read. A dir that is not
+// there holds none.
+func filesByExt(dir string, exts ...string) (map[string][]string, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	byExt := map[string][]string{}
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() || strings.HasPrefix(name, ".") {
+			continue
+		}
+		for _, ext := range exts {
+			if len(name) > len(ext) && strings.HasSuffix(name, ext) {
+				byExt[ext] = append(byExt[ext], filepath.Join(dir, name))
+				break
+			}
+		}
+	}
+	return byExt, nil
 }
 
 // standIn is files with OpenTofu's files tofuFiles (named NAME+tofuExt)

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"sort"
-	"strings"
 
 	"github.com/hashicorp/hcl/v2"
 
@@ -36,21 +35,13 @@ var (
 
 // testFiles lists the test files of the configuration in dir, and of
 // its tests directory, that OpenTofu reads (tofu) or Terraform, sorted
-// within each directory; hidden ones are not read.
+// within each directory (filesByExt).
 func testFiles(dir string, tofu bool) ([]string, error) {
 	var out []string
 	for _, d := range []string{dir, filepath.Join(dir, testsDir)} {
-		byExt := map[string][]string{}
-		for _, ext := range []string{tfTestExt, tfTestJSONExt, tofuTestExt, tofuTestJSONExt} {
-			m, err := filepath.Glob(filepath.Join(d, "*"+ext))
-			if err != nil {
-				return nil, err
-			}
-			for _, f := range m {
-				if !strings.HasPrefix(filepath.Base(f), ".") {
-					byExt[ext] = append(byExt[ext], f)
-				}
-			}
+		byExt, err := filesByExt(d, tfTestExt, tfTestJSONExt, tofuTestExt, tofuTestJSONExt)
+		if err != nil {
+			return nil, err
 		}
 		files := append(byExt[tfTestExt], byExt[tfTestJSONExt]...)
 		if tofu {

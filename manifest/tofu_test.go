@@ -55,6 +55,23 @@ func TestConfigFilesOfEachClient(t *testing.T) {
 	}
 }
 
+// A directory named as a configuration file ("modules.tf/") is not
+// read, as neither client reads one: sync refused the configuration
+// ("modules.tf is a directory, not a regular file") where `terraform
+// init` installs it.
+func TestDirectoryNamedAsAConfigurationFile(t *testing.T) {
+	dir := writeFiles(t, map[string]string{"main.tf": requiresP("1.0.0"), "modules.tf/x.tf": "", "tests/a.tftest.hcl/x": ""})
+	for _, client := range []Client{Terraform, OpenTofu} {
+		spec, err := LoadFor(client, nil, dir)
+		if err != nil {
+			t.Fatalf("%s: %v", client, err)
+		}
+		if got := takenAt(spec); len(got) != 1 {
+			t.Errorf("%s: selections %q, want main.tf's", client, got)
+		}
+	}
+}
+
 // A configuration directory read as OpenTofu reads it (sync --client
 // opentofu) is what `tofu init` installs for it: its .tofu files read,
 // each standing in for the .tf of its name, and an address naming no
