@@ -455,6 +455,7 @@ type requirement struct {
 	named       versions.List   // the prereleases they name exactly
 	has         map[string]bool // the set of constraints
 	where       string
+	name        string // the local name of the module that asked first
 }
 
 // constrain adds constraint c, whose versions are set, unless r has it.
@@ -660,6 +661,11 @@ type treeRead struct {
 	seen    map[string]bool
 	remotes remoteCalls
 	reqs    requirements
+	// names are the providers of the local names of the tree's root
+	// module (the first read), as its required_providers or the default
+	// (hashicorp/NAME) give them: what its test files' provider blocks
+	// name (readTests).
+	names map[string]addrs.Provider
 }
 
 // readTree reads the module tree in dir as the spec's Client reads it,
@@ -702,6 +708,12 @@ func loadModule(ctx context.Context, t *treeRead, dir string, files []string) er
 	own, calls, err := parseConfig(ctx, abs, files, defaultHost(t.tofu), &t.remotes)
 	if err != nil {
 		return err
+	}
+	if t.names == nil {
+		t.names = map[string]addrs.Provider{}
+		for _, r := range own {
+			t.names[r.name] = r.addr
+		}
 	}
 	t.reqs.merge(own)
 	for _, c := range calls {
@@ -814,7 +826,7 @@ func parseConfig(ctx context.Context, dir string, files []string, host string, r
 		if req, ok := byName[name]; ok {
 			return req
 		}
-		req := &requirement{where: where(r)}
+		req := &requirement{where: where(r), name: name}
 		byName[name] = req
 		order = append(order, name)
 		return req

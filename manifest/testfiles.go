@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/internal/hclfile"
 )
 
@@ -29,8 +30,11 @@ const (
 )
 
 var (
-	testFileSchema = &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{{Type: "run", LabelNames: []string{"name"}}}}
-	runSchema      = &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{{Type: "module"}}}
+	testFileSchema = &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{
+		{Type: "run", LabelNames: []string{"name"}},
+		{Type: "provider", LabelNames: []string{"name"}},
+	}}
+	runSchema = &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{{Type: "module"}}}
 )
 
 // testFiles lists the test files of the configuration in dir, and of
@@ -60,8 +64,12 @@ func testFiles(dir string, tofu bool) ([]string, error) {
 // calls (relative to dir, as the clients resolve it), a registry one
 // added to t.remotes, as `terraform init` installs them; its providers'
 // constraints all apply with the configuration's. A run block without a
-// module block tests the configuration itself, read already. ctx is
-// checked before each file.
+// module block tests the configuration itself, read already. Read as
+// OpenTofu reads it, a test file's provider blocks ask for their
+// provider too (a local name of the configuration's root module, t.names,
+// or hashicorp/NAME, with the block's version constraint), as `tofu
+// providers` lists them; Terraform's ask nothing. ctx is checked before
+// each file.
 func readTests(ctx context.Context, t *treeRead, dir string) error {
 	files, err := testFiles(dir, t.tofu)
 	if err != nil {
@@ -87,8 +95,16 @@ func readTests(ctx context.Context, t *treeRead, dir string) error {
 		if diags.HasErrors() {
 			return diagError(diags)
 		}
-		for _, run := range content.Blocks {
-			rc, _, diags := run.Body.PartialContent(runSchema)
+		for _, b := range content.Blocks {
+			if b.Type == "provider" {
+				if t.tofu {
+					if err := testProvider(t, b, host); err != nil {
+						return err
+					}
+				}
+				continue
+			}
+			rc, _, diags := b.Body.PartialContent(runSchema)
 			if diags.HasErrors() {
 				return diagError(diags)
 			}
@@ -97,7 +113,7 @@ func readTests(ctx context.Context, t *treeRead, dir string) error {
 				if diags.HasErrors() {
 					return diagError(diags)
 				}
-				what := fmt.Sprintf("the module of run %q", run.Labels[0])
+				what := fmt.Sprintf("the module of run %q", b.Labels[0])
 				call, ok, err := localModule(what, mb.DefRange, mc.Attributes)
 				if err != nil {
 					return err
@@ -124,5 +140,29 @@ func readTests(ctx context.Context, t *treeRead, dir string) error {
 			}
 		}
 	}
+	return nil
+}
+
+// testProvider adds to t the provider a test file's provider block b
+// asks for, as OpenTofu reads it (readTests): host is the registry of a
+// local name the root module does not name.
+func testProvider(t *treeRead, b *hcl.Block, host string) error {
+	name := b.Labels[0]
+	addr, ok := t.names[name]
+	if !ok {
+		var err error
+		if addr, err = addrs.ParseProviderOf("hashicorp/"+name, host); err != nil {
+			return posError(b.LabelRanges[0], "provider local name %q: %v", name, err)
+		}
+	}
+	r := &requirement{addr: addr, where: where(b.DefRange), name: name}
+	_, c, err := providerBlockVersion(b)
+	if err != nil {
+		return err
+	}
+	if c != nil {
+		r.constrain(c.text, c.set)
+	}
+	t.reqs.merge([]*requirement{r})
 	return nil
 }

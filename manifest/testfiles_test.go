@@ -68,3 +68,30 @@ func TestRunBlockModuleErrors(t *testing.T) {
 		})
 	}
 }
+
+// Read as OpenTofu reads it, a test file's provider block asks for its
+// provider, by the root module's local name (or hashicorp/NAME), with
+// the block's version constraint, as `tofu providers` lists it under
+// test.tests.NAME; read as Terraform reads it, it asks nothing, as
+// `terraform providers` lists none.
+func TestProviderBlocksOfTestFiles(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"main.tf":            requiresP(">= 1.5"),
+		"tests/a.tftest.hcl": "provider \"p\" {\n  version = \"< 2.0.0\"\n}\nprovider \"http\" {}\nrun \"x\" {}\n",
+	})
+	for _, tc := range []struct {
+		client Client
+		want   string
+	}{
+		{Terraform, "registry.terraform.io/acme/p >= 1.5: 2.3.0"},
+		{OpenTofu, "registry.opentofu.org/acme/p >= 1.5, < 2.0.0: 1.9.0; registry.opentofu.org/hashicorp/http any version: 2.3.0"},
+	} {
+		spec, err := LoadFor(tc.client, nil, dir)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.client, err)
+		}
+		if got := strings.Join(takenAt(spec), "; "); got != tc.want {
+			t.Errorf("%s: selections %q, want %q", tc.client, got, tc.want)
+		}
+	}
+}
