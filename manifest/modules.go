@@ -323,7 +323,7 @@ func remoteModule(what string, attrs hcl.Attributes, host string) (remoteCall, e
 	if va, ok := attrs["version"]; ok {
 		cv, diags := hclfile.Value(va.Expr)
 		if diags.HasErrors() || cv.IsNull() || !cv.Type().Equals(cty.String) {
-			return rc, posError(va.Expr.Range(), "version of %s must be a string", what)
+			return rc, posError(va.Expr.Range(), "version of %s must be a string%s", what, staticOnly(va.Expr))
 		}
 		set, err := parseModuleConstraint(cv.AsString())
 		if err != nil {

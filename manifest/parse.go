@@ -1254,13 +1254,32 @@ func localModule(what string, def hcl.Range, attrs hcl.Attributes) (moduleCall, 
 	}
 	v, diags := hclfile.Value(attr.Expr)
 	if diags.HasErrors() || v.IsNull() || !v.Type().Equals(cty.String) {
-		return moduleCall{}, false, posError(attr.Expr.Range(), "source of %s must be a string", what)
+		return moduleCall{}, false, posError(attr.Expr.Range(), "source of %s must be a string%s", what, staticOnly(attr.Expr))
 	}
 	src := v.AsString()
 	if !strings.HasPrefix(src, "./") && !strings.HasPrefix(src, "../") {
 		return moduleCall{}, false, nil
 	}
 	return moduleCall{source: src, rng: attr.Range}, true, nil
+}
+
+// staticOnly says, for a module's source or version expr that refers to
+// variables or locals (which OpenTofu evaluates when it installs
+// modules), that sync reads a literal only, and what to do: "" for one
+// that refers to none.
+func staticOnly(expr hcl.Expression) string {
+	vars := expr.Variables()
+	if len(vars) == 0 {
+		return ""
+	}
+	t := vars[0]
+	name := t.RootName()
+	if len(t) > 1 {
+		if a, ok := t[1].(hcl.TraverseAttr); ok {
+			name += "." + a.Name
+		}
+	}
+	return fmt.Sprintf(" (it refers to %s: sync reads a module's source and version as literals, and does not evaluate variables or locals as OpenTofu does; name the module and its version in a sync manifest instead)", name)
 }
 
 // requiredProvider reads one entry of required_providers: an object with

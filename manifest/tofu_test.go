@@ -224,3 +224,24 @@ func TestModulePackageOfEachClient(t *testing.T) {
 		}
 	}
 }
+
+// A module source or version that refers to a variable or a local
+// (which OpenTofu evaluates when it installs modules, and Terraform
+// refuses) is refused at its line, naming what it refers to and what to
+// do instead, where sync said only that it must be a string.
+func TestModuleSourceFromAVariable(t *testing.T) {
+	for _, tc := range []struct {
+		name, module, want string
+	}{
+		{"source", "  source = var.src\n", "source of module \"m\" must be a string (it refers to var.src: sync reads a module's source and version as literals"},
+		{"version", "  source  = \"acme/m/aws\"\n  version = local.v\n", "version of module \"m\" must be a string (it refers to local.v:"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			files := map[string]string{"main.tf": "module \"m\" {\n" + tc.module + "}\n"}
+			_, err := LoadFor(OpenTofu, nil, writeFiles(t, files))
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "name the module and its version in a sync manifest instead") {
+				t.Errorf("error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
