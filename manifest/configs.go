@@ -15,11 +15,11 @@ import (
 	"github.com/tfmirror/tfmirror/v2/addrs"
 )
 
-// ModuleDir is what AddModuleDir read of the configuration of a module
+// ModuleDir is what ReadModuleDir read of the configuration of a module
 // (with the local modules it calls).
 type ModuleDir struct {
 	// Modules are the registry modules it calls, each once, with every
-	// call of them merged (see AddModuleDir).
+	// call of them merged (see ReadModuleDir).
 	Modules []*Module
 	// Sources are its module calls of other sources (git::, URLs), each
 	// source once, as "WHAT: SOURCE".

@@ -90,7 +90,7 @@ func TestAddConfigSelections(t *testing.T) {
 				return ModuleDir{}, false
 			}
 			dir := writeFiles(t, map[string]string{"main.tf": requiresP(constraint)})
-			md, err := (&Spec{}).AddModuleDir(context.Background(), dir, dir, "module acme/net/aws 1.0.0")
+			md, err := (&Spec{}).ReadModuleDir(context.Background(), dir, dir, "module acme/net/aws 1.0.0")
 			return md, err == nil
 		}
 	}

@@ -1,7 +1,6 @@
 package manifest
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -38,15 +37,15 @@ func manyConstraintsFiles(n int) (map[string]string, []string) {
 // by intersecting them one at a time; a constraint repeated is one
 // constraint, written once in the selection's text. Each constraint was
 // intersected with those before it, copying them all, time quadratic in
-// their number (BenchmarkAddModuleDirManyConstraints, in
+// their number (BenchmarkReadModuleDirManyConstraints, in
 // BENCHMARKS.md), and the selection's text repeated every constraint
 // as often as it was written.
-func TestAddModuleDirManyConstraints(t *testing.T) {
+func TestReadModuleDirManyConstraints(t *testing.T) {
 	const n = 400
 	files, constraints := manyConstraintsFiles(n)
 	dir := writeFiles(t, files)
 	spec := &Spec{}
-	if _, err := spec.AddModuleDir(context.Background(), dir, dir, "module acme/app/aws 1.0.0"); err != nil {
+	if _, err := readAlone(spec, dir, dir, "module acme/app/aws 1.0.0"); err != nil {
 		t.Fatal(err)
 	}
 	if len(spec.Providers) != 1 || len(spec.Providers[0].Selections) != 1 {
@@ -86,10 +85,10 @@ func TestAddModuleDirManyConstraints(t *testing.T) {
 	}
 }
 
-// BenchmarkAddModuleDirManyConstraints reads a package naming one
+// BenchmarkReadModuleDirManyConstraints reads a package naming one
 // provider with 2 × 10,000 version constraints (half of them one
 // constraint repeated), in a module and a local module it calls.
-func BenchmarkAddModuleDirManyConstraints(b *testing.B) {
+func BenchmarkReadModuleDirManyConstraints(b *testing.B) {
 	files, _ := manyConstraintsFiles(10000)
-	benchmarkAddModuleDir(b, files)
+	benchmarkReadModuleDir(b, files)
 }

@@ -71,7 +71,7 @@ const LockFileName = ".terraform.lock.hcl"
 type Spec struct {
 	// Client is the client whose reading of a configuration the spec
 	// takes, for the configuration directories it loads and the registry
-	// module packages AddModuleDir reads: the files it reads, and the
+	// module packages ReadModuleDir reads: the files it reads, and the
 	// registry of a provider address or module source that names none
 	// (Terraform's registry.terraform.io, OpenTofu's
 	// registry.opentofu.org). A sync manifest's addresses are tfmirror's,
@@ -97,7 +97,7 @@ type Spec struct {
 	Configs []*Config
 	// Unmirrorable are the module calls of configurations whose source is
 	// neither local nor a registry address (git::, URLs), as "file:line:
-	// source" (and those of packages its caller listed, AddModuleDir):
+	// source" (and those of packages its caller listed, ReadModuleDir):
 	// the clients fetch those themselves.
 	Unmirrorable []string
 

@@ -25,7 +25,7 @@ func callsFile(first, n int) string {
 // refuses the package, naming the call's file:line, its module and the
 // bound, and nothing of it is added to the spec. Every call of the
 // package was followed, whatever their number.
-func TestAddModuleDirBoundsModuleCalls(t *testing.T) {
+func TestReadModuleDirBoundsModuleCalls(t *testing.T) {
 	const max = MaxPackageModuleCalls
 	const provider = "terraform {\n  required_providers {\n    x = { source = \"acme/x\" }\n  }\n}\n"
 	files := map[string]string{
@@ -34,7 +34,7 @@ func TestAddModuleDirBoundsModuleCalls(t *testing.T) {
 	}
 	dir := writeFiles(t, files)
 	spec := &Spec{}
-	md, err := spec.AddModuleDir(context.Background(), dir, dir, "module acme/app/aws 1.0.0")
+	md, err := readAlone(spec, dir, dir, "module acme/app/aws 1.0.0")
 	calls := md.Modules
 	if err != nil {
 		t.Fatalf("a package of %d registry module calls, the bound: %v", max, err)
@@ -46,7 +46,7 @@ func TestAddModuleDirBoundsModuleCalls(t *testing.T) {
 	files["child/main.tf"] = callsFile(max-1, 2)
 	dir = writeFiles(t, files)
 	spec = &Spec{}
-	md, err = spec.AddModuleDir(context.Background(), dir, dir, "module acme/app/aws 1.0.0")
+	md, err = readAlone(spec, dir, dir, "module acme/app/aws 1.0.0")
 	calls = md.Modules
 	want := fmt.Sprintf("child/main.tf:6: module registry.terraform.io/acme/m%d/aws: more than %d distinct registry module calls", max, max)
 	if err == nil || !strings.Contains(err.Error(), want) {
@@ -62,7 +62,7 @@ func TestAddModuleDirBoundsModuleCalls(t *testing.T) {
 // with one selection counting them: a package repeating one call is not
 // refused, and sync checks the selection, and reports it failed, once.
 // Each call carried its own selection.
-func TestAddModuleDirMergesRepeatedCalls(t *testing.T) {
+func TestReadModuleDirMergesRepeatedCalls(t *testing.T) {
 	const n = 3 * MaxPackageModuleCalls
 	var b strings.Builder
 	for i := range n {
@@ -77,7 +77,7 @@ func TestAddModuleDirMergesRepeatedCalls(t *testing.T) {
 		fmt.Fprintf(&b, "module \"s%d\" {\n  source  = %q\n  version = %q\n}\n", i, src, version)
 	}
 	dir := writeFiles(t, map[string]string{"main.tf": b.String()})
-	md, err := (&Spec{}).AddModuleDir(context.Background(), dir, dir, "module acme/app/aws 1.0.0")
+	md, err := (&Spec{}).ReadModuleDir(context.Background(), dir, dir, "module acme/app/aws 1.0.0")
 	calls := md.Modules
 	if err != nil {
 		t.Fatalf("%d calls of one module, in three ways: %v", n, err)
@@ -122,7 +122,7 @@ func sourcesFile(first, n int) string {
 // to the spec. Every such call of every package was taken, whatever
 // their number: a stranger's package naming millions of git:: sources
 // had sync list millions of lines.
-func TestAddModuleDirBoundsModuleSources(t *testing.T) {
+func TestReadModuleDirBoundsModuleSources(t *testing.T) {
 	const max = MaxPackageModuleSources
 	const provider = "terraform {\n  required_providers {\n    x = { source = \"acme/x\" }\n  }\n}\n"
 	var repeated strings.Builder
@@ -137,7 +137,7 @@ func TestAddModuleDirBoundsModuleSources(t *testing.T) {
 	}
 	dir := writeFiles(t, files)
 	spec := &Spec{}
-	md, err := spec.AddModuleDir(context.Background(), dir, dir, "module acme/app/aws 1.0.0")
+	md, err := readAlone(spec, dir, dir, "module acme/app/aws 1.0.0")
 	others := md.Sources
 	if err != nil {
 		t.Fatalf("a package of %d distinct sources and local directories, the bound: %v", max, err)
@@ -152,7 +152,7 @@ func TestAddModuleDirBoundsModuleSources(t *testing.T) {
 	files["child/main.tf"] += "module \"one_more\" {\n  source = \"https://example.com/m.zip\"\n}\n"
 	dir = writeFiles(t, files)
 	spec = &Spec{}
-	md, err = spec.AddModuleDir(context.Background(), dir, dir, "module acme/app/aws 1.0.0")
+	md, err = readAlone(spec, dir, dir, "module acme/app/aws 1.0.0")
 	calls, others := md.Modules, md.Sources
 	want := fmt.Sprintf("child/main.tf:8: module source \"https://example.com/m.zip\": more than %d distinct module calls whose source is not a registry address", max)
 	if err == nil || !strings.Contains(err.Error(), want) {
@@ -167,7 +167,7 @@ func TestAddModuleDirBoundsModuleSources(t *testing.T) {
 // sources do: a package calling more distinct local directories than
 // the bound is refused at the first past it, before that directory is
 // looked at.
-func TestAddModuleDirBoundsLocalModuleDirectories(t *testing.T) {
+func TestReadModuleDirBoundsLocalModuleDirectories(t *testing.T) {
 	const max = MaxPackageModuleSources
 	files := map[string]string{}
 	var b strings.Builder
@@ -177,7 +177,7 @@ func TestAddModuleDirBoundsLocalModuleDirectories(t *testing.T) {
 	}
 	files["main.tf"] = b.String()
 	dir := writeFiles(t, files)
-	_, err := (&Spec{}).AddModuleDir(context.Background(), dir, dir, "module acme/app/aws 1.0.0")
+	_, err := (&Spec{}).ReadModuleDir(context.Background(), dir, dir, "module acme/app/aws 1.0.0")
 	want := fmt.Sprintf("main.tf:%d: module source \"./l%d\": more than %d distinct module calls", 3*max+2, max, max)
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("a package calling %d local directories: %v, want refused: %q", max+1, err, want)

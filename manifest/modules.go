@@ -29,24 +29,30 @@ type Module struct {
 	// use (a source's //SUBDIR; "" is the module itself), whose
 	// configuration is read for the providers and modules they need.
 	Subdirs []string
-	// Calls is, for a Module AddModuleDir returns, how many distinct
+	// Calls is, for a Module ReadModuleDir returns, how many distinct
 	// calls of it (by subdirectory and version constraint) the
 	// configuration read makes, each counted against
 	// MaxPackageModuleCalls.
 	Calls int
+	// Standalone is set for a module a sync manifest's module block asks
+	// for, and its caller sets it for those such a module's package
+	// calls: no configuration judges them with the modules calling them
+	// (AddConfigSelections), so what each package asks of providers is
+	// synced as it asks it alone (AddOwnSelections).
+	Standalone bool
 
 	alike alikeIndex // Selections by constraint (mergeSelections)
 }
 
 // MaxPackageModuleCalls is the most distinct registry module calls
-// AddModuleDir takes from the configuration it reads (of a module and
+// ReadModuleDir takes from the configuration it reads (of a module and
 // the local modules it calls), calls being distinct by module address,
 // subdirectory and version constraint: each is a version list asked of
 // an origin, and a module version's package to fetch and read. A
 // stranger's package of hundreds of MiB could name millions.
 const MaxPackageModuleCalls = 2000
 
-// MaxPackageModuleSources is the most distinct module calls AddModuleDir
+// MaxPackageModuleSources is the most distinct module calls ReadModuleDir
 // takes from the configuration it reads whose source is not a registry
 // address: other remote sources (git::, URLs, s3::, github.com/...),
 // distinct by source, which sync lists as the clients' to fetch, and
@@ -190,7 +196,7 @@ func (s *Spec) loadManifestModule(b *hcl.Block, seen map[string]string) error {
 	if err != nil {
 		return err
 	}
-	s.addModule(addr, sels, "")
+	s.addModule(addr, sels, "").Standalone = true
 	return nil
 }
 
@@ -232,11 +238,13 @@ func (c remoteCall) selection() Selection {
 	return Selection{Text: text, Set: c.set, Latest: 1, Where: c.where, Calls: c.calls}
 }
 
-// AddModuleDir reads the configuration of the module in dir (a module of
+// ReadModuleDir reads the configuration of the module in dir (a module of
 // a downloaded package; what names it, for messages), with the local
-// modules it calls, as the spec's Client reads it, adds the providers it needs to the spec (the newest
-// version meeting its constraints, as for a configuration directory),
-// and returns what it read (ModuleDir): the registry modules it calls,
+// modules it calls, as the spec's Client reads it, and returns what it
+// read (ModuleDir), adding nothing to the spec: what it asks of
+// providers is judged with the configuration calling it
+// (AddConfigSelections), or alone (AddOwnSelections) for a Standalone
+// module. ModuleDir holds the registry modules it calls,
 // each as its own Module (not added to the spec's Modules), calls of one
 // module with one version constraint merged into one Selection
 // (Selection.Calls counting them), and each distinct call on its own;
@@ -246,23 +254,37 @@ func (c remoteCall) selection() Selection {
 // configuration making more than MaxPackageModuleCalls distinct registry
 // module calls, or more than MaxPackageModuleSources distinct calls of
 // other sources and local directories, naming the first past the bound,
-// and then adds nothing to the spec. The package is a stranger's,
+// and then returns nothing. The package is a stranger's,
 // unpacked in root (dir is root or under it): a local module call is
 // followed within root only, as Terraform resolves one within its
 // package, each directory read once, and ctx is checked before each file
 // is read, so that a package of many large files is read within its
 // caller's deadline (context.Cause(ctx) is then the error).
-func (s *Spec) AddModuleDir(ctx context.Context, root, dir, what string) (ModuleDir, error) {
+func (s *Spec) ReadModuleDir(ctx context.Context, root, dir, what string) (ModuleDir, error) {
 	if !within(root, dir) {
 		return ModuleDir{}, fmt.Errorf("%s: %s is outside the module package", what, dir)
 	}
-	return s.addModuleDir(ctx, root, dir, what, MaxPackageModuleCalls, MaxPackageModuleSources)
+	return s.readModuleDir(ctx, root, dir, what, MaxPackageModuleCalls, MaxPackageModuleSources)
 }
 
-// addModuleDir is AddModuleDir with at most maxCalls distinct registry
+// AddOwnSelections adds to the spec, for each of reqs (what a module's
+// package asks of a provider: ModuleDir.Requires), the newest version
+// meeting its constraints, as the module alone asks it: for a Standalone
+// module, which no configuration judges with the modules calling it.
+func (s *Spec) AddOwnSelections(reqs []Requirement) {
+	for _, q := range reqs {
+		text := "any version"
+		if len(q.Constraints) > 0 {
+			text = joinConstraints(q.Constraints)
+		}
+		s.add(q.Provider, []Selection{{Text: text, Set: meetingAll(q.Exact, q.Named), Latest: 1, Where: q.Where}}, nil)
+	}
+}
+
+// readModuleDir is ReadModuleDir with at most maxCalls distinct registry
 // module calls and maxOthers of other sources and local directories (any
 // number for 0).
-func (s *Spec) addModuleDir(ctx context.Context, root, dir, what string, maxCalls, maxOthers int) (ModuleDir, error) {
+func (s *Spec) readModuleDir(ctx context.Context, root, dir, what string, maxCalls, maxOthers int) (ModuleDir, error) {
 	t, err := s.readTree(ctx, root, dir, remoteCalls{max: maxCalls, maxOthers: maxOthers})
 	var none *noFilesError
 	if errors.As(err, &none) {
@@ -273,7 +295,6 @@ func (s *Spec) addModuleDir(ctx context.Context, root, dir, what string, maxCall
 	}
 	var md ModuleDir
 	for _, r := range t.reqs.list {
-		s.add(r.addr, []Selection{r.selection()}, nil)
 		md.Requires = append(md.Requires, requirementOf(r))
 	}
 	// A stranger's package may call tens of thousands of modules:

@@ -93,9 +93,9 @@ module "local" {
 	}
 }
 
-// AddModuleDir reads a downloaded module: its providers join the spec,
+// ReadModuleDir reads a downloaded module: its providers join the spec,
 // the registry modules it calls come back.
-func TestAddModuleDir(t *testing.T) {
+func TestReadModuleDir(t *testing.T) {
 	dir := writeFiles(t, map[string]string{
 		"modules/app/main.tf": `module "shared" {
   source = "../shared"
@@ -113,7 +113,7 @@ module "next" {
 `,
 	})
 	spec := &Spec{}
-	md, err := spec.AddModuleDir(context.Background(), dir, filepath.Join(dir, "modules", "app"), "module acme/app/aws 1.0.0")
+	md, err := readAlone(spec, dir, filepath.Join(dir, "modules", "app"), "module acme/app/aws 1.0.0")
 	calls := md.Modules
 	if err != nil {
 		t.Fatal(err)
@@ -127,7 +127,7 @@ module "next" {
 	if got := calls[0].Selections[0].Select(available); len(got) != 1 || got[0].String() != "5.1.0" {
 		t.Errorf("the call selects %v, want the newest 5.x", got)
 	}
-	if _, err := spec.AddModuleDir(context.Background(), dir, filepath.Join(dir, "nope"), "x"); err == nil {
+	if _, err := spec.ReadModuleDir(context.Background(), dir, filepath.Join(dir, "nope"), "x"); err == nil {
 		t.Error("a directory without configuration: no error")
 	}
 }
@@ -147,12 +147,12 @@ func (c *checkCounter) Err() error {
 	return nil
 }
 
-// AddModuleDir reads a stranger's package within its caller's deadline:
+// ReadModuleDir reads a stranger's package within its caller's deadline:
 // the context is asked before each file, of the module and of the local
 // modules it calls, and once it is done nothing more is read and the
 // error is the context's. A package of thousands of files, each within
 // hclfile's bounds, held tfmirror sync past --module-timeout.
-func TestAddModuleDirStopsAtItsDeadline(t *testing.T) {
+func TestReadModuleDirStopsAtItsDeadline(t *testing.T) {
 	files := map[string]string{"main.tf": "module \"child\" {\n  source = \"./child\"\n}\n"}
 	for i := range 30 {
 		files[fmt.Sprintf("r%02d.tf", i)] = fmt.Sprintf("resource \"p%02d_thing\" \"x\" {}\n", i)
@@ -161,7 +161,7 @@ func TestAddModuleDirStopsAtItsDeadline(t *testing.T) {
 	dir := writeFiles(t, files)
 
 	whole := &checkCounter{Context: context.Background()}
-	if _, err := (&Spec{}).AddModuleDir(whole, dir, dir, "module acme/big/aws 1.0.0"); err != nil {
+	if _, err := (&Spec{}).ReadModuleDir(whole, dir, dir, "module acme/big/aws 1.0.0"); err != nil {
 		t.Fatal(err)
 	}
 	if whole.calls < 61 {
@@ -170,7 +170,7 @@ func TestAddModuleDirStopsAtItsDeadline(t *testing.T) {
 
 	cut := &checkCounter{Context: context.Background(), expireAt: 5}
 	spec := &Spec{}
-	_, err := spec.AddModuleDir(cut, dir, dir, "module acme/big/aws 1.0.0")
+	_, err := spec.ReadModuleDir(cut, dir, dir, "module acme/big/aws 1.0.0")
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("past its deadline: %v, want the context's error", err)
 	}
@@ -219,19 +219,19 @@ func manyProvidersFiles(perFile int) map[string]string {
 
 // A stranger's package may call tens of thousands of modules, registry
 // ones and others (git::, URLs), and name tens of thousands of
-// providers: AddModuleDir merges each by a lookup, each distinct one
+// providers: ReadModuleDir merges each by a lookup, each distinct one
 // kept once, what is read again (a local module call) merged with what
 // was. Each was merged by a search of those before it, time quadratic in
 // their number that no deadline checked: two files of 10,000 module
 // calls each held sync for about a minute after it read them, past
 // --module-timeout; two of 20,000 providers, half a minute
-// (BenchmarkAddModuleDirManyCalls, BenchmarkAddModuleDirManyProviders,
+// (BenchmarkReadModuleDirManyCalls, BenchmarkReadModuleDirManyProviders,
 // in BENCHMARKS.md).
-func TestAddModuleDirManyCallsAndProviders(t *testing.T) {
+func TestReadModuleDirManyCallsAndProviders(t *testing.T) {
 	const perFile = 500
 	spec := &Spec{}
 	dir := writeFiles(t, manyCallsFiles(perFile))
-	md, err := spec.AddModuleDir(context.Background(), dir, dir, "module acme/many/aws 1.0.0")
+	md, err := spec.ReadModuleDir(context.Background(), dir, dir, "module acme/many/aws 1.0.0")
 	calls, others := md.Modules, md.Sources
 	if err != nil {
 		t.Fatal(err)
@@ -241,7 +241,7 @@ func TestAddModuleDirManyCallsAndProviders(t *testing.T) {
 	}
 	spec = &Spec{}
 	dir = writeFiles(t, manyProvidersFiles(perFile))
-	if _, err := spec.AddModuleDir(context.Background(), dir, dir, "module acme/many/aws 1.0.0"); err != nil {
+	if _, err := readAlone(spec, dir, dir, "module acme/many/aws 1.0.0"); err != nil {
 		t.Fatal(err)
 	}
 	if len(spec.Providers) != 2*perFile {
@@ -249,31 +249,44 @@ func TestAddModuleDirManyCallsAndProviders(t *testing.T) {
 	}
 }
 
-// benchmarkAddModuleDir reads the package of files as AddModuleDir does,
+// benchmarkReadModuleDir reads the package of files as ReadModuleDir does,
 // without its bound on registry module calls (MaxPackageModuleCalls,
-// which BenchmarkAddModuleDirManyCalls's package is past), so that its
+// which BenchmarkReadModuleDirManyCalls's package is past), so that its
 // figures compare with those before the bound.
-func benchmarkAddModuleDir(b *testing.B, files map[string]string) {
+func benchmarkReadModuleDir(b *testing.B, files map[string]string) {
 	dir := writeFiles(b, files)
 	for b.Loop() {
 		spec := &Spec{}
-		if _, err := spec.addModuleDir(context.Background(), dir, dir, "module acme/many/aws 1.0.0", 0, 0); err != nil {
+		md, err := spec.readModuleDir(context.Background(), dir, dir, "module acme/many/aws 1.0.0", 0, 0)
+		if err != nil {
 			b.Fatal(err)
 		}
+		spec.AddOwnSelections(md.Requires)
 	}
 }
 
-// BenchmarkAddModuleDirManyCalls reads and merges two files of 10,000
-// git:: and 10,000 registry module calls each.
-func BenchmarkAddModuleDirManyCalls(b *testing.B) {
-	benchmarkAddModuleDir(b, manyCallsFiles(10000))
+// readAlone reads the module in dir as the package of a Standalone
+// module is read: ReadModuleDir, and what it asks of providers added to
+// spec alone (AddOwnSelections).
+func readAlone(spec *Spec, root, dir, what string) (ModuleDir, error) {
+	md, err := spec.ReadModuleDir(context.Background(), root, dir, what)
+	if err == nil {
+		spec.AddOwnSelections(md.Requires)
+	}
+	return md, err
 }
 
-// BenchmarkAddModuleDirManyProviders reads and merges two files of
+// BenchmarkReadModuleDirManyCalls reads and merges two files of 10,000
+// git:: and 10,000 registry module calls each.
+func BenchmarkReadModuleDirManyCalls(b *testing.B) {
+	benchmarkReadModuleDir(b, manyCallsFiles(10000))
+}
+
+// BenchmarkReadModuleDirManyProviders reads and merges two files of
 // 20,000 required providers each, one of them read again through a
 // local module call.
-func BenchmarkAddModuleDirManyProviders(b *testing.B) {
-	benchmarkAddModuleDir(b, manyProvidersFiles(20000))
+func BenchmarkReadModuleDirManyProviders(b *testing.B) {
+	benchmarkReadModuleDir(b, manyProvidersFiles(20000))
 }
 
 // A downloaded package is read within its root: a local module call
@@ -282,7 +295,7 @@ func BenchmarkAddModuleDirManyProviders(b *testing.B) {
 // with too many "../" segments). A stranger's package that climbed out
 // had sync read the configuration of any directory of the machine, and
 // ask the origin for the providers and modules it names.
-func TestAddModuleDirStaysInThePackage(t *testing.T) {
+func TestReadModuleDirStaysInThePackage(t *testing.T) {
 	base := t.TempDir()
 	outside := filepath.Join(base, "private")
 	writeTree(t, outside, map[string]string{
@@ -298,7 +311,7 @@ func TestAddModuleDirStaysInThePackage(t *testing.T) {
 			"modules/keep/main.tf": "# a directory of the package\n",
 		})
 		spec := &Spec{}
-		_, err := spec.AddModuleDir(context.Background(), pkg, pkg, "module acme/app/aws 1.0.0")
+		_, err := spec.ReadModuleDir(context.Background(), pkg, pkg, "module acme/app/aws 1.0.0")
 		if err == nil || !strings.Contains(err.Error(), "outside the module package") {
 			t.Errorf("source %q: %v, want refused as outside the package", source, err)
 		}
@@ -307,7 +320,7 @@ func TestAddModuleDirStaysInThePackage(t *testing.T) {
 				t.Errorf("source %q: the configuration outside the package was read: %s", source, p.Address)
 			}
 		}
-		if _, err := (&Spec{}).AddModuleDir(context.Background(), pkg, filepath.Join(pkg, "modules", "app"), "module acme/app/aws 1.0.0//modules/app"); err != nil {
+		if _, err := (&Spec{}).ReadModuleDir(context.Background(), pkg, filepath.Join(pkg, "modules", "app"), "module acme/app/aws 1.0.0//modules/app"); err != nil {
 			t.Errorf("a call of another directory of the package: %v", err)
 		}
 	}

@@ -106,11 +106,11 @@ func TestOverrideModuleBlocksBounded(t *testing.T) {
 		"main.tf":     "module \"m0\" {\n  source = \"acme/m0/aws\"\n}\n",
 		"override.tf": blocks.String(),
 	})
-	_, err := (&Spec{}).addModuleDir(context.Background(), dir, dir, "module acme/p/aws 1.0.0", 2, 1)
+	_, err := (&Spec{}).readModuleDir(context.Background(), dir, dir, "module acme/p/aws 1.0.0", 2, 1)
 	if err == nil || !strings.Contains(err.Error(), "override.tf:10") || !strings.Contains(err.Error(), "more than 3 module blocks overridden") {
 		t.Errorf("a package overriding 4 module blocks, taking 3 calls: %v, want refused at the fourth", err)
 	}
-	if _, err := (&Spec{}).addModuleDir(context.Background(), dir, dir, "module acme/p/aws 1.0.0", 3, 1); err != nil {
+	if _, err := (&Spec{}).readModuleDir(context.Background(), dir, dir, "module acme/p/aws 1.0.0", 3, 1); err != nil {
 		t.Errorf("a package overriding 4 module blocks, taking 4 calls: %v", err)
 	}
 }

@@ -27,7 +27,7 @@ func TestConfigurationNamingAPrereleaseSelectsIt(t *testing.T) {
 	module := func(constraint string) func(Call) (ModuleDir, bool) {
 		return func(c Call) (ModuleDir, bool) {
 			dir := writeFiles(t, map[string]string{"main.tf": requiresP(constraint)})
-			md, err := (&Spec{}).AddModuleDir(context.Background(), dir, dir, "module acme/net/aws 1.0.0")
+			md, err := (&Spec{}).ReadModuleDir(context.Background(), dir, dir, "module acme/net/aws 1.0.0")
 			if err != nil {
 				t.Error(err)
 			}

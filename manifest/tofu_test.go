@@ -1,7 +1,6 @@
 package manifest
 
 import (
-	"context"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -208,7 +207,7 @@ func TestModulePackageOfEachClient(t *testing.T) {
 		{OpenTofu, "registry.opentofu.org/acme/p >= 2.0.0: 2.3.0", "registry.opentofu.org/acme/dns/aws"},
 	} {
 		spec := &Spec{Client: tc.client}
-		md, err := spec.AddModuleDir(context.Background(), pkg, pkg, "module acme/app/aws 1.0.0")
+		md, err := readAlone(spec, pkg, pkg, "module acme/app/aws 1.0.0")
 		if err != nil {
 			t.Fatal(err)
 		}

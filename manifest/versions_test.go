@@ -35,7 +35,7 @@ func TestOutOfRangeConstraints(t *testing.T) {
 				"b/versions.tf": "terraform {\n  required_providers {\n    aws = { source = \"hashicorp/aws\", version = \"" + c + "\" }\n  }\n}\n",
 			})
 			for _, sub := range []string{"a", "b"} {
-				if _, err := (&Spec{}).AddModuleDir(context.Background(), dir, filepath.Join(dir, sub), "module acme/app/aws 1.0.0"); err == nil {
+				if _, err := (&Spec{}).ReadModuleDir(context.Background(), dir, filepath.Join(dir, sub), "module acme/app/aws 1.0.0"); err == nil {
 					t.Errorf("module %s %q: no error", sub, c)
 				}
 			}
@@ -66,7 +66,7 @@ func TestModuleConstraintsWithV(t *testing.T) {
 			"main.tf":  "module \"next\" {\n  source  = \"acme/next/aws\"\n  version = \"" + c + "\"\n}\n",
 			"sync.hcl": "module \"acme/next/aws\" {\n  versions = [\"" + c + "\"]\n}\n",
 		})
-		md, err := (&Spec{}).AddModuleDir(context.Background(), dir, dir, "module acme/app/aws 1.0.0")
+		md, err := (&Spec{}).ReadModuleDir(context.Background(), dir, dir, "module acme/app/aws 1.0.0")
 		calls := md.Modules
 		if err != nil || len(calls) != 1 || len(calls[0].Selections) != 1 {
 			t.Errorf("module call version %q: %+v, %v", c, calls, err)

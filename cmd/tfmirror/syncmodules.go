@@ -108,10 +108,7 @@ func (r *syncRun) syncModules(ctx context.Context, spec *manifest.Spec) moduleSy
 		mod   *manifest.Module
 		depth int
 	}
-	queue := make([]item, 0, len(spec.Modules))
-	for _, m := range spec.Modules {
-		queue = append(queue, item{m, 0})
-	}
+	var queue []item
 	// read are the subdirectories of each module version whose
 	// configuration was read (or tried), by "ADDRESS@VERSION": packages
 	// may call different subdirectories of one version, each needing its
@@ -132,98 +129,110 @@ func (r *syncRun) syncModules(ctx context.Context, spec *manifest.Spec) moduleSy
 		return res
 	}
 	defer os.RemoveAll(work)
-	// Interrupted (ctx done), what is left is not synced, and did not
-	// fail: the sync says it was interrupted, and the next run does it.
-	for len(queue) > 0 && ctx.Err() == nil {
-		it := queue[0]
-		queue = queue[1:]
-		m := it.mod
-		raw, err := r.ops.ModuleVersions(ctx, m.Address)
-		if interrupted(ctx, err) {
-			break
-		}
-		held := r.heldBack(ctx, policy.Module, m.Address.String())
-		if h, ok := held[""]; ok && err != nil {
-			res.skipped = appendMissing(res.skipped, fmt.Sprintf("module %s: %s", m.Address, heldMessage(h)))
-			continue
-		}
-		if err != nil {
-			res.failures = append(res.failures, fmt.Sprintf("module %s: version list: %v", m.Address, err))
-			continue
-		}
-		byVersion := map[string]string{}
-		var available versions.List
-		for _, s := range raw {
-			v, err := addrs.ParseModuleVersion(s)
-			if err != nil {
-				continue
-			}
-			available = append(available, v)
-			byVersion[v.String()] = s
-		}
-		var selected versions.List
-		for _, sel := range m.Selections {
-			got, skipped := selectServed(sel, available, held, "module "+m.Address.String())
-			res.skipped = appendMissing(res.skipped, skipped...)
-			if len(got) == 0 && len(skipped) == 0 {
-				res.failures = append(res.failures, fmt.Sprintf("module %s: no version matches %q (%s)", m.Address, sel.Text, askedBy(sel, "%d calls")))
-			}
-			if sel.Latest == 1 && len(got) > 0 {
-				res.chosen[[2]string{m.Address.String(), sel.Text}] = got[0]
-			}
-			for _, v := range got {
-				if !slices.ContainsFunc(selected, v.Same) {
-					selected = append(selected, v)
-				}
+	// The Standalone modules (a manifest's) first, with all they call:
+	// each package read then adds what it asks alone, and those the
+	// configurations' calls reach only are read after, once, for
+	// AddConfigSelections to judge with the configurations.
+	for _, standalone := range []bool{true, false} {
+		for _, m := range spec.Modules {
+			if m.Standalone == standalone {
+				queue = append(queue, item{m, 0})
 			}
 		}
-		for _, v := range selected {
-			key := m.Address.String() + "@" + v.String()
-			prev, seen := read[key]
-			subdirs := slices.DeleteFunc(slices.Clone(m.Subdirs), func(s string) bool { return slices.Contains(prev, s) })
-			if seen && len(subdirs) == 0 {
-				continue
-			}
-			read[key] = append(prev, subdirs...)
-			mod := *m
-			mod.Subdirs = subdirs
-			dir, err := os.MkdirTemp(work, "pkg-*")
-			if err != nil {
-				res.failures = append(res.failures, fmt.Sprintf("module %s %s: %v", m.Address, v, err))
-				continue
-			}
-			dir, _ = filepath.Abs(dir)
-			calls, err := r.syncModule(ctx, spec, &mod, v, dir, byVersion[v.String()], !counted[key], &res)
-			os.RemoveAll(dir)
-			if err == nil {
-				counted[key] = true
-			}
+		// Interrupted (ctx done), what is left is not synced, and did not
+		// fail: the sync says it was interrupted, and the next run does it.
+		for len(queue) > 0 && ctx.Err() == nil {
+			it := queue[0]
+			queue = queue[1:]
+			m := it.mod
+			raw, err := r.ops.ModuleVersions(ctx, m.Address)
 			if interrupted(ctx, err) {
 				break
 			}
+			held := r.heldBack(ctx, policy.Module, m.Address.String())
+			if h, ok := held[""]; ok && err != nil {
+				res.skipped = appendMissing(res.skipped, fmt.Sprintf("module %s: %s", m.Address, heldMessage(h)))
+				continue
+			}
 			if err != nil {
-				res.failures = append(res.failures, err.Error())
+				res.failures = append(res.failures, fmt.Sprintf("module %s: version list: %v", m.Address, err))
 				continue
 			}
-			if it.depth+1 > maxModuleDepth {
-				for _, c := range calls {
-					res.failures = append(res.failures, fmt.Sprintf("module %s: registry modules nested more than %d deep", c.Address, maxModuleDepth))
+			byVersion := map[string]string{}
+			var available versions.List
+			for _, s := range raw {
+				v, err := addrs.ParseModuleVersion(s)
+				if err != nil {
+					continue
 				}
-				res.unfollowed(m, v, subdirs)
-				continue
+				available = append(available, v)
+				byVersion[v.String()] = s
 			}
-			n := 0
-			for _, c := range calls {
-				n += max(c.Calls, 1)
+			var selected versions.List
+			for _, sel := range m.Selections {
+				got, skipped := selectServed(sel, available, held, "module "+m.Address.String())
+				res.skipped = appendMissing(res.skipped, skipped...)
+				if len(got) == 0 && len(skipped) == 0 {
+					res.failures = append(res.failures, fmt.Sprintf("module %s: no version matches %q (%s)", m.Address, sel.Text, askedBy(sel, "%d calls")))
+				}
+				if sel.Latest == 1 && len(got) > 0 {
+					res.chosen[[2]string{m.Address.String(), sel.Text}] = got[0]
+				}
+				for _, v := range got {
+					if !slices.ContainsFunc(selected, v.Same) {
+						selected = append(selected, v)
+					}
+				}
 			}
-			if followed+n > bound {
-				res.failures = append(res.failures, fmt.Sprintf("module %s %s: its %d registry module calls are not followed: they would take this sync past %d, the most it follows from the packages it reads (%d followed)", m.Address, v, n, bound, followed))
-				res.unfollowed(m, v, subdirs)
-				continue
-			}
-			followed += n
-			for _, c := range calls {
-				queue = append(queue, item{c, it.depth + 1})
+			for _, v := range selected {
+				key := m.Address.String() + "@" + v.String()
+				prev, seen := read[key]
+				subdirs := slices.DeleteFunc(slices.Clone(m.Subdirs), func(s string) bool { return slices.Contains(prev, s) })
+				if seen && len(subdirs) == 0 {
+					continue
+				}
+				read[key] = append(prev, subdirs...)
+				mod := *m
+				mod.Subdirs = subdirs
+				dir, err := os.MkdirTemp(work, "pkg-*")
+				if err != nil {
+					res.failures = append(res.failures, fmt.Sprintf("module %s %s: %v", m.Address, v, err))
+					continue
+				}
+				dir, _ = filepath.Abs(dir)
+				calls, err := r.syncModule(ctx, spec, &mod, v, dir, byVersion[v.String()], !counted[key], &res)
+				os.RemoveAll(dir)
+				if err == nil {
+					counted[key] = true
+				}
+				if interrupted(ctx, err) {
+					break
+				}
+				if err != nil {
+					res.failures = append(res.failures, err.Error())
+					continue
+				}
+				if it.depth+1 > maxModuleDepth {
+					for _, c := range calls {
+						res.failures = append(res.failures, fmt.Sprintf("module %s: registry modules nested more than %d deep", c.Address, maxModuleDepth))
+					}
+					res.unfollowed(m, v, subdirs)
+					continue
+				}
+				n := 0
+				for _, c := range calls {
+					n += max(c.Calls, 1)
+				}
+				if followed+n > bound {
+					res.failures = append(res.failures, fmt.Sprintf("module %s %s: its %d registry module calls are not followed: they would take this sync past %d, the most it follows from the packages it reads (%d followed)", m.Address, v, n, bound, followed))
+					res.unfollowed(m, v, subdirs)
+					continue
+				}
+				followed += n
+				for _, c := range calls {
+					c.Standalone = m.Standalone
+					queue = append(queue, item{c, it.depth + 1})
+				}
 			}
 		}
 	}
@@ -271,7 +280,7 @@ func (r *syncRun) syncModule(ctx context.Context, spec *manifest.Spec, m *manife
 	var out []*manifest.Module
 	for _, sub := range m.Subdirs {
 		modDir := filepath.Join(dir, filepath.FromSlash(path.Join(got.Subdir, sub)))
-		md, err := spec.AddModuleDir(ctx, dir, modDir, fmt.Sprintf("module %s %s", m.Address, v))
+		md, err := spec.ReadModuleDir(ctx, dir, modDir, fmt.Sprintf("module %s %s", m.Address, v))
 		if parent.Err() != nil {
 			return out, nil // interrupted: not read, not failed
 		}
@@ -280,6 +289,9 @@ func (r *syncRun) syncModule(ctx context.Context, spec *manifest.Spec, m *manife
 			msg := strings.ReplaceAll(timedOut(err).Error(), dir+string(filepath.Separator), "")
 			res.failures = append(res.failures, fmt.Sprintf("module %s %s: reading its configuration: %s", m.Address, v, msg))
 			continue
+		}
+		if m.Standalone {
+			spec.AddOwnSelections(md.Requires)
 		}
 		out = append(out, md.Modules...)
 		r.listSources(spec, m, v, md.Sources, res)

@@ -234,6 +234,44 @@ func TestSyncTakesAPrereleaseAConfigurationNames(t *testing.T) {
 	}
 }
 
+// A registry module a configuration calls asks what it asks of a
+// provider together with the configuration, and sync syncs what the
+// configuration installs with it: not also the newest version the
+// module's package alone would take, which no configuration installs (a
+// provider of hundreds of MiB, for every platform). A module a manifest
+// names, which no configuration judges, is synced what its package asks
+// alone, and so are the modules its package calls.
+func TestSyncTakesWhatTheConfigurationInstallsWithItsModules(t *testing.T) {
+	tree := &treeModuleOps{files: map[string]map[string]string{
+		"registry.terraform.io/acme/net/aws": {"main.tf": requiresOf("p", ">= 1.5") +
+			"module \"dns\" {\n  source  = \"acme/dns/aws\"\n  version = \"1.0.0\"\n}\n"},
+		"registry.terraform.io/acme/dns/aws": {"main.tf": requiresOf("q", ">= 1.0")},
+	}, unpacked: map[string]int{}}
+	calls := "module \"net\" {\n  source  = \"acme/net/aws\"\n  version = \"1.0.0\"\n}\n"
+	synced := func(plan syncPlan) []string {
+		var got []string
+		for _, it := range plan.items {
+			got = append(got, it.provider.Type+" "+it.version)
+		}
+		slices.Sort(got)
+		return slices.Compact(got)
+	}
+	spec, _ := providerDirs(t, []string{"app"}, map[string]string{
+		"app/main.tf": requiresOf("p", "~> 1.0") + requiresOf("q", "< 1.5.0") + calls,
+	})
+	if got, want := synced(planWithModules(t, tree, spec)), []string{"p 1.9.0", "q 1.4.0"}; !slices.Equal(got, want) {
+		t.Errorf("a configuration calling acme/net/aws: synced %q, want %q, what it installs", got, want)
+	}
+
+	spec = moduleSpec(t, t.TempDir(), "registry.terraform.io/acme/net/aws")
+	if err := resolvePlatforms(spec, []string{"linux_amd64"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := synced(planWithModules(t, tree, spec)), []string{"p 2.3.0", "q 2.3.0"}; !slices.Equal(got, want) {
+		t.Errorf("a manifest naming acme/net/aws: synced %q, want %q, what its package and the one it calls ask alone", got, want)
+	}
+}
+
 // planWithModules syncs spec's registry modules from tree, as a sync
 // run does before it plans, and returns the plan of its providers
 // (listOps' versions), failing the test on any failure of either.
