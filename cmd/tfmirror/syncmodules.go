@@ -108,7 +108,21 @@ func (r *syncRun) syncModules(ctx context.Context, spec *manifest.Spec) moduleSy
 		mod   *manifest.Module
 		depth int
 	}
-	var queue []item
+	// queues are the Standalone modules (a manifest's) with all they
+	// call, followed first, each package read adding what it asks alone,
+	// then those only the configurations' calls reach, whose packages
+	// AddConfigSelections judges with the configurations (a version read
+	// for the first is not read again for the second).
+	var queues [2][]item
+	queueOf := func(m *manifest.Module) int {
+		if m.Standalone {
+			return 0
+		}
+		return 1
+	}
+	for _, m := range spec.Modules {
+		queues[queueOf(m)] = append(queues[queueOf(m)], item{m, 0})
+	}
 	// read are the subdirectories of each module version whose
 	// configuration was read (or tried), by "ADDRESS@VERSION": packages
 	// may call different subdirectories of one version, each needing its
@@ -129,110 +143,106 @@ func (r *syncRun) syncModules(ctx context.Context, spec *manifest.Spec) moduleSy
 		return res
 	}
 	defer os.RemoveAll(work)
-	// The Standalone modules (a manifest's) first, with all they call:
-	// each package read then adds what it asks alone, and those the
-	// configurations' calls reach only are read after, once, for
-	// AddConfigSelections to judge with the configurations.
-	for _, standalone := range []bool{true, false} {
-		for _, m := range spec.Modules {
-			if m.Standalone == standalone {
-				queue = append(queue, item{m, 0})
+	// Interrupted (ctx done), what is left is not synced, and did not
+	// fail: the sync says it was interrupted, and the next run does it.
+	for ctx.Err() == nil {
+		q := 1 // the others, once no Standalone one is left
+		if len(queues[0]) > 0 {
+			q = 0
+		}
+		if len(queues[q]) == 0 {
+			break
+		}
+		it := queues[q][0]
+		queues[q] = queues[q][1:]
+		m := it.mod
+		raw, err := r.ops.ModuleVersions(ctx, m.Address)
+		if interrupted(ctx, err) {
+			break
+		}
+		held := r.heldBack(ctx, policy.Module, m.Address.String())
+		if h, ok := held[""]; ok && err != nil {
+			res.skipped = appendMissing(res.skipped, fmt.Sprintf("module %s: %s", m.Address, heldMessage(h)))
+			continue
+		}
+		if err != nil {
+			res.failures = append(res.failures, fmt.Sprintf("module %s: version list: %v", m.Address, err))
+			continue
+		}
+		byVersion := map[string]string{}
+		var available versions.List
+		for _, s := range raw {
+			v, err := addrs.ParseModuleVersion(s)
+			if err != nil {
+				continue
+			}
+			available = append(available, v)
+			byVersion[v.String()] = s
+		}
+		var selected versions.List
+		for _, sel := range m.Selections {
+			got, skipped := selectServed(sel, available, held, "module "+m.Address.String())
+			res.skipped = appendMissing(res.skipped, skipped...)
+			if len(got) == 0 && len(skipped) == 0 {
+				res.failures = append(res.failures, fmt.Sprintf("module %s: no version matches %q (%s)", m.Address, sel.Text, askedBy(sel, "%d calls")))
+			}
+			if sel.Latest == 1 && len(got) > 0 {
+				res.chosen[[2]string{m.Address.String(), sel.Text}] = got[0]
+			}
+			for _, v := range got {
+				if !slices.ContainsFunc(selected, v.Same) {
+					selected = append(selected, v)
+				}
 			}
 		}
-		// Interrupted (ctx done), what is left is not synced, and did not
-		// fail: the sync says it was interrupted, and the next run does it.
-		for len(queue) > 0 && ctx.Err() == nil {
-			it := queue[0]
-			queue = queue[1:]
-			m := it.mod
-			raw, err := r.ops.ModuleVersions(ctx, m.Address)
+		for _, v := range selected {
+			key := m.Address.String() + "@" + v.String()
+			prev, seen := read[key]
+			subdirs := slices.DeleteFunc(slices.Clone(m.Subdirs), func(s string) bool { return slices.Contains(prev, s) })
+			if seen && len(subdirs) == 0 {
+				continue
+			}
+			read[key] = append(prev, subdirs...)
+			mod := *m
+			mod.Subdirs = subdirs
+			dir, err := os.MkdirTemp(work, "pkg-*")
+			if err != nil {
+				res.failures = append(res.failures, fmt.Sprintf("module %s %s: %v", m.Address, v, err))
+				continue
+			}
+			dir, _ = filepath.Abs(dir)
+			calls, err := r.syncModule(ctx, spec, &mod, v, dir, byVersion[v.String()], !counted[key], &res)
+			os.RemoveAll(dir)
+			if err == nil {
+				counted[key] = true
+			}
 			if interrupted(ctx, err) {
 				break
 			}
-			held := r.heldBack(ctx, policy.Module, m.Address.String())
-			if h, ok := held[""]; ok && err != nil {
-				res.skipped = appendMissing(res.skipped, fmt.Sprintf("module %s: %s", m.Address, heldMessage(h)))
-				continue
-			}
 			if err != nil {
-				res.failures = append(res.failures, fmt.Sprintf("module %s: version list: %v", m.Address, err))
+				res.failures = append(res.failures, err.Error())
 				continue
 			}
-			byVersion := map[string]string{}
-			var available versions.List
-			for _, s := range raw {
-				v, err := addrs.ParseModuleVersion(s)
-				if err != nil {
-					continue
-				}
-				available = append(available, v)
-				byVersion[v.String()] = s
-			}
-			var selected versions.List
-			for _, sel := range m.Selections {
-				got, skipped := selectServed(sel, available, held, "module "+m.Address.String())
-				res.skipped = appendMissing(res.skipped, skipped...)
-				if len(got) == 0 && len(skipped) == 0 {
-					res.failures = append(res.failures, fmt.Sprintf("module %s: no version matches %q (%s)", m.Address, sel.Text, askedBy(sel, "%d calls")))
-				}
-				if sel.Latest == 1 && len(got) > 0 {
-					res.chosen[[2]string{m.Address.String(), sel.Text}] = got[0]
-				}
-				for _, v := range got {
-					if !slices.ContainsFunc(selected, v.Same) {
-						selected = append(selected, v)
-					}
-				}
-			}
-			for _, v := range selected {
-				key := m.Address.String() + "@" + v.String()
-				prev, seen := read[key]
-				subdirs := slices.DeleteFunc(slices.Clone(m.Subdirs), func(s string) bool { return slices.Contains(prev, s) })
-				if seen && len(subdirs) == 0 {
-					continue
-				}
-				read[key] = append(prev, subdirs...)
-				mod := *m
-				mod.Subdirs = subdirs
-				dir, err := os.MkdirTemp(work, "pkg-*")
-				if err != nil {
-					res.failures = append(res.failures, fmt.Sprintf("module %s %s: %v", m.Address, v, err))
-					continue
-				}
-				dir, _ = filepath.Abs(dir)
-				calls, err := r.syncModule(ctx, spec, &mod, v, dir, byVersion[v.String()], !counted[key], &res)
-				os.RemoveAll(dir)
-				if err == nil {
-					counted[key] = true
-				}
-				if interrupted(ctx, err) {
-					break
-				}
-				if err != nil {
-					res.failures = append(res.failures, err.Error())
-					continue
-				}
-				if it.depth+1 > maxModuleDepth {
-					for _, c := range calls {
-						res.failures = append(res.failures, fmt.Sprintf("module %s: registry modules nested more than %d deep", c.Address, maxModuleDepth))
-					}
-					res.unfollowed(m, v, subdirs)
-					continue
-				}
-				n := 0
+			if it.depth+1 > maxModuleDepth {
 				for _, c := range calls {
-					n += max(c.Calls, 1)
+					res.failures = append(res.failures, fmt.Sprintf("module %s: registry modules nested more than %d deep", c.Address, maxModuleDepth))
 				}
-				if followed+n > bound {
-					res.failures = append(res.failures, fmt.Sprintf("module %s %s: its %d registry module calls are not followed: they would take this sync past %d, the most it follows from the packages it reads (%d followed)", m.Address, v, n, bound, followed))
-					res.unfollowed(m, v, subdirs)
-					continue
-				}
-				followed += n
-				for _, c := range calls {
-					c.Standalone = m.Standalone
-					queue = append(queue, item{c, it.depth + 1})
-				}
+				res.unfollowed(m, v, subdirs)
+				continue
+			}
+			n := 0
+			for _, c := range calls {
+				n += max(c.Calls, 1)
+			}
+			if followed+n > bound {
+				res.failures = append(res.failures, fmt.Sprintf("module %s %s: its %d registry module calls are not followed: they would take this sync past %d, the most it follows from the packages it reads (%d followed)", m.Address, v, n, bound, followed))
+				res.unfollowed(m, v, subdirs)
+				continue
+			}
+			followed += n
+			for _, c := range calls {
+				c.Standalone = m.Standalone
+				queues[q] = append(queues[q], item{c, it.depth + 1})
 			}
 		}
 	}
