@@ -98,8 +98,8 @@ func (res *moduleSync) read(call manifest.Call) (manifest.ModuleDir, bool) {
 
 // syncModules caches every registry module version spec asks for (and
 // those they call, recursively), adding to spec the providers the
-// packages of its Standalone modules ask, and keeping what the others'
-// ask (res.packages) for AddConfigSelections. It lists the module
+// packages of its Standalone modules ask, and keeping what each package
+// asks (res.packages) for AddConfigSelections. It lists the module
 // sources that are not registry addresses.
 func (r *syncRun) syncModules(ctx context.Context, spec *manifest.Spec) moduleSync {
 	res := moduleSync{chosen: map[[2]string]versions.Version{}, packages: map[[3]string]manifest.ModuleDir{}}
