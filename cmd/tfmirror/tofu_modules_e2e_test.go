@@ -10,6 +10,7 @@ package main
 
 import (
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -199,4 +200,32 @@ func TestTofuModuleDirectAnswerWithRegistryCredentials(t *testing.T) {
 			}
 		})
 	}
+}
+
+// tofu init, through a sealed mirror on a data directory that sync
+// --client opentofu filled from the root module, installs the module
+// files and lock file of a direct install: sync looked the modules up
+// at registry.opentofu.org, as OpenTofu does, and synced the providers
+// their packages ask with the root module's.
+func TestTofuModulesSealedAfterSyncForOpenTofu(t *testing.T) {
+	e := newTofuModulesE2E(t)
+	dir, wantOut := directTofuModules(t, e).init(t)
+	want, wantLock := moduleTree(t, dir), readLock(t, dir)
+
+	config := t.TempDir()
+	if err := os.WriteFile(filepath.Join(config, "main.tf"), []byte(moduleRoot), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dataDir := filepath.Join(t.TempDir(), "synced")
+	out, errOut, code := syncInProcess(t, e.origin, dataDir, "--allowed-origins", tofuRegistry, "--client", "opentofu",
+		"--platforms", strings.Join(registryPlatforms(), ","), config)
+	if code != 0 || !strings.Contains(out, "modules: 3 packages fetched") {
+		t.Fatalf("sync --client opentofu exited %d:\n%s\n%s", code, out, errOut)
+	}
+	e.origin.SetDown(http.StatusBadGateway)
+	e.stop()
+	e.startMirror(dataDir, "--offline")
+	dir, out = mirrorTofuModules(t, e, "").init(t)
+	checkSameModules(t, "sealed mirror after sync --client opentofu", want, moduleTree(t, dir))
+	checkSameInstall(t, "sealed mirror after sync --client opentofu", wantLock, readLock(t, dir), wantOut, out)
 }
