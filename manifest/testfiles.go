@@ -13,7 +13,6 @@ import (
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
-	"github.com/tfmirror/tfmirror/v2/internal/hclfile"
 )
 
 // Test files, as each client reads them: Terraform *.tftest.hcl and
@@ -81,21 +80,11 @@ func readTests(ctx context.Context, t *treeRead, dir string) error {
 		return err
 	}
 	for _, path := range files {
-		if ctx.Err() != nil {
-			return context.Cause(ctx)
-		}
-		f, diags, err := hclfile.Parse(nil, path)
+		blocks, err := blocksOf(ctx, path, testFileSchema)
 		if err != nil {
 			return err
 		}
-		if diags.HasErrors() {
-			return diagError(diags)
-		}
-		content, _, diags := f.Body.PartialContent(testFileSchema)
-		if diags.HasErrors() {
-			return diagError(diags)
-		}
-		for _, b := range content.Blocks {
+		for _, b := range blocks {
 			if b.Type == "provider" {
 				if t.tofu {
 					if err := testProvider(t, b, host); err != nil {
