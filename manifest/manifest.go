@@ -2,10 +2,10 @@
 // sync manifests, Terraform dependency lock files (.terraform.lock.hcl) and
 // the providers a configuration directory needs (its .tf and .tf.json
 // files and those of its local child modules: required_providers,
-// provider blocks, and the providers resources and data sources imply;
-// where OpenTofu's own .tofu and .tofu.json files are there too, as
-// Terraform reads it and as OpenTofu does, each client's needs on their
-// own), all parsed with HashiCorp's HCL library.
+// provider blocks, and the providers resources and data sources imply,
+// as its Client reads it: Terraform, or OpenTofu, which reads its own
+// .tofu and .tofu.json files too), all parsed with HashiCorp's HCL
+// library.
 //
 // It owns the formats and their validation (errors name file:line) and
 // turns them into a Spec: providers, each with version selections, and
@@ -176,7 +176,8 @@ const StdinName = "(standard input)"
 
 // Load reads each path: a directory (its configuration, as Terraform
 // reads it, and lock file), a file named .terraform.lock.hcl (a lock
-// file), or any other file (a sync manifest). What the paths ask for is merged into one Spec. Every
+// file), or any other file (a sync manifest). What the paths ask for is
+// merged into one Spec. Every
 // file is opened as an operator's file is (internal/hclfile.Parse): a
 // FIFO, a device or a socket, which would keep a read waiting or never
 // end, is refused; Stdin is refused too (see LoadFrom).

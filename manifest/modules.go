@@ -273,11 +273,7 @@ func (s *Spec) ReadModuleDir(ctx context.Context, root, dir, what string) (Modul
 // module, which no configuration judges with the modules calling it.
 func (s *Spec) AddOwnSelections(reqs []Requirement) {
 	for _, q := range reqs {
-		text := "any version"
-		if len(q.Constraints) > 0 {
-			text = joinConstraints(q.Constraints)
-		}
-		s.add(q.Provider, []Selection{{Text: text, Set: meetingAll(q.Exact, q.Named), Latest: 1, Where: q.Where}}, nil)
+		s.add(q.Provider, []Selection{q.selection()}, nil)
 	}
 }
 

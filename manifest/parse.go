@@ -482,20 +482,14 @@ func (r *requirement) exact() versions.Set {
 	return intersection(r.sets)
 }
 
-// set is the set of versions Terraform takes as meeting all of r's
-// constraints (meetingAll).
-func (r *requirement) set() versions.Set {
-	return meetingAll(r.exact(), r.named)
-}
-
-// selection is what r selects: the newest version meeting its
-// constraints, as Terraform installs.
-func (r *requirement) selection() Selection {
+// selection is what q selects alone: the newest version meeting its
+// constraints as Terraform takes them (meetingAll), as it installs.
+func (q Requirement) selection() Selection {
 	text := "any version"
-	if len(r.constraints) > 0 {
-		text = joinConstraints(r.constraints)
+	if len(q.Constraints) > 0 {
+		text = joinConstraints(q.Constraints)
 	}
-	return Selection{Text: text, Set: r.set(), Latest: 1, Where: r.where}
+	return Selection{Text: text, Set: meetingAll(q.Exact, q.Named), Latest: 1, Where: q.Where}
 }
 
 // loadDir reads the configuration in dir (its configuration files, and
@@ -547,8 +541,9 @@ func (s *Spec) loadDir(dir string) error {
 		if isLocked[r.addr] {
 			continue
 		}
-		config.Requires = append(config.Requires, requirementOf(r))
-		s.add(r.addr, []Selection{r.selection()}, nil)
+		q := requirementOf(r)
+		config.Requires = append(config.Requires, q)
+		s.add(q.Provider, []Selection{q.selection()}, nil)
 	}
 	s.Configs = append(s.Configs, config)
 	return nil
