@@ -916,27 +916,12 @@ func parseConfig(ctx context.Context, dir string, files []string, host string, r
 				if err != nil {
 					return nil, nil, err
 				}
-				what := fmt.Sprintf("module %q", b.Labels[0])
-				call, ok, err := localModule(what, b.DefRange, attrs)
+				call, local, err := addModuleCall(dir, fmt.Sprintf("module %q", b.Labels[0]), b.DefRange, attrs, host, remotes)
 				if err != nil {
 					return nil, nil, err
 				}
-				if ok {
-					call.dir = filepath.Join(dir, filepath.FromSlash(call.source))
-					if ok, err = remotes.addLocal(call.dir, where(call.rng), call.source); err != nil {
-						return nil, nil, err
-					}
-					if ok {
-						calls = append(calls, call)
-					}
-					continue
-				}
-				rc, err := remoteModule(what, attrs, host)
-				if err != nil {
-					return nil, nil, err
-				}
-				if err := remotes.add(rc); err != nil {
-					return nil, nil, err
+				if local {
+					calls = append(calls, call)
 				}
 				continue
 			}
@@ -1236,6 +1221,28 @@ func moduleAttributes(b *hcl.Block, overrides moduleOverrides) (hcl.Attributes, 
 		attrs[name] = a
 	}
 	return attrs, nil
+}
+
+// addModuleCall takes the call a module block makes from the module in
+// dir (what, def and attrs as localModule takes them): a local source is
+// counted in remotes (remoteCalls.addLocal) and returned to be read,
+// true unless its directory was counted already; any other is added to
+// remotes (remoteModule, host the registry of a source naming none).
+func addModuleCall(dir, what string, def hcl.Range, attrs hcl.Attributes, host string, remotes *remoteCalls) (moduleCall, bool, error) {
+	call, ok, err := localModule(what, def, attrs)
+	if err != nil {
+		return moduleCall{}, false, err
+	}
+	if ok {
+		call.dir = filepath.Join(dir, filepath.FromSlash(call.source))
+		ok, err = remotes.addLocal(call.dir, where(call.rng), call.source)
+		return call, ok && err == nil, err
+	}
+	rc, err := remoteModule(what, attrs, host)
+	if err == nil {
+		err = remotes.add(rc)
+	}
+	return moduleCall{}, false, err
 }
 
 // localModule returns the call of a module block (what, for messages:

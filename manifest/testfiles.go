@@ -102,28 +102,11 @@ func readTests(ctx context.Context, t *treeRead, dir string) error {
 				if diags.HasErrors() {
 					return diagError(diags)
 				}
-				what := fmt.Sprintf("the module of run %q", b.Labels[0])
-				call, ok, err := localModule(what, mb.DefRange, mc.Attributes)
+				call, local, err := addModuleCall(abs, fmt.Sprintf("the module of run %q", b.Labels[0]), mb.DefRange, mc.Attributes, host, &t.remotes)
+				if err == nil && local {
+					err = loadLocal(ctx, t, call)
+				}
 				if err != nil {
-					return err
-				}
-				if ok {
-					call.dir = filepath.Join(abs, filepath.FromSlash(call.source))
-					if ok, err = t.remotes.addLocal(call.dir, where(call.rng), call.source); err != nil {
-						return err
-					}
-					if ok {
-						if err := loadLocal(ctx, t, call); err != nil {
-							return err
-						}
-					}
-					continue
-				}
-				remote, err := remoteModule(what, mc.Attributes, host)
-				if err != nil {
-					return err
-				}
-				if err := t.remotes.add(remote); err != nil {
 					return err
 				}
 			}
