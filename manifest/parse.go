@@ -412,7 +412,7 @@ func providerBlockVersion(b *hcl.Block) (string, *constraintAt, error) {
 func isOverride(path string) bool {
 	base := filepath.Base(path)
 	base = strings.TrimSuffix(base, ".json")
-	base = strings.TrimSuffix(strings.TrimSuffix(base, tfExt), tofuExt)
+	base = strings.TrimSuffix(strings.TrimSuffix(base, configKind.tf), configKind.tofu)
 	return base == "override" || strings.HasSuffix(base, "_override")
 }
 
@@ -549,34 +549,50 @@ func (s *Spec) loadDir(dir string) error {
 	return nil
 }
 
-// Configuration files, as each client reads them: Terraform the *.tf and
-// *.tf.json files of a module's directory; OpenTofu those and its own
-// *.tofu and *.tofu.json, where NAME.tofu (NAME.tofu.json) stands in for
-// NAME.tf (NAME.tf.json) beside it, which OpenTofu then ignores. Both
-// ignore a hidden file (".old.tf"), an editor's or a tool's.
-const (
-	tfExt       = ".tf"
-	tfJSONExt   = ".tf.json"
-	tofuExt     = ".tofu"
-	tofuJSONExt = ".tofu.json"
-)
+// fileKind is a kind of file both clients read, by its extensions:
+// Terraform's native and JSON ones, and OpenTofu's, where NAME+tofu
+// (NAME+tofuJSON) stands in for NAME+tf (NAME+tfJSON) beside it, which
+// OpenTofu then ignores.
+type fileKind struct{ tf, tfJSON, tofu, tofuJSON string }
 
-// configFiles lists the configuration files of the module in dir that
-// OpenTofu reads (tofu) or Terraform, sorted, and says whether dir holds
-// any that only OpenTofu reads (*.tofu, *.tofu.json).
-func configFiles(dir string, tofu bool) (files []string, hasTofu bool, err error) {
-	byExt, err := filesByExt(dir, tfExt, tfJSONExt, tofuExt, tofuJSONExt)
+// Configuration files: Terraform reads a module's *.tf and *.tf.json
+// files; OpenTofu its *.tofu and *.tofu.json too. Both ignore a hidden
+// file (".old.tf"), an editor's or a tool's.
+var configKind = fileKind{".tf", ".tf.json", ".tofu", ".tofu.json"}
+
+// list lists the files of kind k in dir that OpenTofu reads (tofu) or
+// Terraform, sorted (filesByExt), and says whether dir holds any that
+// only OpenTofu reads.
+func (k fileKind) list(dir string, tofu bool) (files []string, hasTofu bool, err error) {
+	byExt, err := filesByExt(dir, k.tf, k.tfJSON, k.tofu, k.tofuJSON)
 	if err != nil {
 		return nil, false, err
 	}
-	hasTofu = len(byExt[tofuExt])+len(byExt[tofuJSONExt]) > 0
-	files = append(byExt[tfExt], byExt[tfJSONExt]...)
+	hasTofu = len(byExt[k.tofu])+len(byExt[k.tofuJSON]) > 0
+	files = append(byExt[k.tf], byExt[k.tfJSON]...)
 	if tofu {
-		files = standIn(files, byExt[tofuExt], tofuExt, tfExt)
-		files = standIn(files, byExt[tofuJSONExt], tofuJSONExt, tfJSONExt)
+		files = standIn(files, byExt[k.tofu], k.tofu, k.tf)
+		files = standIn(files, byExt[k.tofuJSON], k.tofuJSON, k.tfJSON)
 	}
 	sort.Strings(files)
 	return files, hasTofu, nil
+}
+
+// configFiles lists the configuration files of the module in dir that
+// OpenTofu reads (tofu) or Terraform (configKind), sorted, and says
+// whether dir holds any that only OpenTofu reads.
+func configFiles(dir string, tofu bool) (files []string, hasTofu bool, err error) {
+	return configKind.list(dir, tofu)
+}
+
+// moduleFiles is configFiles of the module in dir, a *noFilesError when
+// there is none (there: dir is a local module's).
+func moduleFiles(dir string, tofu, there bool) ([]string, error) {
+	files, hasTofu, err := configFiles(dir, tofu)
+	if err == nil && len(files) == 0 {
+		err = &noFilesError{tofu: tofu, hasTofu: hasTofu, there: there}
+	}
+	return files, err
 }
 
 // filesByExt lists the files in dir named NAME followed by one of exts,
@@ -668,12 +684,9 @@ type treeRead struct {
 // directory with no file the client reads is a *noFilesError.
 func (s *Spec) readTree(ctx context.Context, root, dir string, bounds remoteCalls) (*treeRead, error) {
 	t := &treeRead{root: root, tofu: s.Client == OpenTofu, seen: map[string]bool{}, remotes: bounds}
-	files, hasTofu, err := configFiles(dir, t.tofu)
+	files, err := moduleFiles(dir, t.tofu, false)
 	if err != nil {
 		return nil, err
-	}
-	if len(files) == 0 {
-		return nil, &noFilesError{tofu: t.tofu, hasTofu: hasTofu}
 	}
 	if err := loadModule(ctx, t, dir, files); err != nil {
 		return nil, err
@@ -728,10 +741,7 @@ func loadLocal(ctx context.Context, t *treeRead, c moduleCall) error {
 	if t.root != "" && !within(t.root, c.dir) {
 		return posError(c.rng, "module source %q: outside the module package (a local source names a directory of its package)", c.source)
 	}
-	files, hasTofu, err := configFiles(c.dir, t.tofu)
-	if err == nil && len(files) == 0 {
-		err = &noFilesError{tofu: t.tofu, hasTofu: hasTofu, there: true}
-	}
+	files, err := moduleFiles(c.dir, t.tofu, true)
 	if err != nil {
 		return posError(c.rng, "module source %q: %v", c.source, err)
 	}

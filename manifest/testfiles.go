@@ -8,25 +8,20 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"sort"
 
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 )
 
-// Test files, as each client reads them: Terraform *.tftest.hcl and
-// *.tftest.json; OpenTofu those and its own *.tofutest.hcl and
-// *.tofutest.json, each standing in for the .tftest file of its name.
-// Both read them in a configuration's directory and in its tests
-// directory (testsDir, the default of -test-directory).
-const (
-	tfTestExt       = ".tftest.hcl"
-	tfTestJSONExt   = ".tftest.json"
-	tofuTestExt     = ".tofutest.hcl"
-	tofuTestJSONExt = ".tofutest.json"
-	testsDir        = "tests"
-)
+// Test files: Terraform reads *.tftest.hcl and *.tftest.json files;
+// OpenTofu its *.tofutest.hcl and *.tofutest.json too, each standing in
+// for the .tftest file of its name. Both read them in a configuration's
+// directory and in its tests directory (testsDir, the default of
+// -test-directory).
+var testKind = fileKind{".tftest.hcl", ".tftest.json", ".tofutest.hcl", ".tofutest.json"}
+
+const testsDir = "tests"
 
 var (
 	testFileSchema = &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{
@@ -38,20 +33,14 @@ var (
 
 // testFiles lists the test files of the configuration in dir, and of
 // its tests directory, that OpenTofu reads (tofu) or Terraform, sorted
-// within each directory (filesByExt).
+// within each directory (testKind).
 func testFiles(dir string, tofu bool) ([]string, error) {
 	var out []string
 	for _, d := range []string{dir, filepath.Join(dir, testsDir)} {
-		byExt, err := filesByExt(d, tfTestExt, tfTestJSONExt, tofuTestExt, tofuTestJSONExt)
+		files, _, err := testKind.list(d, tofu)
 		if err != nil {
 			return nil, err
 		}
-		files := append(byExt[tfTestExt], byExt[tfTestJSONExt]...)
-		if tofu {
-			files = standIn(files, byExt[tofuTestExt], tofuTestExt, tfTestExt)
-			files = standIn(files, byExt[tofuTestJSONExt], tofuTestJSONExt, tfTestJSONExt)
-		}
-		sort.Strings(files)
 		out = append(out, files...)
 	}
 	return out, nil
