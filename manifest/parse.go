@@ -1009,12 +1009,9 @@ func parseConfig(ctx context.Context, dir string, files []string, host string, r
 	var out []*requirement
 	for _, name := range order {
 		req := byName[name]
-		addr, ok := sources[name]
-		if !ok {
-			var err error
-			if addr, err = addrs.ParseProviderOf("hashicorp/"+name, host); err != nil {
-				return nil, nil, fmt.Errorf("%s: provider local name %q: %v", req.where, name, err)
-			}
+		addr, err := providerOf(name, sources, host)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %v", req.where, err)
 		}
 		req.addr = addr
 		out = append(out, req)
@@ -1023,6 +1020,21 @@ func parseConfig(ctx context.Context, dir string, files []string, host string, r
 	var rs requirements
 	rs.merge(out)
 	return rs.list, calls, nil
+}
+
+// providerOf is the provider the local name stands for in a module:
+// its source address there (sources, by local name), or else
+// hashicorp/NAME of host, the registry of an address naming none, as
+// the clients imply it.
+func providerOf(name string, sources map[string]addrs.Provider, host string) (addrs.Provider, error) {
+	if addr, ok := sources[name]; ok {
+		return addr, nil
+	}
+	addr, err := addrs.ParseProviderOf("hashicorp/"+name, host)
+	if err != nil {
+		return addrs.Provider{}, fmt.Errorf("provider local name %q: %v", name, err)
+	}
+	return addr, nil
 }
 
 // builtinProvider is the local name of Terraform's built-in provider

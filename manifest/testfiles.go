@@ -10,8 +10,6 @@ import (
 	"path/filepath"
 
 	"github.com/hashicorp/hcl/v2"
-
-	"github.com/tfmirror/tfmirror/v2/addrs"
 )
 
 // Test files: Terraform reads *.tftest.hcl and *.tftest.json files;
@@ -109,12 +107,9 @@ func readTests(ctx context.Context, t *treeRead, dir string) error {
 // local name the root module does not name.
 func testProvider(t *treeRead, b *hcl.Block, host string) error {
 	name := b.Labels[0]
-	addr, ok := t.names[name]
-	if !ok {
-		var err error
-		if addr, err = addrs.ParseProviderOf("hashicorp/"+name, host); err != nil {
-			return posError(b.LabelRanges[0], "provider local name %q: %v", name, err)
-		}
+	addr, err := providerOf(name, t.names, host)
+	if err != nil {
+		return posError(b.LabelRanges[0], "%v", err)
 	}
 	r := &requirement{addr: addr, where: where(b.DefRange), name: name}
 	_, c, err := providerBlockVersion(b)
