@@ -177,10 +177,10 @@ const StdinName = "(standard input)"
 // Load reads each path: a directory (its configuration, as Terraform
 // reads it, and lock file), a file named .terraform.lock.hcl (a lock
 // file), or any other file (a sync manifest). What the paths ask for is
-// merged into one Spec. Every
-// file is opened as an operator's file is (internal/hclfile.Parse): a
-// FIFO, a device or a socket, which would keep a read waiting or never
-// end, is refused; Stdin is refused too (see LoadFrom).
+// merged into one Spec. Every file is opened as an operator's file is
+// (internal/hclfile.Parse): a FIFO, a device or a socket, which would
+// keep a read waiting or never end, is refused; Stdin is refused too
+// (see LoadFrom).
 func Load(paths ...string) (*Spec, error) {
 	return LoadFrom(nil, paths...)
 }

@@ -123,7 +123,8 @@ func (r *syncRun) syncModules(ctx context.Context, spec *manifest.Spec) moduleSy
 		return 1
 	}
 	for _, m := range spec.Modules {
-		queues[queueOf(m)] = append(queues[queueOf(m)], item{m, 0})
+		q := queueOf(m)
+		queues[q] = append(queues[q], item{m, 0})
 	}
 	// read are the subdirectories of each module version whose
 	// configuration was read (or tried), by "ADDRESS@VERSION": packages
