@@ -4,8 +4,9 @@
 // files and those of its local child modules: required_providers,
 // provider blocks, and the providers resources and data sources imply,
 // as its Client reads it: Terraform, or OpenTofu, which reads its own
-// .tofu and .tofu.json files too), all parsed with HashiCorp's HCL
-// library.
+// .tofu and .tofu.json files too and evaluates a module's source and
+// version from variables and locals: static.go), all parsed with
+// HashiCorp's HCL library.
 //
 // It owns the formats and their validation (errors name file:line) and
 // turns them into a Spec: providers, each with version selections, and
@@ -102,6 +103,7 @@ type Spec struct {
 	Unmirrorable []string
 
 	unmirrorable map[string]bool              // the set of Unmirrorable (AddUnmirrorable)
+	inputs       []Input                      // the values of configuration directories' variables (Reading.Inputs)
 	providers    map[addrs.Provider]*Provider // Providers by address (add)
 }
 
@@ -196,7 +198,26 @@ func LoadFrom(stdin io.Reader, paths ...string) (*Spec, error) {
 // LoadFor is LoadFrom of the configuration directories as client reads
 // them (Spec.Client).
 func LoadFor(client Client, stdin io.Reader, paths ...string) (*Spec, error) {
-	spec := &Spec{Client: client}
+	return LoadWith(Reading{Client: client}, stdin, paths...)
+}
+
+// Reading is how the configuration directories are read: as Client
+// reads them, and with OpenTofu the values Inputs gives their variables.
+type Reading struct {
+	Client Client
+	// Inputs are the values given for the variables of each
+	// configuration directory (each root module), in their order, a
+	// later one replacing an earlier: with Client OpenTofu, a module
+	// block's source and version may refer to variables and locals,
+	// which sync evaluates as `tofu init` does (staticScope), taking
+	// Inputs as it takes -var and -var-file. Terraform reads them as
+	// literals.
+	Inputs []Input
+}
+
+// LoadWith is LoadFrom of the configuration directories as r says.
+func LoadWith(r Reading, stdin io.Reader, paths ...string) (*Spec, error) {
+	spec := &Spec{Client: r.Client, inputs: r.Inputs}
 	if n := countStdin(paths); n > 1 {
 		return nil, fmt.Errorf("%q (standard input) is given %d times: it can be read once", Stdin, n)
 	} else if n == 1 && stdin == nil {

@@ -12,10 +12,8 @@ import (
 
 	"github.com/apparentlymart/go-versions/versions"
 	"github.com/hashicorp/hcl/v2"
-	"github.com/zclconf/go-cty/cty"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
-	"github.com/tfmirror/tfmirror/v2/internal/hclfile"
 )
 
 // Module is one registry module asked for, with everything that asked
@@ -323,30 +321,28 @@ func (s *Spec) readModuleDir(ctx context.Context, root, dir, what string, maxCal
 }
 
 // remoteModule reads a module block (what, for messages: `module
-// "net"`), whose arguments are attrs (moduleAttributes), when its source
+// "net"`), whose arguments are attrs (moduleAttributes) and source src
+// (evaluated in sc, as its version is: staticScope.stringOf), when src
 // is not a local path: a registry address
 // ([HOST/]NAMESPACE/NAME/SYSTEM[//SUBDIR], with an optional version
 // constraint; host when it names none), or any other source.
-func remoteModule(what string, attrs hcl.Attributes, host string) (remoteCall, error) {
-	attr := attrs["source"] // localModule checked it
-	v, _ := hclfile.Value(attr.Expr)
-	src := v.AsString()
-	rc := remoteCall{source: src, where: where(attr.Range), set: versions.Released}
+func remoteModule(ctx context.Context, sc *staticScope, what, src string, attrs hcl.Attributes, host string) (remoteCall, error) {
+	rc := remoteCall{source: src, where: where(attrs["source"].Range), set: versions.Released}
 	addr, subdir, ok := registrySource(src, host)
 	if !ok {
 		return rc, nil
 	}
 	rc.module, rc.subdir = &addr, subdir
 	if va, ok := attrs["version"]; ok {
-		cv, diags := hclfile.Value(va.Expr)
-		if diags.HasErrors() || cv.IsNull() || !cv.Type().Equals(cty.String) {
-			return rc, posError(va.Expr.Range(), "version of %s must be a string%s", what, staticOnly(va.Expr))
+		c, err := sc.stringOf(ctx, va.Expr, "version", what)
+		if err != nil {
+			return rc, err
 		}
-		set, err := parseModuleConstraint(cv.AsString())
+		set, err := parseModuleConstraint(c)
 		if err != nil {
 			return rc, posError(va.Expr.Range(), "%v", err)
 		}
-		rc.constraint, rc.set = cv.AsString(), set
+		rc.constraint, rc.set = c, set
 	}
 	return rc, nil
 }

@@ -667,8 +667,9 @@ type treeRead struct {
 	root string
 	// tofu: read as OpenTofu reads it (configFiles, defaultHost).
 	tofu bool
-	// seen are the directories read, by absolute path: one called
-	// again (by any module, in any spelling, or itself) is read once.
+	// seen are the directories read, by absolute path (and arguments,
+	// moduleCall.key): one called again (by any module, in any
+	// spelling, or itself) is read once.
 	seen    map[string]bool
 	remotes remoteCalls
 	reqs    requirements
@@ -688,7 +689,11 @@ func (s *Spec) readTree(ctx context.Context, root, dir string, bounds remoteCall
 	if err != nil {
 		return nil, err
 	}
-	if err := loadModule(ctx, t, dir, files); err != nil {
+	var sc *staticScope
+	if t.tofu && root == "" {
+		sc = rootScope(dir, files, s.inputs)
+	}
+	if err := loadModule(ctx, t, dir, files, sc, ""); err != nil {
 		return nil, err
 	}
 	return t, nil
@@ -703,17 +708,19 @@ func (s *Spec) readTree(ctx context.Context, root, dir string, bounds remoteCall
 // once they are downloaded (tfmirror sync does, for registry modules).
 // A directory is read once (t.seen); ctx is checked before each file
 // (parseConfig) and each local module. A local source is followed within
-// t.root only.
-func loadModule(ctx context.Context, t *treeRead, dir string, files []string) error {
+// t.root only. sc is the module's scope (nil: its module sources and
+// versions are literals), key what tells it apart from the module read
+// with other arguments.
+func loadModule(ctx context.Context, t *treeRead, dir string, files []string, sc *staticScope, key string) error {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return err
 	}
-	if t.seen[abs] {
+	if t.seen[abs+key] {
 		return nil
 	}
-	t.seen[abs] = true
-	own, calls, err := parseConfig(ctx, abs, files, defaultHost(t.tofu), &t.remotes)
+	t.seen[abs+key] = true
+	own, calls, err := parseConfig(ctx, sc, abs, files, defaultHost(t.tofu), &t.remotes)
 	if err != nil {
 		return err
 	}
@@ -745,7 +752,10 @@ func loadLocal(ctx context.Context, t *treeRead, c moduleCall) error {
 	if err != nil {
 		return posError(c.rng, "module source %q: %v", c.source, err)
 	}
-	return loadModule(ctx, t, c.dir, files)
+	if c.scope != nil {
+		c.scope.files = files
+	}
+	return loadModule(ctx, t, c.dir, files, c.scope, c.key)
 }
 
 // defaultHost is the registry host of an address that names none as
@@ -797,6 +807,11 @@ type moduleCall struct {
 	source string
 	dir    string // the directory it names, absolute and clean
 	rng    hcl.Range
+	// scope is the module's as this call makes it (nil: literals
+	// only), and key tells it apart from the module's with other
+	// arguments (staticScope.childScope).
+	scope *staticScope
+	key   string
 }
 
 // joinConstraints writes constraints as one: "~> 5.0, >= 5.2".
@@ -824,7 +839,7 @@ func joinConstraints(cs []string) string { return strings.Join(cs, ", ") }
 // stranger may hold thousands, each up to hclfile's bounds. For the same
 // reason ctx is checked before each file: once it is done, parseConfig
 // returns context.Cause(ctx), the files after it unread.
-func parseConfig(ctx context.Context, dir string, files []string, host string, remotes *remoteCalls) ([]*requirement, []moduleCall, error) {
+func parseConfig(ctx context.Context, sc *staticScope, dir string, files []string, host string, remotes *remoteCalls) ([]*requirement, []moduleCall, error) {
 	byName := map[string]*requirement{}
 	var order []string
 	get := func(name string, r hcl.Range) *requirement {
@@ -926,7 +941,7 @@ func parseConfig(ctx context.Context, dir string, files []string, host string, r
 				if err != nil {
 					return nil, nil, err
 				}
-				call, local, err := addModuleCall(dir, fmt.Sprintf("module %q", b.Labels[0]), b.DefRange, attrs, host, remotes)
+				call, local, err := addModuleCall(ctx, sc, dir, fmt.Sprintf("module %q", b.Labels[0]), b.DefRange, attrs, host, remotes)
 				if err != nil {
 					return nil, nil, err
 				}
@@ -1210,9 +1225,9 @@ func moduleOverridesOf(ctx context.Context, files []string, remotes *remoteCalls
 			if b.Type != "module" {
 				continue
 			}
-			mc, _, diags := b.Body.PartialContent(moduleSchema)
-			if diags.HasErrors() {
-				return nil, diagError(diags)
+			args, err := moduleArguments(b)
+			if err != nil {
+				return nil, err
 			}
 			if out == nil {
 				out = moduleOverrides{}
@@ -1223,7 +1238,7 @@ func moduleOverridesOf(ctx context.Context, files []string, remotes *remoteCalls
 				}
 				out[b.Labels[0]] = hcl.Attributes{}
 			}
-			for name, a := range mc.Attributes {
+			for name, a := range args {
 				out[b.Labels[0]][name] = a
 			}
 		}
@@ -1231,14 +1246,29 @@ func moduleOverridesOf(ctx context.Context, files []string, remotes *remoteCalls
 	return out, nil
 }
 
-// moduleAttributes are the source and version of the module block b,
-// with those its override files set for it (overrides).
-func moduleAttributes(b *hcl.Block, overrides moduleOverrides) (hcl.Attributes, error) {
-	content, _, diags := b.Body.PartialContent(moduleSchema)
+// moduleArguments are the arguments of the module block b: its source
+// and version, and the others (meta-arguments and its module's
+// variables), whatever blocks it holds besides.
+func moduleArguments(b *hcl.Block) (hcl.Attributes, error) {
+	content, remain, diags := b.Body.PartialContent(moduleSchema)
 	if diags.HasErrors() {
 		return nil, diagError(diags)
 	}
-	attrs := content.Attributes
+	attrs, _ := remain.JustAttributes()
+	for name, a := range content.Attributes {
+		attrs[name] = a
+	}
+	return attrs, nil
+}
+
+// moduleAttributes are the arguments of the module block b
+// (moduleArguments), with those its override files set for it
+// (overrides).
+func moduleAttributes(b *hcl.Block, overrides moduleOverrides) (hcl.Attributes, error) {
+	attrs, err := moduleArguments(b)
+	if err != nil {
+		return nil, err
+	}
 	for name, a := range overrides[b.Labels[0]] {
 		attrs[name] = a
 	}
@@ -1246,51 +1276,42 @@ func moduleAttributes(b *hcl.Block, overrides moduleOverrides) (hcl.Attributes, 
 }
 
 // addModuleCall takes the call a module block makes from the module in
-// dir (what, def and attrs as localModule takes them): a local source is
-// counted in remotes (remoteCalls.addLocal) and returned to be read,
-// true unless its directory was counted already; any other is added to
-// remotes (remoteModule, host the registry of a source naming none).
-func addModuleCall(dir, what string, def hcl.Range, attrs hcl.Attributes, host string, remotes *remoteCalls) (moduleCall, bool, error) {
-	call, ok, err := localModule(what, def, attrs)
+// dir (what, for messages: `module "net"`; def, where the block is;
+// attrs, its arguments: moduleAttributes), its source and version
+// evaluated in sc (staticScope.stringOf; nil: literals only): a local
+// source is counted in remotes (remoteCalls.addLocal) and returned to be
+// read, true unless its directory was counted already with the same
+// arguments; any other is added to remotes (remoteModule, host the
+// registry of a source naming none).
+func addModuleCall(ctx context.Context, sc *staticScope, dir, what string, def hcl.Range, attrs hcl.Attributes, host string, remotes *remoteCalls) (moduleCall, bool, error) {
+	attr, ok := attrs["source"]
+	if !ok {
+		return moduleCall{}, false, posError(def, "%s has no source", what)
+	}
+	src, err := sc.stringOf(ctx, attr.Expr, "source", what)
 	if err != nil {
 		return moduleCall{}, false, err
 	}
-	if ok {
-		call.dir = filepath.Join(dir, filepath.FromSlash(call.source))
-		ok, err = remotes.addLocal(call.dir, where(call.rng), call.source)
+	if strings.HasPrefix(src, "./") || strings.HasPrefix(src, "../") {
+		call := moduleCall{source: src, rng: attr.Range, dir: filepath.Join(dir, filepath.FromSlash(src))}
+		call.scope, call.key = sc.childScope(ctx, what, attr.Range, call.dir, attrs)
+		if call.scope != nil && call.scope.depth > maxStaticDepth {
+			return moduleCall{}, false, posError(attr.Range, "%s: local modules called more than %d deep, each with other arguments (a module calling itself?)", what, maxStaticDepth)
+		}
+		ok, err = remotes.addLocal(call.dir+call.key, where(call.rng), call.source)
 		return call, ok && err == nil, err
 	}
-	rc, err := remoteModule(what, attrs, host)
+	rc, err := remoteModule(ctx, sc, what, src, attrs, host)
 	if err == nil {
 		err = remotes.add(rc)
 	}
 	return moduleCall{}, false, err
 }
 
-// localModule returns the call of a module block (what, for messages:
-// `module "net"`; def, where the block is), whose arguments are attrs
-// (moduleAttributes), when its source is a local path, and false for
-// other sources (registries, git, archives), which are not read.
-func localModule(what string, def hcl.Range, attrs hcl.Attributes) (moduleCall, bool, error) {
-	attr, ok := attrs["source"]
-	if !ok {
-		return moduleCall{}, false, posError(def, "%s has no source", what)
-	}
-	v, diags := hclfile.Value(attr.Expr)
-	if diags.HasErrors() || v.IsNull() || !v.Type().Equals(cty.String) {
-		return moduleCall{}, false, posError(attr.Expr.Range(), "source of %s must be a string%s", what, staticOnly(attr.Expr))
-	}
-	src := v.AsString()
-	if !strings.HasPrefix(src, "./") && !strings.HasPrefix(src, "../") {
-		return moduleCall{}, false, nil
-	}
-	return moduleCall{source: src, rng: attr.Range}, true, nil
-}
-
 // staticOnly says, for a module's source or version expr that refers to
 // variables or locals (which OpenTofu evaluates when it installs
-// modules), that sync reads a literal only, and what to do: "" for one
-// that refers to none.
+// modules) where sync reads a literal only, when sync evaluates it, and
+// what to do else: "" for one that refers to none.
 func staticOnly(expr hcl.Expression) string {
 	vars := expr.Variables()
 	if len(vars) == 0 {
@@ -1303,7 +1324,7 @@ func staticOnly(expr hcl.Expression) string {
 			name += "." + a.Name
 		}
 	}
-	return fmt.Sprintf(" (it refers to %s: sync reads a module's source and version as literals, and does not evaluate variables or locals as OpenTofu does; name the module and its version in a sync manifest instead)", name)
+	return fmt.Sprintf(" (it refers to %s: sync evaluates variables and locals as OpenTofu does with --client opentofu, in the configuration directories it is given, not in the registry module packages it fetches; else name the module and its version in a sync manifest)", name)
 }
 
 // requiredProvider reads one entry of required_providers: an object with

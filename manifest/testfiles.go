@@ -89,7 +89,7 @@ func readTests(ctx context.Context, t *treeRead, dir string) error {
 				if diags.HasErrors() {
 					return diagError(diags)
 				}
-				call, local, err := addModuleCall(abs, fmt.Sprintf("the module of run %q", b.Labels[0]), mb.DefRange, mc.Attributes, host, &t.remotes)
+				call, local, err := addModuleCall(ctx, nil, abs, fmt.Sprintf("the module of run %q", b.Labels[0]), mb.DefRange, mc.Attributes, host, &t.remotes)
 				if err == nil && local {
 					err = loadLocal(ctx, t, call)
 				}

@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -224,22 +225,27 @@ func TestModulePackageOfEachClient(t *testing.T) {
 	}
 }
 
-// A module source or version that refers to a variable or a local
-// (which OpenTofu evaluates when it installs modules, and Terraform
-// refuses) is refused at its line, naming what it refers to and what to
-// do instead, where sync said only that it must be a string.
+// A module source or version that refers to a variable or a local is
+// refused at its line, naming what it refers to and what to do, where
+// sync said only that it must be a string: by Terraform, which refuses
+// it too, and in a registry module package read with OpenTofu, whose
+// caller's values sync does not follow (TestStaticEvaluation has
+// OpenTofu's reading of the operator's own configuration).
 func TestModuleSourceFromAVariable(t *testing.T) {
+	const what = "(it refers to %s: sync evaluates variables and locals as OpenTofu does with --client opentofu, in the configuration directories it is given, not in the registry module packages it fetches; else name the module and its version in a sync manifest)"
 	for _, tc := range []struct {
 		name, module, want string
 	}{
-		{"source", "  source = var.src\n", "source of module \"m\" must be a string (it refers to var.src: sync reads a module's source and version as literals"},
-		{"version", "  source  = \"acme/m/aws\"\n  version = local.v\n", "version of module \"m\" must be a string (it refers to local.v:"},
+		{"source", "  source = var.src\n", "main.tf:2: source of module \"m\" must be a string " + fmt.Sprintf(what, "var.src")},
+		{"version", "  source  = \"acme/m/aws\"\n  version = local.v\n", "main.tf:3: version of module \"m\" must be a string " + fmt.Sprintf(what, "local.v")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			files := map[string]string{"main.tf": "module \"m\" {\n" + tc.module + "}\n"}
-			_, err := LoadFor(OpenTofu, nil, writeFiles(t, files))
-			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "name the module and its version in a sync manifest instead") {
-				t.Errorf("error %v, want one containing %q", err, tc.want)
+			dir := writeFiles(t, map[string]string{"main.tf": "module \"m\" {\n" + tc.module + "}\n"})
+			if _, err := LoadFor(Terraform, nil, dir); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("terraform: error %v, want one containing %q", err, tc.want)
+			}
+			if _, err := readAlone(&Spec{Client: OpenTofu}, dir, dir, "module acme/app/aws 1.0.0"); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("opentofu, a module package: error %v, want one containing %q", err, tc.want)
 			}
 		})
 	}

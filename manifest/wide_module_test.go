@@ -29,12 +29,12 @@ func TestModuleFilesParsedOneAtATime(t *testing.T) {
 		files = append(files, f)
 	}
 	one := peakHeap(t, func() {
-		if _, _, err := parseConfig(context.Background(), dir, files[:1], addrs.DefaultProviderHost, &remoteCalls{}); err != nil {
+		if _, _, err := parseConfig(context.Background(), nil, dir, files[:1], addrs.DefaultProviderHost, &remoteCalls{}); err != nil {
 			t.Fatal(err)
 		}
 	})
 	all := peakHeap(t, func() {
-		if _, _, err := parseConfig(context.Background(), dir, files, addrs.DefaultProviderHost, &remoteCalls{}); err != nil {
+		if _, _, err := parseConfig(context.Background(), nil, dir, files, addrs.DefaultProviderHost, &remoteCalls{}); err != nil {
 			t.Fatal(err)
 		}
 	})
