@@ -39,6 +39,9 @@ type syncConfig struct {
 	// Client is the client whose install of a configuration directory
 	// (and of the registry modules it calls) sync reproduces.
 	Client manifest.Client
+	// Inputs are the --var and --var-file flags, in their order: the
+	// values of the configuration directories' variables (OpenTofu's).
+	Inputs []manifest.Input
 	Paths  []string
 	// policy is the configuration file's package policy, put in force on
 	// the engine a sync opens itself.
@@ -61,6 +64,8 @@ func parseSyncFlags(args []string, lookupEnv func(string) (string, bool), out io
 	fs.Var(&platforms, "platforms", "comma-separated os_arch platforms to sync; given, it replaces the manifests' top-level platforms (providers' own platforms are still added)")
 	settings.IntVar(fs, &c.Parallel, "parallel", 4, "how many archives to fetch at once")
 	settings.BoolVar(fs, &c.DryRun, "dry-run", "list what would be fetched, without downloading any archive")
+	fs.Var(inputFlag{&c.Inputs, false}, "var", "NAME=VALUE: a `value` for a variable of each configuration directory (a root module), as tofu init -var takes it: with --client opentofu, a module's source and version may refer to variables and locals, which sync evaluates (values also from terraform.tfvars, *.auto.tfvars and TF_VAR_NAME, as tofu init reads them); repeatable, a later value replacing an earlier")
+	fs.Var(inputFlag{&c.Inputs, true}, "var-file", "a `file` of values for the variables of each configuration directory, as tofu init -var-file takes it (see --var); repeatable")
 	fs.TextVar(&c.Client, "client", manifest.Terraform, "the client, by `name`, whose install of a configuration directory (and of the registry modules it calls) to sync: terraform, or opentofu, which reads .tofu files too and takes an address naming no host as registry.opentofu.org's")
 	fs.Usage = func() {
 		fmt.Fprintf(out, "Usage: tfmirror sync [flags] PATH...\n\nEach PATH is a sync manifest, a .terraform.lock.hcl or a Terraform configuration directory\n(its .tf and .tf.json files, its local modules and its lock file; with\n--client opentofu, its .tofu and .tofu.json files too); - is a sync manifest\nread from standard input. Files are regular files (a FIFO or a device is refused).\nEvery flag may also be set by an environment variable, e.g. --data-dir by %s;\nthe settings it shares with serve also by serve's --config file.\n\nFlags:\n", settings.EnvName("data-dir"))
@@ -87,10 +92,38 @@ func parseSyncFlags(args []string, lookupEnv func(string) (string, bool), out io
 			return c, fmt.Errorf("--platforms: %w", err)
 		}
 	}
+	if len(c.Inputs) > 0 && c.Client != manifest.OpenTofu {
+		return c, errors.New("--var and --var-file are read with --client opentofu: Terraform reads a module's source and version as literals")
+	}
 	if c.Parallel < 1 || c.Parallel > 64 {
 		return c, errors.New("--parallel must be between 1 and 64")
 	}
 	return c, l.Locate(c.ValidateEngine())
+}
+
+// inputFlag is --var (NAME=VALUE) or, file, --var-file (FILE): each
+// given adds an input to list, in the order given.
+type inputFlag struct {
+	list *[]manifest.Input
+	file bool
+}
+
+func (f inputFlag) String() string { return "" }
+
+func (f inputFlag) Set(v string) error {
+	if f.file {
+		if v == "" {
+			return errors.New("empty file name")
+		}
+		*f.list = append(*f.list, manifest.Input{File: v})
+		return nil
+	}
+	name, value, ok := strings.Cut(v, "=")
+	if !ok || name == "" {
+		return fmt.Errorf("%q: want NAME=VALUE", v)
+	}
+	*f.list = append(*f.list, manifest.Input{Name: name, Value: value})
+	return nil
 }
 
 // syncItem is one package to sync: a version of a provider for a platform.
@@ -137,7 +170,7 @@ type syncRun struct {
 // hclfile.MaxBytes, the operator's to end (Ctrl-D) or interrupt; every
 // other path a regular file or directory, never a FIFO or a device
 // (/dev/stdin, a shell's <(...)), which would keep the read waiting.
-func loadSpec(ctx context.Context, client manifest.Client, paths []string, stdin io.Reader) (*manifest.Spec, error) {
+func loadSpec(ctx context.Context, reading manifest.Reading, paths []string, stdin io.Reader) (*manifest.Spec, error) {
 	var src io.Reader
 	if slices.Contains(paths, manifest.Stdin) {
 		if stdin == nil {
@@ -149,7 +182,7 @@ func loadSpec(ctx context.Context, client manifest.Client, paths []string, stdin
 		}
 		src = bytes.NewReader(b)
 	}
-	spec, err := manifest.LoadFor(client, src, paths...)
+	spec, err := manifest.LoadWith(reading, src, paths...)
 	var kind *inputfile.KindError
 	if errors.As(err, &kind) && kind.Kind != "a directory" {
 		return nil, fmt.Errorf("%w (to read a sync manifest from standard input, name it %q: tfmirror sync [flags] %s)", err, manifest.Stdin, manifest.Stdin)
@@ -192,7 +225,7 @@ func runSync(ctx context.Context, args []string, lookupEnv func(string) (string,
 		fmt.Fprintf(stderr, "tfmirror sync: %v\n", err)
 		return 2
 	}
-	spec, err := loadSpec(ctx, cfg.Client, cfg.Paths, o.stdin)
+	spec, err := loadSpec(ctx, manifest.Reading{Client: cfg.Client, Inputs: cfg.Inputs}, cfg.Paths, o.stdin)
 	if err != nil {
 		fmt.Fprintf(stderr, "tfmirror sync: %v\n", err)
 		return 2

@@ -17,15 +17,16 @@ func requiresHashicorp(name, constraint string) string {
 	return fmt.Sprintf("terraform {\n  required_providers {\n    %s = {\n      source  = \"hashicorp/%s\"\n      version = %q\n    }\n  }\n}\n", name, name, constraint)
 }
 
-// syncForOpenTofuThenSeal syncs config with --client opentofu from e's
-// origin, answering as registry.opentofu.org, for every platform of
-// registryPlatforms into a new data directory, then takes the origin
-// down and restarts e's mirror sealed on that directory.
-func syncForOpenTofuThenSeal(t *testing.T, e *e2e, config string) {
+// syncForOpenTofuThenSeal syncs with --client opentofu and args (the
+// configuration's directory last) from e's origin, answering as
+// registry.opentofu.org, for every platform of registryPlatforms into a
+// new data directory, then takes the origin down and restarts e's
+// mirror sealed on that directory.
+func syncForOpenTofuThenSeal(t *testing.T, e *e2e, args ...string) {
 	t.Helper()
 	dataDir := filepath.Join(t.TempDir(), "synced")
-	out, errOut, code := syncInProcess(t, e.origin, dataDir, "--allowed-origins", tofuRegistry, "--client", "opentofu",
-		"--platforms", strings.Join(registryPlatforms(), ","), config)
+	args = append([]string{"--allowed-origins", tofuRegistry, "--client", "opentofu", "--platforms", strings.Join(registryPlatforms(), ",")}, args...)
+	out, errOut, code := syncInProcess(t, e.origin, dataDir, args...)
 	if code != 0 {
 		t.Fatalf("sync --client opentofu exited %d:\n%s\n%s", code, out, errOut)
 	}
@@ -88,6 +89,40 @@ func TestSyncForOpenTofu(t *testing.T) {
 	} {
 		if code, _ := get(path); code == 200 {
 			t.Errorf("sealed mirror: GET %s: 200, which the sync for OpenTofu did not ask for", path)
+		}
+	}
+}
+
+// sync --client opentofu evaluates a module block's version from a
+// variable, as tofu init does, its value from --var-file replacing
+// terraform.tfvars's: the sealed mirror serves the version the value
+// names and not the other. --var is refused without --client opentofu.
+func TestSyncForOpenTofuWithVariables(t *testing.T) {
+	e := newE2E(t, fakeorigin.Options{})
+	for _, v := range []string{"1.0.0", "2.0.0"} {
+		name := "net-" + v + ".tar.gz"
+		e.origin.AddTarball(name, fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("output \"v\" {\n  value = \"" + v + "\"\n}\n")}))
+		e.origin.AddModule("acme", "net", "aws", v, e.origin.TarballURL(name))
+	}
+	config := t.TempDir()
+	writeTree(t, config, map[string]string{
+		"main.tf":          "variable \"net_version\" {}\nmodule \"net\" {\n  source  = \"acme/net/aws\"\n  version = var.net_version\n}\n",
+		"terraform.tfvars": "net_version = \"1.0.0\"\n",
+		"prod.tfvars":      "net_version = \"2.0.0\"\n",
+	})
+	if _, err := parseSyncFlags([]string{"--var", "net_version=2.0.0", config}, func(string) (string, bool) { return "", false }, io.Discard); err == nil || !strings.Contains(err.Error(), "--var and --var-file are read with --client opentofu") {
+		t.Errorf("--var without --client opentofu: %v, want refused", err)
+	}
+	syncForOpenTofuThenSeal(t, e, "--var-file", filepath.Join(config, "prod.tfvars"), config)
+	c := trustingClient(t, e.caFile)
+	for v, synced := range map[string]bool{"2.0.0": true, "1.0.0": false} {
+		resp, err := c.Get(e.url + "registry/" + tofuRegistry + "/v1/modules/acme/net/aws/" + v + "/download")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if (resp.StatusCode == http.StatusOK) != synced {
+			t.Errorf("sealed mirror: module acme/net/aws %s: %d, synced: %v", v, resp.StatusCode, synced)
 		}
 	}
 }

@@ -229,3 +229,67 @@ func TestTofuModulesSealedAfterSyncForOpenTofu(t *testing.T) {
 	checkSameModules(t, "sealed mirror after sync --client opentofu", want, moduleTree(t, dir))
 	checkSameInstall(t, "sealed mirror after sync --client opentofu", wantLock, readLock(t, dir), wantOut, out)
 }
+
+// tofuStaticRoot is moduleRoot's three modules as OpenTofu lets a root
+// module name them: sources and versions from variables and locals.
+const tofuStaticRoot = `variable "team" {
+  default = "Acme"
+}
+
+variable "app_major" {
+  type    = number
+  default = 2
+}
+
+variable "tarball_version" {
+  type    = string
+  default = null
+}
+
+locals {
+  namespace = lower(var.team)
+  app       = "${local.namespace}/app/aws"
+}
+
+module "vpc" {
+  source  = "${local.namespace}/vpc/aws"
+  version = "1.0.0"
+}
+
+module "app" {
+  source  = local.app
+  version = "~> ${var.app_major}.0"
+}
+
+module "tarball" {
+  source  = format("%s/tarball/aws", local.namespace)
+  version = coalesce(var.tarball_version, "0.1.0")
+}
+`
+
+// tofu init, through a sealed mirror that sync --client opentofu filled
+// from a root module whose module sources and versions refer to
+// variables and locals, installs what a direct install does: sync
+// evaluated them as OpenTofu does.
+func TestTofuStaticModulesSealedAfterSyncForOpenTofu(t *testing.T) {
+	e := newTofuModulesE2E(t)
+	dir, wantOut := directTofuModules(t, e).initRoot(t, tofuStaticRoot)
+	want, wantLock := moduleTree(t, dir), readLock(t, dir)
+
+	config := t.TempDir()
+	if err := os.WriteFile(filepath.Join(config, "main.tf"), []byte(tofuStaticRoot), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dataDir := filepath.Join(t.TempDir(), "synced")
+	out, errOut, code := syncInProcess(t, e.origin, dataDir, "--allowed-origins", tofuRegistry, "--client", "opentofu",
+		"--platforms", strings.Join(registryPlatforms(), ","), config)
+	if code != 0 || !strings.Contains(out, "modules: 3 packages fetched") {
+		t.Fatalf("sync --client opentofu exited %d:\n%s\n%s", code, out, errOut)
+	}
+	e.origin.SetDown(http.StatusBadGateway)
+	e.stop()
+	e.startMirror(dataDir, "--offline")
+	dir, out = mirrorTofuModules(t, e, "").initRoot(t, tofuStaticRoot)
+	checkSameModules(t, "sealed mirror after sync --client opentofu", want, moduleTree(t, dir))
+	checkSameInstall(t, "sealed mirror after sync --client opentofu", wantLock, readLock(t, dir), wantOut, out)
+}
