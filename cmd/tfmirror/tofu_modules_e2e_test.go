@@ -208,12 +208,20 @@ func TestTofuModuleDirectAnswerWithRegistryCredentials(t *testing.T) {
 // at registry.opentofu.org, as OpenTofu does, and synced the providers
 // their packages ask with the root module's.
 func TestTofuModulesSealedAfterSyncForOpenTofu(t *testing.T) {
+	tofuSealedAfterSync(t, moduleRoot)
+}
+
+// tofuSealedAfterSync checks that tofu init of root, through a mirror
+// sealed on a data directory sync --client opentofu filled from root,
+// installs the module files and lock file of a direct install.
+func tofuSealedAfterSync(t *testing.T, root string) {
+	t.Helper()
 	e := newTofuModulesE2E(t)
-	dir, wantOut := directTofuModules(t, e).init(t)
+	dir, wantOut := directTofuModules(t, e).initRoot(t, root)
 	want, wantLock := moduleTree(t, dir), readLock(t, dir)
 
 	config := t.TempDir()
-	if err := os.WriteFile(filepath.Join(config, "main.tf"), []byte(moduleRoot), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(config, "main.tf"), []byte(root), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	dataDir := filepath.Join(t.TempDir(), "synced")
@@ -225,7 +233,7 @@ func TestTofuModulesSealedAfterSyncForOpenTofu(t *testing.T) {
 	e.origin.SetDown(http.StatusBadGateway)
 	e.stop()
 	e.startMirror(dataDir, "--offline")
-	dir, out = mirrorTofuModules(t, e, "").init(t)
+	dir, out = mirrorTofuModules(t, e, "").initRoot(t, root)
 	checkSameModules(t, "sealed mirror after sync --client opentofu", want, moduleTree(t, dir))
 	checkSameInstall(t, "sealed mirror after sync --client opentofu", wantLock, readLock(t, dir), wantOut, out)
 }
@@ -272,24 +280,5 @@ module "tarball" {
 // variables and locals, installs what a direct install does: sync
 // evaluated them as OpenTofu does.
 func TestTofuStaticModulesSealedAfterSyncForOpenTofu(t *testing.T) {
-	e := newTofuModulesE2E(t)
-	dir, wantOut := directTofuModules(t, e).initRoot(t, tofuStaticRoot)
-	want, wantLock := moduleTree(t, dir), readLock(t, dir)
-
-	config := t.TempDir()
-	if err := os.WriteFile(filepath.Join(config, "main.tf"), []byte(tofuStaticRoot), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	dataDir := filepath.Join(t.TempDir(), "synced")
-	out, errOut, code := syncInProcess(t, e.origin, dataDir, "--allowed-origins", tofuRegistry, "--client", "opentofu",
-		"--platforms", strings.Join(registryPlatforms(), ","), config)
-	if code != 0 || !strings.Contains(out, "modules: 3 packages fetched") {
-		t.Fatalf("sync --client opentofu exited %d:\n%s\n%s", code, out, errOut)
-	}
-	e.origin.SetDown(http.StatusBadGateway)
-	e.stop()
-	e.startMirror(dataDir, "--offline")
-	dir, out = mirrorTofuModules(t, e, "").initRoot(t, tofuStaticRoot)
-	checkSameModules(t, "sealed mirror after sync --client opentofu", want, moduleTree(t, dir))
-	checkSameInstall(t, "sealed mirror after sync --client opentofu", wantLock, readLock(t, dir), wantOut, out)
+	tofuSealedAfterSync(t, tofuStaticRoot)
 }
