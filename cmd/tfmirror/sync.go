@@ -95,6 +95,16 @@ func parseSyncFlags(args []string, lookupEnv func(string) (string, bool), out io
 	if len(c.Inputs) > 0 && c.Client != manifest.OpenTofu {
 		return c, errors.New("--var and --var-file are read with --client opentofu: Terraform reads a module's source and version as literals")
 	}
+	for _, in := range c.Inputs {
+		if in.File == "" {
+			continue
+		}
+		if fi, err := os.Stat(in.File); err != nil {
+			return c, fmt.Errorf("--var-file: %w", err)
+		} else if !fi.Mode().IsRegular() {
+			return c, fmt.Errorf("--var-file %s: not a regular file", in.File)
+		}
+	}
 	if c.Parallel < 1 || c.Parallel > 64 {
 		return c, errors.New("--parallel must be between 1 and 64")
 	}

@@ -113,6 +113,9 @@ func TestSyncForOpenTofuWithVariables(t *testing.T) {
 	if _, err := parseSyncFlags([]string{"--var", "net_version=2.0.0", config}, func(string) (string, bool) { return "", false }, io.Discard); err == nil || !strings.Contains(err.Error(), "--var and --var-file are read with --client opentofu") {
 		t.Errorf("--var without --client opentofu: %v, want refused", err)
 	}
+	if _, err := parseSyncFlags([]string{"--client", "opentofu", "--var-file", filepath.Join(config, "prd.tfvars"), config}, func(string) (string, bool) { return "", false }, io.Discard); err == nil || !strings.Contains(err.Error(), "prd.tfvars: no such file") {
+		t.Errorf("--var-file naming no file: %v, want refused", err)
+	}
 	syncForOpenTofuThenSeal(t, e, "--var-file", filepath.Join(config, "prod.tfvars"), config)
 	c := trustingClient(t, e.caFile)
 	for v, synced := range map[string]bool{"2.0.0": true, "1.0.0": false} {
