@@ -15,7 +15,8 @@ type ReloadRequest struct{}
 
 // Reloaded is what a reload put in force.
 type Reloaded struct {
-	// File is the configuration file read, "" when the process has none.
+	// File is the configuration file read, its absolute path as the
+	// serving process finds it; "" when the process has none.
 	File string `json:"file,omitempty"`
 	// Settings are the settings whose value changed in the file: put in
 	// force, or, with Restart, kept at their value in force until a

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -223,7 +224,7 @@ func (m *server) reload() (admin.Reloaded, error) {
 	var out admin.Reloaded
 	if m.reloadsEnded {
 		return out, &httperr.RequestError{Status: http.StatusServiceUnavailable,
-			Msg: "nothing reloaded: the mirror is shutting down (its engine and cache are closed)"}
+			Msg: "nothing reloaded: the mirror is shutting down"}
 	}
 	var errs []error
 	var inForce []string // what each file put in force says, for an error
@@ -236,7 +237,12 @@ func (m *server) reload() (admin.Reloaded, error) {
 	out.Settings, out.Parts = []admin.SettingChange{}, []admin.PartChange{}
 	if withFile {
 		res, err := conf.Reload() // logged and counted
+		// Absolute, as this process finds it: the command asking may run
+		// in another directory (warnOtherConfig compares it with its own).
 		out.File = res.File
+		if abs, err := filepath.Abs(res.File); err == nil {
+			out.File = abs
+		}
 		var fileErr *settings.FileError
 		if errors.As(err, &fileErr) {
 			// Its errors, after the one line that names the file.

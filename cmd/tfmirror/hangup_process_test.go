@@ -173,7 +173,8 @@ func holdsOpen(pid int, dir string) bool {
 // TestHangupWhileShuttingDownIsSaid: a SIGHUP that reaches a serve after
 // SIGTERM (during its --shutdown-delay, a rollout racing a config
 // change) reloads nothing, and the log says so; it was dropped without a
-// word, the operator left to think the file in force.
+// word, the operator left to think the file in force. tfmirror reload is
+// refused then too, where it reloaded.
 func TestHangupWhileShuttingDownIsSaid(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -186,7 +187,8 @@ func TestHangupWhileShuttingDownIsSaid(t *testing.T) {
 	if err := os.WriteFile(conf, []byte("log_level = \"info\"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	m := startProcess(t, bin, filepath.Join(t.TempDir(), "data"), origin, caFile,
+	dataDir := filepath.Join(t.TempDir(), "data")
+	m := startProcess(t, bin, dataDir, origin, caFile,
 		"--config", conf, "--shutdown-delay", "20s")
 	if err := m.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -197,6 +199,10 @@ func TestHangupWhileShuttingDownIsSaid(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.waitLog(hangupShuttingDown, 10*time.Second)
+	// tfmirror reload, which does what SIGHUP does, is refused alike.
+	if _, stderr, code := runProcess(t, bin, "", "reload", "--data-dir", dataDir); code != 1 || !strings.Contains(stderr, "nothing reloaded: the mirror is shutting down") {
+		t.Errorf("tfmirror reload during the shutdown delay: exit %d\n%s\nwant 1, refused: shutting down", code, stderr)
+	}
 	// A second SIGTERM ends the delay (and the test's wait) at once.
 	if err := m.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

@@ -210,7 +210,8 @@ func (p *proc) snapshot() []map[string]any {
 // configuration file again, whatever FILE is. When FILE is not the file
 // the serve reads, the command says so, naming both, so that an operator
 // who meant to put FILE in force does not take the reload of the other
-// for it; with the serve's own file it says nothing of the kind.
+// for it; with the serve's own file it says nothing of the kind, however
+// each names it (a serve given a relative path warned of every reload).
 func TestReloadConfigNamesOnlyTheDataDirectory(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -231,10 +232,20 @@ func TestReloadConfigNamesOnlyTheDataDirectory(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	startProcess(t, bin, dataDir, origin, caFile, "--config", served)
+	// The serve given its file by a relative path, as an operator in its
+	// directory would: the reload of another directory still knows it.
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	relServed, err := filepath.Rel(wd, served)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startProcess(t, bin, dataDir, origin, caFile, "--config", relServed)
 	reload := func(args ...string) (int, string, string) {
 		t.Helper()
-		stdout, stderr, code := runProcess(t, bin, "", append([]string{"reload"}, args...)...)
+		stdout, stderr, code := runProcess(t, bin, dir, append([]string{"reload"}, args...)...)
 		return code, stdout, stderr
 	}
 	code, stdout, stderr := reload("--config", other)
@@ -242,7 +253,9 @@ func TestReloadConfigNamesOnlyTheDataDirectory(t *testing.T) {
 		!strings.Contains(stderr, "reads its own configuration file "+served) || !strings.Contains(stderr, other) {
 		t.Errorf("reload --config %s: exit %d\nstdout:\n%s\nstderr:\n%s\nwant the serve's own file reloaded, and said to be another than %s", other, code, stdout, stderr, other)
 	}
-	if code, stdout, stderr := reload("--data-dir", dataDir, "--config", served); code != 0 || stderr != "" || !strings.Contains(stdout, served+": reloaded") {
-		t.Errorf("reload --config with the serve's own file: exit %d\nstdout:\n%s\nstderr:\n%s\nwant it reloaded, nothing on stderr", code, stdout, stderr)
+	for _, own := range []string{served, "tfmirror.hcl"} {
+		if code, stdout, stderr := reload("--data-dir", dataDir, "--config", own); code != 0 || stderr != "" || !strings.Contains(stdout, served+": reloaded") {
+			t.Errorf("reload --config %s, the serve's own file: exit %d\nstdout:\n%s\nstderr:\n%s\nwant it reloaded, nothing on stderr", own, code, stdout, stderr)
+		}
 	}
 }

@@ -109,7 +109,8 @@ type server struct {
 	// put it in force over the other's newer reading.
 	reloadMu sync.Mutex
 	// reloadsEnded, set under reloadMu by endReloads, refuses every
-	// reload from the shutdown of the engine and the cache on.
+	// reload from the shutdown's start (or the shutdown of the engine
+	// and the cache after serve failed) on.
 	reloadsEnded bool
 	// lastReload is what the last reload did, for the status page; nil
 	// before the first.
@@ -708,6 +709,9 @@ func (m *server) serve(ctx context.Context, ln net.Listener) error {
 		return err
 	case <-ctx.Done():
 	}
+	// From the shutdown's start, as a SIGHUP is ignored (reloadOn), a
+	// tfmirror reload is refused, the delay of drain included.
+	m.endReloads()
 	m.drain()
 	m.log.Info("shutting down", "timeout", m.cfg.ShutdownTimeout.String(),
 		"requests", requests.Load(), "downloads", m.metrics.ArchiveFetches())
