@@ -20,6 +20,11 @@ func TestCacheMaxBytesFlag(t *testing.T) {
 		{name: "plain bytes", args: []string{"--cache-max-bytes", "1048576"}, want: 1 << 20},
 		{name: "from the environment", env: map[string]string{"TFMIRROR_CACHE_MAX_BYTES": "2GB"}, want: 2e9},
 		{name: "not a size", args: []string{"--cache-max-bytes", "lots"}, wantErr: `invalid value "lots" for flag -cache-max-bytes: not a size`},
+		// Rounded down to 0, it turned the limit off.
+		{name: "a fraction of a byte", args: []string{"--cache-max-bytes", "0.1"}, wantErr: `invalid value "0.1" for flag -cache-max-bytes: 0.1 is less than one byte`},
+		{name: "a fraction of a byte with a unit", env: map[string]string{"TFMIRROR_CACHE_MAX_BYTES": "0.0001KB"}, wantErr: `0.0001KB is less than one byte`},
+		{name: "zero with a unit", args: []string{"--cache-max-bytes", "0.0GiB"}, want: 0},
+		{name: "a fraction of a KiB", args: []string{"--cache-max-bytes", "0.5KiB"}, want: 512},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -101,6 +101,11 @@ func (b *ByteSize) Set(s string) error {
 	if n > 1<<62 {
 		return fmt.Errorf("%s is too large", s)
 	}
+	// A fraction of a byte rounds down to 0, which turns a limit off
+	// (--cache-max-bytes 0.1 was no limit at all).
+	if n == 0 && strings.ContainsAny(strings.TrimRight(s, "BbKkMmGgTtPpEeIi "), "123456789") {
+		return fmt.Errorf("%s is less than one byte (0, which is what turns a limit off, is written 0)", s)
+	}
 	*b = ByteSize(n)
 	return nil
 }
