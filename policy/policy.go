@@ -346,7 +346,7 @@ func (s *Subject) Version(version string, rel Release, now time.Time) Verdict {
 		return Verdict{Allowed: true, Detail: s.allowed}
 	}
 	if rel.InHouse {
-		return Verdict{Allowed: true, Detail: "in-house build (imported unsigned from a host of --allow-unsigned-hosts): no minimum release age applies"}
+		return Verdict{Allowed: true, Detail: "in-house build (imported unsigned under a host that is no allowed origin, or one of --allow-unsigned-hosts): no minimum release age applies"}
 	}
 	for _, r := range s.exempt {
 		if r.set.Has(v) {

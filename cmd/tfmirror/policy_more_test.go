@@ -82,7 +82,7 @@ func TestInHouseBuildsPassTheAgeGate(t *testing.T) {
 		}},
 		{"in-house", "acme/alpha", "1.0.0", 0, []string{
 			"provider registry.terraform.io/acme/alpha 1.0.0: allowed\n",
-			"  decided by: in-house build (imported unsigned from a host of --allow-unsigned-hosts): no minimum release age applies\n",
+			"  decided by: in-house build (imported unsigned under a host that is no allowed origin, or one of --allow-unsigned-hosts): no minimum release age applies\n",
 			"  released:   in-house build " + through + "\n",
 		}},
 	} {
