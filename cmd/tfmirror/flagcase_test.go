@@ -26,3 +26,24 @@ func parseServeCase(t *testing.T, args []string, env map[string]string, wantErr 
 	}
 	return c, true
 }
+
+// A value an environment variable gives that the checks of the values
+// refuse is said to come from it: the message names the flag, which the
+// command line, and the configuration file, may not hold.
+func TestValueFromTheEnvironmentRefusedNamesIt(t *testing.T) {
+	for _, tc := range []struct {
+		env     map[string]string
+		args    []string
+		wantErr string
+	}{
+		{map[string]string{"TFMIRROR_MAX_CONNECTIONS": "0"}, nil, "--max-connections must be positive, not 0 (from the environment: TFMIRROR_MAX_CONNECTIONS)"},
+		{map[string]string{"TFMIRROR_LOG_LEVEL": "verbose"}, nil, `--log-level "verbose": want debug, info, warn or error (from the environment: TFMIRROR_LOG_LEVEL)`},
+		{map[string]string{"TFMIRROR_ALLOWED_ORIGINS": ""}, nil, "--allowed-origins must name at least one host (from the environment: TFMIRROR_ALLOWED_ORIGINS)"},
+	} {
+		parseServeCase(t, tc.args, tc.env, tc.wantErr)
+	}
+	// Given by a flag, it says nothing of the environment.
+	if _, err := parseServeFlags([]string{"--max-connections", "0"}, func(string) (string, bool) { return "", false }, io.Discard); err == nil || strings.Contains(err.Error(), "environment") {
+		t.Errorf("--max-connections 0: %v, want refused without naming the environment", err)
+	}
+}

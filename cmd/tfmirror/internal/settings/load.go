@@ -187,7 +187,7 @@ func unjoin(err error) []error {
 // flags, as a diagnostic at the first of them the file sets; refused
 // says the file gave one of them a value it refused.
 func (l *Loaded) diagnostic(err error) (d *hcl.Diagnostic, refused bool) {
-	d = &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid settings", Detail: err.Error()}
+	d = &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid settings", Detail: err.Error() + l.fromEnv(err.Error())}
 	for _, s := range l.named(err.Error()) {
 		if l.File != nil && l.File.refused[s.Name] {
 			return d, true
@@ -376,9 +376,10 @@ func LiveOnly(settings []*Setting) (live, restart []*Setting) {
 
 // Locate adds to err, a check of the values that names settings by their
 // flags (Config.Validate's), where the configuration file sets each of
-// them, so that a value from the file is found by its line too.
+// them, so that a value from the file is found by its line too, and the
+// environment variables that set the others (fromEnv).
 func (l *Loaded) Locate(err error) error {
-	if err == nil || l.File == nil {
+	if err == nil {
 		return err
 	}
 	if errs := unjoin(err); len(errs) > 1 {
@@ -395,8 +396,29 @@ func (l *Loaded) Locate(err error) error {
 		_, rng, _ := l.File.Value(s.Name)
 		where = append(where, fmt.Sprintf("%s at %s", s.Attribute(), rng.String()))
 	}
+	env := l.fromEnv(err.Error())
 	if len(where) == 0 {
-		return err
+		if env == "" {
+			return err
+		}
+		return fmt.Errorf("%w%s", err, env)
 	}
-	return fmt.Errorf("%w (configuration file: %s)", err, strings.Join(where, ", "))
+	return fmt.Errorf("%w (configuration file: %s)%s", err, strings.Join(where, ", "), env)
+}
+
+// fromEnv names, for a check of the values whose message is msg, the
+// environment variables that set the settings it names: " (from the
+// environment: TFMIRROR_X)", "" when none did. The message names the
+// flags, which the command line may not hold.
+func (l *Loaded) fromEnv(msg string) string {
+	var names []string
+	for _, s := range l.named(msg) {
+		if l.Sources[s.Name] == FromEnv {
+			names = append(names, EnvName(s.Name))
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	return " (from the environment: " + strings.Join(names, ", ") + ")"
 }
