@@ -59,6 +59,11 @@ type Status struct {
 	// OCIModuleSource is an example oci:// module source of the OCI front
 	// door (Config.OCIModuleSource); "" without one.
 	OCIModuleSource string `json:"oci_module_source,omitempty"`
+	// OCIRootOnly is the path of the mirror's URL when it has one
+	// (a public URL behind a path prefix): OCI clients ask the host's
+	// root (/v2/), which must then reach the mirror too, as the page
+	// says; "" for a mirror at its host's root.
+	OCIRootOnly string `json:"oci_root_only,omitempty"`
 	// CLIReleases is each CLI installer's settings for the releases door
 	// (Config.CLIReleases), ready to paste; "" without one.
 	CLIReleases    string           `json:"cli_releases,omitempty"`
@@ -358,6 +363,9 @@ func (s *statusPage) status(r *http.Request) (*Status, error) {
 		host := r.Host
 		if u, err := url.Parse(st.MirrorURL); err == nil && u.Host != "" {
 			host = u.Host
+			if p := strings.TrimSuffix(u.Path, "/"); p != "" {
+				st.OCIRootOnly = p + "/"
+			}
 		}
 		st.OCIBlock = s.cfg.OCIBlock(host)
 		if s.cfg.OCIModuleSource != nil {

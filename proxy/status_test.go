@@ -671,3 +671,30 @@ func TestStatusCLIHeld(t *testing.T) {
 		t.Errorf("the page's held table lacks the CLI version:\n%s", body)
 	}
 }
+
+// TestStatusOCIBehindAPathPrefix: with a public URL that has a path (a
+// proxy sending /tf/ to the mirror), the OCI snippets name the host,
+// where OCI clients ask /v2/, and the page says that the proxy must send
+// that to the mirror too: the snippets dropped the path without a word.
+func TestStatusOCIBehindAPathPrefix(t *testing.T) {
+	t.Parallel()
+	block := func(host string) string { return "repository_template = \"" + host + "/providers/...\"" }
+	for _, tc := range []struct {
+		public, rootOnly string
+	}{
+		{"https://mirror.example.com/tf/", "/tf/"},
+		{"https://mirror.example.com/a/b", "/a/b/"},
+		{"https://mirror.example.com/", ""},
+	} {
+		h := statusHarness(t, Config{PublicURL: tc.public, OCIBlock: block})
+		var st Status
+		h.get("/?format=json").json(t, &st)
+		if st.OCIBlock != block("mirror.example.com") || st.OCIRootOnly != tc.rootOnly {
+			t.Errorf("public URL %s: oci_block %q, oci_root_only %q, want %q", tc.public, st.OCIBlock, st.OCIRootOnly, tc.rootOnly)
+		}
+		body := string(h.get("/").body)
+		if said := strings.Contains(body, `id="oci-root-only"`); said != (tc.rootOnly != "") {
+			t.Errorf("public URL %s: the page says the OCI door needs the host's root: %v", tc.public, said)
+		}
+	}
+}
