@@ -104,6 +104,10 @@ type Config struct {
 	// releases door (Releases) ready to paste, for the mirror's base URL
 	// ("https://host/"): each installer's settings. Default: nothing.
 	CLIReleases func(mirrorURL string) string
+	// CLIReleasesOff, when set, says why the releases door serves no
+	// publisher (their hosts are not allowed origins): the status page
+	// says it instead of CLIReleases' settings.
+	CLIReleasesOff string
 	// CLIHeld, when set, gives the CLI versions the package policy holds
 	// back (releases.Releases.Held), which the status page lists with the
 	// engine's (Status.Withheld). Default: none.

@@ -66,7 +66,10 @@ type Status struct {
 	OCIRootOnly string `json:"oci_root_only,omitempty"`
 	// CLIReleases is each CLI installer's settings for the releases door
 	// (Config.CLIReleases), ready to paste; "" without one.
-	CLIReleases    string           `json:"cli_releases,omitempty"`
+	CLIReleases string `json:"cli_releases,omitempty"`
+	// CLIReleasesOff says why the releases door serves no publisher
+	// (Config.CLIReleasesOff), CLIReleases then empty.
+	CLIReleasesOff string           `json:"cli_releases_off,omitempty"`
 	Version        string           `json:"version"`
 	AllowedOrigins []string         `json:"allowed_origins"`
 	Platforms      []string         `json:"platforms,omitempty"`
@@ -372,7 +375,7 @@ func (s *statusPage) status(r *http.Request) (*Status, error) {
 			st.OCIModuleSource = s.cfg.OCIModuleSource(host)
 		}
 	}
-	if s.cfg.CLIReleases != nil {
+	if st.CLIReleasesOff = s.cfg.CLIReleasesOff; st.CLIReleasesOff == "" && s.cfg.CLIReleases != nil {
 		st.CLIReleases = s.cfg.CLIReleases(st.MirrorURL)
 	}
 	s.hostBlocks(st, ecfg.AllowedOrigins)

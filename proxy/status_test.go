@@ -632,7 +632,8 @@ func TestStatusCacheCheck(t *testing.T) {
 }
 
 // TestStatusCLIReleases: the page shows the CLI releases door's settings
-// for the mirror's own URL, escaped, and the JSON carries them.
+// for the mirror's own URL, escaped, and the JSON carries them; for a door
+// that serves no publisher, why, in their place.
 func TestStatusCLIReleases(t *testing.T) {
 	t.Parallel()
 	snippet := func(u string) string { return "export TFENV_REMOTE=" + u + "releases/hashicorp <&>" }
@@ -649,6 +650,18 @@ func TestStatusCLIReleases(t *testing.T) {
 	h2 := statusHarness(t, Config{})
 	if r := h2.get("/"); strings.Contains(string(r.body), "cli-releases-block") {
 		t.Error("the block is shown without a releases door")
+	}
+	// A door that serves no publisher: the page says why, and gives no
+	// settings that could only fail.
+	h3 := statusHarness(t, Config{PublicURL: "https://mirror.example.com/", CLIReleases: snippet, CLIReleasesOff: "hosts <not> allowed"})
+	body := string(h3.get("/").body)
+	if strings.Contains(body, "cli-releases-block") || !strings.Contains(body, `id="cli-releases-off" class="muted">The CLIs are not served: hosts &lt;not&gt; allowed`) {
+		t.Errorf("a door serving no publisher: the page gives its settings, or does not say why:\n%s", body)
+	}
+	st = Status{}
+	h3.get("/?format=json").json(t, &st)
+	if st.CLIReleases != "" || st.CLIReleasesOff != "hosts <not> allowed" {
+		t.Errorf("a door serving no publisher: cli_releases %q, cli_releases_off %q", st.CLIReleases, st.CLIReleasesOff)
 	}
 }
 

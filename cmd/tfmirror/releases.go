@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/tfmirror/tfmirror/v2/admin"
@@ -121,4 +122,33 @@ func (p *engineParts) adminOptionsOf(o admin.Options) admin.Options {
 	o.Releases = p.releases
 	o.CLIAirGap = cliAirGap{rel: p.cliSide, served: p.releases}
 	return o
+}
+
+// cliReleasesOff says why the CLI releases door serves neither publisher
+// (the hosts of its URLs, cfg's or the defaults, are not among the
+// allowed origins, as by default), for the status page, which then gives
+// no installer settings that could only fail; "" when it serves one.
+func cliReleasesOff(cfg settings.Config) string {
+	hostOf := func(raw, def string) string {
+		if raw == "" {
+			raw = def
+		}
+		if u, err := url.Parse(raw); err == nil {
+			return strings.ToLower(u.Host)
+		}
+		return ""
+	}
+	allowed := map[string]bool{}
+	for _, h := range cfg.AllowedOrigins {
+		allowed[strings.ToLower(h)] = true
+	}
+	hc := hostOf(cfg.ReleasesHashiCorpURL, releases.DefaultHashiCorpURL)
+	tofu := []string{hostOf(cfg.ReleasesOpenTofuAPIURL, releases.DefaultOpenTofuAPIURL), hostOf(cfg.ReleasesOpenTofuURL, releases.DefaultOpenTofuDownloadURL)}
+	if allowed[hc] || allowed[tofu[0]] && allowed[tofu[1]] {
+		return ""
+	}
+	if tofu[0] == tofu[1] {
+		tofu = tofu[:1]
+	}
+	return fmt.Sprintf("their publishers' hosts are not allowed origins: add %s (HashiCorp) or %s (OpenTofu) to allowed_origins", hc, strings.Join(tofu, " and "))
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
 	"github.com/tfmirror/tfmirror/v2/releases"
 )
 
@@ -30,5 +31,28 @@ func TestReadArmoredKeys(t *testing.T) {
 	}
 	if keys, err := readArmoredKeys(""); err != nil || keys != nil {
 		t.Errorf("no file: %v %v", keys, err)
+	}
+}
+
+// The status page gives the CLI installers' settings only when the
+// releases door serves a publisher: by default their hosts are no
+// allowed origins, and the settings pointed at a door answering 404.
+func TestCLIReleasesOffUntilAPublishersHostsAreAllowed(t *testing.T) {
+	const off = "their publishers' hosts are not allowed origins: add releases.hashicorp.com (HashiCorp) or get.opentofu.org and github.com (OpenTofu) to allowed_origins"
+	for _, tc := range []struct {
+		cfg  settings.Config
+		want string
+	}{
+		{settings.Config{AllowedOrigins: []string{"registry.terraform.io", "registry.opentofu.org"}}, off},
+		{settings.Config{AllowedOrigins: []string{"registry.terraform.io", "Releases.HashiCorp.com"}}, ""},
+		{settings.Config{AllowedOrigins: []string{"get.opentofu.org"}}, off},
+		{settings.Config{AllowedOrigins: []string{"get.opentofu.org", "github.com"}}, ""},
+		{settings.Config{AllowedOrigins: []string{"releases.example.com"}, ReleasesHashiCorpURL: "https://releases.example.com/hc/"}, ""},
+		{settings.Config{AllowedOrigins: []string{"127.0.0.1:8443"}, ReleasesHashiCorpURL: "https://127.0.0.1:8443/"}, ""},
+		{settings.Config{AllowedOrigins: []string{"127.0.0.1"}, ReleasesHashiCorpURL: "https://127.0.0.1:8443/"}, strings.Replace(off, "releases.hashicorp.com", "127.0.0.1:8443", 1)},
+	} {
+		if got := cliReleasesOff(tc.cfg); got != tc.want {
+			t.Errorf("allowed %v: %q, want %q", tc.cfg.AllowedOrigins, got, tc.want)
+		}
 	}
 }

@@ -247,6 +247,7 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 		OCI:                door,
 		Releases:           rdoor,
 		CLIReleases:        releasesdoor.Snippets,
+		CLIReleasesOff:     cliReleasesOff(cfg),
 		CLIHeld:            m.releases.Held,
 		OCIBlock:           ociBlock(cfg),
 		OCIModuleSource:    ociModuleSource(cfg),
