@@ -96,7 +96,7 @@ upstream_proxy = "http://user:` + secret + `@127.0.0.1:9/"
 	_, got := status()
 	want(got, "log-level", "info", "file")
 	want(got, "listen", "127.0.0.1:0", "flag")
-	want(got, "upstream-proxy", "http://127.0.0.1:9/", "file")
+	want(got, "upstream-proxy", "http://(credentials)@127.0.0.1:9/", "file")
 	want(got, "cache-max-bytes", "0", "default")
 	if len(got) < 50 {
 		t.Errorf("the status page shows %d settings", len(got))

@@ -225,7 +225,7 @@ func TestConfigCheck(t *testing.T) {
 		}
 	}
 	for attr, want := range map[string][]string{
-		"cache_max_bytes": {"40GiB", "file"}, "upstream_proxy": {"http://proxy.example:3128", "file"},
+		"cache_max_bytes": {"40GiB", "file"}, "upstream_proxy": {"http://(credentials)@proxy.example:3128", "file"},
 		"allowed_origins": {"registry.terraform.io", "file"}, "log_level": {"warn", "env"}, "listen": {":8443", "default"},
 	} {
 		if !slices.Equal(rows[attr], want) {

@@ -278,7 +278,7 @@ policy {
 		if strings.Contains(v.Value, "hunter2") {
 			t.Errorf("%s shown as %q", v.Setting.Name, v.Value)
 		}
-		if v.Setting.Name == "upstream-proxy" && v.Value != "http://proxy.corp:3128" {
+		if v.Setting.Name == "upstream-proxy" && v.Value != "http://(credentials)@proxy.corp:3128" {
 			t.Errorf("upstream-proxy shown as %q", v.Value)
 		}
 	}
@@ -567,5 +567,34 @@ func TestParseErrorsQuoteNoSecret(t *testing.T) {
 	_, diags := ReadFile(path)
 	if msg := (&FileError{Path: path, Diags: diags}).Error(); !strings.Contains(msg, "notakeyword") {
 		t.Errorf("a parse error of a setting that is not secret lost its detail: %s", msg)
+	}
+}
+
+// A proxy's credentials are said to be there, never shown, so that a
+// reload that adds, removes or changes them tells what it did: the two
+// values shown were the same URL, the credentials stripped from both.
+func TestCredentialsChangeShown(t *testing.T) {
+	const with, other, without = "http://user:PASSA@proxy.corp:3128", "http://user:PASSB@proxy.corp:3128", "http://proxy.corp:3128"
+	if got := redactValue(with); got != "http://(credentials)@proxy.corp:3128" {
+		t.Errorf("shown as %q", got)
+	}
+	s := Named("upstream-proxy")
+	loaded := func(v string) *Loaded {
+		return &Loaded{raw: map[string]string{s.Name: v}, shown: map[string]string{s.Name: redactValue(v)}, order: []*Setting{s}}
+	}
+	for _, tc := range []struct{ from, to, old, new string }{
+		{with, other, "http://(credentials)@proxy.corp:3128", "http://(credentials)@proxy.corp:3128 (what is not shown of it changed)"},
+		{with, without, "http://(credentials)@proxy.corp:3128", "http://proxy.corp:3128"},
+	} {
+		cur, next := loaded(tc.from), loaded(tc.to)
+		cs := cur.changes(next, cur.Changed(next))
+		if len(cs) != 1 || cs[0].Old != tc.old || cs[0].New != tc.new {
+			t.Errorf("%s -> %s: changes %+v, want %q -> %q", tc.from, tc.to, cs, tc.old, tc.new)
+		}
+		for _, c := range cs {
+			if strings.Contains(c.Old+c.New, "PASS") {
+				t.Errorf("a password shown: %+v", c)
+			}
+		}
 	}
 }

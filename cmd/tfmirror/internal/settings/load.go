@@ -285,7 +285,13 @@ func redactValue(v string) string {
 		return ""
 	}
 	if u, err := url.Parse(v); err == nil && u.Host != "" {
-		return redact.URL(u)
+		shown := redact.URL(u)
+		if u.User != nil {
+			// Said to be there, not shown: a proxy with credentials is
+			// told from one without.
+			shown = strings.Replace(shown, "://", "://(credentials)@", 1)
+		}
+		return shown
 	}
 	return "(redacted)"
 }

@@ -216,10 +216,16 @@ func (r *Reloader) reload(cur *Effective) (Reloaded, error) {
 }
 
 // changes are the settings of changed with their values in l and next.
+// A value that changed only in what is not shown (a proxy's password)
+// says so, where the two values shown were the same.
 func (l *Loaded) changes(next *Loaded, changed []*Setting) []Change {
 	out := make([]Change, 0, len(changed))
 	for _, s := range changed {
-		out = append(out, Change{Setting: s, Old: l.shown[s.Name], New: next.shown[s.Name]})
+		c := Change{Setting: s, Old: l.shown[s.Name], New: next.shown[s.Name]}
+		if c.Old == c.New {
+			c.New += " (what is not shown of it changed)"
+		}
+		out = append(out, c)
 	}
 	return out
 }
