@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -109,6 +110,26 @@ releases_hashicorp_url = "https://mirror:hunter2@releases.corp.example/hashicorp
 	}
 	if strings.Contains(out, "hunter2") {
 		t.Errorf("the password is shown:\n%s", out)
+	}
+}
+
+// A shared_store URL that does not parse is refused once, for what it
+// is: the check of the AWS configuration a start would load for it
+// refused it a second time, blaming the environment.
+func TestConfigCheckSharedStoreURLRefusedOnce(t *testing.T) {
+	dir := t.TempDir()
+	key := filepath.Join(dir, "shared.key")
+	file := filepath.Join(dir, "tfmirror.hcl")
+	writePrivate(t, key, strings.Repeat("k", 32))
+	writePrivate(t, file, fmt.Sprintf("shared_store = \"s3://bucket/prefix?region=eu-west-1&aws_secret=X\"\nshared_store_key_file = %q\n", key))
+	noEnv := func(string) (string, bool) { return "", false }
+	var stdout, stderr bytes.Buffer
+	if code := runConfig([]string{"check", file}, noEnv, &stdout, &stderr); code != 1 {
+		t.Errorf("config check: exit %d, want 1\n%s%s", code, stdout.String(), stderr.String())
+	}
+	out := stdout.String() + stderr.String()
+	if n := strings.Count(out, `unknown parameter "aws_secret"`); n != 1 || strings.Contains(out, "AWS configuration") {
+		t.Errorf("the URL refused %d times, or the environment blamed:\n%s", n, out)
 	}
 }
 

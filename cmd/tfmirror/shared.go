@@ -61,8 +61,8 @@ func openShared(ctx context.Context, cfg settings.Config, roots *x509.CertPool, 
 // host; the error names no credential, only where the configuration went
 // wrong, as a start's does.
 func checkSharedAWS(cfg settings.Config) error {
-	if cfg.SharedStore == "" {
-		return nil
+	if _, err := sharedstore.ParseURL(cfg.SharedStore); cfg.SharedStore == "" || err != nil {
+		return nil // none, or a URL the checks of the settings refuse
 	}
 	scfg := sharedConfig(cfg)
 	roots, err := originRoots(cfg.OriginCAFile, nil, slog.New(slog.DiscardHandler))
