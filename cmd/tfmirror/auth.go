@@ -42,6 +42,23 @@ func loadAuth(cfg settings.Config, log *slog.Logger, met proxy.AuthMetrics) (*pr
 	return proxy.NewAuth(proxy.AuthConfig{TokenHashes: hashes, SigningKey: key, URLTTL: cfg.SignedURLTTL, Logger: log, Metrics: met})
 }
 
+// checkAuthFiles refuses, as loadAuth would, the client tokens file and
+// the URL-signing key file of cfg (when it names them), before anything
+// of the data directory is made or opened.
+func checkAuthFiles(cfg settings.Config) error {
+	if cfg.AuthTokensFile == "" {
+		return nil
+	}
+	if _, err := readTokens(cfg.AuthTokensFile); err != nil {
+		return err
+	}
+	if cfg.URLSigningKeyFile != "" {
+		_, err := readSigningKeyFile(cfg.URLSigningKeyFile)
+		return err
+	}
+	return nil
+}
+
 // readSigningKeyFile reads the --url-signing-key-file key as the
 // operator's key files are read (internal/inputfile.ReadTrusted), and
 // refuses one too short to sign with.

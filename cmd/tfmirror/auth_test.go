@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -49,6 +51,17 @@ func TestLoadAuthErrors(t *testing.T) {
 			_, err := loadAuth(cfg, nil, nil)
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Fatalf("error %v, want one mentioning %q", err, tc.wantErr)
+			}
+			// serve refuses it before it makes anything of its data
+			// directory (it made the cache and a CA first).
+			data := filepath.Join(t.TempDir(), "data")
+			var stderr strings.Builder
+			args := append([]string{"serve", "--data-dir", data, "--listen", "127.0.0.1:0", "--metrics-listen", ""}, tc.args...)
+			if code := run(args, io.Discard, &stderr); code == 0 || !strings.Contains(stderr.String(), tc.wantErr) {
+				t.Errorf("serve: exit %d\n%s\nwant refused, mentioning %q", code, stderr.String(), tc.wantErr)
+			}
+			if _, err := os.Stat(data); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("serve made its data directory before refusing: %v", err)
 			}
 		})
 	}

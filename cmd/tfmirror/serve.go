@@ -142,6 +142,13 @@ func (r originsRemembered) Entries(origin svchost.Hostname) int {
 }
 
 func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server, err error) {
+	// A client tokens file or a URL-signing key file that cannot be read
+	// or is refused stops serve before it makes anything of its data
+	// directory: loadAuth reads them again once that is open (a
+	// generated signing key is kept there).
+	if err := checkAuthFiles(cfg); err != nil {
+		return nil, err
+	}
 	if err := prepareDataDir(cfg.DataDir, "serve", logger); err != nil {
 		return nil, err
 	}
