@@ -852,13 +852,30 @@ func parseConfig(ctx context.Context, sc *staticScope, dir string, files []strin
 		return req
 	}
 	// implied notes the provider a resource, data or ephemeral block b
-	// uses (impliedProvider), unless it is Terraform's own.
-	implied := func(b *hcl.Block) error {
+	// uses (impliedProvider), unless it is Terraform's own. A top-level
+	// block's (its key: kind, type and name) is kept in byBlock, where an
+	// override file's block of the same key that names a provider
+	// replaces it: a local name only such blocks asked for, none of them
+	// now, is not asked.
+	byBlock := map[string]string{}
+	askedOther := map[string]bool{}
+	implied := func(b *hcl.Block, override bool) error {
 		name, err := impliedProvider(b)
-		if err == nil && name != builtinProvider {
-			get(name, b.DefRange)
+		if err != nil || name == builtinProvider {
+			return err
 		}
-		return err
+		if len(b.Labels) != 2 {
+			get(name, b.DefRange) // a check block's data: asked for good
+			byBlock["\x00"+name] = name
+			return nil
+		}
+		key := b.Type + "." + b.Labels[0] + "." + b.Labels[1]
+		if _, set := byBlock[key]; override && set && !namesProvider(b) {
+			return nil // the block it overrides keeps its provider
+		}
+		get(name, b.DefRange)
+		byBlock[key] = name
+		return nil
 	}
 	sources := map[string]addrs.Provider{}
 	var calls []moduleCall
@@ -887,6 +904,7 @@ func parseConfig(ctx context.Context, sc *staticScope, dir string, files []strin
 			switch b.Type {
 			case "provider":
 				get(b.Labels[0], b.DefRange)
+				askedOther[b.Labels[0]] = true
 				alias, c, err := providerBlockVersion(b)
 				if err != nil {
 					return nil, nil, err
@@ -905,7 +923,7 @@ func parseConfig(ctx context.Context, sc *staticScope, dir string, files []strin
 				}
 				continue
 			case "resource", "data", "ephemeral":
-				if err := implied(b); err != nil {
+				if err := implied(b, override); err != nil {
 					return nil, nil, err
 				}
 				continue
@@ -915,7 +933,7 @@ func parseConfig(ctx context.Context, sc *staticScope, dir string, files []strin
 					return nil, nil, diagError(diags)
 				}
 				for _, d := range cc.Blocks {
-					if err := implied(d); err != nil {
+					if err := implied(d, false); err != nil {
 						return nil, nil, err
 					}
 				}
@@ -971,6 +989,7 @@ func parseConfig(ctx context.Context, sc *staticScope, dir string, files []strin
 						return nil, nil, err
 					}
 					req := get(name, attr.Range)
+					askedOther[name] = true
 					req.where = where(attr.Range)
 					if source != "" {
 						addr, err := addrs.ParseProviderOf(source, host)
@@ -981,6 +1000,10 @@ func parseConfig(ctx context.Context, sc *staticScope, dir string, files []strin
 							return nil, nil, posError(attr.Range, "provider %q has two source addresses: %s and %s", name, prev, addr)
 						}
 						sources[name] = addr
+					} else if override {
+						// The entry is replaced whole: a source it does
+						// not give is the default's (hashicorp/NAME).
+						delete(sources, name)
 					}
 					if override && !replaced[name] {
 						replaced[name] = true
@@ -1008,6 +1031,7 @@ func parseConfig(ctx context.Context, sc *staticScope, dir string, files []strin
 		for _, r := range importOrder {
 			if imp := imports[r]; !declared[r] && imp.provider != builtinProvider {
 				get(imp.provider, imp.rng)
+				askedOther[imp.provider] = true
 			}
 		}
 	}
@@ -1021,12 +1045,24 @@ func parseConfig(ctx context.Context, sc *staticScope, dir string, files []strin
 			byName[k[0]].constrain(c.text, c.set)
 		}
 	}
+	// The names the blocks imply now; a name asked otherwise (a provider
+	// block, required_providers, an import) is asked whatever they do.
+	impliedNow := map[string]bool{}
+	for _, name := range byBlock {
+		impliedNow[name] = true
+	}
 	var out []*requirement
 	for _, name := range order {
 		req := byName[name]
+		if !askedOther[name] && !impliedNow[name] {
+			continue // implied by blocks whose override names another
+		}
 		addr, err := providerOf(name, sources, host)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: %v", req.where, err)
+		}
+		if addr.Hostname == "terraform.io" && addr.Namespace == "builtin" {
+			continue // Terraform's own (terraform.io/builtin/terraform): nothing to install
 		}
 		req.addr = addr
 		out = append(out, req)
@@ -1056,6 +1092,14 @@ func providerOf(name string, sources map[string]addrs.Provider, host string) (ad
 // (terraform_data, terraform_remote_state), which no registry serves.
 const builtinProvider = "terraform"
 
+// namesProvider reports whether the resource, data or ephemeral block b
+// sets its provider argument.
+func namesProvider(b *hcl.Block) bool {
+	content, _, _ := b.Body.PartialContent(providerArgSchema)
+	_, ok := content.Attributes["provider"]
+	return ok
+}
+
 // impliedProvider returns the local name of the provider a resource,
 // data or ephemeral block uses: its provider meta-argument's (aws for
 // aws.west), or else its type's prefix before the first underscore.
@@ -1071,10 +1115,38 @@ func impliedProvider(b *hcl.Block) (string, error) {
 	return name, nil
 }
 
+// stringReference is the reference the string expr holds, read up to
+// its first bracket (reference).
+func stringReference(expr hcl.Expression) (hcl.Traversal, bool) {
+	v, diags := hclfile.Value(expr)
+	if diags.HasErrors() || v.IsNull() || !v.Type().Equals(cty.String) {
+		return nil, false
+	}
+	s, _, _ := strings.Cut(v.AsString(), "[")
+	rng := expr.Range()
+	tr, diags := hclsyntax.ParseTraversalAbs([]byte(s), rng.Filename, rng.Start)
+	return tr, s != "" && !diags.HasErrors()
+}
+
+// isQuoted reports whether expr is a quoted string with no template
+// sequence: a reference written as Terraform 0.11 wrote them
+// (provider = "aws.west"), which both clients still take.
+func isQuoted(expr hcl.Expression) bool {
+	t, ok := expr.(*hclsyntax.TemplateExpr)
+	if !ok || len(t.Parts) != 1 {
+		return false
+	}
+	_, ok = t.Parts[0].(*hclsyntax.LiteralValueExpr)
+	return ok
+}
+
 // providerRef returns the local name of the provider configuration the
 // provider argument attr of what refers to (aws for aws.west).
 func providerRef(attr *hcl.Attribute, what string) (string, error) {
 	tr, ok := reference(attr.Expr)
+	if !ok && isQuoted(attr.Expr) {
+		tr, ok = stringReference(attr.Expr)
+	}
 	if !ok {
 		return "", posError(attr.Expr.Range(), "provider of %s must be a provider reference such as aws.west", what)
 	}
@@ -1089,14 +1161,7 @@ func providerRef(attr *hcl.Attribute, what string) (string, error) {
 // hclfile puts on its files.
 func reference(expr hcl.Expression) (hcl.Traversal, bool) {
 	if _, native := expr.(hclsyntax.Expression); !native {
-		v, diags := hclfile.Value(expr)
-		if diags.HasErrors() || v.IsNull() || !v.Type().Equals(cty.String) {
-			return nil, false
-		}
-		s, _, _ := strings.Cut(v.AsString(), "[")
-		rng := expr.Range()
-		tr, diags := hclsyntax.ParseTraversalAbs([]byte(s), rng.Filename, rng.Start)
-		return tr, s != "" && !diags.HasErrors()
+		return stringReference(expr)
 	}
 	for {
 		ie, ok := expr.(*hclsyntax.IndexExpr)

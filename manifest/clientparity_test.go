@@ -1,0 +1,61 @@
+package manifest
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// providersAsked lists the addresses of a spec's providers, sorted.
+func providersAsked(spec *Spec) []string {
+	var out []string
+	for _, p := range spec.Providers {
+		out = append(out, p.Address.String())
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Configurations both clients read one way and sync read another, each
+// checked against `terraform providers` and `tofu providers`: an
+// override file's required_providers entry replaces the entry whole (its
+// source too: none given is hashicorp/NAME); the built-in provider,
+// declared to call its functions, is nothing to install; a provider
+// reference in quotes, as 0.11 wrote it, is still one; and an override
+// file's resource or data block that names a provider replaces the one
+// its base block implies. Sync had asked for the base's source, failed
+// on terraform.io/builtin/terraform, refused the quotes, and asked for
+// the implied provider besides.
+func TestProvidersAsTheClientsReadThem(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		files map[string]string
+		want  []string
+	}{
+		{"an override entry without a source", map[string]string{
+			"main.tf":          "terraform {\n  required_providers {\n    q = { source = \"acme/q\", version = \"~> 1.0\" }\n    r = { source = \"acme/r\", version = \"~> 1.0\" }\n  }\n}\n",
+			"a_override.tf":    "terraform {\n  required_providers {\n    q = \"~> 2.0\"\n  }\n}\n",
+			"override.tf.json": `{"terraform": {"required_providers": {"r": {"version": ">= 1.5"}}}}`,
+		}, []string{"registry.terraform.io/hashicorp/q", "registry.terraform.io/hashicorp/r"}},
+		{"the built-in provider declared", map[string]string{
+			"main.tf": "terraform {\n  required_providers {\n    terraform = { source = \"terraform.io/builtin/terraform\" }\n  }\n}\noutput \"x\" {\n  value = provider::terraform::encode_tfvars({ a = 1 })\n}\nresource \"null_resource\" \"n\" {}\n",
+		}, []string{"registry.terraform.io/hashicorp/null"}},
+		{"a quoted provider reference", map[string]string{
+			"main.tf": "provider \"aws\" {\n  alias = \"west\"\n}\nresource \"foo_thing\" \"a\" {\n  provider = \"aws.west\"\n}\n",
+		}, []string{"registry.terraform.io/hashicorp/aws"}},
+		{"an override naming the provider", map[string]string{
+			"main.tf":     "terraform {\n  required_providers {\n    realfoo = { source = \"acme/foo\" }\n  }\n}\nresource \"foo_bar\" \"x\" {}\ndata \"zed_thing\" \"y\" {}\nresource \"baz_one\" \"z\" {}\n",
+			"override.tf": "resource \"foo_bar\" \"x\" {\n  provider = realfoo\n}\ndata \"zed_thing\" \"y\" {\n  provider = realfoo\n}\nresource \"baz_one\" \"z\" {\n  count = 2\n}\n",
+		}, []string{"registry.terraform.io/acme/foo", "registry.terraform.io/hashicorp/baz"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec, err := LoadFor(Terraform, nil, writeFiles(t, tc.files))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := providersAsked(spec); !slices.Equal(got, tc.want) {
+				t.Errorf("providers %s, want %s", strings.Join(got, " "), strings.Join(tc.want, " "))
+			}
+		})
+	}
+}
