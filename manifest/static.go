@@ -2,6 +2,7 @@ package manifest
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/ext/tryfunc"
@@ -21,6 +23,7 @@ import (
 	ctyjson "github.com/zclconf/go-cty/cty/json"
 
 	"github.com/tfmirror/tfmirror/v2/internal/hclfile"
+	"github.com/tfmirror/tfmirror/v2/internal/inputfile"
 )
 
 // Input is one value given for a root module's variables, as `tofu init`
@@ -51,7 +54,7 @@ const maxStaticDepth = 100
 // once. Only the operator's own configuration is evaluated: a module
 // package fetched from a stranger is read as literals (a nil scope).
 type staticScope struct {
-	dir, root string   // path.module and path.root, as given
+	dir, root string   // the module's directory and the root module's, absolute
 	files     []string // the module's configuration files
 	// given are a root module's variables' values (isRoot: read
 	// when first needed, from its directory and inputs); args a local
@@ -114,6 +117,9 @@ var moduleMetaArgs = map[string]bool{"source": true, "version": true, "count": t
 // terraform.tfvars.json and the *.auto.tfvars(.json) files of dir in
 // lexical order, then inputs in their order, as `tofu init` takes them.
 func rootScope(dir string, files []string, inputs []Input) *staticScope {
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs // as the local modules' directories are
+	}
 	return &staticScope{dir: dir, root: dir, files: files, inputs: inputs, isRoot: true}
 }
 
@@ -217,7 +223,7 @@ func (sc *staticScope) childScope(ctx context.Context, what string, rng hcl.Rang
 func (sc *staticScope) stringOf(ctx context.Context, expr hcl.Expression, attr, what string) (string, error) {
 	v, diags := hclfile.Value(expr)
 	switch {
-	case !diags.HasErrors():
+	case !diags.HasErrors() && !sc.templated(expr, v):
 	case sc == nil:
 		v = cty.NilVal
 	default:
@@ -232,9 +238,24 @@ func (sc *staticScope) stringOf(ctx context.Context, expr hcl.Expression, attr, 
 	return v.AsString(), nil
 }
 
+// templated reports whether expr, whose value read as a literal is v,
+// is a template sc evaluates: one that refers to anything, or a JSON
+// string with a template sequence (JSON reads "${...}" as text when
+// given nothing to evaluate it with).
+func (sc *staticScope) templated(expr hcl.Expression, v cty.Value) bool {
+	if sc == nil {
+		return false
+	}
+	if len(expr.Variables()) > 0 {
+		return true
+	}
+	_, native := expr.(hclsyntax.Expression)
+	return !native && v.Type() == cty.String && v.IsKnown() && !v.IsNull() && strings.Contains(v.AsString(), "${")
+}
+
 // value evaluates expr in sc.
 func (sc *staticScope) value(ctx context.Context, expr hcl.Expression) (cty.Value, error) {
-	ectx := &hcl.EvalContext{Variables: map[string]cty.Value{}, Functions: staticFunctions}
+	ectx := &hcl.EvalContext{Variables: map[string]cty.Value{}, Functions: sc.functions()}
 	vars, locals := map[string]cty.Value{}, map[string]cty.Value{}
 	for _, t := range expr.Variables() {
 		root := t.RootName()
@@ -259,18 +280,20 @@ func (sc *staticScope) value(ctx context.Context, expr hcl.Expression) (cty.Valu
 				locals[name] = v
 			}
 		case "path":
-			cwd, _ := os.Getwd()
+			// As tofu init run in the root module's directory has them:
+			// the module's directory relative to it, "." for itself.
+			module, err := filepath.Rel(sc.root, sc.dir)
+			if err != nil {
+				module = sc.dir
+			}
+			cwd, _ := filepath.Abs(sc.root)
 			ectx.Variables["path"] = cty.ObjectVal(map[string]cty.Value{
-				"module": cty.StringVal(filepath.ToSlash(sc.dir)),
-				"root":   cty.StringVal(filepath.ToSlash(sc.root)),
+				"module": cty.StringVal(filepath.ToSlash(module)),
+				"root":   cty.StringVal("."),
 				"cwd":    cty.StringVal(filepath.ToSlash(cwd)),
 			})
 		case "terraform", "tofu":
-			ws := os.Getenv("TF_WORKSPACE")
-			if ws == "" {
-				ws = "default"
-			}
-			ectx.Variables[root] = cty.ObjectVal(map[string]cty.Value{"workspace": cty.StringVal(ws)})
+			ectx.Variables[root] = cty.ObjectVal(map[string]cty.Value{"workspace": cty.StringVal(workspace(sc.root))})
 		default:
 			return cty.NilVal, posError(t.SourceRange(), "%s is not known when modules are installed: a module's source and version may refer to variables, locals, path and terraform.workspace only", root)
 		}
@@ -458,7 +481,7 @@ func (sc *staticScope) declare(b *hcl.Block) error {
 }
 
 // staticFunctions are the functions a static evaluation calls: those of
-// OpenTofu's that need no provider, the file system or the network.
+// OpenTofu's that need no provider or the network, but file (functions).
 var staticFunctions = map[string]function.Function{
 	"abs": stdlib.AbsoluteFunc, "ceil": stdlib.CeilFunc, "chomp": stdlib.ChompFunc,
 	"coalesce": stdlib.CoalesceFunc, "coalescelist": stdlib.CoalesceListFunc, "compact": stdlib.CompactFunc,
@@ -479,6 +502,82 @@ var staticFunctions = map[string]function.Function{
 	"tobool": stdlib.MakeToFunc(cty.Bool), "tolist": stdlib.MakeToFunc(cty.List(cty.DynamicPseudoType)),
 	"tomap": stdlib.MakeToFunc(cty.Map(cty.DynamicPseudoType)), "toset": stdlib.MakeToFunc(cty.Set(cty.DynamicPseudoType)),
 	"try": tryfunc.TryFunc, "can": tryfunc.CanFunc,
+	"startswith": stringTest(strings.HasPrefix), "endswith": stringTest(strings.HasSuffix),
+	"strcontains":  stringTest(strings.Contains),
+	"base64encode": base64Func(true), "base64decode": base64Func(false),
+}
+
+// workspace is the workspace tofu init in the root module's directory
+// root has selected: TF_WORKSPACE, else the one its .terraform directory
+// names, else "default".
+func workspace(root string) string {
+	if ws := os.Getenv("TF_WORKSPACE"); ws != "" {
+		return ws
+	}
+	b, err := os.ReadFile(filepath.Join(root, ".terraform", "environment"))
+	if ws := strings.TrimSpace(string(b)); err == nil && ws != "" && len(ws) < 256 {
+		return ws
+	}
+	return "default"
+}
+
+// functions are staticFunctions and file, which reads a path relative to
+// the root module's directory, as tofu init run there does.
+func (sc *staticScope) functions() map[string]function.Function {
+	fs := make(map[string]function.Function, len(staticFunctions)+1)
+	for name, f := range staticFunctions {
+		fs[name] = f
+	}
+	fs["file"] = function.New(&function.Spec{
+		Params: []function.Parameter{{Name: "path", Type: cty.String}},
+		Type:   function.StaticReturnType(cty.String),
+		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+			path := filepath.FromSlash(args[0].AsString())
+			if !filepath.IsAbs(path) {
+				path = filepath.Join(sc.root, path)
+			}
+			b, err := inputfile.ReadOperator(path, hclfile.MaxBytes)
+			if err != nil {
+				return cty.NilVal, err
+			}
+			if !utf8.Valid(b) {
+				return cty.NilVal, fmt.Errorf("%s is not UTF-8 text", path)
+			}
+			return cty.StringVal(string(b)), nil
+		},
+	})
+	return fs
+}
+
+// stringTest is a function of two strings that says whether test holds
+// of them (startswith, endswith, strcontains).
+func stringTest(test func(s, sub string) bool) function.Function {
+	return function.New(&function.Spec{
+		Params: []function.Parameter{{Name: "str", Type: cty.String}, {Name: "substr", Type: cty.String}},
+		Type:   function.StaticReturnType(cty.Bool),
+		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+			return cty.BoolVal(test(args[0].AsString(), args[1].AsString())), nil
+		},
+	})
+}
+
+// base64Func is base64encode (encode) or base64decode.
+func base64Func(encode bool) function.Function {
+	return function.New(&function.Spec{
+		Params: []function.Parameter{{Name: "str", Type: cty.String}},
+		Type:   function.StaticReturnType(cty.String),
+		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+			s := args[0].AsString()
+			if encode {
+				return cty.StringVal(base64.StdEncoding.EncodeToString([]byte(s))), nil
+			}
+			b, err := base64.StdEncoding.DecodeString(s)
+			if err != nil || !utf8.Valid(b) {
+				return cty.NilVal, errors.New("not base64 of UTF-8 text")
+			}
+			return cty.StringVal(string(b)), nil
+		},
+	})
 }
 
 // replaceFunc is replace as the clients have it: a substring written

@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -145,8 +146,10 @@ func TestStaticEvaluationErrors(t *testing.T) {
 			`local.a refers to itself`},
 		{"a resource", map[string]string{"main.tf": "module \"m\" {\n  source  = \"acme/m/aws\"\n  version = data.x.y.version\n}\n"},
 			`main.tf:3: data is not known when modules are installed`},
-		{"a function that reads files", map[string]string{"main.tf": "module \"m\" {\n  source = file(\"src.txt\")\n}\n"},
+		{"a provider's function", map[string]string{"main.tf": "module \"m\" {\n  source = provider::acme::src(\"x\")\n}\n"},
 			`main.tf:2: Call to unknown function`},
+		{"a file that is not there", map[string]string{"main.tf": "module \"m\" {\n  source = file(\"${path.module}/SOURCE\")\n}\n"},
+			`main.tf:2: Error in function call`},
 		{"a wrong type", map[string]string{"main.tf": "variable \"v\" {\n  type    = number\n  default = \"one\"\n}\nmodule \"m\" {\n  source  = \"acme/m/aws\"\n  version = var.v\n}\n"},
 			`main.tf:1: variable "v": a number is required`},
 		{"a bad tfvars file", map[string]string{"terraform.tfvars": "v = \n", "main.tf": "variable \"v\" {}\nmodule \"m\" {\n  source  = \"acme/m/aws\"\n  version = var.v\n}\n"},
@@ -163,4 +166,49 @@ func TestStaticEvaluationErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// What OpenTofu gives a static evaluation besides: path.module and
+// path.root as tofu init run in the root module's directory has them
+// ("." and a local module's directory relative to it), file() of a path
+// relative to it, string tests, a JSON file's templates, and the
+// workspace its .terraform directory names. Sync had taken path.module
+// for the directory as given to it (a registry address, to its reading,
+// for a relative one), had no file() or string tests, and took a JSON
+// template as text.
+func TestStaticEvaluationAsTofuInitRunThere(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"main.tf":                "module \"local\" {\n  source = \"${path.module}/modules/x\"\n}\nmodule \"net\" {\n  source  = \"acme/net/aws\"\n  version = trimspace(file(\"${path.root}/NET_VERSION\"))\n}\n",
+		"NET_VERSION":            "1.2.0\n",
+		"modules/x/main.tf":      "module \"y\" {\n  source  = \"acme/${path.module == \"modules/x\" ? \"y\" : \"wrong\"}/aws\"\n  version = startswith(terraform.workspace, \"stag\") ? \"2.0.0\" : \"1.0.0\"\n}\n",
+		"json.tf.json":           `{"locals": {"src": "acme/json/aws"}, "module": {"j": {"source": "${local.src}", "version": "${lower(\"1.0.0\")}"}}}`,
+		".terraform/environment": "staging",
+	})
+	t.Setenv("TF_WORKSPACE", "")
+	spec, err := LoadWith(Reading{Client: OpenTofu}, nil, "./"+relTo(t, dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"registry.opentofu.org/acme/json/aws 1.0.0",
+		"registry.opentofu.org/acme/net/aws 1.2.0",
+		"registry.opentofu.org/acme/y/aws 2.0.0",
+	}
+	if got := modulesAsked(spec); !slices.Equal(got, want) {
+		t.Errorf("modules asked:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// relTo is dir relative to the working directory.
+func relTo(t *testing.T, dir string) string {
+	t.Helper()
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := filepath.Rel(wd, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rel
 }
