@@ -59,3 +59,18 @@ func TestProvidersAsTheClientsReadThem(t *testing.T) {
 		})
 	}
 }
+
+// A module version written as a number is taken as its text, as both
+// clients take it (version = 1 installs 1.0.0); sync refused it as not a
+// string.
+func TestModuleVersionAsANumber(t *testing.T) {
+	for _, client := range []Client{Terraform, OpenTofu} {
+		spec, err := LoadFor(client, nil, writeFiles(t, map[string]string{"main.tf": "module \"m\" {\n  source  = \"acme/m/aws\"\n  version = 1\n}\n"}))
+		if err != nil {
+			t.Fatalf("%s: %v", client, err)
+		}
+		if got := modulesAsked(spec); len(got) != 1 || !strings.HasSuffix(got[0], "/acme/m/aws 1") {
+			t.Errorf("%s: modules %v, want acme/m/aws 1", client, got)
+		}
+	}
+}

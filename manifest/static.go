@@ -232,6 +232,9 @@ func (sc *staticScope) stringOf(ctx context.Context, expr hcl.Expression, attr, 
 			return "", fmt.Errorf("%s: %s of %s: %w", where(expr.Range()), attr, what, err)
 		}
 	}
+	if attr == "version" && v != cty.NilVal && v.IsKnown() && !v.IsNull() && v.Type() == cty.Number {
+		v, _ = convert.Convert(v, cty.String) // version = 1, as both clients take it
+	}
 	if v == cty.NilVal || v.IsNull() || !v.IsKnown() || !v.Type().Equals(cty.String) {
 		return "", posError(expr.Range(), "%s of %s must be a string%s", attr, what, staticOnly(expr))
 	}
