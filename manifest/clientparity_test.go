@@ -74,3 +74,49 @@ func TestModuleVersionAsANumber(t *testing.T) {
 		}
 	}
 }
+
+// OpenTofu asks for the provider every import block names or implies,
+// whatever the resource it imports into declares and in whichever module
+// it lies; Terraform takes the declared resource's (`tofu providers` and
+// `terraform providers` on the same files). Sync read every directory as
+// Terraform does, and a sealed tofu init failed on the provider missing.
+func TestImportBlocksOfEachClient(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"main.tf": `terraform {
+  required_providers {
+    google-beta = { source = "hashicorp/google-beta", version = "~> 6.0" }
+  }
+}
+resource "google_compute_network" "n" {
+  provider = google-beta
+}
+import {
+  to = google_compute_network.n
+  id = "n"
+}
+import {
+  to = module.c["a"].baz_thing.z
+  id = "x"
+}
+module "c" {
+  source = "./c"
+}
+`,
+		"c/main.tf": "terraform {\n  required_providers {\n    p = { source = \"acme/p\" }\n  }\n}\nresource \"baz_thing\" \"z\" {\n  provider = p\n}\n",
+	})
+	for _, tc := range []struct {
+		client Client
+		want   []string
+	}{
+		{Terraform, []string{"registry.terraform.io/acme/p", "registry.terraform.io/hashicorp/google-beta"}},
+		{OpenTofu, []string{"registry.opentofu.org/acme/p", "registry.opentofu.org/hashicorp/baz", "registry.opentofu.org/hashicorp/google", "registry.opentofu.org/hashicorp/google-beta"}},
+	} {
+		spec, err := LoadFor(tc.client, nil, dir)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.client, err)
+		}
+		if got := providersAsked(spec); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: providers %s, want %s", tc.client, strings.Join(got, " "), strings.Join(tc.want, " "))
+		}
+	}
+}

@@ -840,6 +840,9 @@ func joinConstraints(cs []string) string { return strings.Join(cs, ", ") }
 // reason ctx is checked before each file: once it is done, parseConfig
 // returns context.Cause(ctx), the files after it unread.
 func parseConfig(ctx context.Context, sc *staticScope, dir string, files []string, host string, remotes *remoteCalls) ([]*requirement, []moduleCall, error) {
+	// The client reading: OpenTofu's registry is the one a name with no
+	// host is of (defaultHost).
+	tofu := host == addrs.OpenTofuRegistryHost
 	byName := map[string]*requirement{}
 	var order []string
 	get := func(name string, r hcl.Range) *requirement {
@@ -942,6 +945,16 @@ func parseConfig(ctx context.Context, sc *staticScope, dir string, files []strin
 				imp, ok, err := importTarget(b)
 				if err != nil {
 					return nil, nil, err
+				}
+				if tofu {
+					// OpenTofu asks for the provider every import block
+					// names or implies, whatever its target declares,
+					// in this module or in the module it lies in.
+					if imp.provider != "" && imp.provider != builtinProvider {
+						get(imp.provider, imp.rng)
+						askedOther[imp.provider] = true
+					}
+					continue
 				}
 				if _, seen := imports[imp.resource]; ok && !seen {
 					if len(imports) >= maxImportTargets {
@@ -1245,7 +1258,15 @@ func importTarget(b *hcl.Block) (importBlock, bool, error) {
 	}
 	tr, ok := reference(to.Expr)
 	if ok && tr.RootName() == "module" {
-		return importBlock{}, false, nil
+		// The resource's type after the module steps (module.NAME,
+		// each with its index), for OpenTofu, which asks for its
+		// provider too; it is none of this module's.
+		rest := resourceSteps(tr)
+		imp := importBlock{rng: b.DefRange}
+		if len(rest) > 0 {
+			imp.provider, _, _ = strings.Cut(rest[0], "_")
+		}
+		return imp, false, importProvider(content, &imp)
 	}
 	var name hcl.TraverseAttr
 	if ok && len(tr) >= 2 {
@@ -1256,13 +1277,40 @@ func importTarget(b *hcl.Block) (importBlock, bool, error) {
 	}
 	imp := importBlock{resource: tr.RootName() + "." + name.Name, rng: b.DefRange}
 	imp.provider, _, _ = strings.Cut(tr.RootName(), "_")
-	if attr, ok := content.Attributes["provider"]; ok {
-		var err error
-		if imp.provider, err = providerRef(attr, "import of "+imp.resource); err != nil {
-			return importBlock{}, false, err
-		}
+	if err := importProvider(content, &imp); err != nil {
+		return importBlock{}, false, err
 	}
 	return imp, true, nil
+}
+
+// importProvider sets the provider of imp to the one its import block's
+// provider argument (in content) names, when it has one.
+func importProvider(content *hcl.BodyContent, imp *importBlock) error {
+	attr, ok := content.Attributes["provider"]
+	if !ok {
+		return nil
+	}
+	var err error
+	imp.provider, err = providerRef(attr, "import of "+imp.resource)
+	return err
+}
+
+// resourceSteps are the names of tr after its module steps (module.NAME
+// and their indexes): the resource's TYPE and NAME.
+func resourceSteps(tr hcl.Traversal) []string {
+	var names []string
+	for _, step := range tr {
+		switch st := step.(type) {
+		case hcl.TraverseRoot:
+			names = append(names, st.Name)
+		case hcl.TraverseAttr:
+			names = append(names, st.Name)
+		}
+	}
+	for len(names) >= 2 && names[0] == "module" {
+		names = names[2:]
+	}
+	return names
 }
 
 // moduleOverrides are the arguments of module blocks that a module's
