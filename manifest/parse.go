@@ -855,30 +855,13 @@ func parseConfig(ctx context.Context, sc *staticScope, dir string, files []strin
 		return req
 	}
 	// implied notes the provider a resource, data or ephemeral block b
-	// uses (impliedProvider), unless it is Terraform's own. A top-level
-	// block's (its key: kind, type and name) is kept in byBlock, where an
-	// override file's block of the same key that names a provider
-	// replaces it: a local name only such blocks asked for, none of them
-	// now, is not asked.
-	byBlock := map[string]string{}
-	askedOther := map[string]bool{}
-	implied := func(b *hcl.Block, override bool) error {
+	// uses (impliedProvider), unless it is Terraform's own.
+	implied := func(b *hcl.Block) error {
 		name, err := impliedProvider(b)
-		if err != nil || name == builtinProvider {
-			return err
+		if err == nil && name != builtinProvider {
+			get(name, b.DefRange)
 		}
-		if len(b.Labels) != 2 {
-			get(name, b.DefRange) // a check block's data: asked for good
-			byBlock["\x00"+name] = name
-			return nil
-		}
-		key := b.Type + "." + b.Labels[0] + "." + b.Labels[1]
-		if _, set := byBlock[key]; override && set && !namesProvider(b) {
-			return nil // the block it overrides keeps its provider
-		}
-		get(name, b.DefRange)
-		byBlock[key] = name
-		return nil
+		return err
 	}
 	sources := map[string]addrs.Provider{}
 	var calls []moduleCall
@@ -907,7 +890,6 @@ func parseConfig(ctx context.Context, sc *staticScope, dir string, files []strin
 			switch b.Type {
 			case "provider":
 				get(b.Labels[0], b.DefRange)
-				askedOther[b.Labels[0]] = true
 				alias, c, err := providerBlockVersion(b)
 				if err != nil {
 					return nil, nil, err
@@ -926,7 +908,13 @@ func parseConfig(ctx context.Context, sc *staticScope, dir string, files []strin
 				}
 				continue
 			case "resource", "data", "ephemeral":
-				if err := implied(b, override); err != nil {
+				// An override file's block that names a provider
+				// replaces the one its base block implies; one that
+				// does not keeps it.
+				if override && !namesProvider(b) || !override && overridden.providers[blockKey(b)] {
+					continue
+				}
+				if err := implied(b); err != nil {
 					return nil, nil, err
 				}
 				continue
@@ -936,7 +924,7 @@ func parseConfig(ctx context.Context, sc *staticScope, dir string, files []strin
 					return nil, nil, diagError(diags)
 				}
 				for _, d := range cc.Blocks {
-					if err := implied(d, false); err != nil {
+					if err := implied(d); err != nil {
 						return nil, nil, err
 					}
 				}
@@ -952,7 +940,6 @@ func parseConfig(ctx context.Context, sc *staticScope, dir string, files []strin
 					// in this module or in the module it lies in.
 					if imp.provider != "" && imp.provider != builtinProvider {
 						get(imp.provider, imp.rng)
-						askedOther[imp.provider] = true
 					}
 					continue
 				}
@@ -968,7 +955,7 @@ func parseConfig(ctx context.Context, sc *staticScope, dir string, files []strin
 				if override {
 					continue // merged into the block it overrides
 				}
-				attrs, err := moduleAttributes(b, overridden)
+				attrs, err := moduleAttributes(b, overridden.modules)
 				if err != nil {
 					return nil, nil, err
 				}
@@ -1002,7 +989,6 @@ func parseConfig(ctx context.Context, sc *staticScope, dir string, files []strin
 						return nil, nil, err
 					}
 					req := get(name, attr.Range)
-					askedOther[name] = true
 					req.where = where(attr.Range)
 					if source != "" {
 						addr, err := addrs.ParseProviderOf(source, host)
@@ -1044,7 +1030,6 @@ func parseConfig(ctx context.Context, sc *staticScope, dir string, files []strin
 		for _, r := range importOrder {
 			if imp := imports[r]; !declared[r] && imp.provider != builtinProvider {
 				get(imp.provider, imp.rng)
-				askedOther[imp.provider] = true
 			}
 		}
 	}
@@ -1058,18 +1043,9 @@ func parseConfig(ctx context.Context, sc *staticScope, dir string, files []strin
 			byName[k[0]].constrain(c.text, c.set)
 		}
 	}
-	// The names the blocks imply now; a name asked otherwise (a provider
-	// block, required_providers, an import) is asked whatever they do.
-	impliedNow := map[string]bool{}
-	for _, name := range byBlock {
-		impliedNow[name] = true
-	}
 	var out []*requirement
 	for _, name := range order {
 		req := byName[name]
-		if !askedOther[name] && !impliedNow[name] {
-			continue // implied by blocks whose override names another
-		}
 		addr, err := providerOf(name, sources, host)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: %v", req.where, err)
@@ -1319,40 +1295,64 @@ func resourceSteps(tr hcl.Traversal) []string {
 // replacing the block's (a version pinned, a source moved).
 type moduleOverrides map[string]hcl.Attributes
 
-// moduleOverridesOf reads the module blocks of the override files among
-// files, later files' arguments replacing earlier ones'. A stranger's
-// package overrides at most as many module blocks as remotes takes
-// calls (its max and maxOthers, any number for none): a block past them
-// is refused.
-func moduleOverridesOf(ctx context.Context, files []string, remotes *remoteCalls) (moduleOverrides, error) {
-	var out moduleOverrides
+// overrides are what a module's override files change of what sync
+// reads: the module blocks' arguments, and the resource, data and
+// ephemeral blocks whose provider they name (by blockKey), which
+// replaces the one the base block implies.
+type overrides struct {
+	modules   moduleOverrides
+	providers map[string]bool
+}
+
+// blockKey is what tells a resource, data or ephemeral block from the
+// others of its module: "resource.aws_instance.web".
+func blockKey(b *hcl.Block) string {
+	return b.Type + "." + strings.Join(b.Labels, ".")
+}
+
+// moduleOverridesOf reads the module, resource, data and ephemeral blocks
+// of the override files among files, later files' arguments replacing
+// earlier ones'. A stranger's package overrides at most as many module
+// blocks as remotes takes calls (its max and maxOthers, any number for
+// none), and the providers of at most maxImportTargets blocks: a block
+// past them is refused.
+func moduleOverridesOf(ctx context.Context, files []string, remotes *remoteCalls) (overrides, error) {
+	out := overrides{modules: moduleOverrides{}, providers: map[string]bool{}}
 	for _, path := range files {
 		if !isOverride(path) {
 			continue
 		}
 		blocks, err := blocksOf(ctx, path, configSchema)
 		if err != nil {
-			return nil, err
+			return overrides{}, err
 		}
 		for _, b := range blocks {
-			if b.Type != "module" {
+			switch b.Type {
+			case "resource", "data", "ephemeral":
+				if !namesProvider(b) || out.providers[blockKey(b)] {
+					continue
+				}
+				if remotes.max > 0 && len(out.providers) >= maxImportTargets {
+					return overrides{}, posError(b.DefRange, "%s: more than %d blocks' providers overridden", blockKey(b), maxImportTargets)
+				}
+				out.providers[blockKey(b)] = true
+				continue
+			case "module":
+			default:
 				continue
 			}
 			args, err := moduleArguments(b)
 			if err != nil {
-				return nil, err
+				return overrides{}, err
 			}
-			if out == nil {
-				out = moduleOverrides{}
-			}
-			if out[b.Labels[0]] == nil {
-				if limit := remotes.max + remotes.maxOthers; limit > 0 && len(out) >= limit {
-					return nil, posError(b.DefRange, "module %q: more than %d module blocks overridden", b.Labels[0], limit)
+			if out.modules[b.Labels[0]] == nil {
+				if limit := remotes.max + remotes.maxOthers; limit > 0 && len(out.modules) >= limit {
+					return overrides{}, posError(b.DefRange, "module %q: more than %d module blocks overridden", b.Labels[0], limit)
 				}
-				out[b.Labels[0]] = hcl.Attributes{}
+				out.modules[b.Labels[0]] = hcl.Attributes{}
 			}
 			for name, a := range args {
-				out[b.Labels[0]][name] = a
+				out.modules[b.Labels[0]][name] = a
 			}
 		}
 	}
