@@ -142,16 +142,6 @@ func (r originsRemembered) Entries(origin svchost.Hostname) int {
 }
 
 func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server, err error) {
-	// A client tokens file or a URL-signing key file that cannot be read
-	// or is refused stops serve before it makes anything of its data
-	// directory: loadAuth reads them again once that is open (a
-	// generated signing key is kept there).
-	if err := checkAuthFiles(cfg); err != nil {
-		return nil, err
-	}
-	if err := prepareDataDir(cfg.DataDir, "serve", logger); err != nil {
-		return nil, err
-	}
 	m = &server{cfg: cfg, log: logger}
 	var origins []string
 	for _, o := range cfg.AllowedOrigins {
@@ -194,12 +184,22 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 		return nil, err
 	}
 	// The operator's certificate is read first: one that cannot be read
-	// stops serve before anything else is opened. It touches nothing of
-	// the data directory.
+	// stops serve before anything else is opened, the data directory not
+	// made.
 	if !cfg.InsecureHTTP && cfg.TLSCert != "" {
 		if err := m.setupTLS(); err != nil {
 			return nil, err
 		}
+	}
+	// So does a client tokens file or a URL-signing key file that cannot
+	// be read or is refused, before anything of the data directory is
+	// made: loadAuth reads them again once that is open (a generated
+	// signing key is kept there).
+	if err := checkAuthFiles(cfg); err != nil {
+		return nil, err
+	}
+	if err := prepareDataDir(cfg.DataDir, "serve", logger); err != nil {
+		return nil, err
 	}
 	m.engineParts, err = openEngine(cfg, logger, o, m.metrics, m.origins)
 	if err != nil {
