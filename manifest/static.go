@@ -67,6 +67,9 @@ type staticScope struct {
 	caller string
 	// depth is how many local module calls lead to it from the root.
 	depth int
+	// funcs are the functions of the whole tree (functions), made once
+	// with its root scope.
+	funcs map[string]function.Function
 
 	read    bool
 	loadErr error
@@ -120,7 +123,7 @@ func rootScope(dir string, files []string, inputs []Input) *staticScope {
 	if abs, err := filepath.Abs(dir); err == nil {
 		dir = abs // as the local modules' directories are
 	}
-	return &staticScope{dir: dir, root: dir, files: files, inputs: inputs, isRoot: true}
+	return &staticScope{dir: dir, root: dir, files: files, inputs: inputs, isRoot: true, funcs: functions(dir)}
 }
 
 // readGiven reads the values given for a root module's variables
@@ -192,7 +195,7 @@ func (sc *staticScope) childScope(ctx context.Context, what string, rng hcl.Rang
 	if sc == nil {
 		return nil, ""
 	}
-	child = &staticScope{dir: dir, root: sc.root, args: map[string]argValue{}, caller: fmt.Sprintf("%s at %s", what, where(rng)), depth: sc.depth + 1}
+	child = &staticScope{dir: dir, root: sc.root, args: map[string]argValue{}, caller: fmt.Sprintf("%s at %s", what, where(rng)), depth: sc.depth + 1, funcs: sc.funcs}
 	names := make([]string, 0, len(args))
 	for name := range args {
 		if !moduleMetaArgs[name] {
@@ -258,7 +261,7 @@ func (sc *staticScope) templated(expr hcl.Expression, v cty.Value) bool {
 
 // value evaluates expr in sc.
 func (sc *staticScope) value(ctx context.Context, expr hcl.Expression) (cty.Value, error) {
-	ectx := &hcl.EvalContext{Variables: map[string]cty.Value{}, Functions: sc.functions()}
+	ectx := &hcl.EvalContext{Variables: map[string]cty.Value{}, Functions: sc.funcs}
 	vars, locals := map[string]cty.Value{}, map[string]cty.Value{}
 	for _, t := range expr.Variables() {
 		root := t.RootName()
@@ -289,11 +292,10 @@ func (sc *staticScope) value(ctx context.Context, expr hcl.Expression) (cty.Valu
 			if err != nil {
 				module = sc.dir
 			}
-			cwd, _ := filepath.Abs(sc.root)
 			ectx.Variables["path"] = cty.ObjectVal(map[string]cty.Value{
 				"module": cty.StringVal(filepath.ToSlash(module)),
 				"root":   cty.StringVal("."),
-				"cwd":    cty.StringVal(filepath.ToSlash(cwd)),
+				"cwd":    cty.StringVal(filepath.ToSlash(sc.root)),
 			})
 		case "terraform", "tofu":
 			ectx.Variables[root] = cty.ObjectVal(map[string]cty.Value{"workspace": cty.StringVal(workspace(sc.root))})
@@ -525,8 +527,8 @@ func workspace(root string) string {
 }
 
 // functions are staticFunctions and file, which reads a path relative to
-// the root module's directory, as tofu init run there does.
-func (sc *staticScope) functions() map[string]function.Function {
+// the root module's directory root, as tofu init run there does.
+func functions(root string) map[string]function.Function {
 	fs := make(map[string]function.Function, len(staticFunctions)+1)
 	for name, f := range staticFunctions {
 		fs[name] = f
@@ -537,7 +539,7 @@ func (sc *staticScope) functions() map[string]function.Function {
 		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
 			path := filepath.FromSlash(args[0].AsString())
 			if !filepath.IsAbs(path) {
-				path = filepath.Join(sc.root, path)
+				path = filepath.Join(root, path)
 			}
 			b, err := inputfile.ReadOperator(path, hclfile.MaxBytes)
 			if err != nil {
