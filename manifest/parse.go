@@ -875,7 +875,7 @@ func parseConfig(ctx context.Context, sc *staticScope, dir string, files []strin
 	required := map[string][]constraintAt{}
 	versionsOf := map[[2]string][]constraintAt{}
 	var blockOrder [][2]string
-	overridden, err := moduleOverridesOf(ctx, files, remotes)
+	overridden, err := overridesOf(ctx, files, remotes)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -1310,13 +1310,13 @@ func blockKey(b *hcl.Block) string {
 	return b.Type + "." + strings.Join(b.Labels, ".")
 }
 
-// moduleOverridesOf reads the module, resource, data and ephemeral blocks
+// overridesOf reads the module, resource, data and ephemeral blocks
 // of the override files among files, later files' arguments replacing
 // earlier ones'. A stranger's package overrides at most as many module
 // blocks as remotes takes calls (its max and maxOthers, any number for
 // none), and the providers of at most maxImportTargets blocks: a block
 // past them is refused.
-func moduleOverridesOf(ctx context.Context, files []string, remotes *remoteCalls) (overrides, error) {
+func overridesOf(ctx context.Context, files []string, remotes *remoteCalls) (overrides, error) {
 	out := overrides{modules: moduleOverrides{}, providers: map[string]bool{}}
 	for _, path := range files {
 		if !isOverride(path) {
