@@ -24,6 +24,26 @@ const signingKeyName = "url-signing.key"
 // when it is not given. The credentials it refuses are logged to log and
 // counted in met (may be nil).
 func loadAuth(cfg settings.Config, log *slog.Logger, met proxy.AuthMetrics) (*proxy.Auth, error) {
+	files, err := readAuthFiles(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return newAuth(cfg, files, log, met)
+}
+
+// authFiles are what client authentication reads of the operator's
+// files: the tokens' hashes, and the --url-signing-key-file key (nil
+// without one: the data directory's, newAuth).
+type authFiles struct {
+	hashes [][32]byte
+	key    []byte
+}
+
+// readAuthFiles reads, and refuses as loadAuth does, the client tokens
+// file and the URL-signing key file of cfg: nil when it names no tokens
+// file. It touches nothing of the data directory, so that serve refuses
+// them before it makes that.
+func readAuthFiles(cfg settings.Config) (*authFiles, error) {
 	if cfg.AuthTokensFile == "" {
 		return nil, nil
 	}
@@ -31,32 +51,30 @@ func loadAuth(cfg settings.Config, log *slog.Logger, met proxy.AuthMetrics) (*pr
 	if err != nil {
 		return nil, err
 	}
-	var key []byte
+	files := &authFiles{hashes: hashes}
 	if cfg.URLSigningKeyFile != "" {
-		if key, err = readSigningKeyFile(cfg.URLSigningKeyFile); err != nil {
+		if files.key, err = readSigningKeyFile(cfg.URLSigningKeyFile); err != nil {
 			return nil, err
 		}
-	} else if key, err = dataDirKey(filepath.Join(cfg.DataDir, signingKeyName), log); err != nil {
-		return nil, err
 	}
-	return proxy.NewAuth(proxy.AuthConfig{TokenHashes: hashes, SigningKey: key, URLTTL: cfg.SignedURLTTL, Logger: log, Metrics: met})
+	return files, nil
 }
 
-// checkAuthFiles refuses, as loadAuth would, the client tokens file and
-// the URL-signing key file of cfg (when it names them), before anything
-// of the data directory is made or opened.
-func checkAuthFiles(cfg settings.Config) error {
-	if cfg.AuthTokensFile == "" {
-		return nil
+// newAuth is loadAuth of the files readAuthFiles read (nil: no client
+// authentication), the signing key the data directory's when they hold
+// none (made there the first time).
+func newAuth(cfg settings.Config, files *authFiles, log *slog.Logger, met proxy.AuthMetrics) (*proxy.Auth, error) {
+	if files == nil {
+		return nil, nil
 	}
-	if _, err := readTokens(cfg.AuthTokensFile); err != nil {
-		return err
+	key := files.key
+	if key == nil {
+		var err error
+		if key, err = dataDirKey(filepath.Join(cfg.DataDir, signingKeyName), log); err != nil {
+			return nil, err
+		}
 	}
-	if cfg.URLSigningKeyFile != "" {
-		_, err := readSigningKeyFile(cfg.URLSigningKeyFile)
-		return err
-	}
-	return nil
+	return proxy.NewAuth(proxy.AuthConfig{TokenHashes: files.hashes, SigningKey: key, URLTTL: cfg.SignedURLTTL, Logger: log, Metrics: met})
 }
 
 // readSigningKeyFile reads the --url-signing-key-file key as the

@@ -193,9 +193,9 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 	}
 	// So does a client tokens file or a URL-signing key file that cannot
 	// be read or is refused, before anything of the data directory is
-	// made: loadAuth reads them again once that is open (a generated
-	// signing key is kept there).
-	if err := checkAuthFiles(cfg); err != nil {
+	// made (where newAuth keeps a generated signing key, below).
+	authRead, err := readAuthFiles(cfg)
+	if err != nil {
 		return nil, err
 	}
 	if err := prepareDataDir(cfg.DataDir, "serve", logger); err != nil {
@@ -220,7 +220,7 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 			return nil, err
 		}
 	}
-	m.auth, err = loadAuth(cfg, logger, m.metrics)
+	m.auth, err = newAuth(cfg, authRead, logger, m.metrics)
 	if err != nil {
 		return nil, err
 	}
