@@ -1,6 +1,8 @@
 package manifest
 
 import (
+	"context"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -118,5 +120,44 @@ module "c" {
 		if got := providersAsked(spec); !slices.Equal(got, tc.want) {
 			t.Errorf("%s: providers %s, want %s", tc.client, strings.Join(got, " "), strings.Join(tc.want, " "))
 		}
+	}
+}
+
+// A module directory that is there but holds no configuration file is
+// an empty module to both clients (checked with `terraform init` and
+// `tofu init`), a local module's or one in a registry module's package;
+// one that is not there is refused, as they refuse it. Sync had refused
+// the empty ones, so a configuration the clients install could not be
+// synced.
+func TestEmptyModuleDirectories(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"main.tf":       "module \"empty\" {\n  source = \"./empty\"\n}\n" + requiresP("1.0.0"),
+		"empty/README":  "kept for later",
+		"pkg/README":    "",
+		"pkg/sub/x.txt": "",
+	})
+	for _, client := range []Client{Terraform, OpenTofu} {
+		spec, err := LoadFor(client, nil, dir)
+		if err != nil {
+			t.Fatalf("%s: %v", client, err)
+		}
+		if got := len(spec.Providers); got != 1 {
+			t.Errorf("%s: %d providers, want the root's one", client, got)
+		}
+	}
+
+	missing := writeFiles(t, map[string]string{"main.tf": "module \"gone\" {\n  source = \"./gone\"\n}\n"})
+	if _, err := Load(missing); err == nil || !strings.Contains(err.Error(), `main.tf:2: module source "./gone": no such directory`) {
+		t.Errorf("a local module that is not there: %v, want refused naming it", err)
+	}
+
+	pkg := filepath.Join(dir, "pkg")
+	md, err := (&Spec{}).ReadModuleDir(context.Background(), pkg, filepath.Join(pkg, "sub"), "module acme/net/aws 1.0.0")
+	if err != nil || len(md.Requires) != 0 || len(md.Modules) != 0 {
+		t.Errorf("an empty directory of a package: %+v, %v, want an empty module", md, err)
+	}
+	_, err = (&Spec{}).ReadModuleDir(context.Background(), pkg, filepath.Join(pkg, "modules", "vpc"), "module acme/net/aws 1.0.0")
+	if err == nil || err.Error() != "module acme/net/aws 1.0.0: its package has no directory modules/vpc" {
+		t.Errorf("a directory its package does not have: %v", err)
 	}
 }

@@ -7,7 +7,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path"
+	"path/filepath"
 	"strings"
 
 	"github.com/apparentlymart/go-versions/versions"
@@ -280,9 +282,12 @@ func (s *Spec) AddOwnSelections(reqs []Requirement) {
 // number for 0).
 func (s *Spec) readModuleDir(ctx context.Context, root, dir, what string, maxCalls, maxOthers int) (ModuleDir, error) {
 	t, err := s.readTree(ctx, root, dir, remoteCalls{max: maxCalls, maxOthers: maxOthers})
-	var none *noFilesError
-	if errors.As(err, &none) {
-		return ModuleDir{}, fmt.Errorf("%s: %v", what, err)
+	if _, none := errors.AsType[*noFilesError](err); none {
+		if fi, statErr := os.Stat(dir); statErr == nil && fi.IsDir() {
+			return ModuleDir{}, nil // an empty module, as the clients read it
+		}
+		rel, _ := filepath.Rel(root, dir)
+		return ModuleDir{}, fmt.Errorf("%s: its package has no directory %s", what, filepath.ToSlash(rel))
 	}
 	if err != nil {
 		return ModuleDir{}, err

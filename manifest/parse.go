@@ -586,11 +586,11 @@ func configFiles(dir string, tofu bool) (files []string, hasTofu bool, err error
 }
 
 // moduleFiles is configFiles of the module in dir, a *noFilesError when
-// there is none (there: dir is a local module's).
-func moduleFiles(dir string, tofu, there bool) ([]string, error) {
+// there is none.
+func moduleFiles(dir string, tofu bool) ([]string, error) {
 	files, hasTofu, err := configFiles(dir, tofu)
 	if err == nil && len(files) == 0 {
-		err = &noFilesError{tofu: tofu, hasTofu: hasTofu, there: there}
+		err = &noFilesError{tofu: tofu, hasTofu: hasTofu}
 	}
 	return files, err
 }
@@ -641,16 +641,12 @@ func standIn(files, tofuFiles []string, tofuExt, tfExt string) []string {
 type noFilesError struct {
 	tofu    bool // read as OpenTofu reads it
 	hasTofu bool // it holds files only OpenTofu reads
-	there   bool // a local module's directory
 }
 
 func (e *noFilesError) Error() string {
 	msg := "no *.tf or *.tf.json files"
 	if e.tofu {
 		msg = "no *.tf, *.tf.json, *.tofu or *.tofu.json files"
-	}
-	if e.there {
-		msg += " there"
 	}
 	if e.hasTofu && !e.tofu {
 		msg += " (its *.tofu files are OpenTofu's, which sync reads with --client opentofu)"
@@ -685,7 +681,7 @@ type treeRead struct {
 // directory with no file the client reads is a *noFilesError.
 func (s *Spec) readTree(ctx context.Context, root, dir string, bounds remoteCalls) (*treeRead, error) {
 	t := &treeRead{root: root, tofu: s.Client == OpenTofu, seen: map[string]bool{}, remotes: bounds}
-	files, err := moduleFiles(dir, t.tofu, false)
+	files, err := moduleFiles(dir, t.tofu)
 	if err != nil {
 		return nil, err
 	}
@@ -743,12 +739,19 @@ func loadModule(ctx context.Context, t *treeRead, dir string, files []string, sc
 }
 
 // loadLocal reads into t the local module c calls, as loadModule does
-// (within t.root), refusing one with no configuration file.
+// (within t.root): a directory with no configuration file its client
+// reads is an empty module, as the clients take it; one that is not
+// there is refused, as they refuse it.
 func loadLocal(ctx context.Context, t *treeRead, c moduleCall) error {
 	if t.root != "" && !within(t.root, c.dir) {
 		return posError(c.rng, "module source %q: outside the module package (a local source names a directory of its package)", c.source)
 	}
-	files, err := moduleFiles(c.dir, t.tofu, true)
+	files, _, err := configFiles(c.dir, t.tofu)
+	if err == nil && len(files) == 0 {
+		if fi, statErr := os.Stat(c.dir); statErr != nil || !fi.IsDir() {
+			err = errors.New("no such directory")
+		}
+	}
 	if err != nil {
 		return posError(c.rng, "module source %q: %v", c.source, err)
 	}

@@ -143,8 +143,9 @@ func TestModuleSourceOfEachClient(t *testing.T) {
 
 // A directory, or a local module, holding .tofu files only is
 // OpenTofu's: read as OpenTofu reads it, it gives what its files ask;
-// read as Terraform reads it, it is refused, saying how to read it as
-// OpenTofu does. A .tofu file OpenTofu cannot read is refused, naming
+// read as Terraform reads it, the directory is refused, saying how to
+// read it as OpenTofu does, and the local module is an empty one, as
+// Terraform takes it. A .tofu file OpenTofu cannot read is refused, naming
 // its file and line, where Terraform does not read it.
 func TestLoadOfOpenTofuOnlyFiles(t *testing.T) {
 	for _, tc := range []struct {
@@ -158,7 +159,7 @@ func TestLoadOfOpenTofuOnlyFiles(t *testing.T) {
 		{"a local module", map[string]string{
 			"main.tf":         "module \"c\" {\n  source = \"./c\"\n}\n",
 			"c/versions.tofu": requiresP("1.0.0"),
-		}, "registry.opentofu.org/acme/p 1.0.0: 1.0.0", `main.tf:2: module source "./c": no *.tf or *.tf.json files there (its *.tofu files are OpenTofu's`},
+		}, "registry.opentofu.org/acme/p 1.0.0: 1.0.0", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := writeFiles(t, tc.files)
@@ -169,7 +170,13 @@ func TestLoadOfOpenTofuOnlyFiles(t *testing.T) {
 			if got := takenAt(spec); strings.Join(got, "; ") != tc.want {
 				t.Errorf("selections %q, want %q", got, tc.want)
 			}
-			if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), tc.tfErr) {
+			spec, err = Load(dir)
+			switch {
+			case tc.tfErr == "" && err != nil:
+				t.Errorf("read as Terraform reads it: %v", err)
+			case tc.tfErr == "" && len(takenAt(spec)) != 0:
+				t.Errorf("read as Terraform reads it: selections %q, want none", takenAt(spec))
+			case tc.tfErr != "" && (err == nil || !strings.Contains(err.Error(), tc.tfErr)):
 				t.Errorf("read as Terraform reads it: %v, want an error containing %q", err, tc.tfErr)
 			}
 		})
