@@ -413,3 +413,28 @@ func TestConfigCheckPolicyBlock(t *testing.T) {
 		}
 	}
 }
+
+// --log-format is taken in either case, as --log-level is: a file's
+// "TEXT" passes config check and its logger writes text lines, "Json"
+// JSON ones. Such a file had been refused ("want json or text") where
+// "INFO" was taken.
+func TestLogFormatInEitherCase(t *testing.T) {
+	dir := t.TempDir()
+	for format, want := range map[string]string{"TEXT": "level=INFO msg=hello", "Json": `"msg":"hello"`} {
+		path := filepath.Join(dir, format+".hcl")
+		os.WriteFile(path, []byte("log_format = \""+format+"\"\nlog_level = \"INFO\"\n"), 0o600)
+		var stderr bytes.Buffer
+		if code := runConfig([]string{"check", path}, func(string) (string, bool) { return "", false }, io.Discard, &stderr); code != 0 {
+			t.Errorf("%s: exit status %d: %s", format, code, stderr.String())
+		}
+		var out bytes.Buffer
+		logger, err := newLogger(format, "INFO", &out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		logger.Info("hello")
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("%s: logged %q, want %q in it", format, out.String(), want)
+		}
+	}
+}

@@ -940,11 +940,11 @@ func newLogger(format, level string, w io.Writer) (*slog.Logger, error) {
 	return leveledLogger(format, lvl, w), nil
 }
 
-// leveledLogger is a logger in format at the level lvl says, which may
-// change while it logs (a *slog.LevelVar).
+// leveledLogger is a logger in format (json or text, in either case) at
+// the level lvl says, which may change while it logs (a *slog.LevelVar).
 func leveledLogger(format string, lvl slog.Leveler, w io.Writer) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: lvl}
-	if format == "text" {
+	if strings.EqualFold(format, "text") {
 		return slog.New(slog.NewTextHandler(w, opts))
 	}
 	// slog's JSON handler, with a faster way through for access-log lines.

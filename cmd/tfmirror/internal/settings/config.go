@@ -401,7 +401,7 @@ func (c Config) ValidateEngine() error {
 			errs = append(errs, fmt.Errorf(`--upstream-proxy %q: want SCHEME://[USER:PASSWORD@]HOST:PORT, without path, query or fragment; percent-encode a "/", "?" or "#" of the user or password (%%2F, %%3F, %%23)`, shown))
 		}
 	}
-	switch c.LogFormat {
+	switch strings.ToLower(c.LogFormat) { // either case, as --log-level
 	case "json", "text":
 	default:
 		errs = append(errs, fmt.Errorf("--log-format %q: want json or text", c.LogFormat))
