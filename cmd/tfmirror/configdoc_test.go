@@ -59,7 +59,7 @@ func configurationDoc() string {
 ` + "`TFMIRROR_`" + ` followed by the flag name in upper snake case (` + "`--data-dir` is `TFMIRROR_DATA_DIR`" + `);
 and an attribute of the [configuration file](#the-configuration-file), the flag name in snake case
 (` + "`data_dir`" + `). A flag on the command line wins over the environment, which wins over the file, which
-wins over the default. Sizes are a number of bytes or a number and a unit (` + "`512MiB`, `2GB`" + `),
+wins over the default; an environment variable set to the empty string counts as unset. Sizes are a number of bytes or a number and a unit (` + "`512MiB`, `2GB`" + `),
 durations are Go's (` + "`90s`, `10m`, `1h30m`" + `) or whole days (` + "`1d`, `30d`" + `), every duration alike (the
 policy's ages too), lists are comma-separated (in the file, lists of strings).
 

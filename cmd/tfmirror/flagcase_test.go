@@ -38,7 +38,7 @@ func TestValueFromTheEnvironmentRefusedNamesIt(t *testing.T) {
 	}{
 		{map[string]string{"TFMIRROR_MAX_CONNECTIONS": "0"}, nil, "--max-connections must be positive, not 0 (from the environment: TFMIRROR_MAX_CONNECTIONS)"},
 		{map[string]string{"TFMIRROR_LOG_LEVEL": "verbose"}, nil, `--log-level "verbose": want debug, info, warn or error (from the environment: TFMIRROR_LOG_LEVEL)`},
-		{map[string]string{"TFMIRROR_ALLOWED_ORIGINS": ""}, nil, "--allowed-origins must name at least one host (from the environment: TFMIRROR_ALLOWED_ORIGINS)"},
+		{map[string]string{"TFMIRROR_ALLOWED_ORIGINS": ","}, nil, "--allowed-origins must name at least one host (from the environment: TFMIRROR_ALLOWED_ORIGINS)"},
 	} {
 		parseServeCase(t, tc.args, tc.env, tc.wantErr)
 	}

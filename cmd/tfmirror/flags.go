@@ -183,7 +183,7 @@ func usageOutput(args []string, stdout, stderr io.Writer) io.Writer {
 // (kubectl exec), or the operator's, meant for a command on its own.
 func warnEnvIgnored(stderr io.Writer, lookupEnv func(string) (string, bool), command, does string, names ...string) {
 	for _, name := range names {
-		if _, ok := lookupEnv(settings.EnvName(name)); ok {
+		if v, ok := lookupEnv(settings.EnvName(name)); ok && v != "" { // empty is unset
 			fmt.Fprintf(stderr, "tfmirror %s: %s is ignored: the tfmirror serving this data directory %s with its own settings\n", command, settings.EnvName(name), does)
 		}
 	}

@@ -208,6 +208,28 @@ func TestPrecedence(t *testing.T) {
 	}
 }
 
+// An environment variable set to the empty string is one not set, as
+// the go command takes its own: the file's value or the default stands,
+// where a TFMIRROR_OFFLINE= left by an edit had stopped start-up
+// ("want true or false") and a TFMIRROR_LISTEN= had put ":3" aside.
+func TestEmptyEnvironmentVariableIsUnset(t *testing.T) {
+	path := writeFile(t, "c.hcl", "listen = \":3\"\n")
+	e, err := load(t, []string{"--config", path}, map[string]string{"TFMIRROR_LISTEN": "", "TFMIRROR_OFFLINE": "", "TFMIRROR_LOG_LEVEL": ""})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Config.Listen != ":3" || e.Sources["listen"] != FromFile || e.Config.Offline || e.Sources["offline"] != FromDefault || e.Config.LogLevel != "info" {
+		t.Errorf("listen %q from %s, offline %v from %s, log level %q", e.Config.Listen, e.Sources["listen"], e.Config.Offline, e.Sources["offline"], e.Config.LogLevel)
+	}
+	if len(e.File.Warnings) != 0 {
+		t.Errorf("warnings %v, want none: nothing overrides the file", e.File.Warnings)
+	}
+	// TFMIRROR_CONFIG= names no file, as none given does.
+	if e, err := load(t, nil, map[string]string{"TFMIRROR_CONFIG": ""}); err != nil || e.File != nil {
+		t.Errorf("TFMIRROR_CONFIG empty: %v, %+v", err, e)
+	}
+}
+
 // A value the file gives that a flag or an environment variable
 // overrides with another is a warning at its line, naming what wins and
 // the value in force (a secret's redacted): logged at start and on every

@@ -40,7 +40,8 @@ type Loaded struct {
 }
 
 // Load parses args with fs, then fills every flag not given on the
-// command line from its TFMIRROR_ environment variable and, for the
+// command line from its TFMIRROR_ environment variable (one set to the
+// empty string counts as unset) and, for the
 // settings of the table named in names, else from the configuration file
 // that --config or TFMIRROR_CONFIG names (when fs has AddConfigFlag's
 // flag): a flag wins over the environment, which wins over the file,
@@ -74,7 +75,9 @@ func loadAll(fs *flag.FlagSet, args []string, lookupEnv func(string) (string, bo
 		if l.Sources[f.Name] != "" || envErr != nil {
 			return
 		}
-		if v, ok := lookupEnv(EnvName(f.Name)); ok {
+		// Empty is unset, as the go command takes its variables: a
+		// TFMIRROR_X= an edit left behind does not set X to nothing.
+		if v, ok := lookupEnv(EnvName(f.Name)); ok && v != "" {
 			if err := fs.Set(f.Name, v); err != nil {
 				envErr = fmt.Errorf("%s=%q: %w", EnvName(f.Name), v, err)
 			}
