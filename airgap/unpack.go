@@ -98,15 +98,9 @@ func untar(ctx context.Context, path, dir string, lim unpackLimits) error {
 	// it (a regular file's reads do not wait, and take no deadline).
 	stop := context.AfterFunc(ctx, func() { f.SetReadDeadline(time.Now()) })
 	defer stop()
-	br := bufio.NewReader(f)
-	var r io.Reader = br
-	if magic, err := br.Peek(2); err == nil && magic[0] == 0x1f && magic[1] == 0x8b {
-		zr, err := gzip.NewReader(br)
-		if err != nil {
-			return err
-		}
-		defer zr.Close()
-		r = zr
+	r, err := decompressed(bufio.NewReader(f))
+	if err != nil {
+		return err
 	}
 	var unpacked int64 // bytes charged so far, entries included
 	entries := 0       // entries taken, the directories they imply included
@@ -189,6 +183,41 @@ func untar(ctx context.Context, path, dir string, lim unpackLimits) error {
 			}
 		}
 	}
+}
+
+// decompressed is what br reads, gunzipped when it starts as gzip does.
+func decompressed(br *bufio.Reader) (io.Reader, error) {
+	if magic, err := br.Peek(2); err == nil && magic[0] == 0x1f && magic[1] == 0x8b {
+		return gzip.NewReader(br)
+	}
+	return br, nil
+}
+
+// CheckTar refuses a regular file at path that does not start as a tar
+// file (gzip-compressed or not) does, reading its first entry's header,
+// so that an import refuses such a file before it makes or opens a data
+// directory. Anything else (a directory, a FIFO, which a read would
+// drain) is left to Import; a tar file refused past its first header
+// still is refused by Import, leaving nothing behind.
+func CheckTar(path string) error {
+	info, err := os.Stat(path)
+	if err != nil || !info.Mode().IsRegular() {
+		return err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	r, err := decompressed(bufio.NewReader(f))
+	if err == nil {
+		// A first header of extended attributes runs on (maxHeaderBytes).
+		_, err = tar.NewReader(io.LimitReader(r, 2*maxHeaderBytes)).Next()
+	}
+	if err != nil && err != io.EOF { // EOF: a tar file of no entry
+		return fmt.Errorf("not a tar file, gzip-compressed or not (%v)", err)
+	}
+	return nil
 }
 
 // openTar opens the tar file at path for reading. A FIFO (a stream the

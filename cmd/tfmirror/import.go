@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/tfmirror/tfmirror/v2/admin"
+	"github.com/tfmirror/tfmirror/v2/airgap"
 	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
 	"github.com/tfmirror/tfmirror/v2/policy"
 )
@@ -70,6 +71,12 @@ func runImport(args []string, stdout, stderr io.Writer) int {
 	}
 	if _, err := os.Stat(req.In); err != nil {
 		fmt.Fprintf(stderr, "tfmirror import: %v\n", err)
+		return 1
+	}
+	// A file that is no tar file is refused before the data directory
+	// is made or opened.
+	if err := airgap.CheckTar(req.In); err != nil {
+		fmt.Fprintf(stderr, "tfmirror import: %s refused: %v\n", req.Shown, err)
 		return 1
 	}
 	viaServer := func() error {

@@ -1,7 +1,11 @@
 package main
 
 import (
+	"archive/tar"
 	"bytes"
+	"compress/gzip"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -41,5 +45,45 @@ func TestImportShowsNoControlCharacters(t *testing.T) {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("stderr does not name %s", want)
 		}
+	}
+}
+
+// TestImportOfNoTarFileMakesNothing: a file given to `tfmirror import`
+// that is no tar file (gzip-compressed or not) is refused saying so,
+// before the data directory is made, where the import had made and
+// opened it, then said only "unexpected EOF". A tar file of no entry is
+// one, refused by the import for what it holds.
+func TestImportOfNoTarFileMakesNothing(t *testing.T) {
+	t.Parallel()
+	in := t.TempDir()
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write([]byte("a gzip-compressed text, not a tar file"))
+	zw.Close()
+	for name, content := range map[string][]byte{"text.tar": []byte("hello\n"), "text.tgz": gz.Bytes(), "cut.tar.gz": gz.Bytes()[:12]} {
+		path := filepath.Join(in, name)
+		if err := os.WriteFile(path, content, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		dataDir := filepath.Join(t.TempDir(), "data")
+		var stdout, stderr bytes.Buffer
+		code := runImport([]string{"--data-dir", dataDir, path}, &stdout, &stderr)
+		if want := path + " refused: not a tar file, gzip-compressed or not"; code != 1 || !strings.Contains(stderr.String(), want) {
+			t.Errorf("%s: exit status %d, stderr %q, want 1 and %q", name, code, stderr.String(), want)
+		}
+		if _, err := os.Stat(dataDir); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s: the data directory was made (%v)", name, err)
+		}
+	}
+
+	var empty bytes.Buffer
+	tar.NewWriter(&empty).Close()
+	path := filepath.Join(in, "empty.tar")
+	if err := os.WriteFile(path, empty.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := runImport([]string{"--data-dir", filepath.Join(t.TempDir(), "data"), path}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "empty.tar holds no provider packages") {
+		t.Errorf("a tar file of no entry: exit status %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
 	}
 }
