@@ -310,13 +310,7 @@ func counted(n int, one string) string {
 // force, and what of it changed, for a reload error that names another
 // file refused.
 func configInForce(res settings.Reloaded) string {
-	var changed []string
-	for _, c := range res.Applied {
-		changed = append(changed, c.Setting.Attribute())
-	}
-	for _, p := range res.Parts {
-		changed = append(changed, p.Name)
-	}
+	changed := res.Changed()
 	if len(changed) == 0 {
 		return fmt.Sprintf("configuration file %s put in force (nothing in it changed)", res.File)
 	}

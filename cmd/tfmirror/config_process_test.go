@@ -122,7 +122,7 @@ upstream_proxy = "http://user:` + secret + `@127.0.0.1:9/"
 	m.cmd.Process.Signal(syscall.SIGHUP)
 	m.waitLog("configuration file reloaded", 10*time.Second)
 	restart := m.waitLog("settings changed in the configuration file take effect only after a restart; their values in force stay", 10*time.Second)
-	if names, _ := json.Marshal(restart["settings"]); string(names) != `["versions-ttl"]` {
+	if names, _ := json.Marshal(restart["settings"]); string(names) != `["versions_ttl"]` {
 		t.Errorf("settings named as needing a restart: %s", names)
 	}
 	n = logLines()

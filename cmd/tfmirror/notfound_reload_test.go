@@ -46,7 +46,7 @@ func TestNotFoundSettingsReload(t *testing.T) {
 			if s.Restart {
 				t.Errorf("reload: %s needs a restart, want it put in force", s.Name)
 			}
-			changed = append(changed, s.Name)
+			changed = append(changed, s.Attribute)
 		}
 		if !slices.Equal(changed, want) {
 			t.Errorf("reload changed %v, want %v", changed, want)
@@ -100,7 +100,7 @@ func TestNotFoundSettingsReload(t *testing.T) {
 	entries(1)
 
 	write("not_found_ttl = \"0s\"\n")
-	reload("not-found-ttl")
+	reload("not_found_ttl")
 	entries(0)
 	if code := status("randon"); code != http.StatusOK {
 		t.Fatalf("after not_found_ttl 0: %d, want the provider published", code)
@@ -114,13 +114,13 @@ func TestNotFoundSettingsReload(t *testing.T) {
 	entries(0)
 
 	write("not_found_ttl = \"1h\"\n")
-	reload("not-found-ttl")
+	reload("not_found_ttl")
 	for _, name := range []string{"made-up-1", "made-up-2", "made-up-3", "made-up-4"} {
 		status(name)
 	}
 	entries(4)
 	write("not_found_ttl = \"1h\"\nnot_found_max_entries = 2\n")
-	reload("not-found-max-entries")
+	reload("not_found_max_entries")
 	entries(2)
 	before := origin.Hits(fakeorigin.Versions)
 	status("made-up-4") // the most recently used, kept

@@ -181,7 +181,7 @@ func TestReloadCommandProcess(t *testing.T) {
 	write("log_level = \"info\"\nversions_ttl = \"20m\"\n" + denyHashicorp)
 	lines = len(m.snapshot())
 	m.cmd.Process.Signal(syscall.SIGHUP)
-	reloaded(lines, "[log-level policy]")
+	reloaded(lines, "[log_level policy]")
 	if got := served(ns, typ); got == http.StatusOK {
 		t.Error("hashicorp/random served after SIGHUP put the policy denying it in force")
 	}

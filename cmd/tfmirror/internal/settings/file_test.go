@@ -421,8 +421,8 @@ func TestReloader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := fmt.Sprintf("%v", res.Changed()); got != "[log-level policy]" {
-		t.Errorf("changed %s, want [log-level policy]", got)
+	if got := fmt.Sprintf("%v", res.Changed()); got != "[log_level policy]" {
+		t.Errorf("changed %s, want [log_level policy]", got)
 	}
 	if len(res.Applied) != 1 || res.Applied[0].Old != "info" || res.Applied[0].New != "debug" {
 		t.Errorf("applied %+v, want log-level info -> debug", res.Applied)
@@ -440,8 +440,9 @@ func TestReloader(t *testing.T) {
 	if len(applied) != 1 || strings.Join(applied[0], ",") != "log-level" {
 		t.Errorf("applied %v", applied)
 	}
-	if !strings.Contains(logBuf.String(), "only after a restart") || !strings.Contains(logBuf.String(), "versions-ttl") {
-		t.Errorf("log does not say versions-ttl needs a restart:\n%s", logBuf.String())
+	// The log names settings as the file does, as tfmirror reload does.
+	if !strings.Contains(logBuf.String(), "only after a restart; their values in force stay\" settings=[versions_ttl]") || !strings.Contains(logBuf.String(), `changed="[log_level policy]"`) {
+		t.Errorf("log does not say versions_ttl needs a restart and log_level changed:\n%s", logBuf.String())
 	}
 
 	// A change of the policy alone is a change, and the log says so.

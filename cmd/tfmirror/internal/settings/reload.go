@@ -142,12 +142,12 @@ type Reloaded struct {
 	Warnings []string
 }
 
-// Changed are the names of what the reload put in force: the Live
-// settings, then the hooks' parts.
+// Changed names what the reload put in force as the file names it: the
+// Live settings' attributes, then the hooks' parts.
 func (r Reloaded) Changed() []string {
 	out := make([]string, 0, len(r.Applied)+len(r.Parts))
 	for _, c := range r.Applied {
-		out = append(out, c.Setting.Name)
+		out = append(out, c.Setting.Attribute())
 	}
 	for _, p := range r.Parts {
 		out = append(out, p.Name)
@@ -204,7 +204,7 @@ func (r *Reloader) reload(cur *Effective) (Reloaded, error) {
 	}
 	if len(restart) > 0 {
 		r.cfg.Logger.Warn("settings changed in the configuration file take effect only after a restart; their values in force stay",
-			"settings", Names(restart))
+			"settings", attributes(restart))
 	}
 	for _, apply := range applies {
 		apply()
@@ -213,6 +213,15 @@ func (r *Reloader) reload(cur *Effective) (Reloaded, error) {
 	r.cfg.Metrics.ConfigReload("applied")
 	r.cfg.Logger.Info("configuration file reloaded", "file", configPath(next), "changed", res.Changed())
 	return res, nil
+}
+
+// attributes are the file's names of settings.
+func attributes(settings []*Setting) []string {
+	out := make([]string, 0, len(settings))
+	for _, s := range settings {
+		out = append(out, s.Attribute())
+	}
+	return out
 }
 
 // changes are the settings of changed with their values in l and next.
