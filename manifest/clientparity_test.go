@@ -2,6 +2,7 @@ package manifest
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -159,5 +160,42 @@ func TestEmptyModuleDirectories(t *testing.T) {
 	_, err = (&Spec{}).ReadModuleDir(context.Background(), pkg, filepath.Join(pkg, "modules", "vpc"), "module acme/net/aws 1.0.0")
 	if err == nil || err.Error() != "module acme/net/aws 1.0.0: its package has no directory modules/vpc" {
 		t.Errorf("a directory its package does not have: %v", err)
+	}
+}
+
+// Module blocks both clients refuse (checked with `terraform init` and
+// `tofu init`) are refused, naming the block's file and line, where sync
+// had taken them and the sealed init then failed: a version argument
+// with a source that is no registry address (a query string, a local
+// directory, a go-getter source, a system not in lowercase), and, for
+// OpenTofu, an empty version constraint, which Terraform takes.
+func TestModuleBlocksTheClientsRefuse(t *testing.T) {
+	block := func(source, version string) map[string]string {
+		return map[string]string{"main.tf": fmt.Sprintf("module \"a\" {\n  source  = %q\n  version = %q\n}\n", source, version), "m/main.tf": ""}
+	}
+	for _, tc := range []struct {
+		name    string
+		files   map[string]string
+		refused []Client
+		want    string
+	}{
+		{"a query string", block("hashicorp/consul/aws?ref=v1", "1.0.0"), []Client{Terraform, OpenTofu}, `main.tf:2: module "a": source "hashicorp/consul/aws?ref=v1" is no module registry address, yet the block has a version argument`},
+		{"a local directory", block("./m", "1.0.0"), []Client{Terraform, OpenTofu}, `main.tf:2: module "a": source "./m" is no module registry address`},
+		{"a go-getter source", block("git::https://example.com/x.git", "1.0.0"), []Client{Terraform, OpenTofu}, `source "git::https://example.com/x.git" is no module registry address`},
+		{"a system in capitals", block("hashicorp/consul/AWS", "1.0.0"), []Client{Terraform, OpenTofu}, `source "hashicorp/consul/AWS" is no module registry address`},
+		{"an empty version", block("hashicorp/consul/aws", ""), []Client{OpenTofu}, `main.tf:3: module "a": an empty version constraint, which OpenTofu refuses`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := writeFiles(t, tc.files)
+			for _, client := range []Client{Terraform, OpenTofu} {
+				_, err := LoadFor(client, nil, dir)
+				switch refused := slices.Contains(tc.refused, client); {
+				case refused && (err == nil || !strings.Contains(err.Error(), tc.want)):
+					t.Errorf("%s: %v, want an error containing %q", client, err, tc.want)
+				case !refused && err != nil:
+					t.Errorf("%s: %v, want it taken, as %s takes it", client, err, client)
+				}
+			}
+		})
 	}
 }

@@ -334,14 +334,25 @@ func (s *Spec) readModuleDir(ctx context.Context, root, dir, what string, maxCal
 func remoteModule(ctx context.Context, sc *staticScope, what, src string, attrs hcl.Attributes, host string) (remoteCall, error) {
 	rc := remoteCall{source: src, where: where(attrs["source"].Range), set: versions.Released}
 	addr, subdir, ok := registrySource(src, host)
-	if !ok {
+	va, versioned := attrs["version"]
+	switch {
+	case !ok && versioned:
+		return rc, versionNeedsRegistry(attrs["source"], what, src)
+	case !ok:
 		return rc, nil
 	}
 	rc.module, rc.subdir = &addr, subdir
-	if va, ok := attrs["version"]; ok {
+	if versioned {
 		c, err := sc.stringOf(ctx, va.Expr, "version", what)
 		if err != nil {
 			return rc, err
+		}
+		if c == "" {
+			// Terraform takes it as no constraint; OpenTofu refuses it.
+			if host == addrs.OpenTofuRegistryHost {
+				return rc, posError(va.Expr.Range(), "%s: an empty version constraint, which OpenTofu refuses", what)
+			}
+			return rc, nil
 		}
 		set, err := parseModuleConstraint(c)
 		if err != nil {
@@ -350,6 +361,14 @@ func remoteModule(ctx context.Context, sc *staticScope, what, src string, attrs 
 		rc.constraint, rc.set = c, set
 	}
 	return rc, nil
+}
+
+// versionNeedsRegistry is the error for a module block whose source src
+// (its attribute a) is no registry address, though it has a version
+// argument, which only a registry module takes: both clients refuse the
+// block, taking the source for a registry address that does not parse.
+func versionNeedsRegistry(a *hcl.Attribute, what, src string) error {
+	return posError(a.Range, "%s: source %q is no module registry address, yet the block has a version argument, which only a registry module takes (the clients refuse it too)", what, src)
 }
 
 // registrySource reports whether src is a module registry address, as
@@ -366,6 +385,9 @@ func registrySource(src, host string) (addrs.Module, string, bool) {
 		return addrs.Module{}, "", false // parameters
 	}
 	parts := strings.Split(pkg, "/")
+	if sys := parts[len(parts)-1]; sys != strings.ToLower(sys) {
+		return addrs.Module{}, "", false // the clients take only a lowercase system
+	}
 	if len(parts) == 4 {
 		switch strings.ToLower(parts[0]) {
 		case "github.com", "bitbucket.org":

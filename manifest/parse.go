@@ -1409,6 +1409,9 @@ func addModuleCall(ctx context.Context, sc *staticScope, dir, what string, def h
 		return moduleCall{}, false, err
 	}
 	if strings.HasPrefix(src, "./") || strings.HasPrefix(src, "../") {
+		if _, ok := attrs["version"]; ok {
+			return moduleCall{}, false, versionNeedsRegistry(attr, what, src)
+		}
 		call := moduleCall{source: src, rng: attr.Range, dir: filepath.Join(dir, filepath.FromSlash(src))}
 		call.scope, call.key = sc.childScope(ctx, what, attr.Range, call.dir, attrs)
 		if call.scope != nil && call.scope.depth > maxStaticDepth {
