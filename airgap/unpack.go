@@ -211,8 +211,12 @@ func CheckTar(path string) error {
 	defer f.Close()
 	r, err := decompressed(bufio.NewReader(f))
 	if err == nil {
-		// A first header of extended attributes runs on (maxHeaderBytes).
-		_, err = tar.NewReader(io.LimitReader(r, 2*maxHeaderBytes)).Next()
+		// Headers read to the bound were read as headers: the first
+		// runs on (extended ones), which Import refuses saying so.
+		lr := &io.LimitedReader{R: r, N: 2 * maxHeaderBytes}
+		if _, err = tar.NewReader(lr).Next(); lr.N == 0 {
+			return nil
+		}
 	}
 	if err != nil && err != io.EOF { // EOF: a tar file of no entry
 		return fmt.Errorf("not a tar file, gzip-compressed or not (%v)", err)
