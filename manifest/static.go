@@ -510,7 +510,81 @@ var staticFunctions = map[string]function.Function{
 	"startswith": stringTest(strings.HasPrefix), "endswith": stringTest(strings.HasSuffix),
 	"strcontains":  stringTest(strings.Contains),
 	"base64encode": base64Func(true), "base64decode": base64Func(false),
+	"chunklist": stdlib.ChunklistFunc, "csvdecode": stdlib.CSVDecodeFunc, "formatdate": stdlib.FormatDateFunc,
+	"log": stdlib.LogFunc, "pow": stdlib.PowFunc, "range": stdlib.RangeFunc, "signum": stdlib.SignumFunc,
+	"setintersection": stdlib.SetIntersectionFunc, "setproduct": stdlib.SetProductFunc,
+	"setsubtract": stdlib.SetSubtractFunc, "setunion": stdlib.SetUnionFunc, "timeadd": stdlib.TimeAddFunc,
+	"alltrue": boolsFunc(true), "anytrue": boolsFunc(false), "one": oneFunc, "sum": sumFunc,
 }
+
+// boolsFunc is alltrue (all) or anytrue of a list of bools, a null one
+// false.
+func boolsFunc(all bool) function.Function {
+	return function.New(&function.Spec{
+		Params: []function.Parameter{{Name: "list", Type: cty.List(cty.Bool)}},
+		Type:   function.StaticReturnType(cty.Bool),
+		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+			for _, v := range args[0].AsValueSlice() {
+				if (!v.IsNull() && v.True()) != all {
+					return cty.BoolVal(!all), nil
+				}
+			}
+			return cty.BoolVal(all), nil
+		},
+	})
+}
+
+// collection says whether ty is a list, a set or a tuple.
+func collection(ty cty.Type) bool { return ty.IsListType() || ty.IsSetType() || ty.IsTupleType() }
+
+// oneFunc is one: the element of a collection of one, null for none.
+var oneFunc = function.New(&function.Spec{
+	Params: []function.Parameter{{Name: "list", Type: cty.DynamicPseudoType}},
+	Type: func(args []cty.Value) (cty.Type, error) {
+		switch ty := args[0].Type(); {
+		case ty.IsListType() || ty.IsSetType():
+			return ty.ElementType(), nil
+		case ty.IsTupleType() && len(ty.TupleElementTypes()) < 2:
+			if len(ty.TupleElementTypes()) == 0 {
+				return cty.DynamicPseudoType, nil
+			}
+			return ty.TupleElementTypes()[0], nil
+		}
+		return cty.NilType, errors.New("must be a list, set or tuple of no more than one element")
+	},
+	Impl: func(args []cty.Value, ty cty.Type) (cty.Value, error) {
+		if args[0].IsNull() {
+			return cty.NilVal, errors.New("must not be null")
+		}
+		switch vs := args[0].AsValueSlice(); len(vs) {
+		case 0:
+			return cty.NullVal(ty), nil
+		case 1:
+			return vs[0], nil
+		}
+		return cty.NilVal, errors.New("must have no more than one element")
+	},
+})
+
+// sumFunc is sum: the total of a collection of numbers, of one at least.
+var sumFunc = function.New(&function.Spec{
+	Params: []function.Parameter{{Name: "list", Type: cty.DynamicPseudoType}},
+	Type:   function.StaticReturnType(cty.Number),
+	Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+		if !collection(args[0].Type()) || args[0].IsNull() || args[0].LengthInt() == 0 {
+			return cty.NilVal, errors.New("must be a list, set or tuple of one number at least")
+		}
+		total := cty.Zero
+		for _, v := range args[0].AsValueSlice() {
+			n, err := convert.Convert(v, cty.Number)
+			if err != nil || n.IsNull() {
+				return cty.NilVal, errors.New("each element must be a number")
+			}
+			total = total.Add(n)
+		}
+		return total, nil
+	},
+})
 
 // workspace is the workspace tofu init in the root module's directory
 // root has selected: TF_WORKSPACE, else the one its .terraform directory

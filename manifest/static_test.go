@@ -212,3 +212,58 @@ func relTo(t *testing.T, dir string) string {
 	}
 	return rel
 }
+
+// The collection, set and arithmetic functions OpenTofu has without a
+// provider are there in a static evaluation (one, sum, alltrue, anytrue,
+// range, the set functions, ...), each refusing what OpenTofu's
+// refuses; sync had refused them as unknown functions.
+func TestStaticEvaluationFunctions(t *testing.T) {
+	dir := writeFiles(t, map[string]string{"main.tf": `variable "pins" { default = ["1.2.0"] }
+module "one" {
+  source  = "acme/one/aws"
+  version = one(var.pins)
+}
+module "bools" {
+  source  = "acme/bools/aws"
+  version = alltrue([true, anytrue([false, true])]) ? "2.0.0" : "0.0.1"
+}
+module "sum" {
+  source  = "acme/sum/aws"
+  version = format("%d.0.0", sum([1, 2]) * pow(2, 1))
+}
+module "range" {
+  source  = "acme/range/aws"
+  version = join(".", [for n in range(3) : tostring(n)])
+}
+module "sets" {
+  source  = "acme/sets/aws"
+  version = one(setsubtract(setunion(["1.0.0"], ["3.0.0"]), ["3.0.0"]))
+}
+`})
+	spec, err := LoadWith(Reading{Client: OpenTofu}, nil, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"registry.opentofu.org/acme/bools/aws 2.0.0",
+		"registry.opentofu.org/acme/one/aws 1.2.0",
+		"registry.opentofu.org/acme/range/aws 0.1.2",
+		"registry.opentofu.org/acme/sets/aws 1.0.0",
+		"registry.opentofu.org/acme/sum/aws 6.0.0",
+	}
+	if got := modulesAsked(spec); !slices.Equal(got, want) {
+		t.Errorf("modules asked:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+
+	for expr, want := range map[string]string{
+		`one(["1.0.0", "2.0.0"])`: "no more than one element",
+		`one(tolist(["1", "2"]))`: "must have no more than one element",
+		`format("%d", sum([]))`:   "must be a list, set or tuple of one number at least",
+		`one([])`:                 "must be a string", // null
+	} {
+		dir := writeFiles(t, map[string]string{"main.tf": "module \"m\" {\n  source  = \"acme/m/aws\"\n  version = " + expr + "\n}\n"})
+		if _, err := LoadWith(Reading{Client: OpenTofu}, nil, dir); err == nil || !strings.Contains(err.Error(), "main.tf:3") || !strings.Contains(err.Error(), want) {
+			t.Errorf("version = %s: %v, want refused at main.tf:3 saying %q", expr, err, want)
+		}
+	}
+}
