@@ -9,11 +9,13 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
+	svchost "github.com/hashicorp/terraform-svchost"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/discovery"
@@ -263,6 +265,39 @@ func signerID(keys openpgp.EntityList, issuer string) string {
 	return ""
 }
 
+// withURLs is c with the publishers' URLs it leaves empty defaulted.
+func (c Config) withURLs() Config {
+	if c.HashiCorpURL == "" {
+		c.HashiCorpURL = DefaultHashiCorpURL
+	}
+	if c.OpenTofuDownloadURL == "" {
+		c.OpenTofuDownloadURL = DefaultOpenTofuDownloadURL
+	}
+	if c.OpenTofuAPIURL == "" {
+		c.OpenTofuAPIURL = DefaultOpenTofuAPIURL
+	}
+	return c
+}
+
+// PublisherHosts are the origin hosts each publisher's releases come
+// from, by c's URLs or the defaults, as the origin client names them
+// (HashiCorp's one; OpenTofu's version list's, then its downloads', once
+// when they are one): a publisher is served only when all of its hosts
+// are allowed origins. A URL New would refuse gives no host.
+func (c Config) PublisherHosts() map[Publisher][]svchost.Hostname {
+	c = c.withURLs()
+	out := map[Publisher][]svchost.Hostname{}
+	for _, u := range []struct {
+		p   Publisher
+		raw string
+	}{{HashiCorp, c.HashiCorpURL}, {OpenTofu, c.OpenTofuAPIURL}, {OpenTofu, c.OpenTofuDownloadURL}} {
+		if o, err := originOf(u.raw); err == nil && !slices.Contains(out[u.p], o.Hostname) {
+			out[u.p] = append(out[u.p], o.Hostname)
+		}
+	}
+	return out
+}
+
 // New builds the releases side.
 func New(cfg Config, origin Origin, engine Engine, store Store) (*Releases, error) {
 	for _, p := range cfg.HashiCorpProducts {
@@ -273,15 +308,7 @@ func New(cfg Config, origin Origin, engine Engine, store Store) (*Releases, erro
 	if origin == nil || engine == nil || store == nil {
 		return nil, errors.New("releases: origin, engine and store are required")
 	}
-	if cfg.HashiCorpURL == "" {
-		cfg.HashiCorpURL = DefaultHashiCorpURL
-	}
-	if cfg.OpenTofuDownloadURL == "" {
-		cfg.OpenTofuDownloadURL = DefaultOpenTofuDownloadURL
-	}
-	if cfg.OpenTofuAPIURL == "" {
-		cfg.OpenTofuAPIURL = DefaultOpenTofuAPIURL
-	}
+	cfg = cfg.withURLs()
 	for _, u := range []string{cfg.HashiCorpURL, cfg.OpenTofuDownloadURL, cfg.OpenTofuAPIURL} {
 		if _, err := originOf(u); err != nil {
 			return nil, err

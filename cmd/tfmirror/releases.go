@@ -4,9 +4,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"strings"
 
+	svchost "github.com/hashicorp/terraform-svchost"
+	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/admin"
 	"github.com/tfmirror/tfmirror/v2/airgap"
 	"github.com/tfmirror/tfmirror/v2/cache"
@@ -28,22 +29,28 @@ import (
 // serve, the serve's apply.
 var releasesFlags = []string{"releases-hashicorp-products", "releases-hashicorp-keys", "releases-opentofu-keys"}
 
-// openReleases builds the CLI releases side on the engine, its cache and
-// its origin client (whose allowed origins decide which publishers it may
-// reach).
-func openReleases(cfg settings.Config, logger *slog.Logger, client *discovery.Client, engine *mirror.Engine, store *cache.Store, met *metrics.Metrics) (*releases.Releases, error) {
-	rcfg := releases.Config{
+// releasesConfig is what cfg says of where the CLI releases come from:
+// the publishers' URLs and HashiCorp's products.
+func releasesConfig(cfg settings.Config) releases.Config {
+	return releases.Config{
 		HashiCorpURL:        cfg.ReleasesHashiCorpURL,
 		HashiCorpProducts:   cfg.ReleasesHashiCorpProducts,
 		OpenTofuDownloadURL: cfg.ReleasesOpenTofuURL,
 		OpenTofuAPIURL:      cfg.ReleasesOpenTofuAPIURL,
-		ListTTL:             cfg.VersionsTTL,
-		StaleAfter:          engine.Config().StaleAfter, // as the providers' and modules' lists
-		OriginTimeout:       metadataStages * client.MaxRequestTime(),
-		ArchiveLimits:       verify.Limits{MaxUnpackedBytes: cfg.ArchiveMaxUnpacked, MaxEntries: cfg.ArchiveMaxEntries},
-		Offline:             cfg.Offline,
-		Logger:              logger,
 	}
+}
+
+// openReleases builds the CLI releases side on the engine, its cache and
+// its origin client (whose allowed origins decide which publishers it may
+// reach).
+func openReleases(cfg settings.Config, logger *slog.Logger, client *discovery.Client, engine *mirror.Engine, store *cache.Store, met *metrics.Metrics) (*releases.Releases, error) {
+	rcfg := releasesConfig(cfg)
+	rcfg.ListTTL = cfg.VersionsTTL
+	rcfg.StaleAfter = engine.Config().StaleAfter // as the providers' and modules' lists
+	rcfg.OriginTimeout = metadataStages * client.MaxRequestTime()
+	rcfg.ArchiveLimits = verify.Limits{MaxUnpackedBytes: cfg.ArchiveMaxUnpacked, MaxEntries: cfg.ArchiveMaxEntries}
+	rcfg.Offline = cfg.Offline
+	rcfg.Logger = logger
 	if met != nil {
 		rcfg.Metrics = met
 	}
@@ -129,26 +136,23 @@ func (p *engineParts) adminOptionsOf(o admin.Options) admin.Options {
 // allowed origins, as by default), for the status page, which then gives
 // no installer settings that could only fail; "" when it serves one.
 func cliReleasesOff(cfg settings.Config) string {
-	hostOf := func(raw, def string) string {
-		if raw == "" {
-			raw = def
-		}
-		if u, err := url.Parse(raw); err == nil {
-			return strings.ToLower(u.Host)
-		}
-		return ""
-	}
-	allowed := map[string]bool{}
+	allowed := map[svchost.Hostname]bool{}
 	for _, h := range cfg.AllowedOrigins {
-		allowed[strings.ToLower(h)] = true
+		if host, err := addrs.ParseHost(strings.TrimSpace(h)); err == nil {
+			allowed[host] = true
+		}
 	}
-	hc := hostOf(cfg.ReleasesHashiCorpURL, releases.DefaultHashiCorpURL)
-	tofu := []string{hostOf(cfg.ReleasesOpenTofuAPIURL, releases.DefaultOpenTofuAPIURL), hostOf(cfg.ReleasesOpenTofuURL, releases.DefaultOpenTofuDownloadURL)}
-	if allowed[hc] || allowed[tofu[0]] && allowed[tofu[1]] {
-		return ""
+	hosts := releasesConfig(cfg).PublisherHosts()
+	var shown [2][]string
+	for i, p := range []releases.Publisher{releases.HashiCorp, releases.OpenTofu} {
+		all := len(hosts[p]) > 0
+		for _, h := range hosts[p] {
+			all = all && allowed[h]
+			shown[i] = append(shown[i], h.ForDisplay())
+		}
+		if all {
+			return ""
+		}
 	}
-	if tofu[0] == tofu[1] {
-		tofu = tofu[:1]
-	}
-	return fmt.Sprintf("their publishers' hosts are not allowed origins: add %s (HashiCorp) or %s (OpenTofu) to allowed_origins", hc, strings.Join(tofu, " and "))
+	return fmt.Sprintf("their publishers' hosts are not allowed origins: add %s (HashiCorp) or %s (OpenTofu) to allowed_origins", strings.Join(shown[0], " and "), strings.Join(shown[1], " and "))
 }

@@ -37,6 +37,9 @@ func TestReadArmoredKeys(t *testing.T) {
 // The status page gives the CLI installers' settings only when the
 // releases door serves a publisher: by default their hosts are no
 // allowed origins, and the settings pointed at a door answering 404.
+// Hosts are compared as the origin client compares them (a default port
+// is none, an IDN host is its punycode), where a URL naming :443 had been
+// said not to be served.
 func TestCLIReleasesOffUntilAPublishersHostsAreAllowed(t *testing.T) {
 	const off = "their publishers' hosts are not allowed origins: add releases.hashicorp.com (HashiCorp) or get.opentofu.org and github.com (OpenTofu) to allowed_origins"
 	for _, tc := range []struct {
@@ -50,6 +53,9 @@ func TestCLIReleasesOffUntilAPublishersHostsAreAllowed(t *testing.T) {
 		{settings.Config{AllowedOrigins: []string{"releases.example.com"}, ReleasesHashiCorpURL: "https://releases.example.com/hc/"}, ""},
 		{settings.Config{AllowedOrigins: []string{"127.0.0.1:8443"}, ReleasesHashiCorpURL: "https://127.0.0.1:8443/"}, ""},
 		{settings.Config{AllowedOrigins: []string{"127.0.0.1"}, ReleasesHashiCorpURL: "https://127.0.0.1:8443/"}, strings.Replace(off, "releases.hashicorp.com", "127.0.0.1:8443", 1)},
+		// A host as the origin client names it: the default port is none.
+		{settings.Config{AllowedOrigins: []string{"releases.example.com"}, ReleasesHashiCorpURL: "https://releases.example.com:443/hc/"}, ""},
+		{settings.Config{AllowedOrigins: []string{"bücher.example"}, ReleasesOpenTofuAPIURL: "https://xn--bcher-kva.example/api.json", ReleasesOpenTofuURL: "https://BÜCHER.example/dl/"}, ""},
 	} {
 		if got := cliReleasesOff(tc.cfg); got != tc.want {
 			t.Errorf("allowed %v: %q, want %q", tc.cfg.AllowedOrigins, got, tc.want)
