@@ -148,10 +148,11 @@ func TestEveryClientGoneDownloadStillCached(t *testing.T) {
 }
 
 // HEAD and a range request for an archive being downloaded: the HEAD
-// gets the archive's headers and length without waiting for it, the
-// range request an answer its client can take (the whole archive, 200, or
-// the range, 206), never bytes of a response that claims to be what it
-// is not.
+// waits for the download's outcome and gets the archive's headers and
+// length once it is verified (never a 200 for an archive then refused:
+// TestHeadOfARefusedArchive), the range request an answer its client can
+// take (the whole archive, 200, or the range, 206), never bytes of a
+// response that claims to be what it is not.
 func TestHeadAndRangeDuringDownload(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{})
@@ -168,13 +169,20 @@ func TestHeadAndRangeDuringDownload(t *testing.T) {
 	defer resp.Body.Close()
 	h.origin.WaitArchiveStarted()
 
-	head := h.do(ctx, http.MethodHead, archivePath(version, pl))
+	heads := make(chan response, 1)
+	go func() { heads <- h.do(ctx, http.MethodHead, archivePath(version, pl)) }()
+	done := make(chan response, 1)
+	go func() { done <- h.do(ctx, http.MethodGet, archivePath(version, pl), "Range", "bytes=100-199") }()
+	select {
+	case head := <-heads:
+		t.Fatalf("HEAD answered %d before the download ended", head.status)
+	case <-time.After(100 * time.Millisecond):
+	}
+	release()
+	head := <-heads
 	if head.status != http.StatusOK || head.header.Get("Content-Length") != strconv.Itoa(len(want)) || len(head.body) != 0 {
 		t.Errorf("HEAD during the download: status %d, Content-Length %q, want 200 and %d", head.status, head.header.Get("Content-Length"), len(want))
 	}
-	done := make(chan response, 1)
-	go func() { done <- h.do(ctx, http.MethodGet, archivePath(version, pl), "Range", "bytes=100-199") }()
-	release()
 	rg := <-done
 	switch rg.status {
 	case http.StatusOK:

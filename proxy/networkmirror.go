@@ -109,7 +109,7 @@ func (n *networkMirror) serveArchive(w http.ResponseWriter, r *http.Request, p a
 		ServeCached(w, r, a.ModTime, content, n.fail)
 		return
 	}
-	StreamArchive(w, r, a)
+	StreamArchive(w, r, a, n.fail)
 }
 
 func (n *networkMirror) setArchiveHeaders(w http.ResponseWriter, sha, cacheState string) {
@@ -190,8 +190,11 @@ func (c *contentReader) Seek(offset int64, whence int) (int64, error) {
 // archive. A request whose If-None-Match names the ETag the door set (the
 // archive's digest, known before its bytes) is answered 304, as for a
 // cached archive: a cache in front revalidating its copy is not sent the
-// archive again; the download goes on for the cache.
-func StreamArchive(w http.ResponseWriter, r *http.Request, a *mirror.Archive) {
+// archive again; the download goes on for the cache. A HEAD, which has no
+// body to break, waits for the download's outcome: 200 with the
+// archive's length once it is verified, else fail's answer to the error,
+// so that no HEAD is told 200 for an archive refused.
+func StreamArchive(w http.ResponseWriter, r *http.Request, a *mirror.Archive, fail ErrorFunc) {
 	if inm := r.Header["If-None-Match"]; len(inm) > 0 && etagListed(strings.Join(inm, ","), w.Header().Get("Etag")) {
 		h := w.Header()
 		delete(h, "Content-Type")
@@ -199,8 +202,18 @@ func StreamArchive(w http.ResponseWriter, r *http.Request, a *mirror.Archive) {
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
-	if a.Size >= 0 {
-		w.Header().Set("Content-Length", fmt.Sprint(a.Size))
+	size := a.Size
+	if r.Method == http.MethodHead {
+		n, err := io.Copy(io.Discard, a)
+		if err != nil {
+			w.Header().Del("Etag") // an error answer names no archive
+			fail(w, r, err)
+			return
+		}
+		size = n
+	}
+	if size >= 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(size))
 	}
 	w.WriteHeader(http.StatusOK)
 	if r.Method == http.MethodHead {

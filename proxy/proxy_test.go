@@ -10,10 +10,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tfmirror/tfmirror/v2/cache"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/verify"
@@ -336,6 +339,39 @@ func TestTamperedArchiveIsRefused(t *testing.T) {
 	}
 	if n := h.origin.ArchiveHits(ns, typ, "1.0.0", "linux_amd64"); n != 2 {
 		t.Errorf("origin archive fetches = %d, want 2", n)
+	}
+}
+
+// A HEAD of an archive not cached yet, which the origin serves
+// tampered, is answered 502 once the download is refused, naming no
+// archive; it had been answered 200 with the archive's length and ETag
+// at once, before any byte was read, which a cache or a script checking
+// for the archive took as final. Once the origin serves the right bytes,
+// a HEAD is answered 200 with their length, and the archive is cached.
+func TestHeadOfARefusedArchive(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{})
+	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
+	h.origin.SetArchiveBytes(ns, typ, "1.0.0", "linux_amd64", enginetest.ZipOfSize(t, typ, 256<<10, 7))
+	want := h.origin.Archive(ns, typ, "1.0.0", "linux_amd64")
+	h.origin.TamperArchive(ns, typ, "1.0.0", "linux_amd64", true)
+	h.origin.SetArchiveRate(512 << 10) // half a second: the HEAD comes while it runs
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	head := h.do(ctx, http.MethodHead, archivePath("1.0.0", "linux_amd64"))
+	if head.status != http.StatusBadGateway || head.header.Get("Etag") != "" {
+		t.Errorf("HEAD of a tampered archive: status %d, ETag %q, want 502 and none", head.status, head.header.Get("Etag"))
+	}
+
+	h.origin.TamperArchive(ns, typ, "1.0.0", "linux_amd64", false)
+	head = h.do(ctx, http.MethodHead, archivePath("1.0.0", "linux_amd64"))
+	if head.status != http.StatusOK || head.header.Get("Content-Length") != strconv.Itoa(len(want)) {
+		t.Errorf("HEAD once the origin recovered: status %d, Content-Length %q, want 200 and %d", head.status, head.header.Get("Content-Length"), len(want))
+	}
+	h.waitIdle()
+	if r := h.get(archivePath("1.0.0", "linux_amd64")); r.status != http.StatusOK || r.header.Get("X-Tfmirror-Cache") != "hit" || !bytes.Equal(r.body, want) {
+		t.Errorf("GET after the HEAD: status %d, cache %q", r.status, r.header.Get("X-Tfmirror-Cache"))
 	}
 }
 

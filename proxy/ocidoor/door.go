@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -486,7 +485,7 @@ func (d *Door) blob(w http.ResponseWriter, r *http.Request, name, ref string) {
 		writeTagged(w, r, oci.MediaTypeEmptyConfig, oci.EmptyConfigBlob(), d.AnswerError)
 		return
 	}
-	a, size, err := d.providers.Blob(r.Context(), p, dg)
+	a, _, err := d.providers.Blob(r.Context(), p, dg)
 	if err != nil {
 		d.failEngine(w, r, codeBlobUnknown, err)
 		return
@@ -509,24 +508,12 @@ func (d *Door) blob(w http.ResponseWriter, r *http.Request, name, ref string) {
 	// and a length the bytes do not have would break the response where
 	// the client could take it for whole. The client checks the bytes
 	// against its descriptor's size and digest, as the spec has it. A
-	// HEAD, which sends no bytes, is told the index's size; where the
-	// index has none either (a digest this replica learned from another
-	// through the shared tier, whose archive's length no one stated), it
-	// waits for the bytes, read as a GET reads them (verified, whatever
-	// tier they come from), and is told their length: the clients take a
-	// blob's size from HEAD.
-	if a.Size < 0 && r.Method == http.MethodHead {
-		if size <= 0 {
-			n, err := io.Copy(io.Discard, a)
-			if err != nil {
-				d.failEngine(w, r, codeBlobUnknown, err)
-				return
-			}
-			size = n
-		}
-		h.Set("Content-Length", strconv.FormatInt(size, 10))
-	}
-	proxy.StreamArchive(w, r, a)
+	// HEAD waits for the bytes, read as a GET reads them (verified,
+	// whatever tier they come from), and is told their length
+	// (StreamArchive): the clients take a blob's size from HEAD.
+	proxy.StreamArchive(w, r, a, func(w http.ResponseWriter, r *http.Request, err error) {
+		d.failEngine(w, r, codeBlobUnknown, err)
+	})
 }
 
 // referrers answers NAME/referrers/DIGEST: no artifact refers to another

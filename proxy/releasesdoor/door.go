@@ -250,7 +250,7 @@ func (d *Door) serveArchive(w http.ResponseWriter, r *http.Request, pub releases
 		proxy.ServeCached(w, r, a.ModTime, content, d.fail)
 		return
 	}
-	proxy.StreamArchive(w, r, a)
+	proxy.StreamArchive(w, r, a, d.fail)
 }
 
 // listing is an HTML page of links, as the releases site's listings are.
