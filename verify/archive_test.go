@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"sync/atomic"
 	"testing"
 
@@ -239,8 +240,22 @@ func TestCheckArchiveStopsWithContext(t *testing.T) {
 	})
 }
 
+// linkZip is a zip whose one entry, name, is a symbolic link to target.
+func linkZip(name, target string) []byte {
+	var b bytes.Buffer
+	zw := zip.NewWriter(&b)
+	h := &zip.FileHeader{Name: name, Method: zip.Store}
+	h.SetMode(fs.ModeSymlink | 0o777)
+	f, _ := zw.CreateHeader(h)
+	f.Write([]byte(target)) //nolint:errcheck
+	zw.Close()
+	return b.Bytes()
+}
+
 // TestCheckCLIArchive: a CLI release is a zip with the program at its
-// top level; anything else, or a bomb, is refused.
+// top level, a file of its own; anything else (a link in its place,
+// which installers unpacked as a file naming the link's target), or a
+// bomb, is refused.
 func TestCheckCLIArchive(t *testing.T) {
 	zipOf := func(names ...string) []byte {
 		var b bytes.Buffer
@@ -268,6 +283,8 @@ func TestCheckCLIArchive(t *testing.T) {
 		{"a backslash", zipOf("terraform", `..\..\x.bat`), ReasonBadArchive},
 		{"a drive letter", zipOf("terraform", "C:x.bat"), ReasonBadArchive},
 		{"a directory and its file", zipOf("terraform", "docs/", "docs/README.md"), ""},
+		{"the program a link", linkZip("terraform", "/etc/passwd"), ReasonBadArchive},
+		{"the windows program a link", linkZip("terraform.exe", "/bin/sh"), ReasonBadArchive},
 		{"not a zip", []byte("<html>"), ReasonBadArchive},
 		{"bomb", verifytest.Zeros("terraform", 3<<30), ReasonTooLarge},
 	} {

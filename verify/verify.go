@@ -282,8 +282,8 @@ func CheckArchive(ctx context.Context, r io.ReaderAt, size int64, providerType s
 // isProviderExecutable reports whether f is a file the clients would take
 // for the provider's executable once the zip is unpacked.
 func isProviderExecutable(f *zip.File, providerType string) bool {
-	if f.FileInfo().IsDir() || strings.HasSuffix(f.Name, "/") {
-		return false
+	if !f.Mode().IsRegular() || strings.HasSuffix(f.Name, "/") {
+		return false // a directory, or a link: no program once unpacked
 	}
 	name := path.Clean(f.Name)
 	if strings.ContainsAny(name, `/\`) {
@@ -347,8 +347,8 @@ func CheckCLIArchive(ctx context.Context, r io.ReaderAt, size int64, executable 
 			}
 		}
 		if !slices.ContainsFunc(zr.File, func(f *zip.File) bool {
-			if f.FileInfo().IsDir() {
-				return false
+			if !f.Mode().IsRegular() {
+				return false // a directory, or a link: no program once unpacked
 			}
 			name := path.Clean(f.Name)
 			return name == executable || name == executable+".exe"

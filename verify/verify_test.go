@@ -296,6 +296,7 @@ func TestCheckArchive(t *testing.T) {
 	tests := []struct {
 		name    string
 		entries [][2]string
+		link    bool   // the executable a link to /bin/sh (linkZip), not entries
 		want    Reason // "" = accepted
 	}{
 		{name: "versioned executable", entries: [][2]string{{"LICENSE", "MPL"}, {"terraform-provider-x_v1.0.0", exe}}},
@@ -307,6 +308,7 @@ func TestCheckArchive(t *testing.T) {
 		{name: "another provider's executable", entries: [][2]string{{"terraform-provider-xy_v1.0.0", exe}}, want: ReasonBadArchive},
 		{name: "executable in a subdirectory", entries: [][2]string{{"bin/terraform-provider-x", exe}}, want: ReasonBadArchive},
 		{name: "directory named like the executable", entries: [][2]string{{"terraform-provider-x/", ""}}, want: ReasonBadArchive},
+		{name: "executable a link", entries: nil, link: true, want: ReasonBadArchive},
 		// Terraform refuses to unpack an entry with a ".." element, split
 		// at "/" and "\": such an archive is no package it can install.
 		{name: "entry climbing out", entries: [][2]string{{"terraform-provider-x", exe}, {"../../.bashrc", "x"}}, want: ReasonBadArchive},
@@ -317,6 +319,9 @@ func TestCheckArchive(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			data := zipOf(t, tc.entries)
+			if tc.link {
+				data = linkZip("terraform-provider-x", "/bin/sh")
+			}
 			h1, err := CheckArchive(context.Background(), bytes.NewReader(data), int64(len(data)), "x", Limits{})
 			checkReason(t, err, tc.want)
 			if tc.want != "" {
