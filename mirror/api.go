@@ -156,7 +156,11 @@ func (s *Engine) OpenArchive(ctx context.Context, p addrs.Provider, v versions.V
 	n := s.life.Notifier()
 	n.Used(k.Package)
 	n.Serving("provider", k.Name, v, a.SHA256)
-	return s.archives.Open(ctx, p, a, nil)
+	arc, err := s.archives.Open(ctx, p, a, nil)
+	if moved, ok := relocated(ctx, s.origin, s.log, k, pl, a, err); ok {
+		return s.archives.Open(ctx, p, moved, nil)
+	}
+	return arc, err
 }
 
 // EnsureArchive makes sure the archive of version v of p for platform pl
@@ -171,7 +175,11 @@ func (s *Engine) EnsureArchive(ctx context.Context, p addrs.Provider, v versions
 	}
 	// A pin keeps what a sync caches as it keeps what a client downloads.
 	s.life.Notifier().Serving("provider", k.Name, v, a.SHA256)
-	return s.archives.Ensure(ctx, p, a)
+	src, err := s.archives.Ensure(ctx, p, a)
+	if moved, ok := relocated(ctx, s.origin, s.log, k, pl, a, err); ok {
+		return s.archives.Ensure(ctx, p, moved)
+	}
+	return src, err
 }
 
 // archiveFor returns the verified archive record of the version k names

@@ -69,7 +69,7 @@ type packageAPI interface {
 // guards as every other origin request (a sealed mirror asks nothing, a
 // local-only host is never contacted).
 func (s *Engine) NewOCI() (*OCI, error) {
-	o, err := ocistore.New(ocistore.Config{OriginTimeout: s.cfg.OriginTimeout, Logger: s.log}, ocistore.Parts{Life: s.life, Source: s.source, Hosts: s.hosts, Records: s.memo, Lists: s.records.lists}, s.store, s.origin, s.metrics)
+	o, err := ocistore.New(ocistore.Config{OriginTimeout: s.cfg.OriginTimeout, Logger: s.log}, ocistore.Parts{Life: s.life, Source: s.source, Hosts: s.hosts, Records: s.memo, Lists: s.records.lists}, s.store, ociSizer{s.origin, s.log}, s.metrics)
 	if err != nil {
 		return nil, err
 	}

@@ -60,10 +60,12 @@ import (
 )
 
 // ArchiveSizer learns the size of an archive from its origin without
-// downloading it: the engine's origin, behind its guards (a sealed
-// mirror's answers records.ErrOffline).
+// downloading it: through the engine's origin, behind its guards (a
+// sealed mirror's answers records.ErrOffline), at the download URL the
+// origin gives now when the one kept has moved or expired.
 type ArchiveSizer interface {
-	ArchiveSize(ctx context.Context, p addrs.Provider, rawURL string) (int64, error)
+	// ArchiveSize is the size of archive a of version v of p.
+	ArchiveSize(ctx context.Context, p addrs.Provider, v versions.Version, a Archive) (int64, error)
 }
 
 // ErrDigestUnknown is a digest that names no manifest or blob of the
@@ -292,7 +294,7 @@ type built struct {
 // build builds the documents of version v of p over archives, learning
 // archive sizes not known in rec, v's OCI record.
 func (o *OCI) build(ctx context.Context, p addrs.Provider, v versions.Version, rec *ociRecord, archives []Archive) (built, error) {
-	sizes, err := o.sizesOf(ctx, p, archives, rec)
+	sizes, err := o.sizesOf(ctx, p, v, archives, rec)
 	if err != nil {
 		return built{}, err
 	}
@@ -348,7 +350,7 @@ func learnedKey(p addrs.Provider, sha string) string {
 // the requests run on the engine's). A size kept in rec that the cached
 // archive does not have is a wrong one: the caller drops rec (see
 // Verified) before it builds on it, so that it is never met here.
-func (o *OCI) sizesOf(ctx context.Context, p addrs.Provider, archives []Archive, rec *ociRecord) ([]int64, error) {
+func (o *OCI) sizesOf(ctx context.Context, p addrs.Provider, v versions.Version, archives []Archive, rec *ociRecord) ([]int64, error) {
 	sizes := make([]int64, len(archives))
 	type ask struct {
 		i  int
@@ -381,7 +383,7 @@ func (o *OCI) sizesOf(ctx context.Context, p addrs.Provider, archives []Archive,
 				return int64(0), err
 			}
 			defer done()
-			n, err = o.sizer.ArchiveSize(ctx, p, pa.URL)
+			n, err = o.sizer.ArchiveSize(ctx, p, v, pa)
 			if err == nil {
 				o.learnedMu.Lock()
 				if len(o.learned) >= maxLearned {

@@ -199,6 +199,7 @@ type Origin struct {
 	hashOverride map[akey][]string
 	sizeOverride map[akey]int64     // SetStatedSize
 	lengthHidden bool               // SetArchiveLengthHidden
+	urlGen       int                // ExpireDownloadURLs: the signature an archive URL must carry
 	signedAt     map[akey]time.Time // SetSignedAt, by version (platform "")
 	extraSums    map[akey][]string  // SetExtraSumsLines, by version (platform "")
 	wrongKey     bool

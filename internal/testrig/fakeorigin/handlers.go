@@ -158,12 +158,18 @@ func (o *Origin) serveDownload(w http.ResponseWriter, r *http.Request) {
 	if o.opts.SeparateDownloadHost || !o.opts.RelativeDownloadURLs {
 		base = "https://" + o.DownloadAddr + base
 	}
+	download := base + zipName(k.typ, k.version, k.platform)
+	o.mu.Lock()
+	if o.urlGen > 0 {
+		download += fmt.Sprintf("?sig=%d", o.urlGen)
+	}
+	o.mu.Unlock()
 	d := registryjson.Package{
 		Protocols:           []string{"5.0"},
 		OS:                  goos,
 		Arch:                arch,
 		Filename:            zipName(k.typ, k.version, k.platform),
-		DownloadURL:         base + zipName(k.typ, k.version, k.platform),
+		DownloadURL:         download,
 		SHASumsURL:          base + sumsName(k.typ, k.version),
 		SHASumsSignatureURL: base + sumsName(k.typ, k.version) + ".sig",
 		SHASum:              shasum,
@@ -226,6 +232,13 @@ func (o *Origin) serveRelease(w http.ResponseWriter, r *http.Request) {
 		}
 	case strings.HasPrefix(file, zipPrefix) && strings.HasSuffix(file, ".zip"):
 		k := akey{ns, typ, version, strings.TrimSuffix(strings.TrimPrefix(file, zipPrefix), ".zip")}
+		o.mu.Lock()
+		expired := o.urlGen > 0 && r.URL.Query().Get("sig") != strconv.Itoa(o.urlGen)
+		o.mu.Unlock()
+		if expired {
+			http.Error(w, "Request has expired", http.StatusForbidden)
+			return
+		}
 		if r.Header.Get("Range") == "bytes=0-0" {
 			if o.begin(w, r, ArchiveSize, nil) {
 				o.serveFirstByte(w, k)

@@ -317,3 +317,12 @@ func (o *Origin) RemoveVersion(ns, typ, version string) {
 	delete(p.plats, version)
 	p.versions = slices.DeleteFunc(p.versions, func(v string) bool { return v == version })
 }
+
+// ExpireDownloadURLs makes every archive URL the download answers gave
+// so far answer 403, as a pre-signed URL that expired does: the answers
+// give URLs signed anew from then on, which the archives answer.
+func (o *Origin) ExpireDownloadURLs() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.urlGen++
+}
