@@ -157,10 +157,13 @@ func (s *Engine) OpenArchive(ctx context.Context, p addrs.Provider, v versions.V
 	n.Used(k.Package)
 	n.Serving("provider", k.Name, v, a.SHA256)
 	arc, err := s.archives.Open(ctx, p, a, nil)
+	if err == nil {
+		return arc, nil
+	}
 	if moved, ok := relocated(ctx, s.origin, s.log, k, pl, a, err); ok {
 		return s.archives.Open(ctx, p, moved, nil)
 	}
-	return arc, err
+	return nil, err
 }
 
 // EnsureArchive makes sure the archive of version v of p for platform pl
@@ -176,6 +179,9 @@ func (s *Engine) EnsureArchive(ctx context.Context, p addrs.Provider, v versions
 	// A pin keeps what a sync caches as it keeps what a client downloads.
 	s.life.Notifier().Serving("provider", k.Name, v, a.SHA256)
 	src, err := s.archives.Ensure(ctx, p, a)
+	if err == nil {
+		return src, nil
+	}
 	if moved, ok := relocated(ctx, s.origin, s.log, k, pl, a, err); ok {
 		return s.archives.Ensure(ctx, p, moved)
 	}
