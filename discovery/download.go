@@ -223,6 +223,10 @@ func downloadRequest(p addrs.Provider, op, rawURL string) (request, error) {
 // archiveBody enforces the idle timeout, the low-speed limit and the size
 // limit on an archive. Read and Close may be called from different
 // goroutines; Read calls must not overlap each other.
+// errAbandoned is a body closed by its reader before its end, where no
+// read failed.
+var errAbandoned = errors.New("download abandoned before its end")
+
 type archiveBody struct {
 	speed     *lowspeed.Check // nil when the low-speed limit is off
 	body      io.ReadCloser
@@ -296,7 +300,7 @@ func (b *archiveBody) Close() error {
 		b.cancel(nil)
 		err := b.err
 		if err == nil && !b.sawEOF {
-			err = errors.New("download abandoned before its end")
+			err = errAbandoned
 		}
 		b.done(b.n, err)
 	})

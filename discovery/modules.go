@@ -328,6 +328,12 @@ func (t *sourceTransport) RoundTrip(req *http.Request) (_ *http.Response, err er
 		wrap:      func(err error) error { return originError(r, 0, err) },
 		done: func(n int64, err error) {
 			dl.tr.observer.OriginBytes(string(t.origin), n)
+			if errors.Is(err, errAbandoned) {
+				// Git's smart HTTP closes a response once it has read what
+				// it needs, before the body's end: the reader's choice,
+				// no failure of the host.
+				err = nil
+			}
 			if err == nil && resp.StatusCode >= 400 {
 				err = originError(r, resp.StatusCode, statusError(resp.Status))
 			}

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	svchost "github.com/hashicorp/terraform-svchost"
 
@@ -137,5 +140,51 @@ func TestRelativeModuleLocationResolvedAgainstTheDownloadURL(t *testing.T) {
 	want := s.url("/v1/modules/acme/vpc/aws/1.0.0/vpc.tar.gz")
 	if got, err := c.ModuleLocation(context.Background(), m, "1.0.0"); err != nil || got != (ModuleDownload{Location: want}) {
 		t.Errorf("ModuleLocation = %+v, %v; want %q (the clients' resolution)", got, err, want)
+	}
+}
+
+// outcomeCounter records the outcomes of one operation's requests.
+type outcomeCounter struct {
+	noObserver
+	op       string
+	mu       sync.Mutex
+	outcomes []string
+}
+
+func (o *outcomeCounter) OriginRequest(_, op, outcome string, _ time.Duration) {
+	if op == o.op {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		o.outcomes = append(o.outcomes, outcome)
+	}
+}
+
+// A response of a module source host that its reader closes before its
+// end (as Git's smart HTTP does once it has read what it needs) is a
+// success of the host, as one read to its end is; it had been counted
+// as an error ("download abandoned before its end"), two for each Git
+// module fetched, in tfmirror_origin_requests_total. An answer of an
+// error status is still an error.
+func TestSourceResponseClosedEarlyIsNoFailure(t *testing.T) {
+	s := moduleServer(t)
+	obs := &outcomeCounter{op: OpModuleSource}
+	c := newTestClient(t, s, func(cfg *Config) { cfg.Observer = obs })
+	hc := c.SourceHTTPClient(s.host)
+	for i, path := range []string{"/archives/vpc.tar.gz", "/archives/vpc.tar.gz", "/archives/none.tar.gz"} {
+		resp, err := hc.Get(s.url(path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			io.ReadAll(resp.Body) // the first read to its end
+		} else {
+			resp.Body.Read(make([]byte, 2)) // the others left
+		}
+		resp.Body.Close()
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if want := []string{"success", "success", "error"}; !slices.Equal(obs.outcomes, want) {
+		t.Errorf("outcomes %q, want %q", obs.outcomes, want)
 	}
 }
