@@ -166,7 +166,8 @@ type Result struct {
 // Outcome is what Import did with one package.
 type Outcome struct {
 	Platform string
-	// Present says the cache held the package already; nothing was read.
+	// Present says the cache held the package already (the version's
+	// record, for the platform, with the archive cached); nothing was read.
 	Present bool
 	// Size is the archive's size in bytes.
 	Size int64
@@ -257,7 +258,8 @@ func (s *Importer) Import(ctx context.Context, in Imported) (Result, error) {
 
 	// The record it will join, if the cache has one (checked again when
 	// the record is stored: it may change in between).
-	if cached, ok := s.parts.Records.CachedPackage(p, v); ok && !s.setAside(p, cached, in) {
+	cached, held := s.parts.Records.CachedPackage(p, v)
+	if held && !s.setAside(p, cached, in) {
 		if err := s.joinable(p, v, cached, in, archives, provenance); err != nil {
 			return Result{}, err
 		}
@@ -270,6 +272,12 @@ func (s *Importer) Import(ctx context.Context, in Imported) (Result, error) {
 		if err != nil {
 			// The fetcher logged and counted it.
 			return Result{}, pkgError(i, fmt.Errorf("%s %s %s: %w", p, v, pkg.Platform, err))
+		}
+		// Present is the package held already, not its bytes: an archive
+		// cached under another address (the same zip of another host) is
+		// a package this import adds.
+		if was, ok := cached.Archive(pkg.Platform); !held || !ok || was.SHA256 != archives[i].SHA256 {
+			out.Present = false
 		}
 		res.Packages[i] = out
 	}

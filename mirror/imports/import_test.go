@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/apparentlymart/go-versions/versions"
+	svchost "github.com/hashicorp/terraform-svchost"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/discovery"
@@ -305,5 +306,33 @@ func TestImportRefusalLoggedAndCounted(t *testing.T) {
 	}
 	if got := strings.Count(logs.String(), "provider package failed verification"); got != 1 {
 		t.Errorf("%d log lines of the refusal, want 1:\n%s", got, logs.String())
+	}
+}
+
+// An import of a package whose archive the cache holds under another
+// address (the same zip of another host) adds the package, and says so:
+// it is not present, though its bytes were; imported again, it is. The
+// import had reported it "already present", the version left out of
+// those it imported.
+func TestImportOfBytesCachedUnderAnotherAddress(t *testing.T) {
+	t.Parallel()
+	h := harness.New(t, harness.Options{})
+	v := harness.MustVersion(t, "1.0.0")
+	zipped := enginetest.InHouseZip(t, "thing")
+	imported := func(host string) imports.Imported {
+		return imports.Imported{Provider: addrs.Provider{Hostname: svchost.Hostname(host), Namespace: "platform", Type: "thing"}, Version: v, Unsigned: true,
+			Packages: []imports.Package{{Platform: "linux_amd64", Filename: "terraform-provider-thing_1.0.0_linux_amd64.zip", Document: -1,
+				Open: func(context.Context) (io.ReadCloser, int64, error) {
+					return io.NopCloser(bytes.NewReader(zipped)), int64(len(zipped)), nil
+				}}}}
+	}
+	for i, step := range []struct {
+		host    string
+		present bool
+	}{{"tf.corp.example", false}, {"tf.other.example", false}, {"tf.other.example", true}} {
+		res, err := h.Engine.AirGap().Import(t.Context(), imported(step.host))
+		if err != nil || len(res.Packages) != 1 || res.Packages[0].Present != step.present {
+			t.Errorf("import %d, under %s: %+v, %v; want present %v", i+1, step.host, res, err, step.present)
+		}
 	}
 }
