@@ -347,7 +347,7 @@ func exportDir(ctx context.Context, engine Engine, pkgs Served, side CLISide, se
 	if err := judgeCarried(ctx, pkgs, cli, files, report, sum); err != nil {
 		return err
 	}
-	if err := writeIndexes(files); err != nil {
+	if err := writeIndexes(files, report); err != nil {
 		return err
 	}
 	unlisted, err := writeManifest(key, files)
@@ -664,8 +664,11 @@ type mirrorArchive struct {
 // directory (HOST/NAMESPACE/TYPE) in files' directory from the packed
 // archives there, as `terraform providers mirror` does after every run,
 // and records them in files. A link in the way of a provider directory,
-// or in place of an archive, is passed over (outdir.go).
-func writeIndexes(files *exportFiles) error {
+// or in place of an archive, is passed over (outdir.go); so is a file
+// named as an archive that is no readable zip (a stray one in a carried
+// directory, which no export wrote), said through report: the signed
+// manifest leaves it out too, and it fails only what it belongs to.
+func writeIndexes(files *exportFiles, report func(string)) error {
 	dirs, err := providerDirs(files.dir)
 	if err != nil {
 		return err
@@ -692,6 +695,10 @@ func writeIndexes(files *exportFiles) error {
 			}
 			h1, err := verify.H1(f, info.Size())
 			f.Close()
+			if errors.Is(err, verify.ErrIntegrity) {
+				report(fmt.Sprintf("%s: left out of the mirror's index: %v", filepath.Join(dir, e.Name()), err))
+				continue
+			}
 			if err != nil {
 				return fmt.Errorf("%s: %w", filepath.Join(dir, e.Name()), err)
 			}

@@ -52,3 +52,35 @@ func TestIncrementalExportFailsAVersionItNoLongerVouchesFor(t *testing.T) {
 		t.Fatalf("the import took the changed archive: %+v", isum)
 	}
 }
+
+// TestIncrementalExportPassesOverAStrayZip: a file named as a provider
+// archive that is no readable zip, in the directory of an earlier export
+// (a stray file carried back), is left out of the mirror's index and of
+// the signed manifest, said, and fails what it belongs to only: the
+// export writes and signs everything else, and an import takes it. The
+// export had stopped at the file, after a summary of no failure, and
+// signed nothing.
+func TestIncrementalExportPassesOverAStrayZip(t *testing.T) {
+	engine, p, out, key := exportedNetAndTarball(t)
+	ctx := context.Background()
+	stray := filepath.Join(out, p.Hostname.ForDisplay(), "acme", "zeta", "terraform-provider-zeta_0.0.1_linux_amd64.zip")
+	if err := os.MkdirAll(filepath.Dir(stray), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(stray, []byte("junk\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var reports []string
+	sum, err := Export(ctx, engine, servedBy(t, engine, nil), nil, Selection{}, out, key, func(s string) { reports = append(reports, s) })
+	if err != nil {
+		t.Fatalf("export: %v (%q)", err, reports)
+	}
+	all := strings.Join(reports, "\n")
+	if sum.Failed != 1 || !strings.Contains(all, stray+": left out of the mirror's index") || !strings.Contains(all, "acme/zeta 0.0.1: failed") {
+		t.Errorf("export: %+v %q; want the stray zip left out, said, and its version failed", sum, reports)
+	}
+	isum, ireports := importInto(t, newEngine(t, nil), out, ImportOptions{Trust: Trust{ExportKeys: publicOf(t, key)}})
+	if isum.Imported == 0 || !strings.Contains(strings.Join(ireports, "\n"), "zeta") {
+		t.Errorf("import: %+v %q; want the export's packages, the stray zip refused", isum, ireports)
+	}
+}
