@@ -1,6 +1,7 @@
 package addrs
 
 import (
+	"errors"
 	"strings"
 
 	svchost "github.com/hashicorp/terraform-svchost"
@@ -12,8 +13,13 @@ import (
 // keys write (punycode for IDN labels), which svchost refuses: whatever
 // the mirror writes of a host reads back, to the same Hostname. Every
 // address parser of this package reads its host with it; other readers
-// of a stored or listed host use it too.
+// of a stored or listed host use it too. A host ending in a dot
+// (TrailingDot), which svchost lets through, is refused: no front door
+// serves it, and one host would have two spellings.
 func ParseHost(s string) (svchost.Hostname, error) {
+	if TrailingDot(s) {
+		return "", errors.New("ends in a dot")
+	}
 	h, err := svchost.ForComparison(s)
 	if err == nil || !hasACELabel(s) {
 		return h, err

@@ -2,6 +2,7 @@ package airgap
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -78,5 +79,25 @@ func TestImportSaysAMisnamedArchive(t *testing.T) {
 	if sum.Ignored != 1 || len(reports) != 1 || !strings.Contains(reports[0], "terraform-provider-other_1.0.0_linux_amd64.zip") ||
 		!strings.Contains(reports[0], "ignored") {
 		t.Errorf("the misnamed archive: %d ignored, reports %q; want it counted and said", sum.Ignored, reports)
+	}
+}
+
+// A host ending in a dot, which no front door serves, is refused at
+// import, as the doors refuse it: an import had taken
+// "tf.corp.example./acme/thing", listed on the status page and never
+// served.
+func TestImportRefusesAHostEndingInADot(t *testing.T) {
+	in := t.TempDir()
+	pdir := filepath.Join(in, "tf.corp.example.", "acme", "thing")
+	if err := os.MkdirAll(pdir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(pdir, "terraform-provider-thing_1.0.0_linux_amd64.zip"), enginetest.ZipOfSize(t, "thing", 1<<10, 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var reports []string
+	sum, err := Import(context.Background(), newEngine(t, nil), in, ImportOptions{AllowUnsigned: true, ScratchDir: t.TempDir()}, func(s string) { reports = append(reports, s) })
+	if sum.Imported != 0 || !strings.Contains(fmt.Sprint(err, reports), `invalid host "tf.corp.example.": ends in a dot`) {
+		t.Errorf("import: %+v, %v, %q; want the host refused", sum, err, reports)
 	}
 }
