@@ -295,7 +295,8 @@ const maxPutBack = 15 * time.Minute
 // it.
 func (s *Store) GetMeta(ctx context.Context, key string) (json.RawMessage, time.Time, error) {
 	name := s.key("meta/" + key)
-	raw, modified, err := s.getSmall(ctx, "get_meta", name)
+	raw, modified, release, err := s.getSmall(ctx, "get_meta", name)
+	defer release()
 	switch {
 	case notWritten(err):
 		s.rejected.reject(kindOf(key), name, err)
@@ -413,7 +414,8 @@ func (s *Store) OpenArchive(ctx context.Context, sha string) (io.ReadCloser, int
 		return nil, 0, err
 	}
 	header := s.key("archive-auth/" + sha)
-	raw, _, err := s.getSmall(ctx, "get_archive_header", header)
+	raw, _, release, err := s.getSmall(ctx, "get_archive_header", header)
+	defer release()
 	if errors.Is(err, errUnreadable) {
 		body.Close()
 		s.rejected.unreadableArchive(sha, header, err)

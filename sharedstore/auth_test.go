@@ -609,3 +609,44 @@ func TestListMetaReadsAsItLists(t *testing.T) {
 	// The replicas' reads still count and log them.
 	wantRejected(t, a, "package", "package/p/0.9.0", 0)
 }
+
+// Records read at once share one budget of memory: an object just under
+// the bound (a bucket writer without the key may write many) waits for
+// room, while a record of the size the replicas write reads on. A
+// replica serving sixty requests for versions whose records had been
+// replaced by 16 MiB objects had taken gigabytes, and died of it.
+func TestLargeObjectsReadWithinABudget(t *testing.T) {
+	srv := startServer(t)
+	ctx := context.Background()
+	a := openKeyed(t, srv, key('a'), nil)
+	good := recordsByKind["package"]
+	if err := a.PutMeta(ctx, good, map[string]int{"schema": 2}); err != nil {
+		t.Fatal(err)
+	}
+	large := recordsByKind["versions"]
+	putRaw(t, srv, "meta/"+large, bytes.Repeat([]byte(" "), 15<<20))
+
+	release := a.HoldSmallReads(sharedstore.SmallReadBudget - 1<<20)
+	if raw, _, err := a.GetMeta(ctx, good); err != nil || raw == nil {
+		t.Errorf("a record the replicas wrote, with the budget nearly taken: %s, %v", raw, err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if raw, _, err := a.GetMeta(ctx, large); err != nil || raw != nil {
+			t.Errorf("the large object: %s, %v; want it rejected", raw, err)
+		}
+	}()
+	select {
+	case <-done:
+		t.Fatal("the large object was read past the budget")
+	case <-time.After(300 * time.Millisecond):
+	}
+	release()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the large object was not read once the budget had room")
+	}
+	wantRejected(t, a, "versions", large, 1)
+}

@@ -25,6 +25,7 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/tfmirror/tfmirror/v2/internal/lowspeed"
 	"github.com/tfmirror/tfmirror/v2/internal/redact"
@@ -213,6 +214,12 @@ type Store struct {
 
 	// versioned says once that the bucket keeps older versions.
 	versioned versioning
+
+	// smallReads bounds the memory the records and headers being read
+	// and opened at once take (getSmall): a bucket writer without the
+	// key may fill the bucket with objects just under maxSmallBytes,
+	// which a replica serving many requests at once read together.
+	smallReads *semaphore.Weighted
 }
 
 // Open parses cfg.URL and makes a client with credentials from the
@@ -284,7 +291,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	})
 	cfg.Logger.Info("shared store objects authenticated", "store_id", cfg.StoreID,
 		"key_id", cfg.Keys.ID(), "previous_key_id", cfg.Keys.PreviousID())
-	return &Store{cfg: cfg, loc: loc, id: cfg.StoreID, client: client, log: cfg.Logger, obs: cfg.Observer,
+	return &Store{cfg: cfg, loc: loc, id: cfg.StoreID, client: client, log: cfg.Logger, obs: cfg.Observer, smallReads: semaphore.NewWeighted(smallReadBudget),
 		rejected: rejections{store: cfg.StoreID, log: cfg.Logger, obs: cfg.Observer}}, nil
 }
 
@@ -648,6 +655,19 @@ func (s *Store) putArchive(ctx context.Context, sha string, r io.ReadSeeker, siz
 // store.
 const maxSmallBytes = 16 << 20
 
+// smallReadBudget bounds the bytes of the records and headers a store
+// reads and opens at once, each charged smallReadCost of its length
+// (its bytes, then their decoded copies); a read waits for its room, so
+// that what a replica holds of them stays near this however many
+// requests read at once. Room for three objects of maxSmallBytes; a
+// record a replica writes is a few kilobytes.
+const smallReadBudget = 3 * smallReadCost * maxSmallBytes
+
+// smallReadCost is how many times its length reading and opening an
+// object takes at most: the bytes read, the document decoded from them,
+// and the record it holds.
+const smallReadCost = 3
+
 // errTooLarge is an object larger than maxSmallBytes where a record or an
 // archive's header belongs: no replica writes one, so whoever wrote it
 // did so without the key, and it is rejected as any object that fails.
@@ -688,10 +708,21 @@ func multipartETag(etag string) bool {
 // takes as absent: the store answered, so the call counts as one that
 // did (for the metrics and the breaker), and the body is read no further
 // than the bound.
-func (s *Store) getSmall(ctx context.Context, op, key string) ([]byte, time.Time, error) {
+//
+// The bytes read are charged to the store's budget of reads at once
+// (smallReadBudget) until the caller calls release, once it is done with
+// them and what it decoded from them; release is never nil.
+func (s *Store) getSmall(ctx context.Context, op, key string) (_ []byte, _ time.Time, release func(), _ error) {
 	var raw []byte
 	var modified time.Time
 	var refused error
+	var charged int64
+	release = func() {
+		if charged > 0 {
+			s.smallReads.Release(charged)
+			charged = 0
+		}
+	}
 	err := s.call(ctx, op, func(ctx context.Context) (string, error) {
 		o, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.loc.Bucket, Key: aws.String(key)})
 		if statusOf(err) == http.StatusNotFound {
@@ -708,25 +739,37 @@ func (s *Store) getSmall(ctx context.Context, op, key string) ([]byte, time.Time
 			refused = errMultipart
 			return "ok", nil
 		}
-		if n := aws.ToInt64(o.ContentLength); n > maxSmallBytes {
+		n := aws.ToInt64(o.ContentLength)
+		if n > maxSmallBytes {
 			refused = fmt.Errorf("%w: %d bytes, more than %d", errTooLarge, n, maxSmallBytes)
 			return "ok", nil
 		}
-		b, err := io.ReadAll(io.LimitReader(o.Body, maxSmallBytes+1))
+		if n <= 0 || o.ContentLength == nil {
+			n = maxSmallBytes // not stated: as much as it may be
+		}
+		release() // a retry's charge is made anew
+		if err := s.smallReads.Acquire(ctx, smallReadCost*n); err != nil {
+			return "", err
+		}
+		charged = smallReadCost * n
+		b, err := io.ReadAll(io.LimitReader(o.Body, n+1))
 		if err != nil {
 			return "", err
 		}
-		if len(b) > maxSmallBytes {
-			refused = fmt.Errorf("%w: more than %d bytes", errTooLarge, maxSmallBytes)
+		if int64(len(b)) > n {
+			refused = fmt.Errorf("%w: more than %d bytes", errTooLarge, n)
 			return "ok", nil
 		}
 		raw, modified = b, aws.ToTime(o.LastModified)
 		return "ok", nil
 	})
-	if err == nil && refused != nil {
-		return nil, time.Time{}, refused
+	if err != nil || refused != nil || raw == nil {
+		release()
 	}
-	return raw, modified, err
+	if err == nil && refused != nil {
+		return nil, time.Time{}, release, refused
+	}
+	return raw, modified, release, err
 }
 
 // putSmall stores doc under the full key, replacing any object there.
