@@ -412,7 +412,10 @@ func TestLoadKeys(t *testing.T) {
 // time is the store's: its Last-Modified, which a writer of the bucket
 // cannot set, later than the time of storing under the MAC by more than
 // clocks disagree. A record of a replica whose clock is minutes behind
-// the store's is read.
+// the store's is read; one of a replica whose clock is hours ahead (a
+// record stamped later than the bucket wrote it, which the others would
+// take for fresh as long) is refused, and one minutes ahead is taken as
+// of its writing.
 func TestReplayedRecordRejected(t *testing.T) {
 	srv := startServer(t)
 	ctx := context.Background()
@@ -449,6 +452,23 @@ func TestReplayedRecordRejected(t *testing.T) {
 	}
 	if raw, _, err := a.GetMeta(ctx, other); err != nil || raw == nil {
 		t.Errorf("a record of a replica five minutes behind: %s, %v", raw, err)
+	}
+
+	// A replica whose clock runs six hours ahead: its record would be
+	// taken for fresh for six hours (a version list the others never
+	// refresh), and is refused; five minutes ahead, it is taken as of
+	// its writing, not of the time it names.
+	ahead := openWith(t, srv, sharedstore.Config{Holder: "ahead", Keys: keys, Now: skewed(6 * time.Hour)})
+	if err := ahead.PutMeta(ctx, other, rec); err != nil {
+		t.Fatal(err)
+	}
+	wantRejected(t, a, "versions", other, 0)
+	slightly := openWith(t, srv, sharedstore.Config{Holder: "slightly", Keys: keys, Now: skewed(5 * time.Minute)})
+	if err := slightly.PutMeta(ctx, other, rec); err != nil {
+		t.Fatal(err)
+	}
+	if raw, at, err := a.GetMeta(ctx, other); err != nil || raw == nil || at.After(time.Now().Add(time.Minute)) {
+		t.Errorf("a record of a replica five minutes ahead: %s, stored at %v, %v; want it read, as of its writing", raw, at, err)
 	}
 }
 
