@@ -321,9 +321,7 @@ func (s *Store) GetMeta(ctx context.Context, key string) (json.RawMessage, time.
 // modified (zero: not known), holds, and its time of storing; or why it
 // does not authenticate: not a stored record, of an earlier format, not
 // made by these keys for that store, kind and name, or written to the
-// store more than putBack after its time of storing or before it (a
-// time of storing ahead of the writing, within putBack, is taken as the
-// writing's).
+// store more than putBack after its time of storing or before it.
 func (k *Keys) openMeta(storeID, key string, raw []byte, modified time.Time, putBack time.Duration) (json.RawMessage, time.Time, error) {
 	var doc metaDoc
 	if err := json.Unmarshal(raw, &doc); err != nil || len(doc.Record) == 0 {
@@ -345,14 +343,11 @@ func (k *Keys) openMeta(storeID, key string, raw []byte, modified time.Time, put
 	}
 	// A time of storing ahead of the writing is a replica's clock ahead:
 	// the record would be taken for fresh for as long (a version list
-	// never refreshed), so it is refused past the same bound, and taken
-	// as of its writing within it.
-	if early := at.Sub(modified); !modified.IsZero() && early > 0 {
-		if early > putBack {
-			return nil, time.Time{}, fmt.Errorf("stored at %s but written to the bucket %s earlier (%s): written by a replica whose clock is that far ahead of the store's",
-				doc.StoredAt, early.Round(time.Second), modified.UTC().Format(time.RFC3339))
-		}
-		at = modified
+	// never refreshed), so it is refused past the same bound as one
+	// behind (within it, fresh for that much longer at most).
+	if early := at.Sub(modified); !modified.IsZero() && early > putBack {
+		return nil, time.Time{}, fmt.Errorf("stored at %s but written to the bucket %s earlier (%s): written by a replica whose clock is that far ahead of the store's",
+			doc.StoredAt, early.Round(time.Second), modified.UTC().Format(time.RFC3339))
 	}
 	return doc.Record, at, nil
 }
