@@ -668,3 +668,39 @@ func TestLargeObjectsReadWithinABudget(t *testing.T) {
 	}
 	wantRejected(t, a, "versions", large, 1)
 }
+
+// An archive a writer of the bucket replaced with other bytes is written
+// again by the next replica that shares it, though that replica never
+// read it (a module package whose record was rejected is fetched from
+// the origin without the store's copy being opened): the store's copy,
+// of another length, is replaced by the verified bytes. It had been
+// kept, its header written anew over it, and a sealed replica failed on
+// it for good.
+func TestSpoiledArchiveReplacedWhenShared(t *testing.T) {
+	srv := startServer(t)
+	ctx := context.Background()
+	a := openKeyed(t, srv, key('a'), nil)
+	data := bytes.Repeat([]byte("module package "), 100)
+	sha := shaOf(data)
+	if err := a.PutArchive(ctx, sha, bytes.NewReader(data), int64(len(data))); err != nil {
+		t.Fatal(err)
+	}
+	putRaw(t, srv, "archives/"+sha, []byte("xx"))
+
+	b := openKeyed(t, srv, key('a'), nil) // another replica, which read nothing
+	if err := b.PutArchive(ctx, sha, bytes.NewReader(data), int64(len(data))); err != nil {
+		t.Fatal(err)
+	}
+	if got := rawObject(t, srv, "archives/"+sha); !bytes.Equal(got, data) {
+		t.Errorf("the store holds %q, want the archive written again", got)
+	}
+	body, _, err := a.OpenArchive(ctx, sha)
+	if err != nil || body == nil {
+		t.Fatalf("the archive written again: %v", err)
+	}
+	got, err := io.ReadAll(body)
+	body.Close()
+	if err != nil || !bytes.Equal(got, data) {
+		t.Errorf("read back: %d bytes, %v", len(got), err)
+	}
+}

@@ -25,6 +25,7 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"golang.org/x/sync/semaphore"
 
 	"github.com/tfmirror/tfmirror/v2/internal/lowspeed"
@@ -636,6 +637,16 @@ func (s *Store) putArchive(ctx context.Context, sha string, r io.ReadSeeker, siz
 	outcome := "ok"
 	if statusOf(err) == http.StatusPreconditionFailed || statusOf(err) == http.StatusConflict {
 		outcome, err = "exists", nil // another replica stored it first
+		if otherBytes(ctx, s.client, in, size) {
+			// Or a writer of the bucket put other bytes there (a
+			// package whose record was rejected is not read, so not
+			// found bad): the verified bytes replace them.
+			if _, err = r.Seek(0, io.SeekStart); err == nil {
+				in.IfNoneMatch = nil
+				_, err = s.client.PutObject(ctx, in)
+				outcome = "replaced"
+			}
+		}
 	}
 	if err != nil && ctx.Err() != nil {
 		return err
@@ -649,6 +660,22 @@ func (s *Store) putArchive(ctx context.Context, sha string, r io.ReadSeeker, siz
 		return fmt.Errorf("shared store put_archive: %w", err)
 	}
 	return nil
+}
+
+// otherBytes reports whether the object that put would have written is
+// known not to be its archive of size bytes: its length, or the SHA-256
+// checksum the store keeps of it, differs from put's. One the store
+// cannot say that of (no checksum kept, or the HEAD failed) is taken for
+// the archive; a read checks its bytes (checkedBody).
+func otherBytes(ctx context.Context, client *s3.Client, put *s3.PutObjectInput, size int64) bool {
+	o, err := client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: put.Bucket, Key: put.Key, ChecksumMode: types.ChecksumModeEnabled})
+	if err != nil {
+		return false
+	}
+	if o.ContentLength != nil && *o.ContentLength != size {
+		return true
+	}
+	return o.ChecksumSHA256 != nil && *o.ChecksumSHA256 != aws.ToString(put.ChecksumSHA256)
 }
 
 // maxSmallBytes bounds a record or an archive's header read from the
