@@ -107,7 +107,7 @@ func TestSharedStoreHostileWriter(t *testing.T) {
 	if err != nil || json.Unmarshal(page, &st) != nil || st.Health.Rejected < 2 {
 		t.Errorf("status page: %d objects refused, want at least 2 (%v)", st.Health.Rejected, err)
 	}
-	if html, _, err := good.get(ctx, "/"); err != nil || !strings.Contains(string(html), "objects failed authentication") {
+	if html, _, err := good.get(ctx, "/"); err != nil || !strings.Contains(string(html), "reads of objects that failed authentication") {
 		t.Errorf("the status page does not say that objects were refused (%v)", err)
 	}
 
