@@ -477,11 +477,13 @@ func (fr *Fetcher) fetchAndCommit(ctx context.Context, f *Download, p addrs.Prov
 	// Every byte is verified and clients have been released; store it.
 	if err := f.w.Err(); err != nil {
 		// The cache could not be written: nothing to commit.
+		f.notStored = err
 		s.metrics.CacheWriteFailed()
 		s.log.Log(context.Background(), cache.WriteFailureLevel(err), "archive served but not cached", "provider", subject(p, src), "file", a.Filename, "error", err)
 		return
 	}
 	if _, err := f.w.Commit(h1); err != nil {
+		f.notStored = err
 		s.metrics.CacheWriteFailed()
 		s.log.Log(context.Background(), cache.WriteFailureLevel(err), "archive served but not cached", "provider", subject(p, src), "file", a.Filename, "error", err)
 	}
@@ -673,6 +675,7 @@ type Download struct {
 	originDone func()                // ends the metrics' origin fetch, once one started
 	slotDone   func()                // gives back the download slot, once one was taken
 	checking   bool                  // every byte arrived and matched; the archive check began
+	notStored  error                 // why the verified bytes were not committed; set before done is closed
 }
 
 // State is how far a download got: the bytes staged, whether they all

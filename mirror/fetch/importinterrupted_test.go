@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/logbuf"
 	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
@@ -68,5 +70,47 @@ func TestInterruptedImportIsNotAFailedFetch(t *testing.T) {
 	}
 	if _, err := store.StatBlob(sha); err == nil {
 		t.Error("the file of an interrupted import was cached")
+	}
+}
+
+// fullStore is a cache whose writes fail as a disk below its reserve
+// fails them: every staged archive's commit.
+type fullStore struct{ *cache.Store }
+
+func (s fullStore) NewBlobWriter(sha string) (cache.BlobWriter, error) {
+	w, err := s.Store.NewBlobWriter(sha)
+	return fullWriter{w}, err
+}
+
+type fullWriter struct{ cache.BlobWriter }
+
+func (fullWriter) Commit(string) (cache.BlobInfo, error) {
+	return cache.BlobInfo{}, fmt.Errorf("%w: free disk space below the reserve (--disk-reserve)", cache.ErrNotWritable)
+}
+
+// An import whose verified file the cache cannot store (a disk below its
+// reserve) says why: the cache's refusal, where it had said only that
+// the archive was "not found in cache" after it was verified.
+func TestImportNotStoredSaysWhy(t *testing.T) {
+	life := lifetime.New(time.Minute, nil, nil)
+	fr, err := New(Config{ArchiveTimeout: time.Minute, MaxArchiveBytes: 1 << 20, HoldBack: 8, Logger: slog.New(slog.DiscardHandler)},
+		Parts{Life: life, Copies: noCopies{}}, noOrigin{}, fullStore{memStore(t)}, noMetrics{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := bytes.Repeat([]byte("the bytes of a file in a bundle "), 64)
+	sum := sha256.Sum256(data)
+	src := Source{
+		Open: func(context.Context) (io.ReadCloser, int64, error) {
+			return io.NopCloser(bytes.NewReader(data)), int64(len(data)), nil
+		},
+		Check: func(context.Context, io.ReaderAt, int64) error { return nil },
+		Label: "file", LocalOnly: true,
+	}
+	imp := life.BeginImport()
+	defer imp.End()
+	_, _, err = fr.Import(t.Context(), imp, addrs.Provider{}, records.ArchiveRecord{Filename: "file", SHA256: hex.EncodeToString(sum[:])}, src)
+	if !errors.Is(err, cache.ErrNotWritable) || !strings.Contains(err.Error(), "below the reserve") {
+		t.Errorf("an import the cache cannot store: %v, want the cache's refusal", err)
 	}
 }

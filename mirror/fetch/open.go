@@ -180,6 +180,9 @@ func (fr *Fetcher) Import(ctx context.Context, imp *lifetime.Import, p addrs.Pro
 			if ferr := f.State().Err; ferr != nil {
 				return info, false, ferr
 			}
+			if f.notStored != nil { // set before done was closed
+				err = f.notStored // why, not that it is not there
+			}
 		}
 		what := a.Filename
 		if p != (addrs.Provider{}) {
