@@ -220,13 +220,13 @@ func downloadRequest(p addrs.Provider, op, rawURL string) (request, error) {
 	return r, nil
 }
 
-// archiveBody enforces the idle timeout, the low-speed limit and the size
-// limit on an archive. Read and Close may be called from different
-// goroutines; Read calls must not overlap each other.
 // errAbandoned is a body closed by its reader before its end, where no
 // read failed.
 var errAbandoned = errors.New("download abandoned before its end")
 
+// archiveBody enforces the idle timeout, the low-speed limit and the size
+// limit on an archive. Read and Close may be called from different
+// goroutines; Read calls must not overlap each other.
 type archiveBody struct {
 	speed     *lowspeed.Check // nil when the low-speed limit is off
 	body      io.ReadCloser

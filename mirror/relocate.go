@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/apparentlymart/go-versions/versions"
+
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/discovery"
 	"github.com/tfmirror/tfmirror/v2/internal/redact"

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	svchost "github.com/hashicorp/terraform-svchost"
+
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/admin"
 	"github.com/tfmirror/tfmirror/v2/airgap"
