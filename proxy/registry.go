@@ -20,6 +20,7 @@ package proxy
 // that they hold behind any path prefix.
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"slices"
@@ -30,6 +31,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/discovery/registryjson"
+	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/proxy/httperr"
 )
@@ -79,9 +81,44 @@ func (g *providerRegistry) handleVersions(w http.ResponseWriter, r *http.Request
 		return
 	}
 	doc := g.docs.registryVersions(p, list, func() document {
-		return newDocument(renderJSON(g.newVersions(list)))
+		vs := g.newVersions(list)
+		g.leaveOutUnsigned(r.Context(), p, &vs)
+		return newDocument(renderJSON(vs))
 	})
 	writeDocument(w, r, doc, g.cacheControl(st.Stale), g.fail)
+}
+
+// leaveOutUnsigned takes out of vs, the versions answer of p when p's host
+// is no allowed origin (an in-house host, whose versions were imported),
+// each version none of whose packages has signed evidence: imported
+// without signature, it has no download answer (the protocol gives the
+// publisher's signature), and Terraform would report the 404 as no
+// package for the platform. A warning, which Terraform prints, names
+// them and the network mirror, which serves them. A version under an
+// allowed origin is not looked at: that would ask its origin.
+func (g *providerRegistry) leaveOutUnsigned(ctx context.Context, p addrs.Provider, vs *registryjson.Versions) {
+	for _, h := range g.engine.Config().AllowedOrigins {
+		if host, err := addrs.ParseHost(h); err == nil && host == p.Hostname {
+			return
+		}
+	}
+	var unsigned []string
+	vs.Versions = slices.DeleteFunc(vs.Versions, func(rv registryjson.Version) bool {
+		v, err := addrs.ParseSemver(rv.Version)
+		if err != nil {
+			return false
+		}
+		pkg, err := g.engine.Package(ctx, p, v, nil)
+		if err != nil || len(pkg.Archives) == 0 || slices.ContainsFunc(pkg.Archives, func(a mirror.PlatformArchive) bool { return a.Evidence != nil }) {
+			return false
+		}
+		unsigned = append(unsigned, rv.Version)
+		return true
+	})
+	if len(unsigned) > 0 {
+		vs.Warnings = append(vs.Warnings, fmt.Sprintf("%s %s: imported without signature, which the provider registry protocol cannot serve; install it through the mirror's network mirror (provider_installation { network_mirror { ... } })",
+			p, strings.Join(unsigned, ", ")))
+	}
 }
 
 // newVersions is the versions answer for list: every version with

@@ -124,3 +124,29 @@ func TestWithheldVersions(t *testing.T) {
 		t.Errorf("with the host named again, the status still lists withheld versions: %s", r.body)
 	}
 }
+
+// Through the provider registry protocol (a host block), the versions of
+// an in-house host imported without signature are left out of the
+// versions answer, with a warning Terraform prints naming them and the
+// network mirror: the protocol's download answer gives the publisher's
+// signature, which they have none of. They had been listed, their
+// download answering 404, which Terraform reported as no package for
+// the platform. The network mirror serves them.
+func TestRegistryLeavesOutUnsignedInHouseVersions(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{engine: mirror.Config{Offline: true}})
+	p := addrs.Provider{Hostname: "tf.corp.example", Namespace: "platform", Type: "thing"}
+	importInHouse(t, h, p, "1.0.0")
+	r := h.get("/registry/tf.corp.example/v1/providers/platform/thing/versions")
+	var got struct {
+		Versions []struct{ Version string } `json:"versions"`
+		Warnings []string                   `json:"warnings"`
+	}
+	r.json(t, &got)
+	if r.status != 200 || len(got.Versions) != 0 || len(got.Warnings) != 1 || !strings.Contains(got.Warnings[0], "tf.corp.example/platform/thing 1.0.0: imported without signature") || !strings.Contains(got.Warnings[0], "network_mirror") {
+		t.Errorf("versions: %d %s; want none, and a warning naming 1.0.0 and the network mirror", r.status, r.body)
+	}
+	if r := h.get("/tf.corp.example/platform/thing/1.0.0.json"); r.status != 200 {
+		t.Errorf("through the network mirror: %d %s, want 200", r.status, r.body)
+	}
+}
