@@ -534,7 +534,17 @@ func (s *Importer) storeImported(ctx context.Context, p addrs.Provider, v versio
 				}
 			}
 			for i, pkg := range in.Packages {
-				if _, ok := rec.Archives[pkg.Platform]; ok {
+				if have, ok := rec.Archives[pkg.Platform]; ok {
+					// Held without protocols (imported on a publisher's
+					// key alone, whose anchor vouches for none), the
+					// archive takes those this import's anchor vouches
+					// for, as the version list does (listImported).
+					if ev := have.Evidence; ev != nil && len(ev.Protocols) == 0 && len(pkg.Protocols) > 0 && have.SHA256 == archives[i].SHA256 {
+						withProtocols := *ev
+						withProtocols.Protocols = slices.Clone(pkg.Protocols)
+						have.Evidence = &withProtocols
+						rec.Archives[pkg.Platform] = have
+					}
 					continue
 				}
 				a := archives[i]

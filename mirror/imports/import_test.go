@@ -336,3 +336,38 @@ func TestImportOfBytesCachedUnderAnotherAddress(t *testing.T) {
 		}
 	}
 }
+
+// A version imported first on a publisher's key alone, whose anchor
+// vouches for no protocols, then from an export that gives them, takes
+// them in its packages' evidence (the download answer's "protocols"), as
+// its version list does: they had stayed empty (null) there, the
+// archives being present already.
+func TestImportGivesProtocolsToPackagesHeld(t *testing.T) {
+	t.Parallel()
+	src, v, ev := sourceEvidence(t)
+	body := func(pl string) []byte { return src.Origin.Archive(harness.NS, harness.Type, "1.0.0", pl) }
+	dst := harness.New(t, harness.Options{Config: harness.Config{Offline: true}})
+	bare := enginetest.ImportedFrom(ev, body)
+	bare.Version = v
+	bare.Protocols = nil
+	for i := range bare.Packages {
+		bare.Packages[i].Protocols = nil
+	}
+	if _, err := dst.Engine.AirGap().Import(t.Context(), bare); err != nil {
+		t.Fatal(err)
+	}
+	full := enginetest.ImportedFrom(ev, func(string) []byte { return nil })
+	full.Version = v
+	if _, err := dst.Engine.AirGap().Import(t.Context(), full); err != nil {
+		t.Fatal(err)
+	}
+	got, err := dst.Engine.Evidence(t.Context(), dst.Provider(), v, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, pe := range got.Platforms {
+		if len(pe.Protocols) == 0 || !slices.Equal(pe.Protocols, ev.Platforms[i].Protocols) {
+			t.Errorf("%s: protocols %q, want %q", pe.Platform, pe.Protocols, ev.Platforms[i].Protocols)
+		}
+	}
+}
