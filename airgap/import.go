@@ -127,7 +127,7 @@ func Import(ctx context.Context, engine Engine, in string, opts ImportOptions, r
 			}
 			return sum, fmt.Errorf("%s refused: %w", opts.Shown, err)
 		}
-		dir = tmp
+		dir = exportWithin(tmp)
 	}
 	b := openBundle(dir, opts)
 	defer b.close()
@@ -150,6 +150,24 @@ func Import(ctx context.Context, engine Engine, in string, opts ImportOptions, r
 		err = fmt.Errorf("making what was imported durable: %w", serr)
 	}
 	return sum, err
+}
+
+// exportWithin is the directory of the export that the tar file unpacked
+// in dir holds: dir, or its one directory when that is all it holds and
+// holds an export's manifest (a tar made of the export's directory, `tar
+// czf b.tgz OUT`, rather than of its contents, `tar -C OUT`), whose
+// paths are the export's own. The unpacked tree is the import's own
+// (internal/safetree wrote it: no link).
+func exportWithin(dir string) string {
+	entries, err := os.ReadDir(dir)
+	if err != nil || len(entries) != 1 || !entries[0].IsDir() {
+		return dir
+	}
+	sub := filepath.Join(dir, entries[0].Name())
+	if info, err := os.Lstat(filepath.Join(sub, manifestName)); err == nil && info.Mode().IsRegular() {
+		return sub
+	}
+	return dir
 }
 
 // bundle is an import's input as its trust anchors see it.

@@ -1,7 +1,9 @@
 package airgap
 
 import (
+	"archive/tar"
 	"context"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -82,5 +84,35 @@ func TestIncrementalExportPassesOverAStrayZip(t *testing.T) {
 	isum, ireports := importInto(t, newEngine(t, nil), out, ImportOptions{Trust: Trust{ExportKeys: publicOf(t, key)}})
 	if isum.Imported == 0 || !strings.Contains(strings.Join(ireports, "\n"), "zeta") {
 		t.Errorf("import: %+v %q; want the export's packages, the stray zip refused", isum, ireports)
+	}
+}
+
+// TestImportOfATarOfTheExportDirectory: a tar file made of an export's
+// directory (`tar czf b.tgz OUT`), whose entries are one directory down,
+// imports as one made of its contents (`tar -C OUT`) does. It had been
+// read as a bundle whose top directory is a host, refused for invalid
+// provider addresses, then for holding no package.
+func TestImportOfATarOfTheExportDirectory(t *testing.T) {
+	_, p, out, key := exportedNetAndTarball(t)
+	var entries []tarEntry
+	err := filepath.WalkDir(out, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || path == out {
+			return err
+		}
+		rel, _ := filepath.Rel(filepath.Dir(out), path)
+		if d.IsDir() {
+			entries = append(entries, tarEntry{hdr: tar.Header{Name: filepath.ToSlash(rel) + "/", Typeflag: tar.TypeDir, Mode: 0o755}})
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		entries = append(entries, tarEntry{hdr: tar.Header{Name: filepath.ToSlash(rel), Typeflag: tar.TypeReg}, data: data})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	isum, reports := importInto(t, newEngine(t, nil), writeTar(t, entries...), ImportOptions{Trust: Trust{ExportKeys: publicOf(t, key)}})
+	if isum.Failed != 0 || isum.Imported == 0 || len(reports) != 0 {
+		t.Errorf("import of a tar of %s's directory: %+v %q; want its packages (%s among them)", filepath.Base(out), isum, reports, p)
 	}
 }
