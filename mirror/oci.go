@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
@@ -305,4 +306,27 @@ func (o *OCI) Resolve(ctx context.Context, p addrs.Provider, d digest.Digest) (o
 		return err
 	})
 	return b, err
+}
+
+// ociSizer learns an archive's size for the OCI side (ocistore.ArchiveSizer)
+// from its origin, at the download URL the origin gives now when the one
+// the version's record keeps has moved or expired (relocated).
+type ociSizer struct {
+	origin ProviderOrigin
+	log    *slog.Logger
+}
+
+func (z ociSizer) ArchiveSize(ctx context.Context, p addrs.Provider, v versions.Version, a ocistore.Archive) (int64, error) {
+	n, err := z.origin.ArchiveSize(ctx, p, a.URL)
+	if err == nil {
+		return n, nil
+	}
+	pl, perr := addrs.ParsePlatform(a.Platform)
+	if perr != nil {
+		return n, err
+	}
+	if moved, ok := relocated(ctx, z.origin, z.log, records.KeysOf(p).Of(v), pl, records.ArchiveRecord{URL: a.URL, SHA256: a.SHA256}, err); ok {
+		return z.origin.ArchiveSize(ctx, p, moved.URL)
+	}
+	return n, err
 }
