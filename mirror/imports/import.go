@@ -276,7 +276,7 @@ func (s *Importer) Import(ctx context.Context, in Imported) (Result, error) {
 		// Present is the package held already, not its bytes: an archive
 		// cached under another address (the same zip of another host) is
 		// a package this import adds.
-		if was, ok := cached.Archive(pkg.Platform); !held || !ok || was.SHA256 != archives[i].SHA256 {
+		if was, ok := cached.Archive(pkg.Platform); !ok || was.SHA256 != archives[i].SHA256 { // none when cached is nil
 			out.Present = false
 		}
 		res.Packages[i] = out
