@@ -82,7 +82,10 @@ func (g *providerRegistry) handleVersions(w http.ResponseWriter, r *http.Request
 	}
 	doc := g.docs.registryVersions(p, list, func() document {
 		vs := g.newVersions(list)
-		g.leaveOutUnsigned(r.Context(), p, &vs)
+		// The answer is kept for every request until the list changes:
+		// made whole, not cut short by this request's client leaving
+		// (its versions are the cache's: no origin is asked).
+		g.leaveOutUnsigned(context.WithoutCancel(r.Context()), p, &vs)
 		return newDocument(renderJSON(vs))
 	})
 	writeDocument(w, r, doc, g.cacheControl(st.Stale), g.fail)
