@@ -71,6 +71,11 @@ type Config struct {
 	Locked []addrs.Provider
 	// Calls are its registry module calls.
 	Calls []Call
+
+	// own is the selection Load gave each provider of Requires alone,
+	// which AddConfigSelections takes back where it gives the
+	// configuration's as a whole.
+	own map[addrs.Provider]Selection
 }
 
 // maxSelectionConstraints is the most constraints the Text of a
@@ -163,8 +168,12 @@ func keyOf(c Call) callKey { return callKey{c.Module.String(), c.Subdir, c.Selec
 // each module version's package resolved by read (false for one not
 // read: its constraints are unknown, and left out). A provider the
 // registry modules ask nothing of, or that the directory's lock file
-// locks, has the selection Load gave it already and gets none. Each
-// directory is judged on its own: the selections of two are both synced.
+// locks, has the selection Load gave it already and gets none. One they
+// do ask of gets the directory's selection in place of the one Load gave
+// for the directory's own constraints alone: Terraform installs the one
+// version meeting them all, not also the newest the root module alone
+// allows. Each directory is judged on its own: the selections of two
+// are both synced.
 // A selection nothing meets names the directory; Terraform would refuse
 // to install the configuration.
 //
@@ -327,6 +336,9 @@ func (s *Spec) AddConfigSelections(read func(Call) (ModuleDir, bool)) {
 				where = "the registry modules the configuration in " + c.Dir + " calls"
 			}
 			s.add(p, []Selection{{Text: text, Set: meetingAll(intersection(sets), named), Latest: 1, Where: where}}, nil)
+			if sel, ok := c.own[p]; ok {
+				s.retract(p, sel)
+			}
 		}
 	}
 }

@@ -270,20 +270,46 @@ func countStdin(paths []string) int {
 // when Providers was changed by other means), not by a search of them:
 // a stranger's package that sync reads may name tens of thousands.
 func (s *Spec) add(addr addrs.Provider, sel []Selection, platforms []string) {
-	if s.providers == nil || len(s.providers) != len(s.Providers) {
-		s.providers = make(map[addrs.Provider]*Provider, len(s.Providers))
-		for _, p := range s.Providers {
-			s.providers[p.Address] = p
-		}
-	}
-	p, ok := s.providers[addr]
-	if !ok {
+	p := s.provider(addr)
+	if p == nil {
 		p = &Provider{Address: addr}
 		s.providers[addr] = p
 		s.Providers = append(s.Providers, p)
 	}
 	p.Selections, p.alike = mergeSelections(p.Selections, p.alike, sel)
 	p.Platforms = appendNew(p.Platforms, platforms...)
+}
+
+// provider is the provider of Providers at addr, nil for none, found in
+// their index (made again when Providers was changed by other means).
+func (s *Spec) provider(addr addrs.Provider) *Provider {
+	if s.providers == nil || len(s.providers) != len(s.Providers) {
+		s.providers = make(map[addrs.Provider]*Provider, len(s.Providers))
+		for _, p := range s.Providers {
+			s.providers[p.Address] = p
+		}
+	}
+	return s.providers[addr]
+}
+
+// retract takes back one add of sel for addr: the selection alike in
+// its list counts one call fewer, and goes when it counted one.
+func (s *Spec) retract(addr addrs.Provider, sel Selection) {
+	p := s.provider(addr)
+	if p == nil {
+		return
+	}
+	i := slices.IndexFunc(p.Selections, func(have Selection) bool {
+		return have.Text == sel.Text && have.Latest == sel.Latest
+	})
+	switch {
+	case i < 0:
+	case p.Selections[i].Calls > 1:
+		p.Selections[i].Calls--
+	default:
+		p.Selections = slices.Delete(p.Selections, i, i+1)
+		p.alike = nil // made again by the next merge
+	}
 }
 
 // alikeKey tells selections apart: those of one constraint (Text) and

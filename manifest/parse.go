@@ -543,7 +543,12 @@ func (s *Spec) loadDir(dir string) error {
 		}
 		q := requirementOf(r)
 		config.Requires = append(config.Requires, q)
-		s.add(q.Provider, []Selection{q.selection()}, nil)
+		sel := q.selection()
+		s.add(q.Provider, []Selection{sel}, nil)
+		if config.own == nil {
+			config.own = map[addrs.Provider]Selection{}
+		}
+		config.own[q.Provider] = sel
 	}
 	s.Configs = append(s.Configs, config)
 	return nil

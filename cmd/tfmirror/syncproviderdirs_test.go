@@ -180,7 +180,8 @@ func requiresOf(name, constraint string) string {
 // which asks "!= 1.7.0" (Terraform installs 1.6.0); net asks acme/q
 // "!= 1.4.0" and calls acme/deep/aws, which asks "< 1.5.0" (1.3.0).
 // Sync took 1.7.0 and 2.3.0 of p, 2.3.0 and 1.4.0 of q, and not the two
-// that Terraform installs: an air-gapped terraform init failed. b, a
+// that Terraform installs: an air-gapped terraform init failed; then it
+// took those too, and a failed when 1.7.0 could not be fetched. b, a
 // directory of its own calling net too, is judged on its own (p "~> 2.0"
 // with "!= 1.7.0": 2.3.0), its versions synced with a's.
 func TestSyncJudgesADirectoryWithTheRegistryModulesItCalls(t *testing.T) {
@@ -206,6 +207,15 @@ func TestSyncJudgesADirectoryWithTheRegistryModulesItCalls(t *testing.T) {
 	}
 	if !slices.Contains(got["p"], "2.3.0") {
 		t.Errorf("acme/p: synced %q, not 2.3.0, which Terraform installs for b", got["p"])
+	}
+	// Nothing else: the newest version a's or b's root module allows
+	// alone (1.7.0 of p, 2.3.0 of q), which neither installs, was synced
+	// too, and a sync failed when that one could not be fetched.
+	for name, want := range map[string][]string{"p": {"1.6.0", "2.3.0"}, "q": {"1.3.0"}} {
+		have := slices.Compact(slices.Sorted(slices.Values(got[name])))
+		if !slices.Equal(have, want) {
+			t.Errorf("acme/%s: synced %q, want only %q, what a and b install", name, have, want)
+		}
 	}
 }
 
