@@ -20,7 +20,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/policy"
 )
 
-const exportUsage = "tfmirror export [--data-dir DIR] [--format bundle|oci-layout] [--export-key FILE] [--provider HOST/NAMESPACE/TYPE,...] [--version V,...] [--platforms os_arch,...] [--releases-hashicorp-keys FILE] [--releases-opentofu-keys FILE] OUT"
+const exportUsage = "tfmirror export [--data-dir DIR] [--format bundle|oci-layout] [--allowed-origins HOST,...] [--export-key FILE] [--provider HOST/NAMESPACE/TYPE,...] [--version V,...] [--platforms os_arch,...] [--releases-hashicorp-keys FILE] [--releases-opentofu-keys FILE] OUT"
 
 // runExport is `tfmirror export`. What the package policy refuses is left
 // out, and listed (the --config file's policy; through a running serve,
@@ -41,7 +41,7 @@ func runExport(args []string, stdout, stderr io.Writer) int {
 		fs.Var(&versionList, "version", "comma-separated provider (and CLI) versions to export; default all")
 		fs.Var(&platforms, "platforms", "comma-separated os_arch platforms to export, of providers and CLI releases; default all. A --provider, --version or platform named that selects nothing the cache holds fails the export (exit 1, naming it) before anything is written")
 		fs.StringVar(&format, "format", admin.FormatBundle, "what OUT is: bundle (an air-gap bundle for tfmirror import, signed) or oci-layout (a directory of OCI image layouts, one per repository with the OCI front door's names and digests, and push.sh to copy them into an OCI registry with oras)")
-		settings.Add(fs, &own, "export-key", "oci-provider-prefix", "oci-module-prefix")
+		settings.Add(fs, &own, "export-key", "oci-provider-prefix", "oci-module-prefix", "allowed-origins")
 		settings.Add(fs, &own, releasesFlags...)
 	})
 	if errors.Is(err, settings.ErrHelp) {
@@ -54,11 +54,15 @@ func runExport(args []string, stdout, stderr io.Writer) int {
 		pol, err = readPolicy(e.File)
 	}
 	keyGiven := err == nil && flagGiven(ifs, "export-key")
-	var releasesGiven, prefixesGiven []string
+	var releasesGiven, prefixesGiven, originsGiven []string
 	if err == nil {
 		settings.TakeGiven(ifs, own, &cfg, "export-key")
 		prefixesGiven = settings.TakeGiven(ifs, own, &cfg, "oci-provider-prefix", "oci-module-prefix")
+		originsGiven = settings.TakeGiven(ifs, own, &cfg, "allowed-origins")
 		releasesGiven = settings.TakeGiven(ifs, own, &cfg, releasesFlags...)
+		if len(originsGiven) > 0 {
+			err = cfg.Validate() // as serve checks them
+		}
 	}
 	if err == nil && len(rest) != 1 {
 		err = argumentsError("one OUT (a directory, or a file ending in .tar or .tar.gz)", rest)
@@ -124,10 +128,13 @@ func runExport(args []string, stdout, stderr io.Writer) int {
 		if len(prefixesGiven) > 0 {
 			return fmt.Errorf("%s given, but the tfmirror serving this data directory does the export, with the repository names of its OCI front door: give them to tfmirror serve", strings.Join(prefixesGiven, " and "))
 		}
+		if len(originsGiven) > 0 {
+			return errors.New("--allowed-origins given, but the tfmirror serving this data directory does the export, of the origins it serves: give it to tfmirror serve")
+		}
 		if len(releasesGiven) > 0 {
 			return fmt.Errorf("%s given, but the tfmirror serving this data directory does the export, with the CLI products and publisher keys it is configured with: give them to tfmirror serve", strings.Join(releasesGiven, " and "))
 		}
-		warnEnvIgnored(stderr, os.LookupEnv, "export", "exports", append([]string{"export-key", "oci-provider-prefix", "oci-module-prefix"}, releasesFlags...)...)
+		warnEnvIgnored(stderr, os.LookupEnv, "export", "exports", append([]string{"export-key", "oci-provider-prefix", "oci-module-prefix", "allowed-origins"}, releasesFlags...)...)
 		return nil
 	}
 	return runSealed("export", cfg, pol, stdout, stderr, viaServer, exportOp(req))

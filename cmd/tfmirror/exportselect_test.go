@@ -173,7 +173,8 @@ func TestExportOCILayoutSummaryCountsHeld(t *testing.T) {
 // that serve's prefixes: --oci-provider-prefix or --oci-module-prefix
 // given to the command is refused (exit status 2, before the serve is
 // asked to export), as --export-key is, rather than passed over, which
-// wrote the layouts, and push.sh, under names other than those asked for.
+// wrote the layouts, and push.sh, under names other than those asked for;
+// so is --allowed-origins, the serve exporting the origins it serves.
 func TestExportThroughServeRefusesOCIPrefixes(t *testing.T) {
 	t.Parallel()
 	dataDir := filepath.Join(t.TempDir(), "data")
@@ -185,7 +186,7 @@ func TestExportThroughServeRefusesOCIPrefixes(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, "{}")
 	})
-	for _, flag := range []string{"--oci-provider-prefix", "--oci-module-prefix"} {
+	for _, flag := range []string{"--oci-provider-prefix", "--oci-module-prefix", "--allowed-origins"} {
 		out := filepath.Join(t.TempDir(), "layout")
 		var stdout, stderr bytes.Buffer
 		code := runExport([]string{"--data-dir", dataDir, "--format", admin.FormatOCILayout, flag, "mirror", out}, &stdout, &stderr)
@@ -198,5 +199,37 @@ func TestExportThroughServeRefusesOCIPrefixes(t *testing.T) {
 			t.Errorf("export %s mirror through a serve: the serve was asked to export, with its own prefixes", flag)
 		default:
 		}
+	}
+}
+
+// An OCI layout export run on its own takes --allowed-origins, as serve
+// does: the front door's repositories are those of the allowed origins,
+// and a cache filled from an in-house registry was exported without any
+// of its versions unless a --config file named it (no flag said so).
+func TestExportOCILayoutTakesAllowedOrigins(t *testing.T) {
+	t.Parallel()
+	origin := syncOrigin(t)
+	host := origin.Addr // an in-house registry: no default allowed origin
+	dataDir := filepath.Join(t.TempDir(), "data")
+	if _, _, code := syncInProcess(t, origin, dataDir, "--allowed-origins", host, syncManifest(t, host, "")); code != 0 {
+		t.Fatalf("sync: exit %d", code)
+	}
+	repo := filepath.Join("providers", strings.Replace(host, ":", "__", 1), "hashicorp", "random")
+	export := func(args ...string) (string, int) {
+		out := filepath.Join(t.TempDir(), "layout")
+		var stdout, stderr bytes.Buffer
+		code := runExport(append(append([]string{"--data-dir", dataDir, "--format", admin.FormatOCILayout}, args...), out), &stdout, &stderr)
+		t.Logf("export %q: exit %d\n%s%s", args, code, stdout.String(), stderr.String())
+		return out, code
+	}
+	out, code := export("--allowed-origins", host)
+	if code != 0 {
+		t.Fatalf("export --allowed-origins %s: exit %d, want 0", host, code)
+	}
+	if b, err := os.ReadFile(filepath.Join(out, repo, "index.json")); err != nil || !strings.Contains(string(b), `"3.6.0"`) {
+		t.Errorf("export --allowed-origins %s: %s/index.json: %s %v, want the version synced tagged", host, repo, b, err)
+	}
+	if _, code := export("--allowed-origins", "bad host!"); code != 2 {
+		t.Errorf("export --allowed-origins 'bad host!': exit %d, want 2", code)
 	}
 }

@@ -269,7 +269,7 @@ var Table = []*Setting{
 		bind: durationOf(30*time.Second, func(c *Config) *time.Duration { return &c.ShutdownTimeout })},
 
 	// Origins.
-	{Name: "allowed-origins", Group: GroupOrigins, Commands: Sync,
+	{Name: "allowed-origins", Group: GroupOrigins, Commands: Sync | Export,
 		Help: "comma-separated origin registry hosts the mirror may serve and contact",
 		Doc:  "origin registry hosts the mirror serves; any other host gets 404 and causes no outbound connection (the origin client itself refuses them too, before any DNS lookup)",
 		bind: listOf(discovery.DefaultAllowedOrigins(), func(c *Config) *[]string { return &c.AllowedOrigins })},
