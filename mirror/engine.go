@@ -454,7 +454,7 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 	}
 	s.records.gate = s.gate
 	if s.records.lists, err = providerlists.New(providerlists.Config{Offline: s.cfg.Offline, VersionsTTL: s.cfg.VersionsTTL, StaleAfter: s.cfg.StaleAfter, Now: s.cfg.Now, Logger: s.log},
-		providerlists.Parts{Life: s.life, Hosts: s.hosts, Records: s.source, Gate: s.gate}, s.origin, s.metrics); err != nil {
+		providerlists.Parts{Life: s.life, Hosts: s.hosts, Records: s.source, Gate: s.gate, Withholding: s.withholding}, s.origin, s.metrics); err != nil {
 		return nil, err
 	}
 	if s.archives, err = fetch.New(fetch.Config{ArchiveTimeout: s.cfg.ArchiveTimeout, MaxArchiveBytes: s.cfg.MaxArchiveBytes, ArchiveLimits: s.cfg.ArchiveLimits,

@@ -85,28 +85,38 @@ func (g *providerRegistry) handleVersions(w http.ResponseWriter, r *http.Request
 		// The answer is kept for every request until the list changes:
 		// made whole, not cut short by this request's client leaving
 		// (its versions are the cache's: no origin is asked).
-		g.leaveOutUnsigned(context.WithoutCancel(r.Context()), p, &vs)
+		g.leaveOutUnsigned(context.WithoutCancel(r.Context()), p, list, &vs)
 		return newDocument(renderJSON(vs))
 	})
 	writeDocument(w, r, doc, g.cacheControl(st.Stale), g.fail)
 }
 
-// leaveOutUnsigned takes out of vs, the versions answer of p when p's host
-// is no allowed origin (an in-house host, whose versions were imported),
-// each version none of whose packages has signed evidence: imported
-// without signature, it has no download answer (the protocol gives the
-// publisher's signature), and Terraform would report the 404 as no
-// package for the platform. A warning, which Terraform prints, names
-// them and the network mirror, which serves them. A version under an
-// allowed origin is not looked at: that would ask its origin.
-func (g *providerRegistry) leaveOutUnsigned(ctx context.Context, p addrs.Provider, vs *registryjson.Versions) {
+// leaveOutUnsigned takes out of vs, the versions answer of p made of
+// list, each version imported without signature: it has no download
+// answer (the protocol gives the publisher's signature), and Terraform
+// would report the 404 as no package for the platform. A warning, which
+// Terraform prints, names them and the network mirror, which serves
+// them. Under an allowed origin (one of --allow-unsigned-hosts) they are
+// the list's InHouse versions, known without asking the origin; under a
+// host that is no allowed origin (an in-house host, whose versions were
+// all imported), each version none of whose packages has signed
+// evidence, read from the cache.
+func (g *providerRegistry) leaveOutUnsigned(ctx context.Context, p addrs.Provider, list *records.VersionList, vs *registryjson.Versions) {
+	origin := false
 	for _, h := range g.engine.Config().AllowedOrigins {
 		if host, err := addrs.ParseHost(h); err == nil && host == p.Hostname {
-			return
+			origin = true
 		}
 	}
 	var unsigned []string
 	vs.Versions = slices.DeleteFunc(vs.Versions, func(rv registryjson.Version) bool {
+		if origin {
+			if !slices.Contains(list.InHouse, rv.Version) {
+				return false
+			}
+			unsigned = append(unsigned, rv.Version)
+			return true
+		}
 		v, err := addrs.ParseSemver(rv.Version)
 		if err != nil {
 			return false

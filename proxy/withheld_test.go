@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/logbuf"
 	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/mirror/imports"
@@ -148,5 +149,56 @@ func TestRegistryLeavesOutUnsignedInHouseVersions(t *testing.T) {
 	}
 	if r := h.get("/tf.corp.example/platform/thing/1.0.0.json"); r.status != 200 {
 		t.Errorf("through the network mirror: %d %s, want 200", r.status, r.body)
+	}
+}
+
+// Under an allowed origin the operator names in --allow-unsigned-hosts,
+// a version imported without signature is left out of the registry
+// protocol's versions answer too, with the same warning, and judging it
+// asks the origin nothing: it had been listed (the door looked only at
+// hosts that are no origin), and Terraform, taking it for the newest,
+// failed on its download answer's 404. The origin's own versions stay.
+//
+// Through the network mirror they are served: they had been, until the
+// first listing of the origin replaced the list the import added them
+// to, and then not at all (index.json without them, their VERSION.json
+// 404), which only a sealed mirror escaped; after a restart too.
+func TestRegistryLeavesOutUnsignedVersionsOfAnUnsignedOriginHost(t *testing.T) {
+	t.Parallel()
+	opts := harnessOptions{cacheDir: t.TempDir(), engine: mirror.Config{UnsignedHosts: []string{originHost}}}
+	h := newHarness(t, opts)
+	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, []string{"linux_amd64"})
+	p := addrs.Provider{Hostname: originHost, Namespace: ns, Type: typ}
+	importInHouse(t, h, p, "9.0.0")
+	base := "/" + originHost + "/" + ns + "/" + typ + "/"
+	for _, restarted := range []bool{false, true} {
+		if restarted {
+			h.stop()
+			h.start(opts)
+		}
+		if r := h.get(base + "index.json"); r.status != 200 || !strings.Contains(string(r.body), `"1.0.0"`) || !strings.Contains(string(r.body), `"9.0.0"`) {
+			t.Errorf("restarted %v: index.json: %d %s, want the origin's 1.0.0 and the in-house 9.0.0", restarted, r.status, r.body)
+		}
+		if r := h.get(base + "9.0.0.json"); r.status != 200 || !strings.Contains(string(r.body), "linux_amd64") {
+			t.Errorf("restarted %v: 9.0.0.json: %d %s, want 200", restarted, r.status, r.body)
+		}
+	}
+	h.origin.ResetHits()
+	r := h.get("/registry/" + originHost + "/v1/providers/" + ns + "/" + typ + "/versions")
+	var got struct {
+		Versions []struct{ Version string } `json:"versions"`
+		Warnings []string                   `json:"warnings"`
+	}
+	r.json(t, &got)
+	var listed []string
+	for _, v := range got.Versions {
+		listed = append(listed, v.Version)
+	}
+	if r.status != 200 || strings.Join(listed, ",") != "1.0.0" || len(got.Warnings) != 1 ||
+		!strings.Contains(got.Warnings[0], p.String()+" 9.0.0: imported without signature") {
+		t.Errorf("versions: %d %s; want 1.0.0 only, and a warning naming 9.0.0", r.status, r.body)
+	}
+	if n := h.origin.Hits(fakeorigin.Download); n != 0 {
+		t.Errorf("judging the versions asked the origin %d times for a download answer", n)
 	}
 }

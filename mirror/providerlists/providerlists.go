@@ -28,6 +28,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/mirror/originguard"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/mirror/stored"
+	"github.com/tfmirror/tfmirror/v2/mirror/unsigned"
 	"github.com/tfmirror/tfmirror/v2/policy"
 )
 
@@ -66,6 +67,9 @@ type Parts struct {
 	Hosts   *originguard.Hosts // the local-only hosts, never refreshed
 	Records stored.Source      // the stored lists, read through the memo (and the lists other replicas took, when the engine composes the shared tier over it)
 	Gate    *gate.Gate         // told of every listing taken; judges versions by the lists
+	// Withholding adds the in-house versions of a host that takes
+	// them to every list served (unsigned.Withholding.AddInHouse).
+	Withholding *unsigned.Withholding
 }
 
 // Lists are the providers' version lists. Its methods are safe for
@@ -79,7 +83,7 @@ type Lists struct {
 
 // New returns the version lists of the providers.
 func New(cfg Config, parts Parts, origin Origin, metrics Metrics) (*Lists, error) {
-	if parts.Life == nil || parts.Hosts == nil || parts.Records == nil || parts.Gate == nil ||
+	if parts.Life == nil || parts.Hosts == nil || parts.Records == nil || parts.Gate == nil || parts.Withholding == nil ||
 		origin == nil || metrics == nil || cfg.Now == nil || cfg.Logger == nil || cfg.VersionsTTL <= 0 || cfg.StaleAfter <= 0 {
 		return nil, errors.New("providerlists: the engine's parts, an origin, metrics, a clock, a logger, a time to live and a wait for a refresh are required")
 	}
@@ -101,8 +105,19 @@ type State struct {
 // list is returned marked stale; a refresh that goes on stores what it
 // fetches for the next callers. force refreshes a fresh list too, and
 // waits for the refresh as long as ctx lets it. k are the provider's
-// keys, spelled once by the caller for its request.
+// keys, spelled once by the caller for its request. The list served
+// holds the provider's in-house versions too (Parts.Withholding), which
+// no listing of the origin names.
 func (s *Lists) Versions(ctx context.Context, k records.ProviderKeys, force bool) (*records.VersionList, State, error) {
+	list, st, err := s.versions(ctx, k, force)
+	if err != nil {
+		return nil, st, err
+	}
+	return s.parts.Withholding.AddInHouse(k.Provider, list), st, nil
+}
+
+// versions is Versions, the list as stored.
+func (s *Lists) versions(ctx context.Context, k records.ProviderKeys, force bool) (*records.VersionList, State, error) {
 	p, key := k.Provider, k.Versions
 	cached, storedAt, haveCached := s.parts.Records.Versions(ctx, key)
 	fresh := !force && cached != nil && cached.Schema >= records.EvidenceSchema && !cached.Imported && records.Fresh(s.cfg.Now(), storedAt, s.cfg.VersionsTTL)

@@ -119,6 +119,12 @@ type VersionList struct {
 	// dating does not take them for versions of that listing (Named),
 	// which lacked them, and dates them by its time.
 	ImportAdded []string `json:"import_added,omitempty"`
+	// InHouse are the versions of the list imported without signature
+	// under an allowed origin that takes them (mirror/unsigned): served
+	// through the network mirror, and left out of the provider registry
+	// protocol's answer, which gives the publisher's signature. Set on
+	// the list served, never stored.
+	InHouse []string `json:"-"`
 	// ListedAt is when the origin was asked for the list, by the
 	// engine's clock; zero in lists stored before it was kept (their
 	// time of storing tells). An import that adds to the list keeps it

@@ -24,8 +24,10 @@
 // and that the origin has not answered since) is left out of version
 // lists, and its package metadata answers records.ErrVersionNotFound.
 //
-// It holds the hosts whose unsigned imports are served and the versions
-// withheld under the others; package mirror asks it on every answer and
+// It holds the hosts whose unsigned imports are served, the versions
+// imported so under them (in-house builds, which no listing of the
+// origin names: added to every version list served, AddInHouse), and
+// the versions withheld under the others; package mirror asks it on every answer and
 // import, and lists what it withholds (with what the package policy
 // holds back) in mirror.Engine.Withheld. It fetches nothing and stores
 // nothing.
@@ -88,8 +90,13 @@ type Withholding struct {
 	// unsigned are the allowed origins of Config.UnsignedHosts; withheld
 	// the versions imported without signature under the others, found
 	// at start and forgotten when a prune removes them, under withheldMu.
-	unsigned   map[svchost.Hostname]bool
-	withheld   map[string][]Version // by provider
+	unsigned map[svchost.Hostname]bool
+	withheld map[string][]Version // by provider
+	// inHouse are the versions imported without signature under the
+	// allowed origins of Config.UnsignedHosts, by provider: served
+	// beside the origin's versions (AddInHouse), which the origin's
+	// list lacks. Under withheldMu.
+	inHouse    map[string][]records.VersionEntry
 	withheldMu sync.RWMutex
 }
 
@@ -120,7 +127,7 @@ func New(cfg Config, recs *stored.Records, store Store) (*Withholding, error) {
 	if recs == nil || store == nil || cfg.Logger == nil {
 		return nil, errors.New("unsigned: the stored records, a store and a logger are required")
 	}
-	s := &Withholding{cfg: cfg, recs: recs, store: store, allowed: map[svchost.Hostname]bool{}, unsigned: map[svchost.Hostname]bool{}}
+	s := &Withholding{cfg: cfg, recs: recs, store: store, allowed: map[svchost.Hostname]bool{}, unsigned: map[svchost.Hostname]bool{}, inHouse: map[string][]records.VersionEntry{}}
 	for _, h := range cfg.AllowedOrigins {
 		s.allowed[svchost.Hostname(h)] = true
 	}
@@ -172,11 +179,13 @@ func Error(p addrs.Provider, version string) error {
 // Find finds, once at start, the versions imported without
 // signature under allowed origins that Config.UnsignedHosts does not
 // name (Import refuses new ones, so the set does not grow), and logs
-// them.
+// them; and those under the allowed origins it names, the in-house
+// versions (added to by InHouse).
 func (s *Withholding) Find() error {
 	s.withheldMu.Lock()
 	defer s.withheldMu.Unlock()
 	s.withheld = map[string][]Version{}
+	s.inHouse = map[string][]records.VersionEntry{}
 	for _, host := range s.cfg.AllowedOrigins {
 		named := s.unsigned[svchost.Hostname(host)]
 		prefix := "package/" + host + "/"
@@ -185,16 +194,19 @@ func (s *Withholding) Find() error {
 			if json.Unmarshal(raw, &rec) != nil || !records.KnownSchema(rec.Schema) {
 				return nil
 			}
+			provider := strings.TrimSuffix(key, "/"+rec.Version)[len("package/"):]
 			w := &rec
 			switch {
 			case rec.Withheld != nil:
 				// Set aside for the origin's version, which is served
 				// whatever the host's setting now.
 				w = rec.Withheld
-			case named || rec.Provenance != records.ProvenanceUnsigned:
+			case rec.Provenance != records.ProvenanceUnsigned:
+				return nil
+			case named:
+				s.noteInHouse(provider, &rec)
 				return nil
 			}
-			provider := strings.TrimSuffix(key, "/"+rec.Version)[len("package/"):]
 			s.withheld[provider] = append(s.withheld[provider],
 				Version{Provider: provider, Version: w.Version, Platforms: slices.Sorted(maps.Keys(w.Archives))})
 			return nil
@@ -259,11 +271,64 @@ func (s *Withholding) WithholdFrom(p addrs.Provider, list *records.VersionList) 
 	return list.WithVersions(keep)
 }
 
-// Forget forgets p's withheld version v (as the origin spells
-// it), once a prune naming it removed it.
+// InHouse notes rec, p's record of a version just imported without
+// signature, when p's host is an allowed origin of Config.UnsignedHosts:
+// AddInHouse serves it from then on, whatever the origin lists.
+func (s *Withholding) InHouse(p addrs.Provider, rec *records.PackageRecord) {
+	if rec.Provenance != records.ProvenanceUnsigned || !s.allowed[p.Hostname] || !s.unsigned[p.Hostname] {
+		return
+	}
+	s.withheldMu.Lock()
+	defer s.withheldMu.Unlock()
+	s.noteInHouse(p.String(), rec)
+}
+
+// noteInHouse adds rec's version to provider's in-house versions, or
+// replaces the one noted before; under withheldMu, held for writing.
+func (s *Withholding) noteInHouse(provider string, rec *records.PackageRecord) {
+	e := records.VersionEntry{Version: rec.Version, Platforms: slices.Sorted(maps.Keys(rec.Archives))}
+	vs := slices.DeleteFunc(slices.Clone(s.inHouse[provider]), func(have records.VersionEntry) bool { return have.Version == e.Version })
+	s.inHouse[provider] = append(vs, e)
+}
+
+// AddInHouse returns list with p's in-house versions (InHouse) it lacks
+// added, and every in-house version it holds named in its InHouse;
+// list itself when p has none. The origin's list never names them (a
+// listing of the origin replaces the list an import added them to), and
+// they are served all the same: the operator named the host in
+// Config.UnsignedHosts.
+func (s *Withholding) AddInHouse(p addrs.Provider, list *records.VersionList) *records.VersionList {
+	s.withheldMu.RLock()
+	es := s.inHouse[p.String()]
+	s.withheldMu.RUnlock()
+	if len(es) == 0 {
+		return list
+	}
+	vs := slices.Clone(list.Versions)
+	named := make([]string, 0, len(es))
+	for _, e := range es {
+		named = append(named, e.Version)
+		if !slices.ContainsFunc(list.Versions, func(have records.VersionEntry) bool { return have.Version == e.Version }) {
+			vs = append(vs, e)
+		}
+	}
+	out := list.WithVersions(vs)
+	records.SortVersions(out.Versions)
+	slices.Sort(named)
+	out.InHouse = named
+	return out
+}
+
+// Forget forgets p's withheld or in-house version v (as the origin
+// spells it), once a prune naming it removed it.
 func (s *Withholding) Forget(p addrs.Provider, version string) {
 	s.withheldMu.Lock()
 	defer s.withheldMu.Unlock()
+	if es := slices.DeleteFunc(slices.Clone(s.inHouse[p.String()]), func(e records.VersionEntry) bool { return e.Version == version }); len(es) > 0 {
+		s.inHouse[p.String()] = es
+	} else {
+		delete(s.inHouse, p.String())
+	}
 	vs := slices.DeleteFunc(slices.Clone(s.withheld[p.String()]), func(w Version) bool { return w.Version == version })
 	if len(vs) == 0 {
 		delete(s.withheld, p.String())
