@@ -704,3 +704,41 @@ func TestSpoiledArchiveReplacedWhenShared(t *testing.T) {
 		t.Errorf("read back: %d bytes, %v", len(got), err)
 	}
 }
+
+// A read that waits for the budget of reads at once (a flood of objects
+// just under the bound, which a bucket writer can make) past the call's
+// timeout is no failure of the store, which answered: it fails that
+// read alone and leaves the circuit breaker closed. Each had counted as
+// a failed call, and a few such reads in a row shut every replica's
+// store off for the cooldown.
+func TestBudgetWaitIsNoStoreFailure(t *testing.T) {
+	srv := startServer(t)
+	ctx := context.Background()
+	keys, err := sharedstore.NewKeys(key('a'), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The call's time, five seconds, and a breaker opened by two
+	// failures in a row (openWith).
+	a := openWith(t, srv, sharedstore.Config{Holder: "h", Keys: keys, Logger: slog.New(slog.NewTextHandler(&logbuf.Buffer{}, nil))})
+	good := recordsByKind["package"]
+	if err := a.PutMeta(ctx, good, map[string]int{"schema": 2}); err != nil {
+		t.Fatal(err)
+	}
+	large := recordsByKind["versions"]
+	putRaw(t, srv, "meta/"+large, bytes.Repeat([]byte(" "), 15<<20))
+
+	release := a.HoldSmallReads(sharedstore.SmallReadBudget - 1<<20)
+	for i := range 3 {
+		if raw, _, err := a.GetMeta(ctx, large); err == nil || raw != nil {
+			t.Errorf("read %d of the large object with the budget taken: %d bytes, %v; want an error", i, len(raw), err)
+		}
+	}
+	if err := a.Status(); err != nil {
+		t.Errorf("after reads waiting for the budget: %v, want the store in use", err)
+	}
+	release()
+	if raw, _, err := a.GetMeta(ctx, good); err != nil || raw == nil {
+		t.Errorf("a record the replicas wrote, after: %s, %v", raw, err)
+	}
+}

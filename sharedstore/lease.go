@@ -75,7 +75,7 @@ func (s *Store) TryLease(ctx context.Context, sha string) (*Lease, error) {
 		return &Lease{s: s, sha: sha, local: true}, nil
 	}
 	var l *Lease
-	err := s.call(ctx, "lease", func(ctx context.Context) (string, error) {
+	err := s.call(ctx, "lease", nil, func(ctx context.Context) (string, error) {
 		for range 2 {
 			etag, ok, err := s.putLease(ctx, sha, "")
 			if err != nil {
@@ -172,7 +172,7 @@ func (l *Lease) Renew(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	lost := false
-	err := l.s.call(ctx, "lease", func(ctx context.Context) (string, error) {
+	err := l.s.call(ctx, "lease", nil, func(ctx context.Context) (string, error) {
 		etag, ok, err := l.s.putLease(ctx, l.sha, l.etag)
 		if err != nil {
 			return "", err
@@ -216,7 +216,7 @@ func (l *Lease) Release(ctx context.Context) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.s.call(ctx, "lease", func(ctx context.Context) (string, error) {
+	return l.s.call(ctx, "lease", nil, func(ctx context.Context) (string, error) {
 		_, err := l.s.client.DeleteObject(ctx, &s3.DeleteObjectInput{
 			Bucket: &l.s.loc.Bucket, Key: aws.String(l.s.key("leases/" + l.sha)), IfMatch: aws.String(l.etag)})
 		if st := statusOf(err); st == http.StatusPreconditionFailed || st == http.StatusNotFound {

@@ -50,7 +50,7 @@ func (s *Store) ProbeConditional(ctx context.Context) error {
 func (s *Store) probeLocked(ctx context.Context) error {
 	s.cond.tried = s.cfg.Now()
 	var ignored error
-	err := s.call(ctx, "probe", func(ctx context.Context) (string, error) {
+	err := s.call(ctx, "probe", nil, func(ctx context.Context) (string, error) {
 		var err error
 		ignored, err = s.probeConditional(ctx)
 		if err != nil {

@@ -22,7 +22,7 @@ func (s *Store) list(ctx context.Context, prefix string, fn func(key string, siz
 	var token *string
 	for range maxListPages {
 		var out *s3.ListObjectsV2Output
-		err := s.call(ctx, "list", func(ctx context.Context) (string, error) {
+		err := s.call(ctx, "list", nil, func(ctx context.Context) (string, error) {
 			var err error
 			out, err = s.client.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: &s.loc.Bucket, Prefix: aws.String(full), ContinuationToken: token})
 			return "ok", err
@@ -100,7 +100,7 @@ func (s *Store) DeleteArchive(ctx context.Context, sha string) error {
 		return err
 	}
 	for _, key := range []string{s.key("archives/" + sha), s.key("archive-auth/" + sha)} {
-		err := s.call(ctx, "delete_archive", func(ctx context.Context) (string, error) {
+		err := s.call(ctx, "delete_archive", nil, func(ctx context.Context) (string, error) {
 			_, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &s.loc.Bucket, Key: aws.String(key)})
 			if statusOf(err) == http.StatusNotFound {
 				return "absent", nil

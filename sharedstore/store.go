@@ -365,7 +365,7 @@ func (s *Store) Status() error {
 // Check asks the store whether the bucket can be reached, counting the
 // answer like any call.
 func (s *Store) Check(ctx context.Context) error {
-	return s.call(ctx, "check", func(ctx context.Context) (string, error) {
+	return s.call(ctx, "check", nil, func(ctx context.Context) (string, error) {
 		_, err := s.client.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: &s.loc.Bucket})
 		return "ok", err
 	})
@@ -373,8 +373,10 @@ func (s *Store) Check(ctx context.Context) error {
 
 // call runs fn with the call timeout, through the breaker. fn returns its
 // outcome for the metrics; errors that are answers (absent, held) must be
-// returned by fn as a nil error with that outcome.
-func (s *Store) call(ctx context.Context, op string, fn func(ctx context.Context) (string, error)) error {
+// returned by fn as a nil error with that outcome. fn adds to *waited (when waited is not nil) the time it waited on this
+// replica (for its budget of reads at once), which is not the store's:
+// the call is slow (SlowCall) by the rest.
+func (s *Store) call(ctx context.Context, op string, waited *time.Duration, fn func(ctx context.Context) (string, error)) error {
 	start := s.cfg.Now()
 	if err := s.Status(); err != nil {
 		s.observe(op, "unavailable", 0)
@@ -392,6 +394,9 @@ func (s *Store) call(ctx context.Context, op string, fn func(ctx context.Context
 	}
 	took := s.cfg.Now().Sub(start)
 	s.observe(op, outcome, took)
+	if waited != nil {
+		took -= *waited
+	}
 	if err == nil && s.cfg.SlowCall > 0 && took > s.cfg.SlowCall {
 		// Answered, and the answer is used; the breaker counts it.
 		s.record(fmt.Errorf("%s answered in %s, slower than %s", op, took.Round(time.Millisecond), s.cfg.SlowCall))
@@ -496,7 +501,7 @@ func (s *Store) openObject(ctx context.Context, op, key string) (io.ReadCloser, 
 	var out *s3.GetObjectOutput
 	var refused error
 	bodyCtx, cancelBody := context.WithCancelCause(ctx)
-	err := s.call(ctx, op, func(cctx context.Context) (string, error) {
+	err := s.call(ctx, op, nil, func(cctx context.Context) (string, error) {
 		// The body must outlive cctx: the request runs on bodyCtx, which
 		// the call's timeout cancels only until the answer has come.
 		stop := context.AfterFunc(cctx, func() { cancelBody(nil) })
@@ -738,19 +743,24 @@ func multipartETag(etag string) bool {
 //
 // The bytes read are charged to the store's budget of reads at once
 // (smallReadBudget) until the caller calls release, once it is done with
-// them and what it decoded from them; release is never nil.
+// them and what it decoded from them; release is never nil. A read whose
+// room in the budget did not come within the call's time fails with
+// errBusy: the store answered, and the wait was this replica's, so the
+// call counts as one answered (outcome "busy"), in its time (SlowCall)
+// without the wait.
 func (s *Store) getSmall(ctx context.Context, op, key string) (_ []byte, _ time.Time, release func(), _ error) {
 	var raw []byte
 	var modified time.Time
-	var refused error
+	var refused, busy error
 	var charged int64
+	var waited time.Duration
 	release = func() {
 		if charged > 0 {
 			s.smallReads.Release(charged)
 			charged = 0
 		}
 	}
-	err := s.call(ctx, op, func(ctx context.Context) (string, error) {
+	err := s.call(ctx, op, &waited, func(ctx context.Context) (string, error) {
 		o, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.loc.Bucket, Key: aws.String(key)})
 		if statusOf(err) == http.StatusNotFound {
 			return "absent", nil
@@ -775,8 +785,12 @@ func (s *Store) getSmall(ctx context.Context, op, key string) (_ []byte, _ time.
 			n = maxSmallBytes // not stated: as much as it may be
 		}
 		release() // a retry's charge is made anew
-		if err := s.smallReads.Acquire(ctx, smallReadCost*n); err != nil {
-			return "", err
+		waitFrom := s.cfg.Now()
+		err = s.smallReads.Acquire(ctx, smallReadCost*n)
+		waited += s.cfg.Now().Sub(waitFrom)
+		if err != nil {
+			busy = fmt.Errorf("%w: %w", errBusy, err)
+			return "busy", nil
 		}
 		charged = smallReadCost * n
 		b, err := io.ReadAll(io.LimitReader(o.Body, n+1))
@@ -793,15 +807,23 @@ func (s *Store) getSmall(ctx context.Context, op, key string) (_ []byte, _ time.
 	if err != nil || refused != nil || raw == nil {
 		release()
 	}
+	if err == nil && busy != nil {
+		return nil, time.Time{}, release, fmt.Errorf("shared store %s: %w", op, busy)
+	}
 	if err == nil && refused != nil {
 		return nil, time.Time{}, release, refused
 	}
 	return raw, modified, release, err
 }
 
+// errBusy is a read that waited for room in the budget of reads at once
+// (getSmall) longer than the call's time: a failure of that read alone,
+// not of the store.
+var errBusy = errors.New("waited too long for room among the records and headers being read at once")
+
 // putSmall stores doc under the full key, replacing any object there.
 func (s *Store) putSmall(ctx context.Context, op, key string, doc []byte) error {
-	return s.call(ctx, op, func(ctx context.Context) (string, error) {
+	return s.call(ctx, op, nil, func(ctx context.Context) (string, error) {
 		for attempt := 1; ; attempt++ {
 			out, err := s.client.PutObject(ctx, &s3.PutObjectInput{
 				Bucket: &s.loc.Bucket, Key: aws.String(key),
