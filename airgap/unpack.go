@@ -196,7 +196,8 @@ func decompressed(br *bufio.Reader) (io.Reader, error) {
 // CheckTar refuses a regular file at path that does not start as a tar
 // file (gzip-compressed or not) does, reading its first entry's header,
 // so that an import refuses such a file before it makes or opens a data
-// directory. Anything else (a directory, a FIFO, which a read would
+// directory; so is a tar file of no entry, which holds nothing to
+// import. Anything else (a directory, a FIFO, which a read would
 // drain) is left to Import; a tar file refused past its first header
 // still is refused by Import, leaving nothing behind.
 func CheckTar(path string) error {
@@ -218,7 +219,12 @@ func CheckTar(path string) error {
 			return nil
 		}
 	}
-	if err != nil && err != io.EOF { // EOF: a tar file of no entry
+	if err == io.EOF {
+		// A tar file of no entry holds no package, nor the manifest
+		// even an empty export carries.
+		return errors.New("a tar file of no entry: it holds no provider packages, and no export's manifest")
+	}
+	if err != nil {
 		return fmt.Errorf("not a tar file, gzip-compressed or not (%v)", err)
 	}
 	return nil

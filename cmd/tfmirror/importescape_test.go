@@ -51,8 +51,9 @@ func TestImportShowsNoControlCharacters(t *testing.T) {
 // TestImportOfNoTarFileMakesNothing: a file given to `tfmirror import`
 // that is no tar file (gzip-compressed or not) is refused saying so,
 // before the data directory is made, where the import had made and
-// opened it, then said only "unexpected EOF". A tar file of no entry is
-// one, refused by the import for what it holds.
+// opened it, then said only "unexpected EOF". A tar file of no entry,
+// which holds nothing to import, is refused there too: it had made the
+// data directory before the import refused it.
 func TestImportOfNoTarFileMakesNothing(t *testing.T) {
 	t.Parallel()
 	in := t.TempDir()
@@ -83,7 +84,11 @@ func TestImportOfNoTarFileMakesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	var stdout, stderr bytes.Buffer
-	if code := runImport([]string{"--data-dir", filepath.Join(t.TempDir(), "data"), path}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "empty.tar holds no provider packages") {
+	data := filepath.Join(t.TempDir(), "data")
+	if code := runImport([]string{"--data-dir", data, path}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "empty.tar refused: a tar file of no entry: it holds no provider packages") {
 		t.Errorf("a tar file of no entry: exit status %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
+	}
+	if _, err := os.Stat(data); !os.IsNotExist(err) {
+		t.Errorf("a tar file of no entry: the data directory was made (%v)", err)
 	}
 }
