@@ -81,32 +81,31 @@ func (s *Engine) NewOCI() (*OCI, error) {
 // Blob opens the archive of p's repository whose sha256 digest is d (an
 // archive of a version whose index was handed out), as OpenArchive does:
 // cached, or downloaded once however many callers, verified before its
-// last bytes. size is its length in bytes as the index said it (0 when
-// not recorded), which its bytes may not bear out: a.Size, when known,
-// is the length its bytes have. A cached archive whose size is not the
-// index's has its version's documents dropped, to be made again
+// last bytes; a.Size, when known, is the length its bytes have. A cached
+// archive whose size is not the index's has its version's documents
+// dropped, to be made again
 // (ocistore.OCI.Verified); for one being downloaded, the next answer
 // after its commit bears the sizes out (ocistore.OCI.Generation). Errors: ocistore.ErrDigestUnknown, and those of
 // OpenArchive.
-func (o *OCI) Blob(ctx context.Context, p addrs.Provider, d digest.Digest) (a *Archive, size int64, err error) {
+func (o *OCI) Blob(ctx context.Context, p addrs.Provider, d digest.Digest) (a *Archive, err error) {
 	b, err := o.Resolve(ctx, p, d)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	a, err = o.api.OpenArchive(ctx, p, b.Version, b.Platform)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	if a.SHA256 != b.SHA256 {
 		// The version's record names another archive for the platform
 		// now: the digest is not this repository's any more.
 		a.Close()
-		return nil, 0, fmt.Errorf("%w: %s in %s", ocistore.ErrDigestUnknown, d, p)
+		return nil, fmt.Errorf("%w: %s in %s", ocistore.ErrDigestUnknown, d, p)
 	}
 	if a.Content() != nil && a.Size > 0 && a.Size != b.Size {
 		o.docs.Verified(p, b.SHA256, a.Size)
 	}
-	return a, b.Size, nil
+	return a, nil
 }
 
 // answer returns the verified archives of version v of p, as the

@@ -168,7 +168,7 @@ func TestSharedOCIDigestsResolveOnAnotherReplica(t *testing.T) {
 		}
 	}
 	for _, d := range blobs {
-		arc, size, err := ob.Blob(t.Context(), p, d)
+		arc, err := ob.Blob(t.Context(), p, d)
 		if err != nil {
 			t.Fatalf("replica B, blob %s by digest alone: %v", d, err)
 		}
@@ -177,8 +177,8 @@ func TestSharedOCIDigestsResolveOnAnotherReplica(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if int64(len(body)) != size || digest.FromBytes(body) != d {
-			t.Fatalf("replica B's blob %s: %d bytes (said %d), digest %s", d, len(body), size, digest.FromBytes(body))
+		if digest.FromBytes(body) != d {
+			t.Fatalf("replica B's blob %s: %d bytes of digest %s", d, len(body), digest.FromBytes(body))
 		}
 	}
 	// The tag on B answers the same index.
@@ -204,7 +204,7 @@ func TestSharedOCIDigestsResolveOnAnotherReplica(t *testing.T) {
 	if _, err := ob.Manifest(t.Context(), p, forged); !errors.Is(err, ocistore.ErrDigestUnknown) {
 		t.Errorf("a forged manifest entry: %v, want ErrDigestUnknown", err)
 	}
-	if arc, _, err := ob.Blob(t.Context(), p, forgedBlob); !errors.Is(err, ocistore.ErrDigestUnknown) {
+	if arc, err := ob.Blob(t.Context(), p, forgedBlob); !errors.Is(err, ocistore.ErrDigestUnknown) {
 		if err == nil {
 			arc.Close()
 		}

@@ -150,8 +150,8 @@ func (f failingEngine) Manifest(context.Context, addrs.Provider, digest.Digest) 
 func (f failingEngine) ManifestAnswer(context.Context, addrs.Provider, digest.Digest) (oci.Document, func() bool, error) {
 	return oci.Document{}, nil, f.err
 }
-func (f failingEngine) Blob(context.Context, addrs.Provider, digest.Digest) (*mirror.Archive, int64, error) {
-	return nil, 0, f.err
+func (f failingEngine) Blob(context.Context, addrs.Provider, digest.Digest) (*mirror.Archive, error) {
+	return nil, f.err
 }
 
 // TestOriginFailuresInTheEnginesKinds: every method of Packages that

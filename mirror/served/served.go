@@ -129,7 +129,7 @@ type OCI interface {
 	IndexAnswer(ctx context.Context, p addrs.Provider, v versions.Version) (oci.Document, func() bool, error)
 	Manifest(ctx context.Context, p addrs.Provider, d digest.Digest) (oci.Document, error)
 	ManifestAnswer(ctx context.Context, p addrs.Provider, d digest.Digest) (oci.Document, func() bool, error)
-	Blob(ctx context.Context, p addrs.Provider, d digest.Digest) (*mirror.Archive, int64, error)
+	Blob(ctx context.Context, p addrs.Provider, d digest.Digest) (*mirror.Archive, error)
 }
 
 // Stored is the package policy's view of the provider and module
@@ -367,12 +367,12 @@ func (s *Packages) ManifestAnswer(ctx context.Context, p addrs.Provider, d diges
 }
 
 // Blob is mirror.OCI.Blob behind the policy.
-func (s *Packages) Blob(ctx context.Context, p addrs.Provider, d digest.Digest) (*mirror.Archive, int64, error) {
+func (s *Packages) Blob(ctx context.Context, p addrs.Provider, d digest.Digest) (*mirror.Archive, error) {
 	o, err := s.ociFor(p)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
-	return out3(o.Blob(ctx, p, d))
+	return out(o.Blob(ctx, p, d))
 }
 
 // What the exports ask of a version the cache holds.

@@ -134,7 +134,7 @@ var packageCases = map[string]struct {
 		return both(ierr, err)
 	}},
 	"Blob": {call: func(ctx context.Context, s *served.Packages, x target) error {
-		a, _, err := s.Blob(ctx, x.p, x.blob)
+		a, err := s.Blob(ctx, x.p, x.blob)
 		return closeIt(a, err)
 	}},
 	"ModuleVersions": {call: func(ctx context.Context, s *served.Packages, x target) error {

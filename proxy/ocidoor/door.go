@@ -42,7 +42,7 @@ type Providers interface {
 	// whether it is still the answer (nil: it may not be reused).
 	IndexAnswer(ctx context.Context, p addrs.Provider, v versions.Version) (oci.Document, func() bool, error)
 	ManifestAnswer(ctx context.Context, p addrs.Provider, d digest.Digest) (oci.Document, func() bool, error)
-	Blob(ctx context.Context, p addrs.Provider, d digest.Digest) (*mirror.Archive, int64, error)
+	Blob(ctx context.Context, p addrs.Provider, d digest.Digest) (*mirror.Archive, error)
 }
 
 // Config configures a Door.
@@ -485,7 +485,7 @@ func (d *Door) blob(w http.ResponseWriter, r *http.Request, name, ref string) {
 		writeTagged(w, r, oci.MediaTypeEmptyConfig, oci.EmptyConfigBlob(), d.AnswerError)
 		return
 	}
-	a, _, err := d.providers.Blob(r.Context(), p, dg)
+	a, err := d.providers.Blob(r.Context(), p, dg)
 	if err != nil {
 		d.failEngine(w, r, codeBlobUnknown, err)
 		return
