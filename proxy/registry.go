@@ -102,12 +102,7 @@ func (g *providerRegistry) handleVersions(w http.ResponseWriter, r *http.Request
 // all imported), each version none of whose packages has signed
 // evidence, read from the cache.
 func (g *providerRegistry) leaveOutUnsigned(ctx context.Context, p addrs.Provider, list *records.VersionList, vs *registryjson.Versions) {
-	origin := false
-	for _, h := range g.engine.Config().AllowedOrigins {
-		if host, err := addrs.ParseHost(h); err == nil && host == p.Hostname {
-			origin = true
-		}
-	}
+	origin := slices.Contains(g.engine.Config().AllowedOrigins, p.Hostname.String()) // in comparison form
 	var unsigned []string
 	vs.Versions = slices.DeleteFunc(vs.Versions, func(rv registryjson.Version) bool {
 		if origin {
