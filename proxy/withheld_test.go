@@ -202,3 +202,27 @@ func TestRegistryLeavesOutUnsignedVersionsOfAnUnsignedOriginHost(t *testing.T) {
 		t.Errorf("judging the versions asked the origin %d times for a download answer", n)
 	}
 }
+
+// An in-house provider under an allowed origin of --allow-unsigned-hosts
+// that the origin does not have at all (its listing answers 404) is
+// served all the same, its versions alone listed: it had answered 404
+// once the mirror was online.
+func TestInHouseProviderTheOriginLacks(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{engine: mirror.Config{UnsignedHosts: []string{originHost}}})
+	p := addrs.Provider{Hostname: originHost, Namespace: "platform", Type: "thing"}
+	importInHouse(t, h, p, "1.0.0")
+	base := "/" + originHost + "/platform/thing/"
+	if r := h.get(base + "index.json"); r.status != 200 || !strings.Contains(string(r.body), `"1.0.0"`) {
+		t.Errorf("index.json: %d %s, want the in-house 1.0.0", r.status, r.body)
+	}
+	if r := h.get(base + "1.0.0.json"); r.status != 200 {
+		t.Errorf("1.0.0.json: %d %s, want 200", r.status, r.body)
+	}
+	if r := h.get(base + "2.0.0.json"); r.status != 404 {
+		t.Errorf("2.0.0.json, a version nobody has: %d %s, want 404", r.status, r.body)
+	}
+	if r := h.get("/" + originHost + "/platform/other/index.json"); r.status != 404 {
+		t.Errorf("a provider nobody has: %d %s, want 404", r.status, r.body)
+	}
+}

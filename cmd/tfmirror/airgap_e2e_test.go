@@ -552,3 +552,61 @@ func TestImportInHouseProvider(t *testing.T) {
 		t.Errorf("after the import, the cache holds %v", got)
 	}
 }
+
+// In-house providers imported without signature under an allowed origin
+// that --allow-unsigned-hosts names are installed by terraform init
+// through the network mirror of an online mirror, beside the origin's
+// own providers: one the origin lacks altogether, and a version of one
+// it has that it does not list. Both had been served only until the
+// mirror listed the origin (at once, online), then answered 404.
+func TestInHouseProvidersUnderAnOriginHost(t *testing.T) {
+	terraformBinary(t)
+	origin := newOrigin(t, fakeorigin.Options{})
+	origin.AddProvider("hashicorp", "random", []string{"3.5.0"}, []string{"linux_amd64"})
+	in := t.TempDir()
+	for _, pv := range [][3]string{{"platform", "thing", "1.0.0"}, {"hashicorp", "random", "9.9.0"}} {
+		dir := filepath.Join(in, tfRegistry, pv[0], pv[1])
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		var zbuf bytes.Buffer
+		zw := zip.NewWriter(&zbuf)
+		h := &zip.FileHeader{Name: "terraform-provider-" + pv[1] + "_v" + pv[2], Method: zip.Deflate}
+		h.SetMode(0o755)
+		f, err := zw.CreateHeader(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(f, "#!/bin/sh\necho in-house provider\nexit 1\n")
+		if err := zw.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "terraform-provider-"+pv[1]+"_"+pv[2]+"_linux_amd64.zip"), zbuf.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data := filepath.Join(t.TempDir(), "data")
+	if code, stdout, stderr := runCommand("import", "--data-dir", data, "--allow-unsigned", "--allow-unsigned-hosts", tfRegistry, in); code != 0 || !strings.Contains(stdout, "imported 2 packages") {
+		t.Fatalf("import --allow-unsigned --allow-unsigned-hosts %s: exit %d\n%s%s", tfRegistry, code, stdout, stderr)
+	}
+
+	m := startMirror(t, origin, data, nil, "--allow-unsigned-hosts", tfRegistry)
+	cfgDir := writeConfig(t, map[string]string{"thing": tfRegistry + "/platform/thing@1.0.0", "random": tfRegistry + "/hashicorp/random@9.9.0"})
+	out, err := tfRun(t, cfgDir, networkMirror(t, m.url), m.m.caFile, "init", "-no-color")
+	if err != nil {
+		t.Fatalf("terraform init of the in-house providers: %v\n%s", err, out)
+	}
+	for _, pv := range [][3]string{{"platform", "thing", "1.0.0"}, {"hashicorp", "random", "9.9.0"}} {
+		if _, err := os.Stat(filepath.Join(cfgDir, ".terraform", "providers", tfRegistry, pv[0], pv[1], pv[2], "linux_amd64", "terraform-provider-"+pv[1]+"_v"+pv[2])); err != nil {
+			t.Errorf("%s/%s %s not installed: %v", pv[0], pv[1], pv[2], err)
+		}
+	}
+	if origin.Hits(fakeorigin.Versions) == 0 {
+		t.Errorf("the origin was never listed: the test shows nothing of an online mirror")
+	}
+	// The origin's own version is served beside them.
+	_, body, err := m.get("/" + tfRegistry + "/hashicorp/random/index.json")
+	if err != nil || !strings.Contains(string(body), `"3.5.0"`) || !strings.Contains(string(body), `"9.9.0"`) {
+		t.Errorf("hashicorp/random index.json: %s %v, want the origin's 3.5.0 and the in-house 9.9.0", body, err)
+	}
+}

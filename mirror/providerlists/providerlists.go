@@ -107,9 +107,16 @@ type State struct {
 // waits for the refresh as long as ctx lets it. k are the provider's
 // keys, spelled once by the caller for its request. The list served
 // holds the provider's in-house versions too (Parts.Withholding), which
-// no listing of the origin names.
+// no listing of the origin names: those alone when the origin does not
+// have the provider.
 func (s *Lists) Versions(ctx context.Context, k records.ProviderKeys, force bool) (*records.VersionList, State, error) {
 	list, st, err := s.versions(ctx, k, force)
+	if errors.Is(err, discovery.ErrNotFound) {
+		// An in-house provider the origin does not have: its versions.
+		if l := s.parts.Withholding.AddInHouse(k.Provider, &records.VersionList{Schema: records.Schema}); len(l.Versions) > 0 {
+			return l, State{Fetched: true, StoredAt: s.cfg.Now()}, nil
+		}
+	}
 	if err != nil {
 		return nil, st, err
 	}
