@@ -139,6 +139,10 @@ type Selection struct {
 	// Set is the set of versions the constraint allows, with Terraform's
 	// rules (prereleases only when named exactly).
 	Set versions.Set
+	// Call, when set, selects in place of Set: the version constraint of
+	// a configuration's module call, which the clients read by rules of
+	// their own (addrs.ModuleCallVersions).
+	Call *addrs.ModuleCallVersions
 	// Latest, when positive, keeps only the newest Latest versions of
 	// the list that Set allows; 0 keeps them all.
 	Latest int
@@ -151,11 +155,19 @@ type Selection struct {
 	Calls int
 }
 
+// Has reports whether s allows v (Call's rules, or Set's), before Latest.
+func (s Selection) Has(v versions.Version) bool {
+	if s.Call != nil {
+		return s.Call.Has(v)
+	}
+	return s.Set.Has(v)
+}
+
 // Select returns the versions of available that s selects, newest first.
 func (s Selection) Select(available versions.List) versions.List {
 	var out versions.List
 	for _, v := range available {
-		if s.Set.Has(v) {
+		if s.Has(v) {
 			out = append(out, v)
 		}
 	}
@@ -313,10 +325,12 @@ func (s *Spec) retract(addr addrs.Provider, sel Selection) {
 }
 
 // alikeKey tells selections apart: those of one constraint (Text) and
-// one Latest select the same versions, and are one.
+// one Latest, read by the same rules (a module call's or not), select
+// the same versions, and are one.
 type alikeKey struct {
 	text   string
 	latest int
+	call   bool
 }
 
 // alikeIndex is the position of each selection of a list by its
@@ -343,7 +357,7 @@ func mergeSelections(list []Selection, index alikeIndex, add []Selection) ([]Sel
 // appendSelections is mergeSelections once index is list's.
 func appendSelections(list []Selection, index alikeIndex, add []Selection) ([]Selection, alikeIndex) {
 	for _, sel := range add {
-		k := alikeKey{sel.Text, sel.Latest}
+		k := alikeKey{sel.Text, sel.Latest, sel.Call != nil}
 		if i, ok := index[k]; ok {
 			list[i].Calls = max(list[i].Calls, 1) + max(sel.Calls, 1)
 			continue

@@ -12,8 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/apparentlymart/go-versions/versions"
 	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 )
@@ -68,7 +68,7 @@ type remoteCall struct {
 	module     *addrs.Module
 	subdir     string
 	constraint string
-	set        versions.Set
+	versions   addrs.ModuleCallVersions // the zero value: no constraint
 	source     string
 	where      string
 	// calls is how many calls of the configuration this one stands for
@@ -235,7 +235,7 @@ func (c remoteCall) selection() Selection {
 	if text == "" {
 		text = "any version"
 	}
-	return Selection{Text: text, Set: c.set, Latest: 1, Where: c.where, Calls: c.calls}
+	return Selection{Text: text, Call: &c.versions, Latest: 1, Where: c.where, Calls: c.calls}
 }
 
 // ReadModuleDir reads the configuration of the module in dir (a module of
@@ -332,7 +332,7 @@ func (s *Spec) readModuleDir(ctx context.Context, root, dir, what string, maxCal
 // ([HOST/]NAMESPACE/NAME/SYSTEM[//SUBDIR], with an optional version
 // constraint; host when it names none), or any other source.
 func remoteModule(ctx context.Context, sc *staticScope, what, src string, attrs hcl.Attributes, host string) (remoteCall, error) {
-	rc := remoteCall{source: src, where: where(attrs["source"].Range), set: versions.Released}
+	rc := remoteCall{source: src, where: where(attrs["source"].Range)}
 	addr, subdir, ok := registrySource(src, host)
 	va, versioned := attrs["version"]
 	switch {
@@ -343,7 +343,14 @@ func remoteModule(ctx context.Context, sc *staticScope, what, src string, attrs 
 	}
 	rc.module, rc.subdir = &addr, subdir
 	if versioned {
-		c, err := sc.stringOf(ctx, va.Expr, "version", what)
+		v, err := sc.valueOf(ctx, va.Expr, "version", what)
+		if err != nil {
+			return rc, err
+		}
+		if v != cty.NilVal && v.IsKnown() && v.IsNull() {
+			return rc, nil // no constraint, as both clients take it
+		}
+		c, err := stringValue(v, va.Expr, "version", what)
 		if err != nil {
 			return rc, err
 		}
@@ -354,11 +361,11 @@ func remoteModule(ctx context.Context, sc *staticScope, what, src string, attrs 
 			}
 			return rc, nil
 		}
-		set, err := parseModuleConstraint(c)
+		mv, err := addrs.ParseModuleCallVersions(c, host == addrs.OpenTofuRegistryHost)
 		if err != nil {
 			return rc, posError(va.Expr.Range(), "%v", err)
 		}
-		rc.constraint, rc.set = c, set
+		rc.constraint, rc.versions = c, mv
 	}
 	return rc, nil
 }

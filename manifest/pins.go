@@ -92,7 +92,7 @@ func (d *PinsDir) Pins() (*retention.Pins, bool, error) {
 		for _, m := range spec.Modules {
 			k := m.Address.String()
 			for _, sel := range m.Selections {
-				pins.Modules[k] = append(pins.Modules[k], retention.PinSelection{Set: sel.Set, Latest: sel.Latest, Where: sel.Where})
+				pins.Modules[k] = append(pins.Modules[k], retention.PinSelection{Set: sel.Set, Call: sel.Call, Latest: sel.Latest, Where: sel.Where})
 			}
 		}
 		for _, c := range spec.CLIs {

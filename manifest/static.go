@@ -224,6 +224,17 @@ func (sc *staticScope) childScope(ctx context.Context, what string, rng hcl.Rang
 // to (value). Without one, any other expression is refused, saying what
 // it refers to and what to do.
 func (sc *staticScope) stringOf(ctx context.Context, expr hcl.Expression, attr, what string) (string, error) {
+	v, err := sc.valueOf(ctx, expr, attr, what)
+	if err != nil {
+		return "", err
+	}
+	return stringValue(v, expr, attr, what)
+}
+
+// valueOf is the value of expr as stringOf reads it, before it is taken
+// for a string: cty.NilVal for an expression it cannot evaluate (one
+// that refers to anything, without a scope).
+func (sc *staticScope) valueOf(ctx context.Context, expr hcl.Expression, attr, what string) (cty.Value, error) {
 	v, diags := hclfile.Value(expr)
 	switch {
 	case !diags.HasErrors() && !sc.templated(expr, v):
@@ -232,9 +243,14 @@ func (sc *staticScope) stringOf(ctx context.Context, expr hcl.Expression, attr, 
 	default:
 		var err error
 		if v, err = sc.value(ctx, expr); err != nil {
-			return "", fmt.Errorf("%s: %s of %s: %w", where(expr.Range()), attr, what, err)
+			return cty.NilVal, fmt.Errorf("%s: %s of %s: %w", where(expr.Range()), attr, what, err)
 		}
 	}
+	return v, nil
+}
+
+// stringValue is v, expr's value (valueOf), as stringOf takes it.
+func stringValue(v cty.Value, expr hcl.Expression, attr, what string) (string, error) {
 	if attr == "version" && v != cty.NilVal && v.IsKnown() && !v.IsNull() && v.Type() == cty.Number {
 		v, _ = convert.Convert(v, cty.String) // version = 1, as both clients take it
 	}

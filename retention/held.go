@@ -187,7 +187,7 @@ func (p *pinState) get() *Pins {
 // selections of the newest N.
 func pinnedBy(sels []PinSelection, v versions.Version, cached versions.List) (string, bool) {
 	for _, sel := range sels {
-		if !sel.Set.Has(v) {
+		if !sel.Has(v) {
 			continue
 		}
 		if sel.Latest <= 0 {
@@ -195,7 +195,7 @@ func pinnedBy(sels []PinSelection, v versions.Version, cached versions.List) (st
 		}
 		newer := 0
 		for _, c := range cached {
-			if sel.Set.Has(c) && c.GreaterThan(v) {
+			if sel.Has(c) && c.GreaterThan(v) {
 				newer++
 			}
 		}

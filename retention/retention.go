@@ -11,6 +11,7 @@ import (
 
 	"github.com/apparentlymart/go-versions/versions"
 
+	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/mirror"
 	mirrorheld "github.com/tfmirror/tfmirror/v2/mirror/inventory"
@@ -127,11 +128,23 @@ type Pins struct {
 type PinSelection struct {
 	// Set is the versions selected.
 	Set versions.Set
+	// Call, when set, selects in place of Set: a module call's version
+	// constraint, read by the clients' rules (manifest.Selection.Call).
+	Call *addrs.ModuleCallVersions
 	// Latest, when positive, pins only the newest Latest cached versions
 	// Set has.
 	Latest int
 	// Where is the file:line that pinned them.
 	Where string
+}
+
+// Has reports whether s selects v (Call's rules, or Set's), before
+// Latest.
+func (s PinSelection) Has(v versions.Version) bool {
+	if s.Call != nil {
+		return s.Call.Has(v)
+	}
+	return s.Set.Has(v)
 }
 
 // PinnedVersion is a pinned version that the cache has metadata of.
@@ -437,7 +450,7 @@ func (r *Retainer) Serving(kind, address string, v versions.Version, sha string)
 	}
 	latest := false
 	for _, sel := range pins.of(kind, address) {
-		if !sel.Set.Has(v) {
+		if !sel.Has(v) {
 			continue
 		}
 		if sel.Latest <= 0 {
