@@ -153,6 +153,12 @@ type Selection struct {
 	// packages, a manifest's blocks: the same Text and Latest, which the
 	// spec merges into one Selection); 0 or 1 is the one at Where.
 	Calls int
+	// Subdirs are, for a module's, the subdirectories of its package
+	// that the calls selecting by it use (a source's //SUBDIR; "" is the
+	// module itself): those of the versions it selects are read, not
+	// every subdirectory another constraint's calls use. None: the
+	// module's Subdirs.
+	Subdirs []string
 }
 
 // Has reports whether s allows v (Call's rules, or Set's), before Latest.
@@ -360,6 +366,8 @@ func appendSelections(list []Selection, index alikeIndex, add []Selection) ([]Se
 		k := alikeKey{sel.Text, sel.Latest, sel.Call != nil}
 		if i, ok := index[k]; ok {
 			list[i].Calls = max(list[i].Calls, 1) + max(sel.Calls, 1)
+			// Clipped: the list's selection may share its slice.
+			list[i].Subdirs = appendNew(slices.Clip(list[i].Subdirs), sel.Subdirs...)
 			continue
 		}
 		index[k] = len(list)

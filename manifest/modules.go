@@ -235,7 +235,7 @@ func (c remoteCall) selection() Selection {
 	if text == "" {
 		text = "any version"
 	}
-	return Selection{Text: text, Call: &c.versions, Latest: 1, Where: c.where, Calls: c.calls}
+	return Selection{Text: text, Call: &c.versions, Latest: 1, Where: c.where, Calls: c.calls, Subdirs: []string{c.subdir}}
 }
 
 // ReadModuleDir reads the configuration of the module in dir (a module of

@@ -134,3 +134,38 @@ func TestSyncReadsModuleConstraintsAsOpenTofu(t *testing.T) {
 		})
 	}
 }
+
+// Each version of a module is read at the subdirectories the calls
+// selecting it use: a configuration calling acme/net/aws 1.0.0, and
+// acme/net/aws//modules/x at 2.0.0, whose 1.0.0 has no modules/x and
+// whose 2.0.0's root calls a module no registry has, is synced, and a
+// sealed mirror installs it as a direct install does. Sync read every
+// subdirectory of every version selected: it failed on 1.0.0 having no
+// modules/x, and on the module 2.0.0's unused root calls; so did two
+// directories making one call each, synced together.
+func TestSyncReadsEachVersionAtItsCallsSubdirectories(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, fakeorigin.Options{})
+	o := e.origin
+	o.AddProvider("hashicorp", "random", []string{"3.5.0", "3.6.0"}, registryPlatforms())
+	o.AddTarball("net-1.0.0.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("output \"v\" {\n  value = 1\n}\n")}))
+	o.AddModule("acme", "net", "aws", "1.0.0", o.TarballURL("net-1.0.0.tar.gz"))
+	o.AddTarball("net-2.0.0.tar.gz", fakeorigin.TarGz(map[string][]byte{
+		"main.tf":           []byte("module \"ghost\" {\n  source  = \"acme/ghost/aws\"\n  version = \"9.9.9\"\n}\n"),
+		"modules/x/main.tf": needsRandom("3.5.0"),
+	}))
+	o.AddModule("acme", "net", "aws", "2.0.0", o.TarballURL("net-2.0.0.tar.gz"))
+	a := "module \"a\" {\n  source  = \"acme/net/aws\"\n  version = \"1.0.0\"\n}\n"
+	b := "module \"b\" {\n  source  = \"acme/net/aws//modules/x\"\n  version = \"2.0.0\"\n}\n"
+
+	dirA, dirB := t.TempDir(), t.TempDir()
+	for dir, root := range map[string]string{dirA: a, dirB: b} {
+		if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(root), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, errOut, code := syncInProcess(t, e.origin, filepath.Join(t.TempDir(), "two"), "--platforms", strings.Join(registryPlatforms(), ","), dirA, dirB); code != 0 {
+		t.Errorf("sync of two directories: exit %d\n%s%s", code, out, errOut)
+	}
+	syncedAsDirect(t, e, a+b, func() moduleRun { return directModules(t, e) }, func() moduleRun { return mirrorModules(t, e) })
+}

@@ -183,6 +183,10 @@ func (r *syncRun) syncModules(ctx context.Context, spec *manifest.Spec) moduleSy
 			byVersion[v.String()] = s
 		}
 		var selected versions.List
+		// The subdirectories each version is read at: those the calls
+		// selecting it use, not those of calls selecting other versions
+		// (a module's //modules/x at 2.0.0 is none of 1.0.0's).
+		subdirsOf := map[string][]string{}
 		for _, sel := range m.Selections {
 			got, skipped := selectServed(sel, available, held, "module "+m.Address.String())
 			res.skipped = appendMissing(res.skipped, skipped...)
@@ -192,16 +196,25 @@ func (r *syncRun) syncModules(ctx context.Context, spec *manifest.Spec) moduleSy
 			if sel.Latest == 1 && len(got) > 0 {
 				res.chosen[[2]string{m.Address.String(), sel.Text}] = got[0]
 			}
+			uses := sel.Subdirs
+			if len(uses) == 0 {
+				uses = m.Subdirs
+			}
 			for _, v := range got {
 				if !slices.ContainsFunc(selected, v.Same) {
 					selected = append(selected, v)
+				}
+				for _, s := range uses {
+					if !slices.Contains(subdirsOf[v.String()], s) {
+						subdirsOf[v.String()] = append(subdirsOf[v.String()], s)
+					}
 				}
 			}
 		}
 		for _, v := range selected {
 			key := m.Address.String() + "@" + v.String()
 			prev, seen := read[key]
-			subdirs := slices.DeleteFunc(slices.Clone(m.Subdirs), func(s string) bool { return slices.Contains(prev, s) })
+			subdirs := slices.DeleteFunc(slices.Clone(subdirsOf[v.String()]), func(s string) bool { return slices.Contains(prev, s) })
 			if seen && len(subdirs) == 0 {
 				continue
 			}
