@@ -19,6 +19,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
+	format "github.com/go-git/go-git/v5/plumbing/format/config"
 	"github.com/go-git/go-git/v5/plumbing/format/packfile"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/protocol/packp"
@@ -207,7 +208,8 @@ type submodule struct {
 }
 
 // fetchSubmodules fetches each submodule at its recorded commit into its
-// directory, as go-getter's `git submodule update --init --recursive`,
+// directory, as go-getter's `git submodule update --init --recursive`
+// (which leaves out one whose .gitmodules entry says update = none),
 // through the package's one tree writer (a submodule's links are checked
 // with the whole package's).
 func (f *Fetcher) fetchSubmodules(ctx context.Context, parentURL string, tree *object.Tree, subs []submodule, tw *treeWriter, tmp string, b *budget, depth int) error {
@@ -234,12 +236,26 @@ func (f *Fetcher) fetchSubmodules(ctx context.Context, parentURL string, tree *o
 	if err := mods.Unmarshal([]byte(content)); err != nil {
 		return fmt.Errorf("%s: .gitmodules: %w", redact.Location(parentURL), err)
 	}
+	// What go-git's Submodule does not keep: update = none, which `git
+	// submodule update` leaves out (its directory empty).
+	raw := format.New()
+	if err := format.NewDecoder(strings.NewReader(content)).Decode(raw); err != nil {
+		return fmt.Errorf("%s: .gitmodules: %w", redact.Location(parentURL), err)
+	}
 	for _, s := range subs {
-		var rawURL string
+		var rawURL, update string
 		for _, m := range mods.Submodules {
 			if path.Clean(m.Path) == s.path {
 				rawURL = m.URL
 			}
+		}
+		for _, m := range raw.Section("submodule").Subsections {
+			if path.Clean(m.Option("path")) == s.path {
+				update = m.Option("update")
+			}
+		}
+		if update == "none" {
+			continue
 		}
 		if rawURL == "" {
 			return fmt.Errorf("%s: submodule %q is not in .gitmodules", redact.Location(parentURL), s.path)

@@ -161,3 +161,36 @@ func addParent(t *testing.T, o *fakeorigin.Origin, repo, url, leaf string) {
 		t.Fatal(err)
 	}
 }
+
+// TestSubmoduleUpdateNoneLeftOut: a submodule whose .gitmodules entry
+// says update = none is not fetched, its directory left empty, as `git
+// submodule update --init --recursive` leaves it (go-getter's, so
+// terraform init's): the mirror fetched it, failing the package when its
+// URL could not be reached (a 502 where a direct install succeeded) and
+// adding files a direct install lacks when it could. The others are
+// fetched as before.
+func TestSubmoduleUpdateNoneLeftOut(t *testing.T) {
+	o, leaf := originWithLeaf(t)
+	gm := "[submodule \"docs\"]\n\tpath = docs\n\turl = https://127.0.0.1:1/nowhere/docs.git\n\tupdate = none\n" +
+		"[submodule \"sub\"]\n\tpath = sub\n\turl = ../leaf.git\n"
+	if _, err := o.AddGitTree("parent", fakeorigin.GitTree{
+		Files:      map[string][]byte{"main.tf": []byte("# module\n"), ".gitmodules": []byte(gm)},
+		Submodules: map[string]string{"docs": leaf, "sub": leaf},
+	}, "v1"); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := Parse("git::" + o.GitURL("parent") + "?ref=v1")
+	var buf bytes.Buffer
+	if _, err := newFetcher(t, o, defaultLimits).Fetch(context.Background(), a, &buf); err != nil {
+		t.Fatalf("Fetch: %v, want the package without the submodule marked update = none", err)
+	}
+	files := readTarGz(t, buf.Bytes())
+	if files["sub/main.tf"] != "# leaf\n" {
+		t.Errorf("package = %v, want the other submodule's main.tf", files)
+	}
+	for name := range files {
+		if strings.HasPrefix(name, "docs/") && name != "docs/" {
+			t.Errorf("package holds %s, of the submodule marked update = none", name)
+		}
+	}
+}
