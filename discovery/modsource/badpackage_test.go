@@ -68,6 +68,7 @@ func TestFetchMarksWhatTheSourceSent(t *testing.T) {
 		{"no such subdir", o.TarballURL("good.tar.gz") + "//modules/vpc", `no directory "modules/vpc"`},
 		{"git tree Git refuses", "git::" + o.GitURL("dotgit") + "?ref=v1", "invalid path"},
 		{"git ref the repository lacks", "git::" + o.GitURL("plain") + "?ref=v9", `no tag, branch or commit "v9"`},
+		{"abbreviated commit id", "git::" + o.GitURL("plain") + "?ref=34269ab300", `"34269ab300" (an abbreviated commit id, which the mirror does not resolve: give the whole 40-hex id)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a, err := Parse(tc.location)

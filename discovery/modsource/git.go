@@ -340,8 +340,17 @@ func resolveRef(adv *packp.AdvRefs, ref string) (plumbing.Hash, error) {
 	if ref == "" && adv.Head != nil {
 		return *adv.Head, nil
 	}
+	if abbreviated.MatchString(ref) {
+		// go-getter's clone checks it out; this fetch of one commit
+		// has nothing to find it among.
+		return plumbing.ZeroHash, fmt.Errorf("no tag, branch or commit %q (an abbreviated commit id, which the mirror does not resolve: give the whole 40-hex id)", ref)
+	}
 	return plumbing.ZeroHash, fmt.Errorf("no tag, branch or commit %q", ref)
 }
+
+// abbreviated is what may be an abbreviated commit id, as Git takes one
+// (4 hex digits at least).
+var abbreviated = regexp.MustCompile(`^[0-9a-fA-F]{4,39}$`)
 
 // boundedObjects is a repository's objects as the package is read from
 // them: a commit, tag or tree larger than its type allows (packBounds) is
