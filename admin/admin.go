@@ -392,6 +392,9 @@ func (a *API) Package(ctx context.Context, p addrs.Provider, version string, pla
 		pls = append(pls, pl)
 	}
 	pkg, err := a.pkgs.Package(ctx, p, v, pls)
+	if err == nil {
+		err = pkg.Unasked // sync holds the metadata of every platform
+	}
 	if err != nil {
 		return nil, err
 	}

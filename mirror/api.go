@@ -73,8 +73,15 @@ type Package struct {
 	// package, in the order asked.
 	Archives []PlatformArchive
 	// Stale says the version list that named the version's platforms was
-	// served from the cache because the origin failed.
+	// served from the cache because the origin failed, or that Unasked is
+	// set.
 	Stale bool
+	// Unasked, for an answer of every platform, is why the origin could
+	// not be asked for the platforms the cache lacks, which the answer
+	// leaves out (its platforms are those the cache holds); nil when it
+	// answers every platform. A caller that must have them all (an OCI
+	// index, sync) takes it for the error.
+	Unasked error
 	// Stamp says, through Engine.Reuse, for how long the package may be
 	// reused (with the same platforms asked for) without calling Package
 	// again.
@@ -92,8 +99,10 @@ type PlatformArchive struct {
 // Package returns the verified package metadata of version v of p for
 // platforms, fetching and verifying what the cache lacks (concurrent
 // callers for one version share one origin fetch). A nil platforms means
-// every platform the version list offers. Platforms the engine does not
-// serve (Config.Platforms) are left out. Errors:
+// every platform the version list offers: when the origin cannot be
+// asked for those the cache lacks (it fails, or the engine is sealed),
+// the answer is of the platforms the cached record holds, Stale.
+// Platforms the engine does not serve (Config.Platforms) are left out. Errors:
 // discovery.ErrHostNotAllowed, records.ErrVersionNotFound, verify.ErrIntegrity,
 // records.ErrOffline, origin errors.
 func (s *Engine) Package(ctx context.Context, p addrs.Provider, v versions.Version, platforms []addrs.Platform) (*Package, error) {
@@ -105,10 +114,13 @@ func (s *Engine) Package(ctx context.Context, p addrs.Provider, v versions.Versi
 	}
 	need := s.records.platformsFor(entry, platforms)
 	rec, hit, err := s.records.packageFor(ctx, k, need, &entry, false)
-	if err != nil {
-		return nil, err
-	}
 	pkg := &Package{Archives: make([]PlatformArchive, 0, len(need)), Stale: st.Stale}
+	if err != nil {
+		if rec = s.records.heldWhenUnasked(ctx, k, platforms, err); rec == nil {
+			return nil, err
+		}
+		pkg.Stale, pkg.Unasked = true, err
+	}
 	if hit {
 		pkg.Stamp = s.records.stamp(gen, st, stampPackage)
 		pkg.Stamp.until = s.records.missingUntil(rec, need, pkg.Stamp.until)

@@ -113,6 +113,9 @@ func (o *OCI) Blob(ctx context.Context, p addrs.Provider, d digest.Digest) (a *A
 // verified if the cache lacks them), for the OCI documents.
 func (o *OCI) answer(ctx context.Context, p addrs.Provider, v versions.Version) (ocistore.Answer, error) {
 	pkg, err := o.api.Package(ctx, p, v, nil)
+	if err == nil {
+		err = pkg.Unasked // an index names every platform
+	}
 	if err != nil {
 		return ocistore.Answer{}, err
 	}

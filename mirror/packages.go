@@ -200,6 +200,31 @@ func (s *providerRecords) packageFor(ctx context.Context, k records.VersionKeys,
 	return nil, false, fmt.Errorf("package metadata for %s %s kept changing while it was fetched", p, v)
 }
 
+// heldWhenUnasked returns the cached record of the version k names for
+// an answer of every platform (platforms nil, Engine.Package) that failed
+// with err because the origin could not be asked for the platforms the
+// record lacks (it failed, or the engine is sealed), so that the
+// platforms it holds, verified when they were cached, are answered (a
+// version installed through the registry protocol, which caches one
+// platform's metadata, is so installed through the network mirror too);
+// nil when there is none, platforms are named, or err is an answer of the
+// origin's (no such version or provider) or no fault of it (the caller
+// left, the engine shuts down).
+func (s *providerRecords) heldWhenUnasked(ctx context.Context, k records.VersionKeys, platforms []addrs.Platform, err error) *records.PackageRecord {
+	if platforms != nil || ctx.Err() != nil || errors.Is(err, discovery.ErrNotFound) ||
+		errors.Is(err, records.ErrVersionNotFound) || errors.Is(err, records.ErrShutDown) {
+		return nil
+	}
+	rec, ok := s.source.Package(ctx, k)
+	if !ok || len(rec.Archives) == 0 || s.withholding.IsWithheld(k.Provider, rec) {
+		return nil
+	}
+	s.metrics.StaleServed("package")
+	s.life.LogStale(s.log, "could not ask the origin for every platform of a version; answering the platforms cached",
+		"provider", k.Name, "version", k.Version.String(), "error", err)
+	return rec
+}
+
 // offeredOnly returns need without the platforms that the version's list
 // entry (entry, read when nil) does not offer and that cached (nil: none)
 // has no archive of, and the entry: those have no package, and are
@@ -320,7 +345,17 @@ func (s *providerRecords) fetchPackage(ctx context.Context, k records.VersionKey
 		if !ok {
 			continue
 		}
-		doc, err := s.sumsDocument(ctx, p, rec, pkg, sums)
+		// A stored document serves when it names the platform as the
+		// answer does: else the origin's is fetched again (it may name a
+		// platform added since).
+		covers := func(parsed map[string]string) bool {
+			rel, err := records.ReleaseOf(p.Type, v, parsed)
+			if err == nil {
+				_, _, err = rel.SignedPackage(pl, pkg.Filename, pkg.OS, pkg.Arch, pkg.SHASum)
+			}
+			return err == nil
+		}
+		doc, err := s.sumsDocument(ctx, p, rec, pkg, sums, covers)
 		if err != nil {
 			return nil, s.refuse(p, v, pl, err)
 		}
@@ -437,33 +472,47 @@ func (r storedRead) now(memo *stored.Records, k records.VersionKeys) storedRead 
 // sumsDocument returns the index in rec.Documents of the SHA256SUMS
 // document pkg refers to, verified with pkg's signing keys, adding it to
 // rec (and its lines to rec.Sums) if need be, and sets sums[index] to its
-// parsed lines. A document rec already has is not fetched again; when
-// pkg gives other keys than those it was verified with, the stored bytes
-// are verified with pkg's keys and kept again with them, so that every
-// platform refers to a document its own keys verify.
-func (s *providerRecords) sumsDocument(ctx context.Context, p addrs.Provider, rec *records.PackageRecord, pkg *discovery.Package, sums map[int]map[string]string) (int, error) {
+// parsed lines. A document rec already has (the newest of those at
+// pkg's URLs) is not fetched again while it covers the platform pkg is
+// the answer of (covers, of its parsed lines); when pkg gives other keys
+// than those it was verified with, the stored bytes are verified with
+// pkg's keys and kept again with them, so that every platform refers to
+// a document its own keys verify. Otherwise (a platform the origin added
+// since, its document signed again; a key the origin rotated, its
+// documents signed again with the new one) the document is fetched
+// again from the origin and added: the platforms cached before keep
+// theirs.
+func (s *providerRecords) sumsDocument(ctx context.Context, p addrs.Provider, rec *records.PackageRecord, pkg *discovery.Package, sums map[int]map[string]string, covers func(map[string]string) bool) (int, error) {
 	var known *records.SumsDocument
-	for i := range rec.Documents {
+	for i := len(rec.Documents) - 1; i >= 0; i-- {
 		d := &rec.Documents[i]
 		if d.URL != pkg.SHASumsURL || d.SignatureURL != pkg.SHASumsSignatureURL {
 			continue
 		}
-		if slices.Equal(d.SigningKeys, pkg.SigningKeys) {
-			if sums[i] == nil {
-				parsed, err := verify.ParseSHA256SUMS(d.Content)
-				if err != nil {
-					return 0, err
-				}
-				sums[i] = parsed
+		if !slices.Equal(d.SigningKeys, pkg.SigningKeys) {
+			if known == nil {
+				known = d
 			}
+			continue
+		}
+		if sums[i] == nil {
+			parsed, err := verify.ParseSHA256SUMS(d.Content)
+			if err != nil {
+				return 0, err
+			}
+			sums[i] = parsed
+		}
+		if covers(sums[i]) {
 			return i, nil
 		}
-		known = d
 	}
 	doc := records.SumsDocument{URL: pkg.SHASumsURL, SignatureURL: pkg.SHASumsSignatureURL, SigningKeys: pkg.SigningKeys}
-	if known != nil {
-		doc.Content, doc.Signature = known.Content, known.Signature
-	} else {
+	if known != nil && verify.CheckSignature(known.Content, known.Signature, records.ArmoredKeys(doc.SigningKeys)) == nil {
+		if parsed, err := verify.ParseSHA256SUMS(known.Content); err == nil && covers(parsed) {
+			doc.Content, doc.Signature = known.Content, known.Signature
+		}
+	}
+	if doc.Content == nil {
 		var err error
 		if doc.Content, doc.Signature, err = s.origin.FetchSums(ctx, p, pkg, records.MaxSumsBytes, records.MaxSignatureBytes); err != nil {
 			return 0, err

@@ -176,6 +176,7 @@ type Origin struct {
 	keyA      *openpgp.Entity // advertised in signing_keys
 	keyB      *openpgp.Entity // signs when SetWrongSigningKey(true)
 	armorA    string
+	armorB    string
 	servers   []*http.Server
 	closed    chan struct{}
 	closeOnce sync.Once
@@ -250,7 +251,7 @@ func Start(opts Options) (*Origin, error) {
 	if o.keyA, o.armorA, err = newSigningKeyExpiring("fakeorigin key A", "a@fakeorigin.invalid", opts.SigningKeyExpiry); err != nil {
 		return nil, err
 	}
-	if o.keyB, _, err = newSigningKey("fakeorigin key B", "b@fakeorigin.invalid"); err != nil {
+	if o.keyB, o.armorB, err = newSigningKey("fakeorigin key B", "b@fakeorigin.invalid"); err != nil {
 		return nil, err
 	}
 
@@ -354,6 +355,11 @@ func (o *Origin) CAFile(dir string) (string, error) {
 // ArmoredPublicKey returns the ASCII-armored public key the registry
 // advertises in signing_keys (and signs with, unless SetWrongSigningKey).
 func (o *Origin) ArmoredPublicKey() string { return o.armorA }
+
+// ArmoredPublicKeyB returns key B's public key, ASCII-armored: with
+// SetWrongSigningKey(true) and SetSigningKeys(o.ArmoredPublicKeyB()), the
+// origin has rotated its signing key, re-signing what it signed with A.
+func (o *Origin) ArmoredPublicKeyB() string { return o.armorB }
 
 // KeyID returns the advertised key's ID as the package JSON's key_id
 // (16 uppercase hex digits).
