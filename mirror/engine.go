@@ -453,7 +453,8 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 		return nil, err
 	}
 	s.records.gate = s.gate
-	if s.records.lists, err = providerlists.New(providerlists.Config{Offline: s.cfg.Offline, VersionsTTL: s.cfg.VersionsTTL, StaleAfter: s.cfg.StaleAfter, Now: s.cfg.Now, Logger: s.log},
+	if s.records.lists, err = providerlists.New(providerlists.Config{Offline: s.cfg.Offline, VersionsTTL: s.cfg.VersionsTTL, StaleAfter: s.cfg.StaleAfter, Now: s.cfg.Now, Logger: s.log,
+		UnsignedHosts: s.withholding.UnsignedHosts()},
 		providerlists.Parts{Life: s.life, Hosts: s.hosts, Records: s.source, Gate: s.gate, Withholding: s.withholding}, s.origin, s.metrics); err != nil {
 		return nil, err
 	}
