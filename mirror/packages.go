@@ -345,34 +345,49 @@ func (s *providerRecords) fetchPackage(ctx context.Context, k records.VersionKey
 		if !ok {
 			continue
 		}
-		// A stored document serves when it names the platform as the
-		// answer does: else the origin's is fetched again (it may name a
-		// platform added since).
-		covers := func(parsed map[string]string) bool {
-			rel, err := records.ReleaseOf(p.Type, v, parsed)
-			if err == nil {
-				_, _, err = rel.SignedPackage(pl, pkg.Filename, pkg.OS, pkg.Arch, pkg.SHASum)
+		// The name is derived, never read from the answer (signednames.go),
+		// from the release the document is, found once for all the
+		// platforms it names. A stored document serves when it names the
+		// platform as the answer does: else the origin's is fetched again
+		// (it may name a platform added since).
+		var found struct {
+			doc       int
+			name, sha string
+		}
+		covers := func(i int, parsed map[string]string) bool {
+			rel, ok := rels[i]
+			if !ok {
+				var err error
+				if rel, err = records.ReleaseOf(p.Type, v, parsed); err != nil {
+					return false
+				}
+				if i >= 0 {
+					rels[i] = rel
+				}
 			}
+			name, sha, err := rel.SignedPackage(pl, pkg.Filename, pkg.OS, pkg.Arch, pkg.SHASum)
+			found.doc, found.name, found.sha = i, name, sha
 			return err == nil
 		}
+		found.doc = -1
 		doc, err := s.sumsDocument(ctx, p, rec, pkg, sums, covers)
 		if err != nil {
 			return nil, s.refuse(p, v, pl, err)
 		}
-		// The name is derived, never read from the answer (signednames.go),
-		// from the release the document is, found once for all the
-		// platforms it names.
-		rel, ok := rels[doc]
-		if !ok {
-			if rel, err = records.ReleaseOf(p.Type, v, sums[doc]); err != nil {
+		if found.doc != doc || found.name == "" {
+			// A document fetched now.
+			rel, ok := rels[doc]
+			if !ok {
+				if rel, err = records.ReleaseOf(p.Type, v, sums[doc]); err != nil {
+					return nil, s.refuse(p, v, pl, err)
+				}
+				rels[doc] = rel
+			}
+			if found.name, found.sha, err = rel.SignedPackage(pl, pkg.Filename, pkg.OS, pkg.Arch, pkg.SHASum); err != nil {
 				return nil, s.refuse(p, v, pl, err)
 			}
-			rels[doc] = rel
 		}
-		name, sha, err := rel.SignedPackage(pl, pkg.Filename, pkg.OS, pkg.Arch, pkg.SHASum)
-		if err != nil {
-			return nil, s.refuse(p, v, pl, err)
-		}
+		name, sha, rel := found.name, found.sha, rels[doc]
 		if err := records.CheckPackageHashes(pkg.Packages, name, rel, s.memo.H1); err != nil {
 			return nil, s.refuse(p, v, pl, err)
 		}
@@ -481,8 +496,9 @@ func (r storedRead) now(memo *stored.Records, k records.VersionKeys) storedRead 
 // since, its document signed again; a key the origin rotated, its
 // documents signed again with the new one) the document is fetched
 // again from the origin and added: the platforms cached before keep
-// theirs.
-func (s *providerRecords) sumsDocument(ctx context.Context, p addrs.Provider, rec *records.PackageRecord, pkg *discovery.Package, sums map[int]map[string]string, covers func(map[string]string) bool) (int, error) {
+// theirs. covers is given the index of the stored document it judges, -1
+// for one not kept under its own keys yet.
+func (s *providerRecords) sumsDocument(ctx context.Context, p addrs.Provider, rec *records.PackageRecord, pkg *discovery.Package, sums map[int]map[string]string, covers func(int, map[string]string) bool) (int, error) {
 	var known *records.SumsDocument
 	for i := len(rec.Documents) - 1; i >= 0; i-- {
 		d := &rec.Documents[i]
@@ -502,13 +518,13 @@ func (s *providerRecords) sumsDocument(ctx context.Context, p addrs.Provider, re
 			}
 			sums[i] = parsed
 		}
-		if covers(sums[i]) {
+		if covers(i, sums[i]) {
 			return i, nil
 		}
 	}
 	doc := records.SumsDocument{URL: pkg.SHASumsURL, SignatureURL: pkg.SHASumsSignatureURL, SigningKeys: pkg.SigningKeys}
 	if known != nil && verify.CheckSignature(known.Content, known.Signature, records.ArmoredKeys(doc.SigningKeys)) == nil {
-		if parsed, err := verify.ParseSHA256SUMS(known.Content); err == nil && covers(parsed) {
+		if parsed, err := verify.ParseSHA256SUMS(known.Content); err == nil && covers(-1, parsed) {
 			doc.Content, doc.Signature = known.Content, known.Signature
 		}
 	}
