@@ -637,12 +637,7 @@ func TestLargeObjectsReadWithinABudget(t *testing.T) {
 	srv := startServer(t)
 	ctx := context.Background()
 	a := openKeyed(t, srv, key('a'), nil)
-	good := recordsByKind["package"]
-	if err := a.PutMeta(ctx, good, map[string]int{"schema": 2}); err != nil {
-		t.Fatal(err)
-	}
-	large := recordsByKind["versions"]
-	putRaw(t, srv, "meta/"+large, bytes.Repeat([]byte(" "), 15<<20))
+	good, large := goodAndLarge(t, srv, a.Store)
 
 	release := a.HoldSmallReads(sharedstore.SmallReadBudget - 1<<20)
 	if raw, _, err := a.GetMeta(ctx, good); err != nil || raw == nil {
@@ -667,6 +662,19 @@ func TestLargeObjectsReadWithinABudget(t *testing.T) {
 		t.Fatal("the large object was not read once the budget had room")
 	}
 	wantRejected(t, a, "versions", large, 1)
+}
+
+// goodAndLarge writes, through a, a record the replicas write (good),
+// and beside it, as a writer of the bucket without the key, an object
+// of 15 MiB where a version list belongs (large); it returns their names.
+func goodAndLarge(t *testing.T, srv *s3test.Server, a *sharedstore.Store) (good, large string) {
+	t.Helper()
+	good, large = recordsByKind["package"], recordsByKind["versions"]
+	if err := a.PutMeta(context.Background(), good, map[string]int{"schema": 2}); err != nil {
+		t.Fatal(err)
+	}
+	putRaw(t, srv, "meta/"+large, bytes.Repeat([]byte(" "), 15<<20))
+	return good, large
 }
 
 // An archive a writer of the bucket replaced with other bytes is written
@@ -721,12 +729,7 @@ func TestBudgetWaitIsNoStoreFailure(t *testing.T) {
 	// The call's time, five seconds, and a breaker opened by two
 	// failures in a row (openWith).
 	a := openWith(t, srv, sharedstore.Config{Holder: "h", Keys: keys, Logger: slog.New(slog.NewTextHandler(&logbuf.Buffer{}, nil))})
-	good := recordsByKind["package"]
-	if err := a.PutMeta(ctx, good, map[string]int{"schema": 2}); err != nil {
-		t.Fatal(err)
-	}
-	large := recordsByKind["versions"]
-	putRaw(t, srv, "meta/"+large, bytes.Repeat([]byte(" "), 15<<20))
+	good, large := goodAndLarge(t, srv, a)
 
 	release := a.HoldSmallReads(sharedstore.SmallReadBudget - 1<<20)
 	for i := range 3 {

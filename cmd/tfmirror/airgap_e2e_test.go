@@ -27,6 +27,7 @@ import (
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
 
 	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/proxy"
@@ -569,19 +570,7 @@ func TestInHouseProvidersUnderAnOriginHost(t *testing.T) {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		var zbuf bytes.Buffer
-		zw := zip.NewWriter(&zbuf)
-		h := &zip.FileHeader{Name: "terraform-provider-" + pv[1] + "_v" + pv[2], Method: zip.Deflate}
-		h.SetMode(0o755)
-		f, err := zw.CreateHeader(h)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.WriteString(f, "#!/bin/sh\necho in-house provider\nexit 1\n")
-		if err := zw.Close(); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, "terraform-provider-"+pv[1]+"_"+pv[2]+"_linux_amd64.zip"), zbuf.Bytes(), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, "terraform-provider-"+pv[1]+"_"+pv[2]+"_linux_amd64.zip"), enginetest.InHouseZip(t, pv[1]), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -597,7 +586,7 @@ func TestInHouseProvidersUnderAnOriginHost(t *testing.T) {
 		t.Fatalf("terraform init of the in-house providers: %v\n%s", err, out)
 	}
 	for _, pv := range [][3]string{{"platform", "thing", "1.0.0"}, {"hashicorp", "random", "9.9.0"}} {
-		if _, err := os.Stat(filepath.Join(cfgDir, ".terraform", "providers", tfRegistry, pv[0], pv[1], pv[2], "linux_amd64", "terraform-provider-"+pv[1]+"_v"+pv[2])); err != nil {
+		if _, err := os.Stat(filepath.Join(cfgDir, ".terraform", "providers", tfRegistry, pv[0], pv[1], pv[2], "linux_amd64", "terraform-provider-"+pv[1])); err != nil {
 			t.Errorf("%s/%s %s not installed: %v", pv[0], pv[1], pv[2], err)
 		}
 	}
