@@ -131,6 +131,9 @@ func (e Explanation) String() string {
 		switch {
 		case e.Release.InHouse:
 			fmt.Fprintf(&b, "  released:   in-house build (%s)\n", e.ReleaseFrom)
+		case e.Release.Known && e.Release.At.IsZero():
+			// The first listing's versions (the bootstrap).
+			fmt.Fprintf(&b, "  released:   before the mirror first listed it (%s)\n", e.ReleaseFrom)
 		case e.Release.Known:
 			fmt.Fprintf(&b, "  released:   %s (%s)\n", e.Release.At.UTC().Format(time.RFC3339), e.ReleaseFrom)
 		default:

@@ -70,6 +70,12 @@ func TestExplain(t *testing.T) {
 			"5.83.0: held back (min_release_age) until its release time is known\n",
 			"  released:   not known (the cache)\n",
 		}},
+		// A version of the first listing (the bootstrap) is taken as
+		// released before the mirror looked: it printed year 1.
+		{"first listing", "5.78.0", Release{Known: true}, []string{
+			"5.78.0: allowed\n",
+			"  released:   before the mirror first listed it (the cache)\n",
+		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got := p.Explain(Provider, aws, c.version, c.rel, "the cache", now).String()

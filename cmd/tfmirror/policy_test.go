@@ -531,3 +531,26 @@ func TestPolicyExplainOfNoDataDirectory(t *testing.T) {
 		t.Errorf("--config, no release time needed: exit %d, want 1 and the file's answer\n%s", code, stdout)
 	}
 }
+
+// `policy explain` gives a verdict no release time changes (a deny, a
+// deny_version) without reading the data directory's cache, under a
+// minimum release age too: it failed for want of the data directory,
+// though the docs say a missing one is an error only when the release
+// time is needed, which it still is for a version the age may hold.
+func TestPolicyExplainOfAFinalVerdictReadsNoCache(t *testing.T) {
+	t.Parallel()
+	conf := writePolicyConfig(t, denyRandom360+"  deny = [\"registry.terraform.io/acme/gadget\"]\n  minimum_release_age = \"72h\"\n")
+	missing := filepath.Join(t.TempDir(), "none")
+	for _, tc := range []struct{ address, version, want string }{
+		{"hashicorp/random", "3.6.0", "registry.terraform.io/hashicorp/random 3.6.0: refused (deny_version)\n"},
+		{"acme/gadget", "1.0.0", "registry.terraform.io/acme/gadget 1.0.0: refused (deny)\n"},
+	} {
+		code, stdout, stderr := runPolicyExplain(t, "--config", conf, "--data-dir", missing, tc.address, tc.version)
+		if code != 1 || !strings.Contains(stdout, tc.want) || strings.Contains(stderr, "does not exist") {
+			t.Errorf("explain %s %s without a data directory: exit %d, stdout %q, stderr %q; want 1 and %q", tc.address, tc.version, code, stdout, stderr, tc.want)
+		}
+	}
+	if code, _, stderr := runPolicyExplain(t, "--config", conf, "--data-dir", missing, "hashicorp/random", "3.5.0"); code != 1 || !strings.Contains(stderr, "does not exist") {
+		t.Errorf("explain of a version the age may hold, without a data directory: exit %d, stderr %q; want 1 saying the data directory does not exist", code, stderr)
+	}
+}
