@@ -297,8 +297,10 @@ func (s *Importer) Import(ctx context.Context, in Imported) (Result, error) {
 	if err := s.listImported(ctx, p, v, in); err != nil {
 		return Result{}, err
 	}
-	if rec, ok := s.parts.Records.CachedPackage(p, v); ok && in.Unsigned {
-		s.parts.Withholding.InHouse(p, rec)
+	if in.Unsigned {
+		if rec, ok := s.parts.Records.CachedPackage(p, v); ok {
+			s.parts.Withholding.InHouse(p, rec)
+		}
 	}
 	if err := s.parts.Hosts.Record(p.Hostname); err != nil {
 		return Result{}, err
