@@ -199,12 +199,14 @@ func runPolicy(args []string, lookupEnv func(string) (string, bool), stdout, std
 	var rel policy.Release
 	from := ""
 	sub := pol.For(kind, addr)
-	if _, final := sub.Undated(version, time.Now()); version != "" && sub.Window() > 0 && final {
-		// Decided whatever the release time (an address rule, a
-		// deny_version, an exemption): the cache is not read.
-		from = "not looked up: the verdict needs no release time"
-	} else if w := sub.Window(); version != "" && w > 0 {
-		rel, from, err = knownRelease(e.Config, kind, addr, version, w, stderr)
+	if w := sub.Window(); version != "" && w > 0 {
+		if _, final := sub.Undated(version, time.Now()); final {
+			// Decided whatever the release time (an address rule, a
+			// deny_version, an exemption): the cache is not read.
+			from = "not looked up: the verdict needs no release time"
+		} else {
+			rel, from, err = knownRelease(e.Config, kind, addr, version, w, stderr)
+		}
 		if err != nil {
 			fmt.Fprintf(stderr, "tfmirror policy explain: %v\n", err)
 			return 1
