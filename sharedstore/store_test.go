@@ -210,6 +210,12 @@ func openWith(t *testing.T, srv *s3test.Server, cfg sharedstore.Config) *shareds
 		cfg.URL = srv.URL("tfm", "replicas/a")
 	}
 	cfg.CallTimeout, cfg.BreakerThreshold, cfg.BreakerCooldown = 5*time.Second, 2, time.Minute
+	if cfg.SlowCall == 0 {
+		// No bound on a slow answer: a 15 MiB read on a loaded machine
+		// under -race takes seconds, and these tests are not about a slow
+		// store (TestSlowAnswersOpenTheBreaker is, with a store of its own).
+		cfg.SlowCall = -1
+	}
 	if cfg.Keys == nil {
 		cfg.Keys = testKeys(t)
 	}
