@@ -231,35 +231,74 @@ func (r *Releases) fetchList(ctx context.Context, pub Publisher, product string)
 	return list, nil
 }
 
+// maxListEntries bounds the entries of a version list as it is read: ten
+// times the versions kept of it. A list with more is refused (an origin
+// fault, as a malformed list is), before its entries are decoded.
+const maxListEntries = 10 * maxListedVersions
+
+// listEntryLimits bound one version of a list as it is decoded (some two
+// thousand builds or files): a list is too large to bound as a whole
+// (HashiCorp's runs to some hundred elements a version), so each of its
+// versions is bounded on its own, and one over the bounds refuses the
+// list.
+var listEntryLimits = jsonbound.Limits{Depth: 8, Elements: 1 << 14}
+
+// listVersions is the "versions" member of a version list document. A
+// document without one, or with a null one (an error answered with 200,
+// such as {"message":"API rate limit exceeded"}), is not a list: taken
+// for an empty one, it would be stored over the cached list and served
+// fresh.
+func listVersions(data []byte) ([]byte, error) {
+	var versions []byte
+	err := jsonbound.Object(data, 1024, func(key string, value []byte) error {
+		if key == "versions" {
+			versions = value
+		}
+		return nil
+	})
+	if err == nil && (versions == nil || string(versions) == "null") {
+		err = errors.New(`no "versions"`)
+	}
+	return versions, err
+}
+
 // parseHashiCorpList reads PRODUCT/index.json: the versions whose key is
 // a canonical version, each with the builds named as the layout names
-// them (PRODUCT_VERSION_OS_ARCH.zip); everything else is left out.
+// them (PRODUCT_VERSION_OS_ARCH.zip); everything else is left out. A
+// version listed twice is taken as first listed.
 func parseHashiCorpList(product string, data []byte) (*List, error) {
-	var doc struct {
-		Versions map[string]struct {
-			Builds []struct {
-				OS       string `json:"os"`
-				Arch     string `json:"arch"`
-				Filename string `json:"filename"`
-			} `json:"builds"`
-		} `json:"versions"`
-	}
-	if err := jsonbound.Unmarshal(data, &doc, jsonbound.Limits{}); err != nil {
-		return nil, fmt.Errorf("not a releases index: %w", err)
-	}
+	doc, err := listVersions(data)
 	list := &List{}
-	for v, ver := range doc.Versions {
-		if _, err := CanonicalVersion(v); err != nil {
-			continue
-		}
-		l := Listed{Version: v}
-		for _, b := range ver.Builds {
-			name := product + "_" + v + "_" + b.OS + "_" + b.Arch + ".zip"
-			if platformPart(b.OS) && platformPart(b.Arch) && b.Filename == name && len(l.Builds) < 64 {
-				l.Builds = append(l.Builds, Build{OS: b.OS, Arch: b.Arch, Filename: name})
+	seen := map[string]bool{}
+	if err == nil {
+		err = jsonbound.Object(doc, maxListEntries, func(v string, raw []byte) error {
+			if _, err := CanonicalVersion(v); err != nil || seen[v] {
+				return nil
 			}
-		}
-		list.Versions = append(list.Versions, l)
+			var ver struct {
+				Builds []struct {
+					OS       string `json:"os"`
+					Arch     string `json:"arch"`
+					Filename string `json:"filename"`
+				} `json:"builds"`
+			}
+			if err := jsonbound.Unmarshal(raw, &ver, listEntryLimits); err != nil {
+				return fmt.Errorf("version %s: %w", v, err)
+			}
+			seen[v] = true
+			l := Listed{Version: v}
+			for _, b := range ver.Builds {
+				name := product + "_" + v + "_" + b.OS + "_" + b.Arch + ".zip"
+				if platformPart(b.OS) && platformPart(b.Arch) && b.Filename == name && len(l.Builds) < 64 {
+					l.Builds = append(l.Builds, Build{OS: b.OS, Arch: b.Arch, Filename: name})
+				}
+			}
+			list.Versions = append(list.Versions, l)
+			return nil
+		})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("not a releases index: %w", err)
 	}
 	newest(list)
 	return list, nil
@@ -267,29 +306,36 @@ func parseHashiCorpList(product string, data []byte) (*List, error) {
 
 // parseTofuList reads OpenTofu's api.json: {"versions": [{"id", "files"}]}.
 func parseTofuList(data []byte) (*List, error) {
-	var doc struct {
-		Versions []struct {
-			ID    string   `json:"id"`
-			Files []string `json:"files"`
-		} `json:"versions"`
-	}
-	if err := jsonbound.Unmarshal(data, &doc, jsonbound.Limits{}); err != nil {
-		return nil, fmt.Errorf("not an OpenTofu version list: %w", err)
-	}
+	doc, err := listVersions(data)
 	list := &List{}
 	seen := map[string]bool{}
-	for _, ver := range doc.Versions {
-		if _, err := CanonicalVersion(ver.ID); err != nil || seen[ver.ID] {
-			continue
-		}
-		seen[ver.ID] = true
-		l := Listed{Version: ver.ID}
-		for _, f := range ver.Files {
-			if tofuFileName(ver.ID, f) && len(l.Files) < 128 {
-				l.Files = append(l.Files, f)
+	if err == nil {
+		entry := 0
+		err = jsonbound.Array(doc, maxListEntries, func(raw []byte) error {
+			entry++
+			var ver struct {
+				ID    string   `json:"id"`
+				Files []string `json:"files"`
 			}
-		}
-		list.Versions = append(list.Versions, l)
+			if err := jsonbound.Unmarshal(raw, &ver, listEntryLimits); err != nil {
+				return fmt.Errorf("entry %d: %w", entry, err)
+			}
+			if _, err := CanonicalVersion(ver.ID); err != nil || seen[ver.ID] {
+				return nil
+			}
+			seen[ver.ID] = true
+			l := Listed{Version: ver.ID}
+			for _, f := range ver.Files {
+				if tofuFileName(ver.ID, f) && len(l.Files) < 128 {
+					l.Files = append(l.Files, f)
+				}
+			}
+			list.Versions = append(list.Versions, l)
+			return nil
+		})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("not an OpenTofu version list: %w", err)
 	}
 	newest(list)
 	return list, nil

@@ -2,6 +2,7 @@ package releases
 
 import (
 	"errors"
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
@@ -47,5 +48,49 @@ func TestListDocumentElementsBounded(t *testing.T) {
 				t.Errorf("parsing a %d MiB list allocated %d MiB", len(tt.doc)>>20, a>>20)
 			}
 		})
+	}
+}
+
+// TestLongListWithItsBuildsRead: a HashiCorp list of more versions than
+// are kept, each with the builds and fields a real index.json gives
+// them (some hundred elements a version, over two million in all), is
+// read and cut to its newest, as documented, not refused whole for its
+// size; as many versions again as the list may hold are refused.
+func TestLongListWithItsBuildsRead(t *testing.T) {
+	t.Parallel()
+	doc := func(n, builds int) []byte {
+		var b strings.Builder
+		b.WriteString(`{"name":"terraform","versions":{`)
+		for i := range n {
+			v := fmt.Sprintf("1.%d.%d", i/100, i%100)
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, `%q:{"name":"terraform","version":%q,"shasums":"terraform_%s_SHA256SUMS","shasums_signature":"terraform_%s_SHA256SUMS.sig","shasums_signatures":["terraform_%s_SHA256SUMS.72D7468F.sig"],"builds":[`, v, v, v, v, v)
+			for j, p := range []string{"darwin_amd64", "darwin_arm64", "freebsd_386", "freebsd_amd64", "freebsd_arm", "linux_386", "linux_amd64", "linux_arm", "linux_arm64", "openbsd_386", "openbsd_amd64", "solaris_amd64", "windows_386", "windows_amd64"}[:builds] {
+				os, arch, _ := strings.Cut(p, "_")
+				if j > 0 {
+					b.WriteByte(',')
+				}
+				fmt.Fprintf(&b, `{"name":"terraform","version":%q,"os":%q,"arch":%q,"filename":"terraform_%s_%s.zip","url":"https://releases.hashicorp.com/terraform/%s/terraform_%s_%s.zip"}`, v, os, arch, v, p, v, v, p)
+			}
+			b.WriteString("]}")
+		}
+		b.WriteString("}}")
+		return []byte(b.String())
+	}
+	data := doc(maxListedVersions+500, 14)
+	if err := jsonbound.Check(data, jsonbound.Limits{}); !errors.Is(err, jsonbound.ErrLimit) {
+		t.Fatalf("the list fits the default element bound (%v): it tests nothing", err)
+	}
+	list, err := parseHashiCorpList("terraform", data)
+	if err != nil {
+		t.Fatalf("a list of %d versions (%d MiB): %v", maxListedVersions+500, len(data)>>20, err)
+	}
+	if len(list.Versions) < 1000 || list.Versions[0].Version != fmt.Sprintf("1.%d.%d", (maxListedVersions+499)/100, (maxListedVersions+499)%100) || len(list.Versions[0].Builds) != 14 {
+		t.Errorf("%d versions kept, the first %+v; want the newest, with its 14 builds", len(list.Versions), list.Versions[:1])
+	}
+	if _, err := parseHashiCorpList("terraform", doc(maxListEntries+1, 0)); !errors.Is(err, jsonbound.ErrLimit) {
+		t.Errorf("a list of %d versions: err %v, want the entries' bound", maxListEntries+1, err)
 	}
 }

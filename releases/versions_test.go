@@ -2,6 +2,7 @@ package releases_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest/harness"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/mirror/failure"
 	"github.com/tfmirror/tfmirror/v2/releases"
 )
 
@@ -200,5 +202,43 @@ func TestMadeUpVersionsAskNoOrigin(t *testing.T) {
 	t.Cleanup(noList.Close)
 	if _, err := noList.Sums(ctx, releases.OpenTofu, "tofu", "1.8.0"); err != nil {
 		t.Errorf("with no list at the origin: %v", err)
+	}
+}
+
+// TestErrorAnsweredAsAListIsTheOrigins: an origin that answers a version
+// list with 200 and something that has no versions in it (an error
+// object, "{}", "null") has failed, as one answering 502 has: the list
+// cached before is served, marked stale, not replaced by an empty one
+// served fresh until it expires (and compared with the next as if every
+// version had been withdrawn); with none cached, the answer is the
+// origin's failure, not an empty list.
+func TestErrorAnsweredAsAListIsTheOrigins(t *testing.T) {
+	ctx := context.Background()
+	bodies := []string{`{}`, `null`, `{"message":"API rate limit exceeded"}`, `{"versions":null}`, `[]`, `"versions"`}
+	for _, tc := range []struct {
+		pub     releases.Publisher
+		product string
+	}{{releases.HashiCorp, "terraform"}, {releases.OpenTofu, "tofu"}} {
+		for _, body := range bodies {
+			o := startOrigin(t)
+			r := newRig(t, o, "", false)
+			before, _, err := r.rel.Versions(ctx, tc.pub, tc.product)
+			if err != nil || len(before.Versions) == 0 {
+				t.Fatalf("%s: the list, origin up: %v (%d versions)", tc.pub, err, len(before.Versions))
+			}
+			o.SetListBody(string(tc.pub), tc.product, []byte(body))
+			r.clock.Add(11 * time.Minute)
+			after, st, err := r.rel.Versions(ctx, tc.pub, tc.product)
+			if err != nil || !st.Stale || len(after.Versions) != len(before.Versions) {
+				t.Errorf("%s answered %s once its list expired: %d versions, stale %v, err %v; want the %d cached, stale",
+					tc.pub, body, len(after.Versions), st.Stale, err, len(before.Versions))
+			}
+
+			cold := newRig(t, o, "", false)
+			var oe *failure.OriginError
+			if list, _, err := cold.rel.Versions(ctx, tc.pub, tc.product); !errors.As(err, &oe) || oe.Kind != failure.OriginFailed {
+				t.Errorf("%s answered %s, nothing cached: %d versions, err %v; want the origin's failure", tc.pub, body, len(list.Versions), err)
+			}
+		}
 	}
 }
