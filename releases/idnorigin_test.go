@@ -15,3 +15,12 @@ func TestCheckOriginIDNHost(t *testing.T) {
 		}
 	}
 }
+
+// A releases URL names a host, and a port from 1 to 65535 if any.
+func TestCheckOriginRefusesNoHostOrPort(t *testing.T) {
+	for _, u := range []string{"https://:8443/", "https://releases.example:0/", "https://releases.example:65536/"} {
+		if err := releases.CheckOrigin(u); err == nil {
+			t.Errorf("CheckOrigin(%q) accepted", u)
+		}
+	}
+}

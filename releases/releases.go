@@ -20,6 +20,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/discovery"
 	"github.com/tfmirror/tfmirror/v2/internal/flights"
+	"github.com/tfmirror/tfmirror/v2/internal/hostport"
 	"github.com/tfmirror/tfmirror/v2/internal/logbound"
 	"github.com/tfmirror/tfmirror/v2/internal/redact"
 	"github.com/tfmirror/tfmirror/v2/mirror"
@@ -427,6 +428,9 @@ func originOf(raw string) (addrs.Provider, error) {
 	}
 	if u.Scheme != "https" || u.Host == "" {
 		return addrs.Provider{}, fmt.Errorf("releases: %q is not an absolute https URL", redact.URL(u))
+	}
+	if err := hostport.Check(u); err != nil {
+		return addrs.Provider{}, fmt.Errorf("releases: %q: %w", redact.URL(u), err)
 	}
 	if u.User != nil {
 		// It would be sent as Basic credentials, and shown wherever the

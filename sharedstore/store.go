@@ -28,6 +28,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"golang.org/x/sync/semaphore"
 
+	"github.com/tfmirror/tfmirror/v2/internal/hostport"
 	"github.com/tfmirror/tfmirror/v2/internal/lowspeed"
 	"github.com/tfmirror/tfmirror/v2/internal/redact"
 	"github.com/tfmirror/tfmirror/v2/internal/sha256hex"
@@ -155,7 +156,7 @@ func ParseURL(raw string) (Location, error) {
 	if u.User != nil {
 		return Location{}, fmt.Errorf("shared store URL %q: want s3://BUCKET/PREFIX, without credentials (they come from the standard AWS sources)", shown)
 	}
-	if u.Host == "" || u.Fragment != "" {
+	if u.Host == "" || u.Port() != "" || u.Fragment != "" {
 		return Location{}, fmt.Errorf("shared store URL %q: want s3://BUCKET/PREFIX", shown)
 	}
 	loc := Location{Bucket: u.Host, Prefix: strings.Trim(u.Path, "/")}
@@ -169,7 +170,7 @@ func ParseURL(raw string) (Location, error) {
 		switch v := vs[0]; k {
 		case "endpoint":
 			e, err := url.Parse(v)
-			if err != nil || (e.Scheme != "http" && e.Scheme != "https") || e.Host == "" {
+			if err != nil || (e.Scheme != "http" && e.Scheme != "https") || hostport.Check(e) != nil {
 				return Location{}, fmt.Errorf("shared store URL: endpoint %q is not an http(s) URL", redact.Location(v))
 			}
 			if e.User != nil {

@@ -68,6 +68,8 @@ func TestConfigCheckJudgesTheProxyEnvironment(t *testing.T) {
 		{"SOCKS4", []string{"HTTPS_PROXY", "socks4://mirror:s3cret@proxy.corp.example:1080"}},
 		{"unreadable password", []string{"https_proxy", "http://mirror:s3cret%zz@proxy.corp.example:3128"}},
 		{"no host", []string{"HTTPS_PROXY", "http://"}},
+		{"no host, a port", []string{"HTTPS_PROXY", "http://mirror:s3cret@:3128"}},
+		{"a port out of range", []string{"HTTPS_PROXY", "http://mirror:s3cret@proxy.corp.example:65536"}},
 		// A "/" of the password not percent-encoded ends the host there:
 		// every request would go to the host "mirror".
 		{"a password holding a /", []string{"HTTPS_PROXY", "http://mirror:/s3cret@proxy.corp.example:3128"}},

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/net/http/httpproxy"
 
 	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
+	"github.com/tfmirror/tfmirror/v2/internal/hostport"
 )
 
 // originRoute is how origin requests reach the origins, as serve and
@@ -89,7 +90,7 @@ func originProxy(upstream string, lookupEnv func(string) (string, bool)) (*origi
 	// The proxy the rules give a host NO_PROXY does not exempt.
 	only := httpproxy.Config{HTTPSProxy: pc.HTTPSProxy}
 	u, err := only.ProxyFunc()(&url.URL{Scheme: "https", Host: "registry.terraform.io"})
-	if err != nil || u == nil || u.Hostname() == "" {
+	if err != nil || u == nil || hostport.Check(u) != nil {
 		return nil, errEnvProxy
 	}
 	// A value with a scheme that has no host ("http://", "http://[::1")

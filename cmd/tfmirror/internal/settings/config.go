@@ -15,6 +15,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/airgap"
+	"github.com/tfmirror/tfmirror/v2/internal/hostport"
 	"github.com/tfmirror/tfmirror/v2/internal/redact"
 	"github.com/tfmirror/tfmirror/v2/oci"
 	"github.com/tfmirror/tfmirror/v2/releases"
@@ -259,9 +260,15 @@ func (c Config) Validate() error {
 	}
 	if c.PublicURL != "" {
 		u, err := url.Parse(c.PublicURL)
+		var authority error // the host and port net/http would dial
+		if err == nil {
+			authority = hostport.Check(u)
+		}
 		switch {
 		case err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "":
 			errs = append(errs, fmt.Errorf("--public-url %q: want an absolute http(s) URL", redact.Location(c.PublicURL)))
+		case authority != nil:
+			errs = append(errs, fmt.Errorf("--public-url %q: %w", redact.Location(c.PublicURL), authority))
 		case u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
 			// Shown to anyone who reaches the mirror (the status page,
 			// the releases door's index.json, the OCI door's realm).
@@ -392,9 +399,15 @@ func (c Config) ValidateEngine() error {
 		// shown, in an error that reaches the log, config check's output
 		// and tfmirror reload's answer.
 		u, err := url.Parse(c.UpstreamProxy)
+		var authority error
+		if err == nil {
+			authority = hostport.Check(u)
+		}
 		switch shown := redactValue(c.UpstreamProxy); {
 		case err != nil || u.Host == "":
 			errs = append(errs, fmt.Errorf("--upstream-proxy %q: want a URL such as http://proxy.example.com:3128", shown))
+		case authority != nil:
+			errs = append(errs, fmt.Errorf("--upstream-proxy %q: %w: want a URL such as http://proxy.example.com:3128", shown, authority))
 		case !ProxyScheme(u.Scheme):
 			errs = append(errs, fmt.Errorf("--upstream-proxy %q: scheme must be http, https, socks5 or socks5h", shown))
 		case BeyondAuthority(u):
