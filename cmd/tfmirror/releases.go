@@ -102,9 +102,14 @@ func readArmoredKeys(path string) ([]string, error) {
 
 // openReleasesDoor is the front door of the CLI releases, under /releases/;
 // mirrorURL is the mirror's URL in force for a request
-// (proxy.Server.MirrorURL), which its documents name.
-func openReleasesDoor(logger *slog.Logger, rel *served.Releases, auth *proxy.Auth, mirrorURL func(*http.Request) string) (*releasesdoor.Door, error) {
-	return releasesdoor.New(releasesdoor.Config{MirrorURL: mirrorURL, Auth: auth, Logger: logger}, rel)
+// (proxy.Server.MirrorURL), which its documents name; it serves the
+// publishers cliPublishers gives.
+func openReleasesDoor(logger *slog.Logger, cfg settings.Config, rel *served.Releases, auth *proxy.Auth, mirrorURL func(*http.Request) string) (*releasesdoor.Door, error) {
+	pubs, _ := cliPublishers(cfg)
+	if pubs == nil {
+		pubs = []releases.Publisher{} // none, not the default of both
+	}
+	return releasesdoor.New(releasesdoor.Config{MirrorURL: mirrorURL, Auth: auth, Logger: logger, Publishers: pubs}, rel)
 }
 
 // cliAirGap is the CLI releases side as export and import take it
@@ -132,11 +137,18 @@ func (p *engineParts) adminOptionsOf(o admin.Options) admin.Options {
 	return o
 }
 
-// cliReleasesOff says why the CLI releases door serves neither publisher
-// (the hosts of its URLs, cfg's or the defaults, are not among the
-// allowed origins, as by default), for the status page, which then gives
-// no installer settings that could only fail; "" when it serves one.
-func cliReleasesOff(cfg settings.Config) string {
+// cliPublishers are the publishers the CLI releases door serves: those
+// whose hosts (of cfg's URLs, or the defaults) are all allowed origins,
+// or, sealed (--offline, when no origin is asked), both, whose releases
+// it holds are served whatever the origins. off says, for the status
+// page, which hosts to add for a publisher left out; none is served by
+// default, and then the status page gives no installer settings, which
+// could only fail, and says why instead.
+func cliPublishers(cfg settings.Config) (served []releases.Publisher, off map[releases.Publisher]string) {
+	all := []releases.Publisher{releases.HashiCorp, releases.OpenTofu}
+	if cfg.Offline {
+		return all, nil
+	}
 	allowed := map[svchost.Hostname]bool{}
 	for _, h := range cfg.AllowedOrigins {
 		if host, err := addrs.ParseHost(strings.TrimSpace(h)); err == nil {
@@ -144,16 +156,41 @@ func cliReleasesOff(cfg settings.Config) string {
 		}
 	}
 	hosts := releasesConfig(cfg).PublisherHosts()
-	var shown [2][]string
-	for i, p := range []releases.Publisher{releases.HashiCorp, releases.OpenTofu} {
-		all := len(hosts[p]) > 0
+	off = map[releases.Publisher]string{}
+	for _, p := range all {
+		ok := len(hosts[p]) > 0
+		var shown []string
 		for _, h := range hosts[p] {
-			all = all && allowed[h]
-			shown[i] = append(shown[i], h.ForDisplay())
+			ok = ok && allowed[h]
+			shown = append(shown, h.ForDisplay())
 		}
-		if all {
-			return ""
+		if ok {
+			served = append(served, p)
+		} else {
+			off[p] = strings.Join(shown, " and ")
 		}
 	}
-	return fmt.Sprintf("their publishers' hosts are not allowed origins: add %s (HashiCorp) or %s (OpenTofu) to allowed_origins", strings.Join(shown[0], " and "), strings.Join(shown[1], " and "))
+	return served, off
+}
+
+// cliReleasesStatus is what the status page says of the CLI releases
+// door (proxy.Config.CLIReleasesOff, CLIReleases): why it serves neither
+// publisher, or each installer's settings for those it serves, after a
+// line for the one it does not.
+func cliReleasesStatus(cfg settings.Config) (off string, snippets func(mirrorURL string) string) {
+	served, left := cliPublishers(cfg)
+	if len(served) == 0 {
+		return fmt.Sprintf("their publishers' hosts are not allowed origins: add %s (HashiCorp) or %s (OpenTofu) to allowed_origins",
+			left[releases.HashiCorp], left[releases.OpenTofu]), nil
+	}
+	var note string
+	for _, p := range []struct {
+		pub  releases.Publisher
+		name string
+	}{{releases.HashiCorp, "HashiCorp"}, {releases.OpenTofu, "OpenTofu"}} {
+		if hosts, ok := left[p.pub]; ok {
+			note += fmt.Sprintf("# %s's releases are not served: add %s to allowed_origins\n\n", p.name, hosts)
+		}
+	}
+	return "", func(mirrorURL string) string { return note + releasesdoor.Snippets(mirrorURL, served...) }
 }

@@ -41,7 +41,6 @@ import (
 	"github.com/tfmirror/tfmirror/v2/metrics"
 	"github.com/tfmirror/tfmirror/v2/proxy"
 	"github.com/tfmirror/tfmirror/v2/proxy/httperr"
-	"github.com/tfmirror/tfmirror/v2/proxy/releasesdoor"
 	"github.com/tfmirror/tfmirror/v2/sharedstore"
 )
 
@@ -242,7 +241,7 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 	if err != nil {
 		return nil, err
 	}
-	rdoor, err := openReleasesDoor(logger, m.releases, m.auth, mirrorURL)
+	rdoor, err := openReleasesDoor(logger, cfg, m.releases, m.auth, mirrorURL)
 	if err != nil {
 		return nil, err
 	}
@@ -250,11 +249,12 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 	if err != nil {
 		return nil, err
 	}
+	cliOff, cliSnippets := cliReleasesStatus(cfg)
 	m.proxy, err = proxy.New(proxy.Config{
 		OCI:                door,
 		Releases:           rdoor,
-		CLIReleases:        releasesdoor.Snippets,
-		CLIReleasesOff:     cliReleasesOff(cfg),
+		CLIReleases:        cliSnippets,
+		CLIReleasesOff:     cliOff,
 		CLIHeld:            m.releases.Held,
 		OCIBlock:           ociBlock(cfg),
 		OCIModuleSource:    ociModuleSource(cfg),

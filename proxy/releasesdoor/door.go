@@ -23,6 +23,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/tfmirror/tfmirror/v2/mirror"
@@ -62,8 +63,12 @@ type Config struct {
 	// the password of Basic credentials (the installers' remote user and
 	// password settings); the answers are then private (proxy.Private).
 	// Default: anonymous.
-	Auth   *proxy.Auth
-	Logger *slog.Logger
+	Auth *proxy.Auth
+	// Publishers are those whose releases the door serves: every path of
+	// another answers 404 saying so, before the releases side is asked.
+	// Default (nil): both.
+	Publishers []releases.Publisher
+	Logger     *slog.Logger
 }
 
 // Door serves /releases/.
@@ -83,6 +88,9 @@ func New(cfg Config, rel Releases) (*Door, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Publishers == nil {
+		cfg.Publishers = []releases.Publisher{releases.HashiCorp, releases.OpenTofu}
 	}
 	if cfg.MirrorURL == nil {
 		plain := cfg.PlainHTTP
@@ -125,10 +133,12 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rest = hc + doubled
 	}
 	parts := strings.Split(rest, "/")
-	switch releases.Publisher(parts[0]) {
-	case releases.HashiCorp:
+	switch pub := releases.Publisher(parts[0]); {
+	case (pub == releases.HashiCorp || pub == releases.OpenTofu) && !slices.Contains(d.cfg.Publishers, pub):
+		d.fail(w, r, fmt.Errorf("%w: %s's releases are not served by this mirror (its status page says why)", releases.ErrNotFound, pub))
+	case pub == releases.HashiCorp:
 		d.hashicorp(w, r, parts[1:])
-	case releases.OpenTofu:
+	case pub == releases.OpenTofu:
 		d.opentofu(w, r, parts[1:])
 	default:
 		d.fail(w, r, fmt.Errorf("%w: no such publisher", releases.ErrNotFound))
@@ -296,31 +306,43 @@ const TenvRemoteFileHeader = "# or tenv's remote configuration file (~/.tenv/rem
 
 // Snippets are each installer's settings for the door at mirrorURL (the
 // mirror's base URL, "https://host/"), for the status page: the lines of
-// docs/cli-releases.md's sections, for this mirror.
-func Snippets(mirrorURL string) string {
+// docs/cli-releases.md's sections, for this mirror, for the publishers
+// in pubs (those the door serves) alone: a setting for the other would
+// point an installer at a door that refuses it.
+func Snippets(mirrorURL string, pubs ...releases.Publisher) string {
 	base := strings.TrimSuffix(mirrorURL, "/") + strings.TrimSuffix(Prefix, "/")
-	return "# tenv (Terraform), tfenv\n" +
-		"export TFENV_REMOTE=" + base + "/hashicorp\n" +
-		"export TFENV_LIST_MODE=api   # tenv only\n\n" +
-		"# tenv (OpenTofu)\n" +
-		"export TOFUENV_INSTALL_MODE=mirror TOFUENV_LIST_MODE=mirror\n" +
-		"export TOFUENV_LIST_URL=" + base + "/opentofu/api.json\n" +
-		"export TOFUENV_URL_TEMPLATE='" + base + "/opentofu/v{{ .Version }}/{{ .Artifact }}'\n\n" +
-		TenvRemoteFileHeader + "\n" +
-		"#   terraform:\n" +
-		"#     url: " + base + "/hashicorp\n" +
-		"#     list_mode: api\n" +
-		"#   tofu:   # its URL template stays TOFUENV_URL_TEMPLATE above\n" +
-		"#     install_mode: mirror\n" +
-		"#     list_mode: mirror\n" +
-		"#     list_url: " + base + "/opentofu/api.json\n\n" +
-		"# tfswitch: the publisher's key comes from its site, or from\n" +
-		"# ~/.terraform.versions/terraform_72D7468F.asc (opentofu_0C0AF313E5FD9F80.asc)\n" +
-		"tfswitch --mirror " + base + "/hashicorp/terraform --mirror-download " + base + "/hashicorp/terraform VERSION\n" +
-		"tfswitch --product opentofu --mirror " + base + "/opentofu/api.json --mirror-download " + base + "/opentofu VERSION\n\n" +
-		"# hc-install (Go library): releases.ExactVersion{ApiBaseURL: \"" + base + "/hashicorp\"}\n\n" +
-		"# Terrakube: Helm values api.terraformReleasesUrl (or CustomTerraformReleasesUrl\n" +
-		"# on the API and the executor)\n" +
-		"terraformReleasesUrl: \"" + base + "/hashicorp/terraform/index.json\"\n\n" +
-		"# setup-terraform, setup-opentofu, install-opentofu.sh: no mirror setting (see docs/cli-releases.md)\n"
+	hc, tofu := slices.Contains(pubs, releases.HashiCorp), slices.Contains(pubs, releases.OpenTofu)
+	var b strings.Builder
+	add := func(on bool, lines ...string) {
+		if on {
+			b.WriteString(strings.Join(lines, "\n") + "\n")
+		}
+	}
+	add(hc, "# tenv (Terraform), tfenv",
+		"export TFENV_REMOTE="+base+"/hashicorp",
+		"export TFENV_LIST_MODE=api   # tenv only", "")
+	add(tofu, "# tenv (OpenTofu)",
+		"export TOFUENV_INSTALL_MODE=mirror TOFUENV_LIST_MODE=mirror",
+		"export TOFUENV_LIST_URL="+base+"/opentofu/api.json",
+		"export TOFUENV_URL_TEMPLATE='"+base+"/opentofu/v{{ .Version }}/{{ .Artifact }}'", "")
+	add(hc || tofu, TenvRemoteFileHeader)
+	add(hc, "#   terraform:",
+		"#     url: "+base+"/hashicorp",
+		"#     list_mode: api")
+	add(tofu, "#   tofu:   # its URL template stays TOFUENV_URL_TEMPLATE above",
+		"#     install_mode: mirror",
+		"#     list_mode: mirror",
+		"#     list_url: "+base+"/opentofu/api.json")
+	add(hc || tofu, "",
+		"# tfswitch: the publisher's key comes from its site, or from",
+		"# ~/.terraform.versions/terraform_72D7468F.asc (opentofu_0C0AF313E5FD9F80.asc)")
+	add(hc, "tfswitch --mirror "+base+"/hashicorp/terraform --mirror-download "+base+"/hashicorp/terraform VERSION")
+	add(tofu, "tfswitch --product opentofu --mirror "+base+"/opentofu/api.json --mirror-download "+base+"/opentofu VERSION")
+	add(hc || tofu, "")
+	add(hc, "# hc-install (Go library): releases.ExactVersion{ApiBaseURL: \""+base+"/hashicorp\"}", "",
+		"# Terrakube: Helm values api.terraformReleasesUrl (or CustomTerraformReleasesUrl",
+		"# on the API and the executor)",
+		"terraformReleasesUrl: \""+base+"/hashicorp/terraform/index.json\"", "")
+	add(hc || tofu, "# setup-terraform, setup-opentofu, install-opentofu.sh: no mirror setting (see docs/cli-releases.md)")
+	return b.String()
 }

@@ -607,7 +607,7 @@ func TestOpenTofuSetupLayout(t *testing.T) {
 // checks.
 func TestSnippetsTerrakube(t *testing.T) {
 	r := newRigWith(t, nil, fakeorigin.ReleasesOptions{HashiCorpShortID: true})
-	snippets := releasesdoor.Snippets(r.srv.URL + "/")
+	snippets := releasesdoor.Snippets(r.srv.URL+"/", releases.HashiCorp)
 	const key = "terraformReleasesUrl: "
 	var url string
 	for _, l := range strings.Split(snippets, "\n") {
