@@ -638,8 +638,14 @@ func TestSyncCLIExportImportSealed(t *testing.T) {
 		t.Fatalf("import with the shipped publisher keys: exit %d, want 1 and the CLI versions refused\n%s%s", code, out, errOut)
 	}
 	// Then through the sealed serve on dataB, configured with the
-	// stand-ins' keys: what it imports it serves at once.
-	c.start(t, dataB, "--offline", "--trusted-export-keys", exporter)
+	// stand-ins' keys: what it imports it serves at once. Sealed, it
+	// asks no origin, and serves both publishers with their hosts no
+	// allowed origins (the defaults), as docs/cli-releases.md's sealed
+	// side runs it; its status page gives the installers' settings.
+	c.start(t, dataB, "--offline", "--trusted-export-keys", exporter, "--allowed-origins", "registry.terraform.io,registry.opentofu.org")
+	if st := c.status(t); st.CLIReleasesOff != "" || !strings.Contains(st.CLIReleases, "TFENV_REMOTE") || !strings.Contains(st.CLIReleases, "TOFUENV_LIST_URL") {
+		t.Errorf("the sealed mirror's status page: off %q, settings\n%s", st.CLIReleasesOff, st.CLIReleases)
+	}
 	// The serve's keys decide: keys given to the command are refused.
 	code, out, errOut = runCommand(append(append([]string{"import", "--data-dir", dataB}, keys...), bundle)...)
 	if code != 2 || !strings.Contains(errOut, "--releases-hashicorp-keys and --releases-opentofu-keys given, but the tfmirror serving this data directory does the import") {
