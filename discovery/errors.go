@@ -41,9 +41,10 @@ var (
 // error over it names it, for the operator to know what to raise.
 const maxArchiveSetting = "--max-archive-bytes"
 
-// upstreamProxy names the upstream proxy in errors: by the settings that
-// choose it, never by its address, which its URL may give with a password.
-const upstreamProxy = "the upstream proxy (upstream_proxy, --upstream-proxy, or HTTPS_PROXY)"
+// UpstreamProxyNamed names the upstream proxy in errors and on the status
+// page: by the settings that choose it, never by its address, which its
+// URL may give with a password.
+const UpstreamProxyNamed = "the upstream proxy (upstream_proxy, --upstream-proxy, or HTTPS_PROXY)"
 
 // ErrProxyRefused matches a *ProxyError: the upstream proxy refused to
 // open a connection to a host (an HTTP proxy's answer to CONNECT other
@@ -124,15 +125,15 @@ type ProxyError struct {
 func (e *ProxyError) Error() string {
 	switch {
 	case e.Unreachable != "":
-		return fmt.Sprintf("%s could not be reached on the way to %s (%s)", upstreamProxy, e.Target, e.Unreachable)
+		return fmt.Sprintf("%s could not be reached on the way to %s (%s)", UpstreamProxyNamed, e.Target, e.Unreachable)
 	case e.Broken != "" && e.Connect:
-		return fmt.Sprintf("%s broke the HTTP protocol on the CONNECT to %s (%s): it is not an HTTP proxy, or it failed", upstreamProxy, e.Target, e.Broken)
+		return fmt.Sprintf("%s broke the HTTP protocol on the CONNECT to %s (%s): it is not an HTTP proxy, or it failed", UpstreamProxyNamed, e.Target, e.Broken)
 	case e.Broken != "":
-		return fmt.Sprintf("%s broke the SOCKS5 protocol on the connection to %s (%s): it is not a SOCKS5 proxy, or it failed", upstreamProxy, e.Target, e.Broken)
+		return fmt.Sprintf("%s broke the SOCKS5 protocol on the connection to %s (%s): it is not a SOCKS5 proxy, or it failed", UpstreamProxyNamed, e.Target, e.Broken)
 	}
-	msg := fmt.Sprintf("%s answered %s to CONNECT %s", upstreamProxy, e.Status(), e.Target)
+	msg := fmt.Sprintf("%s answered %s to CONNECT %s", UpstreamProxyNamed, e.Status(), e.Target)
 	if e.SOCKS != "" {
-		msg = fmt.Sprintf("%s refused the SOCKS5 connection to %s (%s)", upstreamProxy, e.Target, e.SOCKS)
+		msg = fmt.Sprintf("%s refused the SOCKS5 connection to %s (%s)", UpstreamProxyNamed, e.Target, e.SOCKS)
 	}
 	switch {
 	case e.Credentials():

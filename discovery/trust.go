@@ -48,7 +48,7 @@ type CertificateError struct {
 func (e *CertificateError) Error() string {
 	var msg string
 	if e.Proxy {
-		msg = fmt.Sprintf("the TLS certificate of %s on the way to %s is not trusted: %s", upstreamProxy, e.Host, e.Cause)
+		msg = fmt.Sprintf("the TLS certificate of %s on the way to %s is not trusted: %s", UpstreamProxyNamed, e.Host, e.Cause)
 	} else {
 		msg = fmt.Sprintf("the TLS certificate of %s is not trusted: %s (%v)", e.Host, e.Cause, e.Err)
 	}

@@ -144,7 +144,7 @@ func TestStatusOriginFailingAtTheProxy(t *testing.T) {
 	at := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
 	rows := fixedRows{
 		{Host: "registry.terraform.io", State: "proxy", Breaker: "closed", LastSuccess: at.Add(-time.Hour),
-			LastError: &OriginFailure{At: at, Cause: "the upstream proxy (upstream_proxy, HTTPS_PROXY) refused the mirror's credentials (HTTP 407 Proxy Authentication Required): check the user and password of its URL"}},
+			LastError: &OriginFailure{At: at, Cause: "the upstream proxy (upstream_proxy, --upstream-proxy, or HTTPS_PROXY) refused the mirror's credentials (HTTP 407 Proxy Authentication Required): check the user and password of its URL"}},
 		{Host: "registry.opentofu.org", State: "ok", Breaker: "closed", LastSuccess: at},
 	}
 	h := newHarness(t, harnessOptions{cfg: Config{Origins: rows}})

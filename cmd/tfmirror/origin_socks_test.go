@@ -78,7 +78,7 @@ func TestUpstreamProxyRefusesCredentials(t *testing.T) {
 					}
 				}
 			}
-			failingAtTheProxy(t, tm, "the upstream proxy (upstream_proxy, HTTPS_PROXY) refused the mirror's credentials", 7)
+			failingAtTheProxy(t, tm, "the upstream proxy (upstream_proxy, --upstream-proxy, or HTTPS_PROXY) refused the mirror's credentials", 7)
 			logged := logs.String()
 			if !strings.Contains(logged, `"level":"ERROR","msg":"the upstream proxy refused the connection`) {
 				t.Errorf("no error-level log line that the upstream proxy refused:\n%s", logged)
@@ -178,7 +178,7 @@ func TestUpstreamProxyUnreachable(t *testing.T) {
 			}
 			rows := originRows(t, tm)
 			if len(rows) != 1 || rows[0].Breaker != "open" || rows[0].State != "unavailable" || rows[0].LastError == nil ||
-				!strings.Contains(rows[0].LastError.Cause, "the upstream proxy (upstream_proxy, HTTPS_PROXY) refused the connection: nothing listens on its port") {
+				!strings.Contains(rows[0].LastError.Cause, "the upstream proxy (upstream_proxy, --upstream-proxy, or HTTPS_PROXY) refused the connection: nothing listens on its port") {
 				t.Errorf("the origin's row: %+v", rows)
 			}
 			tm.idle()

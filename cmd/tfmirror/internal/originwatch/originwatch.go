@@ -284,7 +284,7 @@ func (w *Watch) Rows() []proxy.OriginHealth {
 // upstreamProxy begins a cause that is the upstream proxy's: named by the
 // settings that choose it, never by its address, which the status page
 // would show to everyone.
-const upstreamProxy = "the upstream proxy (upstream_proxy, HTTPS_PROXY) "
+const upstreamProxy = discovery.UpstreamProxyNamed + " "
 
 // Cause says why a request to an origin failed, in words an
 // operator acts on, naming the setting that helps where one does. It

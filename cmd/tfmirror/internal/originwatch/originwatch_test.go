@@ -203,22 +203,22 @@ func TestCause(t *testing.T) {
 		{"wrong name", oe(x509.HostnameError{Certificate: &x509.Certificate{}, Host: "registry.example"}), "not valid for the origin's host name (registry.example)"},
 		{"dns", oe(&net.DNSError{Err: "no such host", Name: "registry.example", IsNotFound: true}), "DNS: the host name registry.example does not resolve"},
 		{"refused", oe(&net.OpError{Op: "dial", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}), "connection refused"},
-		{"proxy", oe(&net.OpError{Op: "proxyconnect", Err: errors.New("dial tcp 10.0.0.1:3128: i/o timeout")}), "upstream proxy (upstream_proxy, HTTPS_PROXY)"},
-		{"proxy credentials", oe(&discovery.ProxyError{Target: "registry.example:443", StatusCode: 407}), "the upstream proxy (upstream_proxy, HTTPS_PROXY) refused the mirror's credentials (HTTP 407 Proxy Authentication Required)"},
-		{"proxy policy", oe(&discovery.ProxyError{Target: "registry.example:443", StatusCode: 403}), "the upstream proxy (upstream_proxy, HTTPS_PROXY) refused to connect to the origin (HTTP 403 Forbidden): its policy"},
-		{"proxy tunnel", oe(&discovery.ProxyError{Target: "registry.example:443", StatusCode: 502}), "the upstream proxy (upstream_proxy, HTTPS_PROXY) could not connect to the origin (HTTP 502 Bad Gateway)"},
-		{"socks credentials", oe(&discovery.ProxyError{Target: "registry.example:443", SOCKS: discovery.SOCKSAuthFailed}), "the upstream proxy (upstream_proxy, HTTPS_PROXY) refused the mirror's credentials (SOCKS5 username/password authentication failed)"},
-		{"socks no method", oe(&discovery.ProxyError{Target: "registry.example:443", SOCKS: discovery.SOCKSNoAcceptableAuth}), "the upstream proxy (upstream_proxy, HTTPS_PROXY) refused the mirror's credentials (SOCKS5 no acceptable authentication methods)"},
-		{"socks policy", oe(&discovery.ProxyError{Target: "registry.example:443", SOCKS: discovery.SOCKSNotAllowed}), "the upstream proxy (upstream_proxy, HTTPS_PROXY) refused to connect to the origin (SOCKS5 connection not allowed by ruleset): its policy"},
-		{"socks tunnel", oe(&discovery.ProxyError{Target: "registry.example:443", SOCKS: "host unreachable"}), "the upstream proxy (upstream_proxy, HTTPS_PROXY) could not connect to the origin (SOCKS5 host unreachable)"},
-		{"socks broken", oe(&discovery.ProxyError{Target: "registry.example:443", Broken: "unexpected protocol version 72"}), "the upstream proxy (upstream_proxy, HTTPS_PROXY) broke the SOCKS5 protocol (unexpected protocol version 72): check that upstream_proxy names a SOCKS5 proxy"},
-		{"http broken", oe(&discovery.ProxyError{Target: "registry.example:443", Connect: true, Broken: "its answer to CONNECT is not an HTTP response"}), "the upstream proxy (upstream_proxy, HTTPS_PROXY) broke the HTTP protocol (its answer to CONNECT is not an HTTP response): check that upstream_proxy or HTTPS_PROXY names an HTTP proxy"},
+		{"proxy", oe(&net.OpError{Op: "proxyconnect", Err: errors.New("dial tcp 10.0.0.1:3128: i/o timeout")}), "upstream proxy (upstream_proxy, --upstream-proxy, or HTTPS_PROXY)"},
+		{"proxy credentials", oe(&discovery.ProxyError{Target: "registry.example:443", StatusCode: 407}), "the upstream proxy (upstream_proxy, --upstream-proxy, or HTTPS_PROXY) refused the mirror's credentials (HTTP 407 Proxy Authentication Required)"},
+		{"proxy policy", oe(&discovery.ProxyError{Target: "registry.example:443", StatusCode: 403}), "the upstream proxy (upstream_proxy, --upstream-proxy, or HTTPS_PROXY) refused to connect to the origin (HTTP 403 Forbidden): its policy"},
+		{"proxy tunnel", oe(&discovery.ProxyError{Target: "registry.example:443", StatusCode: 502}), "the upstream proxy (upstream_proxy, --upstream-proxy, or HTTPS_PROXY) could not connect to the origin (HTTP 502 Bad Gateway)"},
+		{"socks credentials", oe(&discovery.ProxyError{Target: "registry.example:443", SOCKS: discovery.SOCKSAuthFailed}), "the upstream proxy (upstream_proxy, --upstream-proxy, or HTTPS_PROXY) refused the mirror's credentials (SOCKS5 username/password authentication failed)"},
+		{"socks no method", oe(&discovery.ProxyError{Target: "registry.example:443", SOCKS: discovery.SOCKSNoAcceptableAuth}), "the upstream proxy (upstream_proxy, --upstream-proxy, or HTTPS_PROXY) refused the mirror's credentials (SOCKS5 no acceptable authentication methods)"},
+		{"socks policy", oe(&discovery.ProxyError{Target: "registry.example:443", SOCKS: discovery.SOCKSNotAllowed}), "the upstream proxy (upstream_proxy, --upstream-proxy, or HTTPS_PROXY) refused to connect to the origin (SOCKS5 connection not allowed by ruleset): its policy"},
+		{"socks tunnel", oe(&discovery.ProxyError{Target: "registry.example:443", SOCKS: "host unreachable"}), "the upstream proxy (upstream_proxy, --upstream-proxy, or HTTPS_PROXY) could not connect to the origin (SOCKS5 host unreachable)"},
+		{"socks broken", oe(&discovery.ProxyError{Target: "registry.example:443", Broken: "unexpected protocol version 72"}), "the upstream proxy (upstream_proxy, --upstream-proxy, or HTTPS_PROXY) broke the SOCKS5 protocol (unexpected protocol version 72): check that upstream_proxy names a SOCKS5 proxy"},
+		{"http broken", oe(&discovery.ProxyError{Target: "registry.example:443", Connect: true, Broken: "its answer to CONNECT is not an HTTP response"}), "the upstream proxy (upstream_proxy, --upstream-proxy, or HTTPS_PROXY) broke the HTTP protocol (its answer to CONNECT is not an HTTP response): check that upstream_proxy or HTTPS_PROXY names an HTTP proxy"},
 		{"proxy unreachable", oe(&discovery.ProxyError{Target: "registry.example:443", Unreachable: "connection refused",
 			Err: &net.OpError{Op: "proxyconnect", Net: "tcp", Err: &net.OpError{Op: "dial", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}}}),
-			"the upstream proxy (upstream_proxy, HTTPS_PROXY) refused the connection: nothing listens on its port"},
+			"the upstream proxy (upstream_proxy, --upstream-proxy, or HTTPS_PROXY) refused the connection: nothing listens on its port"},
 		{"proxy certificate", oe(&discovery.CertificateError{Host: "h", Proxy: true, Cause: "signed by an unknown authority",
 			Err: &net.OpError{Op: "proxyconnect", Net: "tcp", Err: &tlsVerifyError{x509.UnknownAuthorityError{}}}}),
-			"the upstream proxy (upstream_proxy, HTTPS_PROXY) presents a TLS certificate the mirror does not trust: signed by an unknown authority; set origin_ca_file to its CA"},
+			"the upstream proxy (upstream_proxy, --upstream-proxy, or HTTPS_PROXY) presents a TLS certificate the mirror does not trust: signed by an unknown authority; set origin_ca_file to its CA"},
 		{"timeout", oe(context.DeadlineExceeded), "timeout"},
 		{"status", &discovery.OriginError{Host: "h", Op: discovery.OpVersions, StatusCode: 502, Err: errors.New(`unexpected HTTP status "502 Bad Gateway"`)}, "the origin answered HTTP 502 Bad Gateway"},
 		{"private", fmt.Errorf("%w: 10.0.0.1", discovery.ErrPrivateAddress), "allow_private_origins"},
@@ -327,7 +327,7 @@ func TestCauseNamesNoUpstreamProxy(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := Cause(&discovery.OriginError{Host: "registry.example", Op: discovery.OpDiscovery, Err: tc.err}, now)
-			if !strings.Contains(got, "upstream proxy (upstream_proxy, HTTPS_PROXY)") {
+			if !strings.Contains(got, "upstream proxy (upstream_proxy, --upstream-proxy, or HTTPS_PROXY)") {
 				t.Errorf("Cause(%v) = %q, want it to name the upstream proxy's setting", tc.err, got)
 			}
 			for _, h := range tc.hidden {
