@@ -156,7 +156,7 @@ func ParseURL(raw string) (Location, error) {
 	if u.User != nil {
 		return Location{}, fmt.Errorf("shared store URL %q: want s3://BUCKET/PREFIX, without credentials (they come from the standard AWS sources)", shown)
 	}
-	if u.Host == "" || u.Port() != "" || u.Fragment != "" {
+	if u.Host == "" || strings.Contains(u.Host, ":") || u.Fragment != "" { // a bucket has no port
 		return Location{}, fmt.Errorf("shared store URL %q: want s3://BUCKET/PREFIX", shown)
 	}
 	loc := Location{Bucket: u.Host, Prefix: strings.Trim(u.Path, "/")}

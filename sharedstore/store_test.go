@@ -132,7 +132,7 @@ func TestParseURL(t *testing.T) {
 		"s3://bkt/p?endpoint=ftp://x", "s3://u:p@bkt/p", "s3://bkt/p?region=a&region=b",
 		// No host, a port out of range, a port on a bucket: net/http
 		// dials an empty host as this system.
-		"s3://bkt/p?endpoint=http://:9000", "s3://bkt/p?endpoint=http://minio.corp:99999", "s3://bkt/p?endpoint=http://minio.corp:0", "s3://bkt:9000/p", "s3://:9000/p"} {
+		"s3://bkt/p?endpoint=http://:9000", "s3://bkt/p?endpoint=http://minio.corp:99999", "s3://bkt/p?endpoint=http://minio.corp:0", "s3://bkt:9000/p", "s3://:9000/p", "s3://bkt:/p"} {
 		if _, err := sharedstore.ParseURL(bad); err == nil {
 			t.Errorf("%s: no error", bad)
 		}

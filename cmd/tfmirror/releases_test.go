@@ -89,7 +89,7 @@ func TestCLIReleasesForThePublishersServed(t *testing.T) {
 			t.Errorf("the settings lack %q:\n%s", want, page)
 		}
 	}
-	for _, unwanted := range []string{"TFENV_REMOTE", "/releases/hashicorp", "terraformReleasesUrl", "hc-install"} {
+	for _, unwanted := range []string{"TFENV_REMOTE", "/releases/hashicorp", "terraformReleasesUrl", "hc-install", "terraform_72D7468F.asc"} {
 		if strings.Contains(page, unwanted) {
 			t.Errorf("the settings give HashiCorp's %q, which the door refuses:\n%s", unwanted, page)
 		}

@@ -333,9 +333,10 @@ func Snippets(mirrorURL string, pubs ...releases.Publisher) string {
 		"#     install_mode: mirror",
 		"#     list_mode: mirror",
 		"#     list_url: "+base+"/opentofu/api.json")
-	add(hc || tofu, "",
-		"# tfswitch: the publisher's key comes from its site, or from",
-		"# ~/.terraform.versions/terraform_72D7468F.asc (opentofu_0C0AF313E5FD9F80.asc)")
+	add(hc || tofu, "", "# tfswitch: the publisher's key comes from its site, or from")
+	add(hc && tofu, "# ~/.terraform.versions/terraform_72D7468F.asc (opentofu_0C0AF313E5FD9F80.asc)")
+	add(hc && !tofu, "# ~/.terraform.versions/terraform_72D7468F.asc")
+	add(tofu && !hc, "# ~/.terraform.versions/opentofu_0C0AF313E5FD9F80.asc")
 	add(hc, "tfswitch --mirror "+base+"/hashicorp/terraform --mirror-download "+base+"/hashicorp/terraform VERSION")
 	add(tofu, "tfswitch --product opentofu --mirror "+base+"/opentofu/api.json --mirror-download "+base+"/opentofu VERSION")
 	add(hc || tofu, "")
