@@ -119,7 +119,12 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	path := r.URL.Path
 	rest, ok := strings.CutPrefix(path, Prefix)
-	if !ok || len(path) > maxPathLen || r.URL.RawPath != "" || strings.Contains(rest, "//") {
+	// A path spelt with escapes it does not need (1.9.0%2Bent, as some
+	// URL encoders write a build's "+") is read decoded, as the registry
+	// doors read theirs; one whose escapes make a separator (%2F, %5C)
+	// is refused, where reading it decoded would split a name in two.
+	escaped := strings.ToLower(r.URL.EscapedPath())
+	if !ok || len(path) > maxPathLen || strings.Contains(escaped, "%2f") || strings.Contains(escaped, "%5c") || strings.Contains(rest, "//") {
 		d.fail(w, r, fmt.Errorf("%w: no such path", releases.ErrNotFound))
 		return
 	}

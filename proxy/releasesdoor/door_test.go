@@ -1093,3 +1093,27 @@ func TestStaleListMarked(t *testing.T) {
 		}
 	}
 }
+
+// TestEscapedPathsReadDecoded: a version with build metadata asked for
+// with its "+" escaped (%2B, as some URL encoders write it) is answered
+// as when asked for plainly, as the registry doors answer escapes a
+// client did not need; an escaped separator is refused, never read as
+// one.
+func TestEscapedPathsReadDecoded(t *testing.T) {
+	r := newRig(t, nil)
+	r.origin.Add("hashicorp", "terraform", "1.6.1+ent", "linux_amd64")
+	plainStatus, plain, _ := r.get(t, "/releases/hashicorp/terraform/1.6.1+ent/index.json")
+	if plainStatus != http.StatusOK {
+		t.Fatalf("1.6.1+ent asked for plainly: %d %s", plainStatus, plain)
+	}
+	for _, p := range []string{"/releases/hashicorp/terraform/1.6.1%2Bent/index.json", "/releases/hashicorp/terraform/1.6.1%2bent/index.json", "/releases/hashicorp/terr%61form/1.6.1+ent/index.json"} {
+		if status, body, _ := r.get(t, p); status != plainStatus || !bytes.Equal(body, plain) {
+			t.Errorf("GET %s: %d %s, want the answer to the plain path", p, status, body)
+		}
+	}
+	for _, p := range []string{"/releases/hashicorp/terraform%2F1.6.0/index.json", "/releases/hashicorp%2fterraform/1.6.0/index.json", "/releases/hashicorp/terraform/1.6.0%5Cindex.json"} {
+		if status, body, _ := r.get(t, p); status != http.StatusNotFound {
+			t.Errorf("GET %s: %d %s, want 404", p, status, body)
+		}
+	}
+}
