@@ -15,10 +15,19 @@ import (
 // advertised, parsed, in memory (about twice their bytes on the wire);
 // a host advertising millions of refs would cost that much memory,
 // however few of them the fetch needs. What it drops was counted all the
-// same by the meter below it.
+// same by the meter below it. When ref may be an abbreviated commit id,
+// every branch and tag is passed too, up to maxHistoryRefs of them:
+// findAbbreviated looks for it in their history.
 type refFilter struct {
 	next http.RoundTripper
 	ref  string
+	adv  *advFilter // the last advertisement's
+}
+
+// tooManyRefs reports whether the advertisement held more branches and
+// tags than were passed on.
+func (t *refFilter) tooManyRefs() bool {
+	return t.adv != nil && t.adv.over
 }
 
 func (t *refFilter) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -30,6 +39,10 @@ func (t *refFilter) RoundTrip(req *http.Request) (*http.Response, error) {
 	if t.ref != "" && !commitID.MatchString(t.ref) {
 		f.wanted = []string{t.ref, "refs/tags/" + t.ref, "refs/heads/" + t.ref}
 	}
+	if abbreviated.MatchString(t.ref) {
+		f.all = maxHistoryRefs
+	}
+	t.adv = f
 	resp.Body = f
 	resp.ContentLength = -1
 	resp.Header.Del("Content-Length")
@@ -43,14 +56,18 @@ func (t *refFilter) RoundTrip(req *http.Request) (*http.Response, error) {
 type advFilter struct {
 	r io.Reader
 	io.Closer
-	wanted  []string // besides HEAD and its target
-	head    [4]byte
-	out     []byte // what is left of it to hand out
-	refs    bool   // the first ref has been read
-	target  []byte // of HEAD, from the first ref's symref capability
-	raw     bool   // not pkt-lines: passed as is, for go-git to refuse
-	err     error
-	scratch [65520]byte
+	wanted []string // besides HEAD and its target
+	head   [4]byte
+	out    []byte // what is left of it to hand out
+	refs   bool   // the first ref has been read
+	target []byte // of HEAD, from the first ref's symref capability
+	// all: up to this many branches and tags are passed besides; over
+	// when there were more.
+	all, passed int
+	over        bool
+	raw         bool // not pkt-lines: passed as is, for go-git to refuse
+	err         error
+	scratch     [65520]byte
 }
 
 func (f *advFilter) Read(p []byte) (int, error) {
@@ -147,6 +164,13 @@ func (f *advFilter) pass(payload []byte) bool {
 		if string(name) == w {
 			return true
 		}
+	}
+	if f.all > 0 && (bytes.HasPrefix(name, []byte("refs/heads/")) || bytes.HasPrefix(name, []byte("refs/tags/"))) {
+		if f.passed < f.all {
+			f.passed++
+			return true
+		}
+		f.over = true
 	}
 	return false
 }

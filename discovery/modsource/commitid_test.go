@@ -3,6 +3,9 @@ package modsource
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/cgi"
 	"net/http/httptest"
@@ -74,5 +77,191 @@ func TestFetchGitCommitIDEitherCase(t *testing.T) {
 		if got := readTarGz(t, buf.Bytes())["main.tf"]; got != "# one\n" {
 			t.Errorf("ref %s: main.tf = %q, want the first commit's", ref, got)
 		}
+	}
+}
+
+// A ref that is an abbreviated commit id, in either case, is the one
+// commit of the branches' and tags' history whose id begins so, as
+// go-getter's clone and `git checkout ID` take it: one no ref names
+// (an old commit of main, a commit of another branch alone), from a Git
+// server that offers partial fetches (uploadpack.allowFilter, as the
+// hosted forges do). One a server without them cannot find, an id no
+// commit has, and one several commits' ids begin with are refused saying
+// so.
+func TestFetchGitAbbreviatedCommitID(t *testing.T) {
+	needGit(t)
+	root := t.TempDir()
+	work := filepath.Join(root, "work")
+	os.Mkdir(work, 0o755)
+	runGitT(t, work, "init", "-q", "-b", "main")
+	commit := func(content string) string {
+		os.WriteFile(filepath.Join(work, "main.tf"), []byte(content), 0o644)
+		runGitT(t, work, "add", ".")
+		runGitT(t, work, "commit", "-q", "-m", content)
+		return runGitT(t, work, "rev-parse", "HEAD")
+	}
+	first := commit("# one\n")
+	commit("# two\n")
+	runGitT(t, work, "tag", "-a", "-m", "v1", "v1")
+	runGitT(t, work, "checkout", "-q", "-b", "feature", first)
+	feature := commit("# feature\n")
+	runGitT(t, work, "checkout", "-q", "main")
+	commit("# three\n")
+	runGitT(t, root, "clone", "-q", "--bare", work, filepath.Join(root, "filter.git"))
+	runGitT(t, filepath.Join(root, "filter.git"), "config", "uploadpack.allowFilter", "true")
+	runGitT(t, root, "clone", "-q", "--bare", work, filepath.Join(root, "stock.git"))
+
+	srv, c := stockGitServer(t, root)
+	f := &Fetcher{HTTP: c, Limits: defaultLimits, TempDir: t.TempDir()}
+	fetch := func(repo, ref string) (Result, map[string]string, error) {
+		var buf bytes.Buffer
+		res, err := f.Fetch(context.Background(), Address{Kind: KindGit, URL: srv.URL + "/" + repo, Ref: ref}, &buf)
+		if err != nil {
+			return res, nil, err
+		}
+		return res, readTarGz(t, buf.Bytes()), nil
+	}
+	for _, tc := range []struct{ ref, commit, file string }{
+		{first[:7], first, "# one\n"},
+		{strings.ToUpper(first[:10]), first, "# one\n"},
+		{feature[:12], feature, "# feature\n"},
+	} {
+		res, files, err := fetch("filter.git", tc.ref)
+		if err != nil {
+			t.Errorf("ref %s: %v", tc.ref, err)
+			continue
+		}
+		if res.Commit != tc.commit || files["main.tf"] != tc.file {
+			t.Errorf("ref %s: commit %s with main.tf %q, want %s with %q", tc.ref, res.Commit, files["main.tf"], tc.commit, tc.file)
+		}
+	}
+
+	_, _, err := fetch("stock.git", first[:7])
+	if !errors.Is(err, ErrBadPackage) || !strings.Contains(err.Error(), "offers no partial fetch") || !strings.Contains(err.Error(), "give the whole 40-hex id") {
+		t.Errorf("abbreviated id from a server without partial fetches: %v, want ErrBadPackage saying to give the whole id", err)
+	}
+	// An id no commit has: every hex digit but the first one of each
+	// commit's id.
+	ids := runGitT(t, work, "rev-list", "--all")
+	missing := ""
+	for _, d := range "0123456789abcdef" {
+		if !strings.Contains("\n"+ids, "\n"+string(d)) {
+			missing = strings.Repeat(string(d), 8)
+			break
+		}
+	}
+	if _, _, err := fetch("filter.git", missing); !errors.Is(err, ErrBadPackage) || !strings.Contains(err.Error(), `no tag, branch or commit "`+missing+`"`) {
+		t.Errorf("abbreviated id no commit has: %v, want ErrBadPackage saying there is none", err)
+	}
+}
+
+// An abbreviated id that two commits' ids begin with is refused as
+// ambiguous, as `git checkout` refuses it, rather than either commit
+// served.
+func TestFetchGitAbbreviatedCommitIDAmbiguous(t *testing.T) {
+	needGit(t)
+	root := t.TempDir()
+	work := filepath.Join(root, "work")
+	os.Mkdir(work, 0o755)
+	runGitT(t, work, "init", "-q", "-b", "main")
+	// Commits made at once (fast-import) until two ids share their first
+	// four hex digits: among 2,000 of 65,536 prefixes, all but certain.
+	var stream strings.Builder
+	for i := range 2000 {
+		fmt.Fprintf(&stream, "commit refs/heads/main\ncommitter t <t@t> %d +0000\ndata 4\n%04d\nM 644 inline main.tf\ndata 5\n%04d\n\n", 1700000000+i, i%10000, i)
+	}
+	cmd := exec.Command("git", "fast-import", "--quiet")
+	cmd.Dir, cmd.Stdin = work, strings.NewReader(stream.String())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git fast-import: %v\n%s", err, out)
+	}
+	seen := map[string]bool{}
+	prefix := ""
+	for _, id := range strings.Fields(runGitT(t, work, "rev-list", "main")) {
+		if seen[id[:4]] {
+			prefix = id[:4]
+			break
+		}
+		seen[id[:4]] = true
+	}
+	if prefix == "" {
+		t.Fatal("no two of 2,000 commits share four hex digits")
+	}
+	runGitT(t, root, "clone", "-q", "--bare", work, filepath.Join(root, "repo.git"))
+	runGitT(t, filepath.Join(root, "repo.git"), "config", "uploadpack.allowFilter", "true")
+	srv, c := stockGitServer(t, root)
+	f := &Fetcher{HTTP: c, Limits: defaultLimits, TempDir: t.TempDir()}
+	_, err := f.Fetch(context.Background(), Address{Kind: KindGit, URL: srv.URL + "/repo.git", Ref: prefix}, io.Discard)
+	if !errors.Is(err, ErrBadPackage) || !strings.Contains(err.Error(), "is ambiguous") {
+		t.Errorf("ref %s: %v, want ErrBadPackage saying it is ambiguous", prefix, err)
+	}
+}
+
+// The branches and tags an abbreviated id is looked for among are
+// bounded (maxHistoryRefs): a repository advertising more is refused
+// with a *LimitError, having held no more than that many of them.
+func TestFetchGitAbbreviatedCommitIDTooManyRefs(t *testing.T) {
+	needGit(t)
+	root := t.TempDir()
+	work := filepath.Join(root, "work")
+	os.Mkdir(work, 0o755)
+	runGitT(t, work, "init", "-q", "-b", "main")
+	os.WriteFile(filepath.Join(work, "main.tf"), []byte("# one\n"), 0o644)
+	runGitT(t, work, "add", ".")
+	runGitT(t, work, "commit", "-q", "-m", "one")
+	id := runGitT(t, work, "rev-parse", "HEAD")
+	bare := filepath.Join(root, "repo.git")
+	runGitT(t, root, "clone", "-q", "--bare", work, bare)
+	runGitT(t, bare, "config", "uploadpack.allowFilter", "true")
+	var refs strings.Builder
+	refs.WriteString("# pack-refs with: peeled fully-peeled sorted \n")
+	refs.WriteString(id + " refs/heads/main\n")
+	for i := range maxHistoryRefs + 1 {
+		fmt.Fprintf(&refs, "%s refs/tags/t%05d\n", id, i)
+	}
+	if err := os.WriteFile(filepath.Join(bare, "packed-refs"), []byte(refs.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.RemoveAll(filepath.Join(bare, "refs", "heads", "main"))
+	srv, c := stockGitServer(t, root)
+	f := &Fetcher{HTTP: c, Limits: Limits{MaxDownloadBytes: 4 << 20, MaxTreeBytes: 1 << 20, MaxEntries: 100, MaxSubmoduleDepth: 2}, TempDir: t.TempDir()}
+	_, err := f.Fetch(context.Background(), Address{Kind: KindGit, URL: srv.URL + "/repo.git", Ref: id[:8]}, io.Discard)
+	var le *LimitError
+	if !errors.As(err, &le) || !strings.Contains(err.Error(), "more than 10000 branches and tags") {
+		t.Errorf("abbreviated id among %d refs: %v, want a *LimitError saying there are too many", maxHistoryRefs+1, err)
+	}
+	// A tag among them (the last) is found by its name all the same.
+	if res, err := f.Fetch(context.Background(), Address{Kind: KindGit, URL: srv.URL + "/repo.git", Ref: "t10000"}, io.Discard); err != nil || res.Commit != id {
+		t.Errorf("tag t10000: %v, %v", res.Commit, err)
+	}
+}
+
+// The history an abbreviated id is looked for in is bounded
+// (maxHistoryCommits): a longer one is refused with a *LimitError from
+// its pack's header, before go-git indexes it.
+func TestFetchGitAbbreviatedCommitIDLongHistory(t *testing.T) {
+	needGit(t)
+	root := t.TempDir()
+	work := filepath.Join(root, "work")
+	os.Mkdir(work, 0o755)
+	runGitT(t, work, "init", "-q", "-b", "main")
+	var stream strings.Builder
+	for i := range maxHistoryCommits + 1 {
+		fmt.Fprintf(&stream, "commit refs/heads/main\ncommitter t <t@t> %d +0000\ndata 0\n\n", 1700000000+i)
+	}
+	cmd := exec.Command("git", "fast-import", "--quiet")
+	cmd.Dir, cmd.Stdin = work, strings.NewReader(stream.String())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git fast-import: %v\n%s", err, out)
+	}
+	first := runGitT(t, work, "rev-list", "--max-parents=0", "main")
+	runGitT(t, root, "clone", "-q", "--bare", work, filepath.Join(root, "repo.git"))
+	runGitT(t, filepath.Join(root, "repo.git"), "config", "uploadpack.allowFilter", "true")
+	srv, c := stockGitServer(t, root)
+	f := &Fetcher{HTTP: c, Limits: Limits{MaxDownloadBytes: 16 << 20, MaxTreeBytes: 16 << 20, MaxEntries: 100, MaxSubmoduleDepth: 2}, TempDir: t.TempDir()}
+	_, err := f.Fetch(context.Background(), Address{Kind: KindGit, URL: srv.URL + "/repo.git", Ref: first[:10]}, io.Discard)
+	var le *LimitError
+	if !errors.As(err, &le) || !strings.Contains(err.Error(), "more than the 20000 allowed") {
+		t.Errorf("abbreviated id in a history of %d commits: %v, want a *LimitError saying it is too long", maxHistoryCommits+1, err)
 	}
 }

@@ -54,7 +54,9 @@ type Limits struct {
 // Of what it receives, a fetch keeps in memory less than
 // Limits.MaxDownloadBytes: archives and Git packs are written to disk as
 // they arrive; of a Git ref advertisement only the refs the fetch may use
-// are passed to go-git (which keeps what it is passed); an error page is
+// are passed to go-git (which keeps what it is passed: for an abbreviated
+// commit id, up to 10,000 branches and tags, whose history of 20,000
+// commits at most is indexed as a pack is below); an error page is
 // read no further than its first KiB; go-git keeps upload-pack's shallow
 // and ACK lines, 20 bytes for each line of 49 or more. Besides, a zip's
 // directory and the package's listing take up to about 2 KiB per entry

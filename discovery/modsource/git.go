@@ -2,6 +2,7 @@ package modsource
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/go-git/go-billy/v5/osfs"
@@ -47,8 +49,10 @@ func (f *Fetcher) fetchGit(ctx context.Context, repoURL, ref string, tw *treeWri
 	// Only this repository's requests carry its host's credential (a
 	// submodule asks for its own).
 	rctx := f.credentials(ctx, repoURL)
+	filter := &refFilter{ref: ref}
 	sess, err := githttp.NewClient(withTransport(f.HTTP, func(next http.RoundTripper) http.RoundTripper {
-		return &refFilter{next: next, ref: ref}
+		filter.next = next
+		return filter
 	})).NewUploadPackSession(ep, nil)
 	if err != nil {
 		return "", err
@@ -59,8 +63,13 @@ func (f *Fetcher) fetchGit(ctx context.Context, repoURL, ref string, tw *treeWri
 		return "", gitError(repoURL, err)
 	}
 	want, err := resolveRef(adv, ref)
+	if errors.Is(err, errAbbreviated) {
+		want, err = f.findAbbreviated(ctx, rctx, sess, adv, filter.tooManyRefs(), repoURL, ref, tmp)
+	} else if err != nil {
+		err = fmt.Errorf("%s: %w", redact.Location(repoURL), err)
+	}
 	if err != nil {
-		return "", fmt.Errorf("%s: %w", redact.Location(repoURL), err)
+		return "", err
 	}
 
 	store := filepath.Join(tmp, fmt.Sprintf("git-%d-%s", depth, want.String()[:12]))
@@ -71,54 +80,9 @@ func (f *Fetcher) fetchGit(ctx context.Context, repoURL, ref string, tw *treeWri
 	if err := req.Capabilities.Set(capability.Shallow); err != nil {
 		return "", err
 	}
-	if adv.Capabilities.Supports(capability.NoProgress) {
-		req.Capabilities.Set(capability.NoProgress) //nolint:errcheck // optional
-	}
-	resp, err := sess.UploadPack(rctx, req)
-	if err != nil {
-		return "", gitError(repoURL, err)
-	}
-	var pack io.Reader = resp // counted, with the lines before it, by the fetch's meter
-	switch {
-	case req.Capabilities.Supports(capability.Sideband64k):
-		pack = sideband.NewDemuxer(sideband.Sideband64k, pack)
-	case req.Capabilities.Supports(capability.Sideband):
-		pack = sideband.NewDemuxer(sideband.Sideband, pack)
-	}
-	// The pack is spooled (within the download limit), and the number of
-	// its objects and the sizes they declare checked, before go-git
-	// indexes it.
-	spool, err := os.CreateTemp(tmp, "pack-*")
-	if err != nil {
+	if err := f.receivePack(ctx, rctx, sess, adv, req, repoURL, tmp, storage, newPackBounds(f.Limits)); err != nil {
 		return "", err
 	}
-	defer os.Remove(spool.Name())
-	defer spool.Close()
-	_, err = io.Copy(spool, pack)
-	resp.Close()
-	if err == nil {
-		_, err = spool.Seek(0, io.SeekStart)
-	}
-	if err == nil {
-		err = checkPack(ctx, bufio.NewReader(spool), newPackBounds(f.Limits))
-	}
-	if err == nil {
-		if _, err = spool.Seek(0, io.SeekStart); err == nil {
-			err = packfile.UpdateObjectStorage(storage, bufio.NewReader(spool))
-		}
-	}
-	if err != nil {
-		var le *LimitError
-		if errors.As(err, &le) {
-			return "", le
-		}
-		if ctx.Err() != nil {
-			return "", err
-		}
-		return "", gitError(repoURL, err)
-	}
-	spool.Close()
-	os.Remove(spool.Name())
 
 	// Every object the package is read from passes through the bounds.
 	storer := boundedObjects{EncodedObjectStorer: storage, bounds: newPackBounds(f.Limits)}
@@ -188,6 +152,138 @@ func (f *Fetcher) fetchGit(ctx context.Context, repoURL, ref string, tw *treeWri
 	}
 	os.RemoveAll(store) // early: a submodule-rich package may need the room
 	return commit.Hash.String(), nil
+}
+
+// receivePack sends req (to the server that advertised adv) and writes the pack it is answered with to
+// storage: spooled (within the download limit) and its objects' number
+// and declared sizes checked against bounds before go-git indexes it.
+func (f *Fetcher) receivePack(ctx, rctx context.Context, sess transport.UploadPackSession, adv *packp.AdvRefs, req *packp.UploadPackRequest, repoURL, tmp string, storage *filesystem.Storage, bounds packBounds) error {
+	if adv.Capabilities.Supports(capability.NoProgress) {
+		req.Capabilities.Set(capability.NoProgress) //nolint:errcheck // optional
+	}
+	resp, err := sess.UploadPack(rctx, req)
+	if err != nil {
+		return gitError(repoURL, err)
+	}
+	var pack io.Reader = resp // counted, with the lines before it, by the fetch's meter
+	switch {
+	case req.Capabilities.Supports(capability.Sideband64k):
+		pack = sideband.NewDemuxer(sideband.Sideband64k, pack)
+	case req.Capabilities.Supports(capability.Sideband):
+		pack = sideband.NewDemuxer(sideband.Sideband, pack)
+	}
+	spool, err := os.CreateTemp(tmp, "pack-*")
+	if err != nil {
+		resp.Close()
+		return err
+	}
+	defer os.Remove(spool.Name())
+	defer spool.Close()
+	_, err = io.Copy(spool, pack)
+	resp.Close()
+	if err == nil {
+		_, err = spool.Seek(0, io.SeekStart)
+	}
+	if err == nil {
+		err = checkPack(ctx, bufio.NewReader(spool), bounds)
+	}
+	if err == nil {
+		if _, err = spool.Seek(0, io.SeekStart); err == nil {
+			err = packfile.UpdateObjectStorage(storage, bufio.NewReader(spool))
+		}
+	}
+	if err != nil {
+		var le *LimitError
+		if errors.As(err, &le) {
+			return le
+		}
+		if ctx.Err() != nil {
+			return err
+		}
+		return gitError(repoURL, err)
+	}
+	return nil
+}
+
+// maxHistoryRefs bounds the branches and tags whose history an
+// abbreviated commit id is looked for in (go-git keeps each ref it is
+// passed in memory, some 200 bytes); maxHistoryCommits the objects of
+// that history, which indexing takes some 440 bytes of memory for each:
+// together some 11 MiB, within MemoryOverhead.
+const (
+	maxHistoryRefs    = 10000
+	maxHistoryCommits = 20000
+)
+
+// findAbbreviated finds the one commit whose id begins with ref (an
+// abbreviated id, as `git checkout` takes one after go-getter's clone)
+// in the history of the repository's branches and tags: a partial fetch
+// of their commits alone (filter tree:0), which the server must offer.
+// tooMany says its ref advertisement held more branches and tags than
+// maxHistoryRefs.
+func (f *Fetcher) findAbbreviated(ctx, rctx context.Context, sess transport.UploadPackSession, adv *packp.AdvRefs, tooMany bool, repoURL, ref, tmp string) (plumbing.Hash, error) {
+	if !adv.Capabilities.Supports(capability.Filter) {
+		return plumbing.ZeroHash, fmt.Errorf("%s: no tag or branch %q, and its Git server offers no partial fetch (filter), which finding an abbreviated commit id takes without the whole repository: give the whole 40-hex id", redact.Location(repoURL), ref)
+	}
+	if tooMany {
+		return plumbing.ZeroHash, &LimitError{Detail: fmt.Sprintf("its Git repository has more than %d branches and tags to look for the abbreviated commit id %q in", maxHistoryRefs, ref)}
+	}
+	refs, err := adv.AllReferences()
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	seen := map[plumbing.Hash]bool{}
+	var wants []plumbing.Hash
+	for _, r := range refs {
+		if r.Type() != plumbing.HashReference || !(r.Name() == plumbing.HEAD || r.Name().IsBranch() || r.Name().IsTag()) || seen[r.Hash()] {
+			continue
+		}
+		seen[r.Hash()] = true
+		wants = append(wants, r.Hash())
+	}
+	if len(wants) == 0 {
+		return plumbing.ZeroHash, fmt.Errorf("%s: no tag, branch or commit %q (the repository has no branch or tag)", redact.Location(repoURL), ref)
+	}
+	slices.SortFunc(wants, func(a, b plumbing.Hash) int { return bytes.Compare(a[:], b[:]) })
+	req := packp.NewUploadPackRequestFromCapabilities(adv.Capabilities)
+	req.Wants = wants
+	req.Filter = packp.FilterTreeDepth(0)
+	if err := req.Capabilities.Set(capability.Filter); err != nil {
+		return plumbing.ZeroHash, err
+	}
+	dir, err := os.MkdirTemp(tmp, "history-*")
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	defer os.RemoveAll(dir)
+	storage := filesystem.NewStorage(osfs.New(dir), cache.NewObjectLRUDefault())
+	bounds := newPackBounds(f.Limits)
+	bounds.objects, bounds.history = maxHistoryCommits, true
+	if err := f.receivePack(ctx, rctx, sess, adv, req, repoURL, tmp, storage, bounds); err != nil {
+		return plumbing.ZeroHash, err
+	}
+	iter, err := storage.IterEncodedObjects(plumbing.CommitObject)
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	prefix := strings.ToLower(ref)
+	var found []plumbing.Hash
+	err = iter.ForEach(func(o plumbing.EncodedObject) error {
+		if h := o.Hash(); strings.HasPrefix(h.String(), prefix) && !slices.Contains(found, h) {
+			found = append(found, h)
+		}
+		return ctx.Err()
+	})
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	switch len(found) {
+	case 0:
+		return plumbing.ZeroHash, fmt.Errorf("%s: no tag, branch or commit %q (no commit of the branches' and tags' history has an id beginning so)", redact.Location(repoURL), ref)
+	case 1:
+		return found[0], nil
+	}
+	return plumbing.ZeroHash, fmt.Errorf("%s: the abbreviated commit id %q is ambiguous: %d commits' ids begin so; give more of it, or the whole 40-hex id", redact.Location(repoURL), ref, len(found))
 }
 
 // maxSubmodules bounds the Git submodules of one package, nested ones
@@ -341,12 +437,16 @@ func resolveRef(adv *packp.AdvRefs, ref string) (plumbing.Hash, error) {
 		return *adv.Head, nil
 	}
 	if abbreviated.MatchString(ref) {
-		// go-getter's clone checks it out; this fetch of one commit
-		// has nothing to find it among.
-		return plumbing.ZeroHash, fmt.Errorf("no tag, branch or commit %q (an abbreviated commit id, which the mirror does not resolve: give the whole 40-hex id)", ref)
+		// go-getter's clone checks it out: findAbbreviated looks for it
+		// in the history.
+		return plumbing.ZeroHash, errAbbreviated
 	}
 	return plumbing.ZeroHash, fmt.Errorf("no tag, branch or commit %q", ref)
 }
+
+// errAbbreviated is resolveRef's answer for a ref that names no branch or
+// tag and may be an abbreviated commit id.
+var errAbbreviated = errors.New("may be an abbreviated commit id")
 
 // abbreviated is what may be an abbreviated commit id, as Git takes one
 // (4 hex digits at least).

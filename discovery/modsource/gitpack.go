@@ -51,6 +51,9 @@ type packBounds struct {
 	tree    int64  // treeObjectLimit
 	entries int    // Limits.MaxEntries, which bound tree
 	commit  int64  // maxCommitObjectBytes, for commits and tags
+	// history: the pack is a history's commits (findAbbreviated), its
+	// objects bounded by maxHistoryCommits.
+	history bool
 }
 
 func newPackBounds(limits Limits) packBounds {
@@ -121,6 +124,9 @@ func checkPack(ctx context.Context, r io.Reader, bounds packBounds) error {
 		return fmt.Errorf("reading the Git pack: %w", err)
 	}
 	if bounds.objects > 0 && count > bounds.objects {
+		if bounds.history {
+			return &LimitError{Detail: fmt.Sprintf("the history its abbreviated commit id is looked for in holds %d objects, more than the %d allowed", count, bounds.objects)}
+		}
 		return &LimitError{Detail: fmt.Sprintf("its Git pack holds %d objects, more than the %d a package of its files and directories allowed needs", count, bounds.objects), Setting: settingMaxFiles}
 	}
 	if bounds.total <= 0 {

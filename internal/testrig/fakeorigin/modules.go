@@ -196,9 +196,13 @@ func (o *Origin) AddGitRepo(repo string, files map[string][]byte, tags ...string
 		if err := runGit("", "init", "-q", "--bare", bare); err != nil {
 			return "", err
 		}
-		// Clients may fetch a commit that no branch or tag names.
-		if err := runGit(bare, "config", "uploadpack.allowAnySHA1InWant", "true"); err != nil {
-			return "", err
+		// Clients may fetch a commit that no branch or tag names, and
+		// partial fetches (the mirror's of a history of commits alone),
+		// as the hosted forges allow.
+		for _, kv := range [][2]string{{"uploadpack.allowAnySHA1InWant", "true"}, {"uploadpack.allowFilter", "true"}} {
+			if err := runGit(bare, "config", kv[0], kv[1]); err != nil {
+				return "", err
+			}
 		}
 		if err := runGit("", "init", "-q", "-b", "main", work); err != nil {
 			return "", err
