@@ -154,9 +154,10 @@ func (f *Fetcher) fetchGit(ctx context.Context, repoURL, ref string, tw *treeWri
 	return commit.Hash.String(), nil
 }
 
-// receivePack sends req (to the server that advertised adv) and writes the pack it is answered with to
-// storage: spooled (within the download limit) and its objects' number
-// and declared sizes checked against bounds before go-git indexes it.
+// receivePack sends req (to the server that advertised adv) and writes
+// the pack it is answered with to storage: spooled (within the download
+// limit), its objects' number and declared sizes checked against bounds
+// before go-git indexes it.
 func (f *Fetcher) receivePack(ctx, rctx context.Context, sess transport.UploadPackSession, adv *packp.AdvRefs, req *packp.UploadPackRequest, repoURL, tmp string, storage *filesystem.Storage, bounds packBounds) error {
 	if adv.Capabilities.Supports(capability.NoProgress) {
 		req.Capabilities.Set(capability.NoProgress) //nolint:errcheck // optional
