@@ -242,7 +242,7 @@ func (a *AirGap) Import(ctx context.Context, in Imported) (ImportOutcome, error)
 			a.r.refusedSums(pub, product, err)
 			return out, &ImportError{File: arc.Filename, Err: err}
 		}
-		blobs = append(blobs, r.archiveBlob(pub, product, version, want, arc.Filename, arc.Open))
+		blobs = append(blobs, r.archiveBlob(pub, product, version, want, arc.Filename, "", arc.Open))
 	}
 	// Retention keeps the archives from the moment they are committed,
 	// and from the end of the import only those the stored SHA256SUMS

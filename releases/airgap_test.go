@@ -108,6 +108,10 @@ func TestAirGapHeldAndImport(t *testing.T) {
 			if b.engine.HasBlob(fakeorigin.ArchiveSHA256("terraform", "1.6.0", "linux_amd64")) {
 				t.Error("the archive was kept")
 			}
+			// A bundle's file is no origin's answer.
+			if told := b.metrics.toldOrigins(); len(told) != 0 {
+				t.Errorf("Config.OriginRefused told %v of an import", told)
+			}
 			if _, err := b.rel.Sums(ctx, releases.HashiCorp, "terraform", "1.6.0"); err == nil {
 				t.Error("the SHA256SUMS was kept")
 			}

@@ -224,7 +224,7 @@ func (r *Releases) OpenArchive(ctx context.Context, pub Publisher, product, vers
 		return nil, err
 	}
 	r.notify.serving(pub, product, version, b.SHA256)
-	arc, err := r.engine.OpenBlob(ctx, r.archiveBlob(pub, product, version, b.SHA256, name,
+	arc, err := r.engine.OpenBlob(ctx, r.archiveBlob(pub, product, version, b.SHA256, name, raw,
 		func(ctx context.Context) (io.ReadCloser, int64, error) {
 			return r.origin.OpenArchive(ctx, p, raw)
 		}))
@@ -246,9 +246,11 @@ func (r *Releases) OpenArchive(ctx context.Context, pub Publisher, product, vers
 func (r *Releases) Cached(sha string) bool { return r.engine.HasBlob(sha) }
 
 // archiveBlob is the archive name of a release, whose signed SHA256SUMS
-// gives sha256, as the engine stores it: read with open, checked as a CLI
-// archive of product within the archive limits, a refusal counted.
-func (r *Releases) archiveBlob(pub Publisher, product, version, sha256, name string, open func(context.Context) (io.ReadCloser, int64, error)) mirror.Blob {
+// gives sha256, as the engine stores it: read with open (from the origin
+// URL from, or "" for a file that is no origin's), checked as a CLI
+// archive of product within the archive limits, a refusal counted and,
+// from an origin, told Config.OriginRefused.
+func (r *Releases) archiveBlob(pub Publisher, product, version, sha256, name, from string, open func(context.Context) (io.ReadCloser, int64, error)) mirror.Blob {
 	return mirror.Blob{
 		SHA256:   sha256,
 		Filename: name,
@@ -257,7 +259,23 @@ func (r *Releases) archiveBlob(pub Publisher, product, version, sha256, name str
 		Check: func(ctx context.Context, ra io.ReaderAt, size int64) error {
 			return verify.CheckCLIArchive(ctx, ra, size, product, r.cfg.ArchiveLimits)
 		},
-		Refused: func(reason string) { r.metrics.CLIRefused(string(pub), product, reason) },
+		Refused: func(reason string) {
+			r.metrics.CLIRefused(string(pub), product, reason)
+			if from != "" {
+				r.originRefused(from, reason)
+			}
+		},
+	}
+}
+
+// originRefused tells Config.OriginRefused that the origin of the URL
+// raw answered a file that failed verification for reason.
+func (r *Releases) originRefused(raw, reason string) {
+	if r.cfg.OriginRefused == nil {
+		return
+	}
+	if p, err := originOf(raw); err == nil {
+		r.cfg.OriginRefused(string(p.Hostname), reason)
 	}
 }
 

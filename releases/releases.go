@@ -147,9 +147,15 @@ type Config struct {
 	ArchiveLimits verify.Limits
 	// Offline: no origin is contacted; what the cache holds is served.
 	Offline bool
-	Logger  *slog.Logger
-	Metrics Metrics
-	Now     func() time.Time
+	// OriginRefused, when set, is told of each SHA256SUMS or archive an
+	// origin answered that failed verification: the origin's host, as
+	// the origin client names it, and the verify.Reason (as
+	// mirror.Config.OriginRefused is of provider packages). What an
+	// air-gap bundle brought is no origin's.
+	OriginRefused func(origin, reason string)
+	Logger        *slog.Logger
+	Metrics       Metrics
+	Now           func() time.Time
 }
 
 // maxSmallDocument bounds a SHA256SUMS or a signature.

@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"maps"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -163,6 +165,20 @@ func TestTamperedArchiveRefused(t *testing.T) {
 	if n := r.metrics.refusals("opentofu/tofu/" + string(verify.ReasonChecksum)); n != 2 {
 		t.Errorf("checksum refusals counted %d, want 2", n)
 	}
+	// The origin that answered them is told (its row on the status page).
+	if told, want := r.metrics.toldOrigins(), map[string]int{originHost(t, o) + "/" + string(verify.ReasonChecksum): 2}; !maps.Equal(told, want) {
+		t.Errorf("Config.OriginRefused told %v, want %v", told, want)
+	}
+}
+
+// originHost is the host of o's URLs, as Config.OriginRefused names it.
+func originHost(t *testing.T, o *fakeorigin.Releases) string {
+	t.Helper()
+	u, err := url.Parse(o.HashiCorpURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Host
 }
 
 // TestBadSignatureRefused: a SHA256SUMS signed by a key the operator did
@@ -185,6 +201,9 @@ func TestBadSignatureRefused(t *testing.T) {
 	}
 	if n := r.metrics.verificationFailures("signature"); n != 4 {
 		t.Errorf("verification failures counted %d, want 4 (the alert's series)", n)
+	}
+	if told, want := r.metrics.toldOrigins(), map[string]int{originHost(t, o) + "/signature": 4}; !maps.Equal(told, want) {
+		t.Errorf("Config.OriginRefused told %v, want %v", told, want)
 	}
 	if n := o.Hits("/hc/terraform/1.6.0/" + tfZip); n != 0 {
 		t.Errorf("the archive of an unverified SHA256SUMS was fetched %d times", n)

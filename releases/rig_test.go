@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
 	"sync"
 	"testing"
 	"time"
@@ -35,6 +36,26 @@ type countingMetrics struct {
 	served  map[string]int
 	refused map[string]int
 	failed  map[string]int // VerificationFailed, by reason
+	// originRefused counts Config.OriginRefused's calls, by
+	// "ORIGIN/REASON".
+	originRefused map[string]int
+}
+
+// refusedBy is the rig's Config.OriginRefused.
+func (m *countingMetrics) refusedBy(origin, reason string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.originRefused == nil {
+		m.originRefused = map[string]int{}
+	}
+	m.originRefused[origin+"/"+reason]++
+}
+
+// toldOrigins returns what Config.OriginRefused was told.
+func (m *countingMetrics) toldOrigins() map[string]int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return maps.Clone(m.originRefused)
 }
 
 func (m *countingMetrics) CLIServed(pub, product, kind string, stale bool) {
@@ -117,6 +138,7 @@ func newRigStore(t testing.TB, o *fakeorigin.Releases, dir string, offline bool,
 		HashiCorpURL: o.HashiCorpURL, HashiCorpKeys: []string{o.HashiCorpKey},
 		OpenTofuDownloadURL: o.OpenTofuDownloadURL, OpenTofuAPIURL: o.OpenTofuAPIURL, OpenTofuKeys: []string{o.OpenTofuKey},
 		Offline: offline, Logger: enginetest.Logger(t), Metrics: r.metrics, Now: r.clock.Now,
+		OriginRefused: r.metrics.refusedBy,
 	}, client, r.engine, r.store)
 	if err != nil {
 		t.Fatal(err)

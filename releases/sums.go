@@ -275,7 +275,8 @@ func (r *Releases) loadSums(key string) (*Sums, error) {
 // is stored.
 func (r *Releases) fetchSums(ctx context.Context, pub Publisher, product, version string) (*Sums, error) {
 	name := SumsName(pub, product, version)
-	doc, err := r.fetchDocument(ctx, r.fileURL(pub, product, version, name), maxSmallDocument)
+	raw := r.fileURL(pub, product, version, name)
+	doc, err := r.fetchDocument(ctx, raw, maxSmallDocument)
 	if err != nil {
 		return nil, err
 	}
@@ -295,6 +296,7 @@ func (r *Releases) fetchSums(ctx context.Context, pub Publisher, product, versio
 	}
 	if err != nil {
 		reason := r.refusedSums(pub, product, err)
+		r.originRefused(raw, reason)
 		r.log.Error("release SHA256SUMS refused; nothing was cached", "publisher", string(pub), "product", product,
 			"version", version, "reason", reason, "error", err)
 		return nil, err

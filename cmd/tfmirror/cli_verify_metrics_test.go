@@ -1,7 +1,9 @@
 package main
 
 import (
+	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -77,5 +79,58 @@ func TestCLIReleasePolicyRefusalCounted(t *testing.T) {
 		if v := metricLine(body, name); v != want {
 			t.Errorf("%s = %s, want %s", name, v, want)
 		}
+	}
+}
+
+// TestCLIReleaseVerificationFailuresOnTheOriginsRow: a CLI release
+// archive that does not match its signed SHA256SUMS, and a SHA256SUMS
+// signed by a key the publisher does not name, are failures of the
+// origin that answered them on the status page, as a provider package's
+// are (docs/operations.md, the origin rows): its row says "answering,
+// failing verification", counts them in the last hour and names the
+// last one, as /metrics counts them.
+func TestCLIReleaseVerificationFailuresOnTheOriginsRow(t *testing.T) {
+	c := newCLIOrigin(t)
+	name := "tofu_1.8.0_" + platform + ".zip"
+	c.origin.Tamper(name)
+	c.origin.SignWithOtherKey("terraform_1.6.0_SHA256SUMS")
+	c.start(t, t.TempDir())
+	u, err := url.Parse(c.origin.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"/releases/opentofu/v1.8.0/" + name, "/releases/hashicorp/terraform/1.6.0/terraform_1.6.0_" + platform + ".zip"} {
+		resp, err := c.client(t).Get(c.url + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK && err == nil {
+			t.Fatalf("%s: a whole 200", p)
+		}
+	}
+	body := c.get(t, "/metrics")
+	for _, s := range []string{`tfmirror_verification_failures_total{reason="checksum_mismatch"}`, `tfmirror_verification_failures_total{reason="signature"}`} {
+		if v := metricLine(body, s); v != "1" {
+			t.Errorf("%s = %s, want 1", s, v)
+		}
+	}
+	found := false
+	for _, o := range c.status(t).Origins {
+		if o.Host != u.Host {
+			continue
+		}
+		found = true
+		if o.State != "unverified" || o.LastHour.VerificationFailures != 2 || o.LastVerificationFailure == nil {
+			t.Errorf("origin row %s after 2 CLI release files it answered failed verification: state %q, last_hour.verification_failures %d, last_verification_failure %v; want unverified, 2, set",
+				o.Host, o.State, o.LastHour.VerificationFailures, o.LastVerificationFailure)
+		}
+	}
+	if !found {
+		t.Fatalf("the status page has no row of the origin %s", u.Host)
+	}
+	if page := c.get(t, "/"); !strings.Contains(page, "answering, failing verification") {
+		t.Errorf("the status page does not say the origin is failing verification:\n%s", page)
 	}
 }

@@ -47,7 +47,8 @@ func releasesConfig(cfg settings.Config) releases.Config {
 func openReleases(cfg settings.Config, logger *slog.Logger, client *discovery.Client, engine *mirror.Engine, store *cache.Store, met *metrics.Metrics) (*releases.Releases, error) {
 	rcfg := releasesConfig(cfg)
 	rcfg.ListTTL = cfg.VersionsTTL
-	rcfg.StaleAfter = engine.Config().StaleAfter // as the providers' and modules' lists
+	rcfg.StaleAfter = engine.Config().StaleAfter       // as the providers' and modules' lists
+	rcfg.OriginRefused = engine.Config().OriginRefused // the status page's origin rows
 	rcfg.OriginTimeout = metadataStages * client.MaxRequestTime()
 	rcfg.ArchiveLimits = verify.Limits{MaxUnpackedBytes: cfg.ArchiveMaxUnpacked, MaxEntries: cfg.ArchiveMaxEntries}
 	rcfg.Offline = cfg.Offline
