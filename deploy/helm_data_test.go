@@ -71,8 +71,8 @@ func TestHelmChartEphemeralVolume(t *testing.T) {
 		name, values, class string
 		size                int64
 	}{
-		{"replicas sharing a store", shared + "ephemeralVolume: {enabled: true, size: 100Gi, storageClass: fast-ssd}\nconfig: {cache-max-bytes: 80GiB}\n", "fast-ssd", 100 << 30},
-		{"one pod without a claim, the default class", "persistence: {enabled: false}\ninsecureHTTP: true\nephemeralVolume: {enabled: true}\nconfig: {cache-max-bytes: 16GiB}\n", "", 20 << 30},
+		{"replicas sharing a store", shared + "ephemeralVolume: {enabled: true, size: 100Gi, storageClass: fast-ssd}\nconfig: {cache-max-bytes: 64GiB}\n", "fast-ssd", 100 << 30},
+		{"one pod without a claim, the default class", "persistence: {enabled: false}\ninsecureHTTP: true\nephemeralVolume: {enabled: true}\nconfig: {cache-max-bytes: 13GiB}\n", "", 20 << 30},
 		{"a size in bytes", shared + "ephemeralVolume: {enabled: true, size: 53687091200}\n", "", 50 << 30},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -101,9 +101,9 @@ func TestHelmChartEphemeralVolume(t *testing.T) {
 	for _, tc := range []struct{ name, values, want string }{
 		// The data directory holds up to 1.25 times the limit: the volume
 		// would fill, the cache stop taking archives and /readyz fail.
-		{"a cache of more than 4/5 of the volume", shared + "ephemeralVolume: {enabled: true, size: 20Gi}\nconfig: {cache-max-bytes: 17GiB}\n",
+		{"a cache of more than 2/3 of the volume", shared + "ephemeralVolume: {enabled: true, size: 20Gi}\nconfig: {cache-max-bytes: 17GiB}\n",
 			"config.cache-max-bytes 17GiB does not fit the data volume, an ephemeral volume of ephemeralVolume.size 20Gi"},
-		{"the default cache on the default volume", shared + "ephemeralVolume: {enabled: true}\n", "config.cache-max-bytes 40GiB does not fit"},
+		{"the default cache on the default volume", shared + "ephemeralVolume: {enabled: true}\n", "config.cache-max-bytes 32GiB does not fit"},
 		// One replica on its claim has no ephemeral volume: the value would
 		// be ignored without a word.
 		{"beside a claim", "ephemeralVolume: {enabled: true}\n", "ephemeralVolume.enabled: the cache is on the claim"},

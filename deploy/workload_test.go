@@ -816,8 +816,8 @@ func checkSharedStore(t *testing.T, m *manifests, w *workload) {
 		}
 	case data.Ephemeral != nil && data.Ephemeral.VolumeClaimTemplate != nil:
 		size := quantity(*data.Ephemeral.VolumeClaimTemplate.Spec.Resources.Requests.Storage())
-		if cacheMax == 0 || cacheMax > size/5*4 {
-			t.Errorf("%s: TFMIRROR_CACHE_MAX_BYTES=%q: want a limit of at most 4/5 of the ephemeral volume's %d", m.where, w.env["TFMIRROR_CACHE_MAX_BYTES"], size)
+		if cacheMax == 0 || cacheMax > size/3*2 {
+			t.Errorf("%s: TFMIRROR_CACHE_MAX_BYTES=%q: want a limit of at most 2/3 of the ephemeral volume's %d", m.where, w.env["TFMIRROR_CACHE_MAX_BYTES"], size)
 		}
 	default:
 		t.Fatalf("%s: the data dir is not an emptyDir with a sizeLimit nor an ephemeral volume: volume %+v", m.where, data)

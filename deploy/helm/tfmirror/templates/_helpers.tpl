@@ -199,8 +199,9 @@ app.kubernetes.io/part-of: tfmirror
 {{- else }}
 {{- /* The data directory holds up to 1.25 times the limit (Badger's
      value log before its GC returns the space of evicted archives)
-     plus the disk reserve: a limit above 4/5 of the claim (or of each
-     pod's ephemeral volume) fills it. */}}
+     plus the disk reserve, and the volume's file system keeps some of it
+     (ext4 5% for root): a limit above 2/3 of the claim (or of each pod's
+     ephemeral volume) may fill it. */}}
 {{- $size := "" }}
 {{- $volume := "" }}
 {{- if not (include "tfmirror.pvc" $) }}
@@ -211,8 +212,8 @@ app.kubernetes.io/part-of: tfmirror
 {{- $volume = printf "a claim of persistence.size %v" (include "tfmirror.string" $size) }}
 {{- end }}
 {{- with include "tfmirror.bytes" $size }}
-{{- if and (gt $cache 0.0) (gt $cache (mulf . 0.8)) }}
-{{- fail (printf "config.cache-max-bytes %s does not fit the data volume, %s: the data directory holds up to 1.25 times the limit (Badger's own files, the space of evicted archives not yet returned) and the volume would fill, the cache stop taking archives and /readyz fail, taking the pod out of the Service; set it to at most 4/5 of the size" $cacheMax $volume) }}
+{{- if and (gt $cache 0.0) (gt (mulf $cache 3.0) (mulf . 2.0)) }}
+{{- fail (printf "config.cache-max-bytes %s does not fit the data volume, %s: the data directory holds up to 1.25 times the limit (Badger's own files, the space of evicted archives not yet returned) plus the disk reserve, the file system keeps some of the volume, and the volume would fill, the cache stop taking archives and /readyz fail, taking the pod out of the Service; set it to at most 2/3 of the size" $cacheMax $volume) }}
 {{- end }}
 {{- end }}
 {{- end }}
