@@ -43,23 +43,62 @@ func runGitT(t *testing.T, dir string, args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
+// newWorkRepo makes a Git working repository, branch main, at
+// ROOT/work; root is a temporary directory for the bare ones beside it.
+func newWorkRepo(t *testing.T) (root, work string) {
+	t.Helper()
+	needGit(t)
+	root = t.TempDir()
+	work = filepath.Join(root, "work")
+	if err := os.Mkdir(work, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	runGitT(t, work, "init", "-q", "-b", "main")
+	return root, work
+}
+
+// commitMainTF commits main.tf holding content in work and returns the
+// commit's id.
+func commitMainTF(t *testing.T, work, content string) string {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(work, "main.tf"), []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runGitT(t, work, "add", ".")
+	runGitT(t, work, "commit", "-q", "-m", content)
+	return runGitT(t, work, "rev-parse", "HEAD")
+}
+
+// fastImport makes the commits of a git fast-import stream in work at
+// once.
+func fastImport(t *testing.T, work, stream string) {
+	t.Helper()
+	cmd := exec.Command("git", "fast-import", "--quiet")
+	cmd.Dir, cmd.Stdin = work, strings.NewReader(stream)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git fast-import: %v\n%s", err, out)
+	}
+}
+
+// filterBare clones work bare as ROOT/name, serving partial fetches
+// (uploadpack.allowFilter, as the hosted forges do), and returns its path.
+func filterBare(t *testing.T, root, work, name string) string {
+	t.Helper()
+	bare := filepath.Join(root, name)
+	runGitT(t, root, "clone", "-q", "--bare", work, bare)
+	runGitT(t, bare, "config", "uploadpack.allowFilter", "true")
+	return bare
+}
+
 // A ref that is the full id of a commit, in either case, is that commit,
 // as go-getter's `git checkout ID` takes it: one that no branch or tag
 // names too (the commit a registry pinned, after its branch moved on),
 // from a Git server as Git ships it (smart HTTP lets a client want any
 // commit a ref reaches).
 func TestFetchGitCommitIDEitherCase(t *testing.T) {
-	needGit(t)
-	root := t.TempDir()
-	work := filepath.Join(root, "work")
-	os.Mkdir(work, 0o755)
-	runGitT(t, work, "init", "-q", "-b", "main")
-	os.WriteFile(filepath.Join(work, "main.tf"), []byte("# one\n"), 0o644)
-	runGitT(t, work, "add", ".")
-	runGitT(t, work, "commit", "-q", "-m", "one")
-	first := runGitT(t, work, "rev-parse", "HEAD")
-	os.WriteFile(filepath.Join(work, "main.tf"), []byte("# two\n"), 0o644)
-	runGitT(t, work, "commit", "-q", "-am", "two")
+	root, work := newWorkRepo(t)
+	first := commitMainTF(t, work, "# one\n")
+	commitMainTF(t, work, "# two\n")
 	runGitT(t, root, "clone", "-q", "--bare", work, filepath.Join(root, "repo.git"))
 
 	srv, c := stockGitServer(t, root)
@@ -89,26 +128,15 @@ func TestFetchGitCommitIDEitherCase(t *testing.T) {
 // commit has, and one several commits' ids begin with are refused saying
 // so.
 func TestFetchGitAbbreviatedCommitID(t *testing.T) {
-	needGit(t)
-	root := t.TempDir()
-	work := filepath.Join(root, "work")
-	os.Mkdir(work, 0o755)
-	runGitT(t, work, "init", "-q", "-b", "main")
-	commit := func(content string) string {
-		os.WriteFile(filepath.Join(work, "main.tf"), []byte(content), 0o644)
-		runGitT(t, work, "add", ".")
-		runGitT(t, work, "commit", "-q", "-m", content)
-		return runGitT(t, work, "rev-parse", "HEAD")
-	}
-	first := commit("# one\n")
-	commit("# two\n")
+	root, work := newWorkRepo(t)
+	first := commitMainTF(t, work, "# one\n")
+	commitMainTF(t, work, "# two\n")
 	runGitT(t, work, "tag", "-a", "-m", "v1", "v1")
 	runGitT(t, work, "checkout", "-q", "-b", "feature", first)
-	feature := commit("# feature\n")
+	feature := commitMainTF(t, work, "# feature\n")
 	runGitT(t, work, "checkout", "-q", "main")
-	commit("# three\n")
-	runGitT(t, root, "clone", "-q", "--bare", work, filepath.Join(root, "filter.git"))
-	runGitT(t, filepath.Join(root, "filter.git"), "config", "uploadpack.allowFilter", "true")
+	commitMainTF(t, work, "# three\n")
+	filterBare(t, root, work, "filter.git")
 	runGitT(t, root, "clone", "-q", "--bare", work, filepath.Join(root, "stock.git"))
 
 	srv, c := stockGitServer(t, root)
@@ -159,22 +187,14 @@ func TestFetchGitAbbreviatedCommitID(t *testing.T) {
 // ambiguous, as `git checkout` refuses it, rather than either commit
 // served.
 func TestFetchGitAbbreviatedCommitIDAmbiguous(t *testing.T) {
-	needGit(t)
-	root := t.TempDir()
-	work := filepath.Join(root, "work")
-	os.Mkdir(work, 0o755)
-	runGitT(t, work, "init", "-q", "-b", "main")
+	root, work := newWorkRepo(t)
 	// Commits made at once (fast-import) until two ids share their first
 	// four hex digits: among 2,000 of 65,536 prefixes, all but certain.
 	var stream strings.Builder
 	for i := range 2000 {
 		fmt.Fprintf(&stream, "commit refs/heads/main\ncommitter t <t@t> %d +0000\ndata 4\n%04d\nM 644 inline main.tf\ndata 5\n%04d\n\n", 1700000000+i, i%10000, i)
 	}
-	cmd := exec.Command("git", "fast-import", "--quiet")
-	cmd.Dir, cmd.Stdin = work, strings.NewReader(stream.String())
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("git fast-import: %v\n%s", err, out)
-	}
+	fastImport(t, work, stream.String())
 	seen := map[string]bool{}
 	prefix := ""
 	for _, id := range strings.Fields(runGitT(t, work, "rev-list", "main")) {
@@ -187,8 +207,7 @@ func TestFetchGitAbbreviatedCommitIDAmbiguous(t *testing.T) {
 	if prefix == "" {
 		t.Fatal("no two of 2,000 commits share four hex digits")
 	}
-	runGitT(t, root, "clone", "-q", "--bare", work, filepath.Join(root, "repo.git"))
-	runGitT(t, filepath.Join(root, "repo.git"), "config", "uploadpack.allowFilter", "true")
+	filterBare(t, root, work, "repo.git")
 	srv, c := stockGitServer(t, root)
 	f := &Fetcher{HTTP: c, Limits: defaultLimits, TempDir: t.TempDir()}
 	_, err := f.Fetch(context.Background(), Address{Kind: KindGit, URL: srv.URL + "/repo.git", Ref: prefix}, io.Discard)
@@ -201,18 +220,9 @@ func TestFetchGitAbbreviatedCommitIDAmbiguous(t *testing.T) {
 // bounded (maxHistoryRefs): a repository advertising more is refused
 // with a *LimitError, having held no more than that many of them.
 func TestFetchGitAbbreviatedCommitIDTooManyRefs(t *testing.T) {
-	needGit(t)
-	root := t.TempDir()
-	work := filepath.Join(root, "work")
-	os.Mkdir(work, 0o755)
-	runGitT(t, work, "init", "-q", "-b", "main")
-	os.WriteFile(filepath.Join(work, "main.tf"), []byte("# one\n"), 0o644)
-	runGitT(t, work, "add", ".")
-	runGitT(t, work, "commit", "-q", "-m", "one")
-	id := runGitT(t, work, "rev-parse", "HEAD")
-	bare := filepath.Join(root, "repo.git")
-	runGitT(t, root, "clone", "-q", "--bare", work, bare)
-	runGitT(t, bare, "config", "uploadpack.allowFilter", "true")
+	root, work := newWorkRepo(t)
+	id := commitMainTF(t, work, "# one\n")
+	bare := filterBare(t, root, work, "repo.git")
 	var refs strings.Builder
 	refs.WriteString("# pack-refs with: peeled fully-peeled sorted \n")
 	refs.WriteString(id + " refs/heads/main\n")
@@ -240,23 +250,14 @@ func TestFetchGitAbbreviatedCommitIDTooManyRefs(t *testing.T) {
 // (maxHistoryCommits): a longer one is refused with a *LimitError from
 // its pack's header, before go-git indexes it.
 func TestFetchGitAbbreviatedCommitIDLongHistory(t *testing.T) {
-	needGit(t)
-	root := t.TempDir()
-	work := filepath.Join(root, "work")
-	os.Mkdir(work, 0o755)
-	runGitT(t, work, "init", "-q", "-b", "main")
+	root, work := newWorkRepo(t)
 	var stream strings.Builder
 	for i := range maxHistoryCommits + 1 {
 		fmt.Fprintf(&stream, "commit refs/heads/main\ncommitter t <t@t> %d +0000\ndata 0\n\n", 1700000000+i)
 	}
-	cmd := exec.Command("git", "fast-import", "--quiet")
-	cmd.Dir, cmd.Stdin = work, strings.NewReader(stream.String())
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("git fast-import: %v\n%s", err, out)
-	}
+	fastImport(t, work, stream.String())
 	first := runGitT(t, work, "rev-list", "--max-parents=0", "main")
-	runGitT(t, root, "clone", "-q", "--bare", work, filepath.Join(root, "repo.git"))
-	runGitT(t, filepath.Join(root, "repo.git"), "config", "uploadpack.allowFilter", "true")
+	filterBare(t, root, work, "repo.git")
 	srv, c := stockGitServer(t, root)
 	f := &Fetcher{HTTP: c, Limits: Limits{MaxDownloadBytes: 16 << 20, MaxTreeBytes: 16 << 20, MaxEntries: 100, MaxSubmoduleDepth: 2}, TempDir: t.TempDir()}
 	_, err := f.Fetch(context.Background(), Address{Kind: KindGit, URL: srv.URL + "/repo.git", Ref: first[:10]}, io.Discard)
