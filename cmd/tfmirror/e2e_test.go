@@ -7,6 +7,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -67,6 +68,10 @@ type e2e struct {
 	// configOnly: the mirror is started with --config alone, every
 	// setting (the data directory too) from the file.
 	configOnly bool
+	// originRoots, when set (before startMirror), are the CAs the mirror
+	// trusts for TLS to origins instead of the fake origin's: an empty
+	// pool makes every origin's certificate one it cannot check.
+	originRoots *x509.CertPool
 }
 
 // origins the tests serve: the public registries' names and a private one.
@@ -132,8 +137,12 @@ func (e *e2e) startMirror(dataDir string, extraFlags ...string) {
 	if e.logTo != nil {
 		logger = slog.New(slog.NewJSONHandler(e.logTo, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
+	roots := origin.CertPool()
+	if e.originRoots != nil {
+		roots = e.originRoots
+	}
 	m, err := newServer(cfg, logger, overrides{
-		rootCAs: origin.CertPool(),
+		rootCAs: roots,
 		// Provider host names resolve to the fake origin, for the mirror only.
 		dialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			if host, _, _ := net.SplitHostPort(addr); slices.Contains(e2eOrigins, host) {
