@@ -74,6 +74,28 @@ func checkDataDirOwner(dir string, info fs.FileInfo, command string) error {
 	return e
 }
 
+// handToDataDirOwner makes path, which this process has just made in the
+// data directory dataDir for a serve to write into, the data directory
+// owner's, when this process runs as root and another user owns it. Root
+// works on such a data directory only through that user's serve (its
+// admin socket: checkDataDirOwner refuses the rest), which does the work
+// as that user: a directory of root's, 0700, it could not write. Nothing
+// is changed otherwise, nor where files have no owner.
+func handToDataDirOwner(path, dataDir string) error {
+	if runtime.GOOS == "windows" || os.Geteuid() != 0 {
+		return nil
+	}
+	info, err := os.Stat(dataDir)
+	if err != nil {
+		return err
+	}
+	uid, gid, ok := inputfile.OwnerIDs(info)
+	if !ok || uid == 0 {
+		return nil
+	}
+	return os.Lchown(path, int(uid), int(gid))
+}
+
 // checkNewDataDirOwner is checkDataDirOwner of a data directory dir not
 // there yet: run as root, it refuses to make one in a directory another
 // user owns (the nearest on the way that is there: the mirror's user's

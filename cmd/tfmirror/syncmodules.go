@@ -140,12 +140,19 @@ func (r *syncRun) syncModules(ctx context.Context, spec *manifest.Spec) moduleSy
 	}
 	// Named as module work's scratch, which the next start on the data
 	// directory removes when this process is killed before it does.
+	// The serve unpacks each package into a directory of it: when this
+	// runs as root through the serve of the data directory's owner, they
+	// are that user's.
 	work, err := os.MkdirTemp(r.cfg.DataDir, scratch.Pattern(scratch.Module, "sync", ""))
 	if err != nil {
 		res.failures = append(res.failures, fmt.Sprintf("registry modules: %v", err))
 		return res
 	}
 	defer os.RemoveAll(work)
+	if err := handToDataDirOwner(work, r.cfg.DataDir); err != nil {
+		res.failures = append(res.failures, fmt.Sprintf("registry modules: %v", err))
+		return res
+	}
 	// Interrupted (ctx done), what is left is not synced, and did not
 	// fail: the sync says it was interrupted, and the next run does it.
 	for ctx.Err() == nil {
@@ -222,6 +229,9 @@ func (r *syncRun) syncModules(ctx context.Context, spec *manifest.Spec) moduleSy
 			mod := *m
 			mod.Subdirs = subdirs
 			dir, err := os.MkdirTemp(work, "pkg-*")
+			if err == nil {
+				err = handToDataDirOwner(dir, r.cfg.DataDir)
+			}
 			if err != nil {
 				res.failures = append(res.failures, fmt.Sprintf("module %s %s: %v", m.Address, v, err))
 				continue
