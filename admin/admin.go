@@ -158,6 +158,9 @@ type Options struct {
 	// ExportKey returns the key that signs an export's manifest; nil:
 	// exports fail.
 	ExportKey func() (*airgap.ExportKey, error)
+	// ExportKeyFile is the file ExportKey reads the key from, for
+	// `tfmirror export-key` to name.
+	ExportKeyFile string
 	// Trust is what an import trusts: the serving process's keys, never
 	// a caller's.
 	Trust airgap.Trust

@@ -87,12 +87,13 @@ func (a *API) Handler() http.Handler {
 			"providers", providersOf(res.Versions), "versions", res.Versions, "packages_imported", res.Imported, "packages_present", res.Present,
 			"bytes", res.Bytes, "refused", res.Failed, "refusals", res.Failures, "ignored", res.Ignored}, err
 	}))
-	a.moduleRoutes(mux) // modules.go
-	a.pruneRoutes(mux)  // prune.go
-	a.verifyRoutes(mux) // verify.go
-	a.policyRoutes(mux) // policy.go
-	a.reloadRoutes(mux) // reload.go
-	a.cliRoutes(mux)    // clireleases.go
+	a.moduleRoutes(mux)    // modules.go
+	a.pruneRoutes(mux)     // prune.go
+	a.verifyRoutes(mux)    // verify.go
+	a.policyRoutes(mux)    // policy.go
+	a.reloadRoutes(mux)    // reload.go
+	a.cliRoutes(mux)       // clireleases.go
+	a.exportKeyRoutes(mux) // exportkey.go
 	return a.guard(a.drain.layer(mux))
 }
 

@@ -324,7 +324,11 @@ func adminOptions(cfg settings.Config, log *slog.Logger) (admin.Options, error) 
 	if err != nil {
 		return admin.Options{}, err
 	}
-	return admin.Options{ScratchDir: cfg.DataDir, MaxFileBytes: cfg.MaxArchiveBytes, ExportKey: key, Trust: trust}, nil
+	where := cfg.ExportKeyFile
+	if where == "" {
+		where = filepath.Join(cfg.DataDir, settings.ExportKeyName)
+	}
+	return admin.Options{ScratchDir: cfg.DataDir, MaxFileBytes: cfg.MaxArchiveBytes, ExportKey: key, ExportKeyFile: where, Trust: trust}, nil
 }
 
 // closeDataDir closes dd for the subcommand name, saying what failed.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,9 +11,11 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
 
+	"github.com/tfmirror/tfmirror/v2/admin"
 	"github.com/tfmirror/tfmirror/v2/airgap"
 	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
 	"github.com/tfmirror/tfmirror/v2/internal/inputfile"
@@ -224,6 +227,21 @@ func runExportKey(args []string, stdout, stderr io.Writer) int {
 	if where != "" {
 		k, err = readExportKeyFile(where)
 	} else if err = noDataDir(cfg.DataDir, "export-key prints the export key of an existing one, and makes it there when it has none yet: run tfmirror serve or sync on it first, or name the key with --export-key"); err == nil {
+		// A serve on the data directory answers with the key it signs
+		// its exports with (its own --export-key's, if it has one), read
+		// as its user: root reads no file of another user's.
+		if info, served, serr := exportKeyOfServe(cfg.DataDir); served {
+			if serr != nil {
+				fmt.Fprintf(stderr, "tfmirror export-key: %v\n", serr)
+				return 1
+			}
+			fmt.Fprintf(stderr, "tfmirror export-key: key %s (%s, read by the running tfmirror)\n", info.Fingerprint, info.Where)
+			if _, err := io.WriteString(stdout, info.PublicKey); err != nil {
+				fmt.Fprintf(stderr, "tfmirror export-key: %v\n", err)
+				return 1
+			}
+			return 0
+		}
 		// A data directory that is not there is a mistake (a mistyped
 		// --data-dir): a key made in a new one would sign no export of
 		// the mirror meant. Run as root, it makes no key in one another
@@ -252,6 +270,24 @@ func runExportKey(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// exportKeyOfServe asks the serve running on dataDir, if any, for the
+// key that signs its exports. served is false when no serve runs there
+// (nothing was asked); err is then nil.
+func exportKeyOfServe(dataDir string) (info admin.ExportKeyInfo, served bool, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := admin.Dial(ctx, dataDir)
+	if errors.Is(err, admin.ErrNoServer) {
+		return info, false, nil
+	}
+	if err != nil {
+		return info, true, err
+	}
+	defer c.Close()
+	info, err = c.ExportKey(ctx)
+	return info, true, err
 }
 
 // flagGiven reports whether flag name was given on fs's command line.

@@ -24,8 +24,10 @@ import (
 	"github.com/ProtonMail/go-crypto/openpgp"
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
 
+	"github.com/tfmirror/tfmirror/v2/airgap"
 	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 	"github.com/tfmirror/tfmirror/v2/verify"
 	"github.com/tfmirror/tfmirror/v2/verify/verifytest"
 )
@@ -427,5 +429,40 @@ func TestExportKeyOfNoDataDirectory(t *testing.T) {
 	code, stdout, stderr = runCommand("export-key", "--data-dir", typo, "--export-key", keyFile)
 	if code != 0 || !strings.HasPrefix(stdout, "-----BEGIN PGP PUBLIC KEY BLOCK-----") {
 		t.Errorf("export-key --export-key with no data directory: exit %d\n%s%s", code, stdout, stderr)
+	}
+}
+
+// TestExportKeyOfARunningServe: `tfmirror export-key --data-dir DIR` while
+// a serve runs there prints the key that serve signs its exports with:
+// the one its --export-key names, not a key of the data directory's
+// (which it made, and printed, before).
+func TestExportKeyOfARunningServe(t *testing.T) {
+	t.Parallel()
+	key, err := airgap.GenerateExportKey("replicas' export key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyFile := filepath.Join(t.TempDir(), "export-key.asc")
+	var priv bytes.Buffer
+	if err := key.WritePrivate(&priv); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, priv.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := newE2E(t, fakeorigin.Options{}, "--export-key", keyFile)
+	code, stdout, stderr := runCommand("export-key", "--data-dir", e.dataDir)
+	if code != 0 || !strings.Contains(stderr, key.Fingerprint()) || !strings.Contains(stderr, keyFile) {
+		t.Fatalf("export-key: exit %d, want the serve's key %s (%s)\n%s%s", code, key.Fingerprint(), keyFile, stdout, stderr)
+	}
+	var want strings.Builder
+	if err := key.WritePublic(&want); err != nil {
+		t.Fatal(err)
+	}
+	if stdout != want.String() {
+		t.Errorf("export-key printed another public key:\n%s", stdout)
+	}
+	if _, err := os.Stat(filepath.Join(e.dataDir, settings.ExportKeyName)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a key was made in the data directory: %v", err)
 	}
 }
