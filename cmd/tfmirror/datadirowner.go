@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 
 	"github.com/tfmirror/tfmirror/v2/internal/inputfile"
 )
@@ -27,6 +28,10 @@ type dataDirOwnerError struct {
 	Name string
 	// Command is the subcommand refused ("import", "cache prune").
 	Command string
+	// Private says Dir is a systemd DynamicUser's state directory (its
+	// real path under systemdPrivateDirs), which only root may enter:
+	// no command run as its uid reaches it, only its service does.
+	Private bool
 	// Parent, when set, is the directory another user owns where Dir,
 	// not there yet, would be made (checkNewDataDirOwner); UID and Name
 	// are then its owner.
@@ -34,14 +39,19 @@ type dataDirOwnerError struct {
 }
 
 func (e *dataDirOwnerError) Error() string {
-	// sudo runs a command as a user it can name; a uid no user has
-	// (a systemd DynamicUser's, while its service is stopped) is
-	// setpriv's, whose group is the uid as DynamicUser makes it.
+	// sudo runs a command as a user it can name; a uid no user has (a
+	// container image's) is setpriv's, its group taken as the uid. A
+	// systemd DynamicUser's state directory (Private) no command of its
+	// uid reaches: its service is the way in.
 	who := fmt.Sprintf("uid %d", e.UID)
 	runAs := fmt.Sprintf("setpriv --reuid %d --regid %d --clear-groups tfmirror %s ...", e.UID, e.UID, e.Command)
 	if e.Name != "" {
 		who = fmt.Sprintf("%s (uid %d)", e.Name, e.UID)
 		runAs = fmt.Sprintf("sudo -u %s tfmirror %s ...", e.Name, e.Command)
+	}
+	if e.Private && e.Parent == "" {
+		return fmt.Sprintf("data directory %s is the state directory of a systemd service's dynamic user, %s, and this runs as root: what tfmirror %s would write there would be root's, which the service could not read or write, so nothing was written; start the service (systemctl start ...) and run the command again: it then goes through the service's admin socket, and the service does the work as its user (no command run as %s reaches the directory: systemd keeps it where only root may enter)",
+			e.Dir, who, e.Command, who)
 	}
 	if e.Parent != "" {
 		return fmt.Sprintf("data directory %s is not there yet, and %s, where it would be made, is owned by %s, and this runs as root: the directory made would be root's, which tfmirror running as %s could not read or write, so nothing was made; run it as that directory's owner (%s, or a container's --user %d), or, when root is to run the mirror, make the data directory first (mkdir -p %s)",
@@ -71,8 +81,19 @@ func checkDataDirOwner(dir string, info fs.FileInfo, command string) error {
 	if u, err := user.LookupId(strconv.FormatInt(uid, 10)); err == nil {
 		e.Name = u.Username
 	}
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		for _, p := range systemdPrivateDirs {
+			e.Private = e.Private || strings.HasPrefix(real+string(filepath.Separator), p)
+		}
+	}
 	return e
 }
+
+// systemdPrivateDirs are where systemd keeps the state, cache and log
+// directories of a DynamicUser's service (StateDirectory= and the
+// others), each 0700 and root's, reached through a link of the
+// directory's name (/var/lib/tfmirror, to private/tfmirror).
+var systemdPrivateDirs = []string{"/var/lib/private/", "/var/cache/private/", "/var/log/private/"}
 
 // handToDataDirOwner makes path, which this process has just made in the
 // data directory dataDir for a serve to write into, the data directory

@@ -291,3 +291,48 @@ func TestDataDirOwnerErrorNamesWhatToRun(t *testing.T) {
 		t.Errorf("the refusal for a uid no user has names sudo, which does not take it:\n%s", unnamed)
 	}
 }
+
+// TestRootRefusedOnADynamicUsersStateDirSaysStartTheService: run as root on
+// the state directory of a stopped systemd service with DynamicUser=yes
+// (/var/lib/tfmirror, a link to private/tfmirror, which only root may
+// enter), a command is refused saying to start the service and run it
+// again through it, not to run it as the service's uid (setpriv), which
+// cannot enter the directory.
+func TestRootRefusedOnADynamicUsersStateDirSaysStartTheService(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	root := t.TempDir()
+	private := filepath.Join(root, "private")
+	state := filepath.Join(private, "tfmirror")
+	if err := os.MkdirAll(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(state, foreignUID, foreignUID); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(root, "tfmirror")
+	if err := os.Symlink("private/tfmirror", link); err != nil {
+		t.Fatal(err)
+	}
+	saved := systemdPrivateDirs
+	systemdPrivateDirs = []string{private + string(filepath.Separator)}
+	defer func() { systemdPrivateDirs = saved }()
+	for _, dir := range []string{link, state} {
+		code, _, stderr := runCommand("cache", "verify", "--data-dir", dir)
+		if code != 1 || !strings.Contains(stderr, "systemctl start") || !strings.Contains(stderr, "dynamic user") || strings.Contains(stderr, "setpriv") {
+			t.Errorf("cache verify on %s: exit %d\n%s", dir, code, stderr)
+		}
+	}
+	// Elsewhere, the uid's own command line, as before.
+	other := filepath.Join(root, "other")
+	if err := os.Mkdir(other, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(other, foreignUID, foreignUID); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := runCommand("cache", "verify", "--data-dir", other); code != 1 || strings.Contains(stderr, "systemctl start") {
+		t.Errorf("cache verify on %s: exit %d\n%s", other, code, stderr)
+	}
+}

@@ -20,10 +20,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
 
+	"github.com/tfmirror/tfmirror/v2/admin"
 	"github.com/tfmirror/tfmirror/v2/airgap"
 	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
@@ -451,6 +453,18 @@ func TestExportKeyOfARunningServe(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := newE2E(t, fakeorigin.Options{}, "--export-key", keyFile)
+	// The serve opens its admin socket as it starts serving.
+	for i := 0; ; i++ {
+		c, err := admin.Dial(t.Context(), e.dataDir)
+		if err == nil {
+			c.Close()
+			break
+		}
+		if i == 100 {
+			t.Fatalf("the serve's admin socket: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	code, stdout, stderr := runCommand("export-key", "--data-dir", e.dataDir)
 	if code != 0 || !strings.Contains(stderr, key.Fingerprint()) || !strings.Contains(stderr, keyFile) {
 		t.Fatalf("export-key: exit %d, want the serve's key %s (%s)\n%s%s", code, key.Fingerprint(), keyFile, stdout, stderr)
