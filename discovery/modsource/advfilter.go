@@ -61,13 +61,17 @@ type advFilter struct {
 	out    []byte // what is left of it to hand out
 	refs   bool   // the first ref has been read
 	target []byte // of HEAD, from the first ref's symref capability
-	// all: up to this many branches and tags are passed besides; over
-	// when there were more.
-	all, passed int
-	over        bool
-	raw         bool // not pkt-lines: passed as is, for go-git to refuse
-	err         error
-	scratch     [65520]byte
+	// all: up to this many branches and tags (counted, those above
+	// included) are passed, each with its peeled line if it has one
+	// (NAME^{}, the commit of an annotated tag), which is no other ref
+	// and does not count; over when there were more. last is the name
+	// of the last one passed, whose peeled line may come next.
+	all, counted int
+	over         bool
+	last         []byte
+	raw          bool // not pkt-lines: passed as is, for go-git to refuse
+	err          error
+	scratch      [65520]byte
 }
 
 func (f *advFilter) Read(p []byte) (int, error) {
@@ -136,6 +140,9 @@ func (f *advFilter) pass(payload []byte) bool {
 			return true
 		}
 		f.refs = true
+		if name, _, _ := bytes.Cut(bytes.TrimSuffix(payload[41:], []byte("\n")), []byte{0}); f.all > 0 && isBranchOrTag(name) {
+			f.counted++ // a repository without HEAD's first branch
+		}
 		if i := bytes.IndexByte(payload, 0); i >= 0 {
 			for _, c := range bytes.Fields(payload[i+1:]) {
 				if t, ok := bytes.CutPrefix(c, []byte("symref=HEAD:")); ok {
@@ -156,7 +163,15 @@ func (f *advFilter) pass(payload []byte) bool {
 	if len(words) != 2 {
 		return true
 	}
-	name := bytes.TrimSuffix(words[1], []byte("^{}"))
+	name, peeled := bytes.CutSuffix(words[1], []byte("^{}"))
+	branchOrTag := isBranchOrTag(name)
+	if f.all > 0 && branchOrTag && !peeled {
+		// Every branch and tag counts, those passed below for their
+		// name too.
+		if f.counted++; f.counted > f.all {
+			f.over = true
+		}
+	}
 	if string(name) == "HEAD" || f.target != nil && bytes.Equal(name, f.target) {
 		return true
 	}
@@ -165,12 +180,24 @@ func (f *advFilter) pass(payload []byte) bool {
 			return true
 		}
 	}
-	if f.all > 0 && (bytes.HasPrefix(name, []byte("refs/heads/")) || bytes.HasPrefix(name, []byte("refs/tags/"))) {
-		if f.passed < f.all {
-			f.passed++
+	if f.all > 0 && branchOrTag {
+		if peeled {
+			// What the annotated tag advertised just before points
+			// to: part of that ref, not another one, passed (once)
+			// if the tag was.
+			ok := bytes.Equal(name, f.last)
+			f.last = f.last[:0]
+			return ok
+		}
+		if !f.over {
+			f.last = append(f.last[:0], name...)
 			return true
 		}
-		f.over = true
 	}
 	return false
+}
+
+// isBranchOrTag reports whether name is a branch's or a tag's.
+func isBranchOrTag(name []byte) bool {
+	return bytes.HasPrefix(name, []byte("refs/heads/")) || bytes.HasPrefix(name, []byte("refs/tags/"))
 }

@@ -126,3 +126,39 @@ func TestAdvFilterDropsRefsSpeltOtherwise(t *testing.T) {
 		}
 	}
 }
+
+// Where an abbreviated id may be looked for, every branch and tag is
+// passed up to the bound, each annotated tag with its peeled line
+// (NAME^{}), which counts as no other ref; past the bound none is
+// passed, nor its peeled line, and the filter says there were too many.
+func TestAdvFilterCountsAnnotatedTagsOnce(t *testing.T) {
+	id := func(i int) string { return fmt.Sprintf("%040x", i) }
+	var b bytes.Buffer
+	pktLine(&b, "# service=git-upload-pack\n")
+	b.WriteString("0000")
+	pktLine(&b, id(1)+" HEAD\x00multi_ack shallow no-progress symref=HEAD:refs/heads/main agent=git/2\n")
+	pktLine(&b, id(1)+" refs/heads/main\n")
+	pktLine(&b, id(2)+" refs/heads/dev\n")
+	pktLine(&b, id(3)+" refs/pull/7/head\n")
+	for i := range 3 {
+		pktLine(&b, fmt.Sprintf("%s refs/tags/v%d\n", id(10+i), i))
+		pktLine(&b, fmt.Sprintf("%s refs/tags/v%d^{}\n", id(20+i), i))
+	}
+	b.WriteString("0000")
+	for _, tc := range []struct {
+		all, refs, peeled int
+		over              bool
+	}{
+		{all: 5, refs: 5, peeled: 3},             // main, dev, v0, v1, v2 (and HEAD)
+		{all: 4, refs: 4, peeled: 2, over: true}, // v2 and its peeled line left out
+	} {
+		f := &advFilter{r: bytes.NewReader(b.Bytes()), Closer: io.NopCloser(nil), all: tc.all}
+		kept := packp.NewAdvRefs()
+		if err := kept.Decode(f); err != nil {
+			t.Fatal(err)
+		}
+		if len(kept.References) != tc.refs || len(kept.Peeled) != tc.peeled || f.over != tc.over {
+			t.Errorf("bound %d: passed %d refs and %d peeled, over %v; want %d, %d, %v", tc.all, len(kept.References), len(kept.Peeled), f.over, tc.refs, tc.peeled, tc.over)
+		}
+	}
+}

@@ -216,23 +216,59 @@ func TestFetchGitAbbreviatedCommitIDAmbiguous(t *testing.T) {
 	}
 }
 
-// The branches and tags an abbreviated id is looked for among are
-// bounded (maxHistoryRefs): a repository advertising more is refused
-// with a *LimitError, having held no more than that many of them.
-func TestFetchGitAbbreviatedCommitIDTooManyRefs(t *testing.T) {
-	root, work := newWorkRepo(t)
-	id := commitMainTF(t, work, "# one\n")
-	bare := filterBare(t, root, work, "repo.git")
+// annotatedTagRefs makes the bare repository's refs branch main at
+// commit id and tags t00000... (n of them), each the annotated tag
+// object tagObj (of commit id) with its peeled line, as git pack-refs
+// writes them: n+1 branches and tags, advertised on 2n+1 lines.
+func annotatedTagRefs(t *testing.T, bare, id, tagObj string, n int) {
+	t.Helper()
 	var refs strings.Builder
 	refs.WriteString("# pack-refs with: peeled fully-peeled sorted \n")
 	refs.WriteString(id + " refs/heads/main\n")
-	for i := range maxHistoryRefs + 1 {
-		fmt.Fprintf(&refs, "%s refs/tags/t%05d\n", id, i)
+	for i := range n {
+		fmt.Fprintf(&refs, "%s refs/tags/t%05d\n^%s\n", tagObj, i, id)
 	}
 	if err := os.WriteFile(filepath.Join(bare, "packed-refs"), []byte(refs.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	os.RemoveAll(filepath.Join(bare, "refs", "heads", "main"))
+	os.RemoveAll(filepath.Join(bare, "refs", "tags"))
+}
+
+// An annotated tag is one of the branches and tags an abbreviated id is
+// looked for among, however its ref is advertised (its name, then the
+// commit it peels to as NAME^{}): a repository of maxHistoryRefs
+// branches and tags, all but one annotated tags, has the id found.
+// Before, the peeled line counted as a second ref, and a repository of
+// 6,000 annotated tags was refused as having "more than 10000 branches
+// and tags".
+func TestFetchGitAbbreviatedCommitIDAnnotatedTagsCountOnce(t *testing.T) {
+	root, work := newWorkRepo(t)
+	id := commitMainTF(t, work, "# one\n")
+	runGitT(t, work, "tag", "-a", "-m", "v", "v0")
+	tagObj := runGitT(t, work, "rev-parse", "v0")
+	bare := filterBare(t, root, work, "repo.git")
+	annotatedTagRefs(t, bare, id, tagObj, maxHistoryRefs-1)
+	srv, c := stockGitServer(t, root)
+	f := &Fetcher{HTTP: c, Limits: Limits{MaxDownloadBytes: 4 << 20, MaxTreeBytes: 1 << 20, MaxEntries: 100, MaxSubmoduleDepth: 2}, TempDir: t.TempDir()}
+	res, err := f.Fetch(context.Background(), Address{Kind: KindGit, URL: srv.URL + "/repo.git", Ref: id[:8]}, io.Discard)
+	if err != nil || res.Commit != id {
+		t.Errorf("abbreviated id among %d branches and tags (%d annotated tags): %v, %v; want %s", maxHistoryRefs, maxHistoryRefs-1, res.Commit, err, id)
+	}
+}
+
+// The branches and tags an abbreviated id is looked for among are
+// bounded (maxHistoryRefs): a repository advertising more is refused
+// with a *LimitError, having held no more than that many of them. Its
+// annotated tags count once each (TestFetchGitAbbreviatedCommitIDAnnotatedTagsCountOnce
+// has one fewer found).
+func TestFetchGitAbbreviatedCommitIDTooManyRefs(t *testing.T) {
+	root, work := newWorkRepo(t)
+	id := commitMainTF(t, work, "# one\n")
+	runGitT(t, work, "tag", "-a", "-m", "v", "v0")
+	tagObj := runGitT(t, work, "rev-parse", "v0")
+	bare := filterBare(t, root, work, "repo.git")
+	annotatedTagRefs(t, bare, id, tagObj, maxHistoryRefs)
 	srv, c := stockGitServer(t, root)
 	f := &Fetcher{HTTP: c, Limits: Limits{MaxDownloadBytes: 4 << 20, MaxTreeBytes: 1 << 20, MaxEntries: 100, MaxSubmoduleDepth: 2}, TempDir: t.TempDir()}
 	_, err := f.Fetch(context.Background(), Address{Kind: KindGit, URL: srv.URL + "/repo.git", Ref: id[:8]}, io.Discard)
@@ -241,8 +277,8 @@ func TestFetchGitAbbreviatedCommitIDTooManyRefs(t *testing.T) {
 		t.Errorf("abbreviated id among %d refs: %v, want a *LimitError saying there are too many", maxHistoryRefs+1, err)
 	}
 	// A tag among them (the last) is found by its name all the same.
-	if res, err := f.Fetch(context.Background(), Address{Kind: KindGit, URL: srv.URL + "/repo.git", Ref: "t10000"}, io.Discard); err != nil || res.Commit != id {
-		t.Errorf("tag t10000: %v, %v", res.Commit, err)
+	if res, err := f.Fetch(context.Background(), Address{Kind: KindGit, URL: srv.URL + "/repo.git", Ref: "t09999"}, io.Discard); err != nil || res.Commit != id {
+		t.Errorf("tag t09999: %v, %v", res.Commit, err)
 	}
 }
 
