@@ -68,7 +68,7 @@ func TestFetchMarksWhatTheSourceSent(t *testing.T) {
 		{"no such subdir", o.TarballURL("good.tar.gz") + "//modules/vpc", `no directory "modules/vpc"`},
 		{"git tree Git refuses", "git::" + o.GitURL("dotgit") + "?ref=v1", "invalid path"},
 		{"git ref the repository lacks", "git::" + o.GitURL("plain") + "?ref=v9", `no tag, branch or commit "v9"`},
-		{"abbreviated commit id no commit has", "git::" + o.GitURL("plain") + "?ref=34269ab300", `no tag, branch or commit "34269ab300" (no commit of the branches' and tags' history has an id beginning so)`},
+		{"abbreviated commit id no commit has", "git::" + o.GitURL("plain") + "?ref=34269ab300", `no tag, branch or commit "34269ab300" (no commit or annotated tag of the branches' and tags' history has an id beginning so)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a, err := Parse(tc.location)

@@ -3,6 +3,8 @@ package modsource
 import (
 	"bytes"
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -211,8 +213,99 @@ func TestFetchGitAbbreviatedCommitIDAmbiguous(t *testing.T) {
 	srv, c := stockGitServer(t, root)
 	f := &Fetcher{HTTP: c, Limits: defaultLimits, TempDir: t.TempDir()}
 	_, err := f.Fetch(context.Background(), Address{Kind: KindGit, URL: srv.URL + "/repo.git", Ref: prefix}, io.Discard)
-	if !errors.Is(err, ErrBadPackage) || !strings.Contains(err.Error(), "is ambiguous") {
+	if !errors.Is(err, ErrBadPackage) || !strings.Contains(err.Error(), "commits begin so") {
 		t.Errorf("ref %s: %v, want ErrBadPackage saying it is ambiguous", prefix, err)
+	}
+}
+
+// An abbreviated id may be an annotated tag object's, as `git checkout`
+// takes one after go-getter's clone: it is the commit the tag points to
+// (through a tag of a tag too), as the whole 40-hex id of the tag is.
+// One of a tag of a tree is refused saying so. Before, an abbreviated
+// tag id was refused as no tag, branch or commit.
+func TestFetchGitAbbreviatedTagObjectID(t *testing.T) {
+	root, work := newWorkRepo(t)
+	id := commitMainTF(t, work, "# one\n")
+	runGitT(t, work, "tag", "-a", "-m", "v", "v1")
+	runGitT(t, work, "tag", "-a", "-m", "v", "v1-signed", "v1")
+	commitMainTF(t, work, "# two\n")
+	runGitT(t, work, "tag", "-a", "-m", "tree", "tree", "HEAD^{tree}")
+	tagObj := runGitT(t, work, "rev-parse", "v1")
+	tagOfTag := runGitT(t, work, "rev-parse", "v1-signed")
+	treeTag := runGitT(t, work, "rev-parse", "tree")
+	filterBare(t, root, work, "repo.git")
+	clone := filepath.Join(root, "clone")
+	runGitT(t, root, "clone", "-q", filepath.Join(root, "repo.git"), clone)
+	for _, ref := range []string{tagObj[:10], tagOfTag[:10]} {
+		runGitT(t, clone, "checkout", "-q", ref)
+		if got := runGitT(t, clone, "rev-parse", "HEAD"); got != id {
+			t.Fatalf("git checkout %s: HEAD %s, want %s", ref, got, id)
+		}
+	}
+
+	srv, c := stockGitServer(t, root)
+	f := &Fetcher{HTTP: c, Limits: defaultLimits, TempDir: t.TempDir()}
+	for _, ref := range []string{tagObj[:10], strings.ToUpper(tagObj[:7]), tagOfTag[:10], tagObj} {
+		var buf bytes.Buffer
+		res, err := f.Fetch(context.Background(), Address{Kind: KindGit, URL: srv.URL + "/repo.git", Ref: ref}, &buf)
+		if err != nil || res.Commit != id {
+			t.Errorf("ref %s (annotated tag of commit %s): %v, %v", ref, id, res.Commit, err)
+			continue
+		}
+		if got := readTarGz(t, buf.Bytes())["main.tf"]; got != "# one\n" {
+			t.Errorf("ref %s: main.tf = %q, want the tagged commit's", ref, got)
+		}
+	}
+	_, err := f.Fetch(context.Background(), Address{Kind: KindGit, URL: srv.URL + "/repo.git", Ref: treeTag[:10]}, io.Discard)
+	if !errors.Is(err, ErrBadPackage) || !strings.Contains(err.Error(), "tree, not a commit") {
+		t.Errorf("abbreviated id of a tag of a tree: %v, want ErrBadPackage saying it is no commit", err)
+	}
+}
+
+// An abbreviated id that a commit's id and an annotated tag object's
+// both begin with is refused as ambiguous, as `git checkout` refuses it
+// ("short object ID ... is ambiguous"), rather than the commit served.
+func TestFetchGitAbbreviatedCommitIDAmbiguousWithTag(t *testing.T) {
+	root, work := newWorkRepo(t)
+	id := commitMainTF(t, work, "# one\n")
+	commitMainTF(t, work, "# two\n")
+	// A tag object of the first commit whose id begins with the same 5
+	// hex digits: some million tries.
+	var content []byte
+	var tagID string
+	for i := 0; ; i++ {
+		content = fmt.Appendf(content[:0], "object %s\ntype commit\ntag c%d\ntagger t <t@t> 1700000000 +0000\n\nm\n", id, i)
+		sum := sha1.Sum(append(fmt.Appendf(nil, "tag %d\x00", len(content)), content...))
+		if tagID = hex.EncodeToString(sum[:]); tagID[:5] == id[:5] {
+			break
+		}
+	}
+	cmd := exec.Command("git", "hash-object", "-t", "tag", "-w", "--stdin")
+	cmd.Dir, cmd.Stdin = work, bytes.NewReader(content)
+	if out, err := cmd.CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != tagID {
+		t.Fatalf("git hash-object: %s %v, want %s", out, err, tagID)
+	}
+	runGitT(t, work, "update-ref", "refs/tags/collide", tagID)
+	filterBare(t, root, work, "repo.git")
+	clone := filepath.Join(root, "clone")
+	runGitT(t, root, "clone", "-q", filepath.Join(root, "repo.git"), clone)
+	checkout := exec.Command("git", "checkout", "-q", id[:5])
+	checkout.Dir = clone
+	if out, err := checkout.CombinedOutput(); err == nil || !strings.Contains(string(out), "ambiguous") {
+		t.Fatalf("git checkout %s (commit %s, tag %s): %v, want it refused as ambiguous\n%s", id[:5], id, tagID, err, out)
+	}
+
+	srv, c := stockGitServer(t, root)
+	f := &Fetcher{HTTP: c, Limits: defaultLimits, TempDir: t.TempDir()}
+	res, err := f.Fetch(context.Background(), Address{Kind: KindGit, URL: srv.URL + "/repo.git", Ref: id[:5]}, io.Discard)
+	if !errors.Is(err, ErrBadPackage) || !strings.Contains(err.Error(), "is ambiguous: the ids of 1 commit and 1 annotated tag begin so") {
+		t.Errorf("ref %s (commit %s, tag %s): %v, %v; want ErrBadPackage saying it is ambiguous", id[:5], id, tagID, res.Commit, err)
+	}
+	// Longer, it is the one or the other.
+	for _, want := range []string{id, tagID} {
+		if res, err := f.Fetch(context.Background(), Address{Kind: KindGit, URL: srv.URL + "/repo.git", Ref: want[:12]}, io.Discard); err != nil || res.Commit != id {
+			t.Errorf("ref %s: %v, %v; want %s", want[:12], res.Commit, err, id)
+		}
 	}
 }
 

@@ -216,10 +216,14 @@ const (
 	maxHistoryCommits = 20000
 )
 
-// findAbbreviated finds the one commit whose id begins with ref (an
+// findAbbreviated finds the one object whose id begins with ref (an
 // abbreviated id, as `git checkout` takes one after go-getter's clone)
 // in the history of the repository's branches and tags: a partial fetch
-// of their commits alone (filter tree:0), which the server must offer.
+// of their commits and annotated tags alone (filter tree:0), which the
+// server must offer. That object is a commit or an annotated tag of one
+// (the commit is returned); several are ambiguous, as to `git checkout`.
+// A tree or blob is not fetched, so one whose id begins with ref too
+// (which `git checkout` would find ambiguous) is not seen.
 // tooMany says its ref advertisement held more branches and tags than
 // maxHistoryRefs.
 func (f *Fetcher) findAbbreviated(ctx, rctx context.Context, sess transport.UploadPackSession, adv *packp.AdvRefs, tooMany bool, repoURL, ref, tmp string) (plumbing.Hash, error) {
@@ -263,15 +267,21 @@ func (f *Fetcher) findAbbreviated(ctx, rctx context.Context, sess transport.Uplo
 	if err := f.receivePack(ctx, rctx, sess, adv, req, repoURL, tmp, storage, bounds); err != nil {
 		return plumbing.ZeroHash, err
 	}
-	iter, err := storage.IterEncodedObjects(plumbing.CommitObject)
+	// Every object of the pack is a candidate, as `git checkout` takes
+	// any object's id: its commits and annotated tags (trees and blobs
+	// it holds only where a ref names one).
+	iter, err := storage.IterEncodedObjects(plumbing.AnyObject)
 	if err != nil {
 		return plumbing.ZeroHash, err
 	}
 	prefix := strings.ToLower(ref)
+	// Their ids and types alone are kept: as many as the history holds
+	// may match.
 	var found []plumbing.Hash
+	var types []plumbing.ObjectType
 	err = iter.ForEach(func(o plumbing.EncodedObject) error {
 		if h := o.Hash(); strings.HasPrefix(h.String(), prefix) && !slices.Contains(found, h) {
-			found = append(found, h)
+			found, types = append(found, h), append(types, o.Type())
 		}
 		return ctx.Err()
 	})
@@ -280,11 +290,71 @@ func (f *Fetcher) findAbbreviated(ctx, rctx context.Context, sess transport.Uplo
 	}
 	switch len(found) {
 	case 0:
-		return plumbing.ZeroHash, fmt.Errorf("%s: no tag, branch or commit %q (no commit of the branches' and tags' history has an id beginning so)", redact.Location(repoURL), ref)
+		return plumbing.ZeroHash, fmt.Errorf("%s: no tag, branch or commit %q (no commit or annotated tag of the branches' and tags' history has an id beginning so)", redact.Location(repoURL), ref)
 	case 1:
-		return found[0], nil
+		h, err := historyCommit(storage, found[0])
+		if err != nil {
+			return plumbing.ZeroHash, fmt.Errorf("%s: the abbreviated id %q names %w", redact.Location(repoURL), ref, err)
+		}
+		return h, nil
 	}
-	return plumbing.ZeroHash, fmt.Errorf("%s: the abbreviated commit id %q is ambiguous: %d commits' ids begin so; give more of it, or the whole 40-hex id", redact.Location(repoURL), ref, len(found))
+	return plumbing.ZeroHash, fmt.Errorf("%s: the abbreviated commit id %q is ambiguous: the ids of %s begin so; give more of it, or the whole 40-hex id", redact.Location(repoURL), ref, countTypes(types))
+}
+
+// historyCommit is the commit h (an object of the history
+// findAbbreviated fetched, which holds whatever its tips reach but trees
+// and blobs) is, or that it points to as an annotated tag (of a tag,
+// ...), as `git checkout` peels it; what is no commit is refused, the
+// error saying what it names ("a tree, not a commit").
+func historyCommit(s storer.EncodedObjectStorer, h plumbing.Hash) (plumbing.Hash, error) {
+	for range 10 {
+		o, err := s.EncodedObject(plumbing.AnyObject, h)
+		if err != nil {
+			return plumbing.ZeroHash, err
+		}
+		switch o.Type() {
+		case plumbing.CommitObject:
+			return h, nil
+		case plumbing.TagObject:
+			tag, err := object.DecodeTag(s, o)
+			if err != nil {
+				return plumbing.ZeroHash, err
+			}
+			if tag.TargetType != plumbing.CommitObject && tag.TargetType != plumbing.TagObject {
+				return plumbing.ZeroHash, fmt.Errorf("an annotated tag of a %s, not a commit", tag.TargetType)
+			}
+			h = tag.Target
+		default:
+			return plumbing.ZeroHash, fmt.Errorf("a %s, not a commit", o.Type())
+		}
+	}
+	return plumbing.ZeroHash, errors.New("a chain of more than 10 annotated tags")
+}
+
+// countTypes says how many of types there are of each, as "2 commits"
+// or "1 commit and 1 annotated tag".
+func countTypes(types []plumbing.ObjectType) string {
+	var parts []string
+	for _, t := range []struct {
+		typ  plumbing.ObjectType
+		name string
+	}{{plumbing.CommitObject, "commit"}, {plumbing.TagObject, "annotated tag"}, {plumbing.TreeObject, "tree"}, {plumbing.BlobObject, "blob"}} {
+		n := 0
+		for _, typ := range types {
+			if typ == t.typ {
+				n++
+			}
+		}
+		if n == 1 {
+			parts = append(parts, "1 "+t.name)
+		} else if n > 1 {
+			parts = append(parts, fmt.Sprintf("%d %ss", n, t.name))
+		}
+	}
+	if len(parts) > 1 {
+		return strings.Join(parts[:len(parts)-1], ", ") + " and " + parts[len(parts)-1]
+	}
+	return strings.Join(parts, "")
 }
 
 // maxSubmodules bounds the Git submodules of one package, nested ones
