@@ -619,7 +619,9 @@ func (m *server) serve(ctx context.Context, ln net.Listener) error {
 		defer requests.Add(-1)
 		m.handler.ServeHTTP(w, r)
 	})
-	srv := httpserve.New(counted, slog.NewLogLogger(m.log.Handler(), slog.LevelDebug))
+	// Its own errors at debug (a client can cause as many as it likes),
+	// its failed TLS handshakes counted besides, by reason.
+	srv := httpserve.New(counted, httpserve.ErrorLog(slog.NewLogLogger(m.log.Handler(), slog.LevelDebug).Writer(), m.metrics.TLSHandshakeFailed))
 	// The requests' contexts end only when the shutdown cuts them off
 	// (cutOff, with httperr.ErrCutOff), just before their connections are
 	// closed: the access log then tells them from clients that went away.

@@ -174,6 +174,20 @@ func TestTroubleshootingGuide(t *testing.T) {
 		status, body := e.get(t, path)
 		return fmt.Sprintf("\nthe mirror answers %s: %d %s\n", path, status, body)
 	}
+	// counted is the line of series in the mirror's metrics once it is
+	// above zero (a failed handshake is counted as the server's
+	// connection ends, after the client left).
+	counted := func(series string) string {
+		line := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` [1-9][0-9]*$`)
+		for range 50 {
+			_, body := e.get(t, "metrics")
+			if m := line.FindString(body); m != "" {
+				return "\nthe mirror's metrics say: " + m + "\n"
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		return "\nthe mirror's metrics do not count " + series + "\n"
+	}
 	archive := origin.Archive("acme", "widget", "1.2.0", host)
 	deniedH1, err := verify.H1(bytes.NewReader(archive), int64(len(archive)))
 	if err != nil {
@@ -191,7 +205,9 @@ func TestTroubleshootingGuide(t *testing.T) {
 	}
 	scenarios := []scenario{
 		{"start", func() string { start("data"); return "" }},
-		{"untrusted-ca", func() string { return initIn(provider(widget+"@1.1.0"), netMirror, emptyCA) }},
+		{"untrusted-ca", func() string {
+			return initIn(provider(widget+"@1.1.0"), netMirror, emptyCA) + counted(`tfmirror_tls_handshake_failures_total{reason="certificate_refused"}`)
+		}},
 		{"unknown-provider-network-mirror", func() string {
 			return initIn(provider(privateRegistry+"/other/gadget@1.0.0"), netMirror, e.caFile) +
 				answer(privateRegistry+"/other/gadget/index.json")
