@@ -57,11 +57,12 @@ type workload struct {
 // setting, standing for it where the binary checks the settings.
 var secretExample = map[string]string{
 	"TFMIRROR_UPSTREAM_PROXY": "http://user:password@proxy.corp.example:3128",
-	// The CLI releases' origins: a credential is in the query (a user
-	// name or password in the URL is refused at start).
-	"TFMIRROR_RELEASES_HASHICORP_URL":    "https://releases.hashicorp.com/?token=secret",
-	"TFMIRROR_RELEASES_OPENTOFU_URL":     "https://github.com/opentofu/opentofu/releases/download/?token=secret",
-	"TFMIRROR_RELEASES_OPENTOFU_API_URL": "https://get.opentofu.org/tofu/api.json?token=secret",
+	// The CLI releases' origins: an internal copy's path (a user name,
+	// a password, a query or a fragment in the URL is refused at start;
+	// its token comes from the credentials file).
+	"TFMIRROR_RELEASES_HASHICORP_URL":    "https://artifactory.corp.example/hashicorp-releases/",
+	"TFMIRROR_RELEASES_OPENTOFU_URL":     "https://artifactory.corp.example/opentofu-releases/",
+	"TFMIRROR_RELEASES_OPENTOFU_API_URL": "https://artifactory.corp.example/opentofu-releases/api.json",
 }
 
 // secretSettings are the TFMIRROR_* variables of the settings that

@@ -298,7 +298,7 @@ func (c Config) PublisherHosts() map[Publisher][]svchost.Hostname {
 		p   Publisher
 		raw string
 	}{{HashiCorp, c.HashiCorpURL}, {OpenTofu, c.OpenTofuAPIURL}, {OpenTofu, c.OpenTofuDownloadURL}} {
-		if o, err := originOf(u.raw); err == nil && !slices.Contains(out[u.p], o.Hostname) {
+		if o, err := originOfBase(u.raw); err == nil && !slices.Contains(out[u.p], o.Hostname) {
 			out[u.p] = append(out[u.p], o.Hostname)
 		}
 	}
@@ -317,7 +317,7 @@ func New(cfg Config, origin Origin, engine Engine, store Store) (*Releases, erro
 	}
 	cfg = cfg.withURLs()
 	for _, u := range []string{cfg.HashiCorpURL, cfg.OpenTofuDownloadURL, cfg.OpenTofuAPIURL} {
-		if _, err := originOf(u); err != nil {
+		if _, err := originOfBase(u); err != nil {
 			return nil, err
 		}
 	}
@@ -419,11 +419,28 @@ func (r *Releases) CheckProduct(pub Publisher, product string) error {
 }
 
 // CheckOrigin says whether raw may be an origin URL of the releases (the
-// settings' --releases-*-url): an absolute https URL with a host and no
-// user name or password; the error never repeats what it refuses.
+// settings' --releases-*-url): an absolute https URL with a host, no
+// user name or password, no query and no fragment; the error never
+// repeats what it refuses.
 func CheckOrigin(raw string) error {
-	_, err := originOf(raw)
+	_, err := originOfBase(raw)
 	return err
+}
+
+// originOfBase is originOf for an origin URL of the releases (one of
+// Config's), which CheckOrigin describes: the files' paths are joined
+// after it, so a query or a fragment would end up inside them, and a
+// token in one would be shown wherever the URL is.
+func originOfBase(raw string) (addrs.Provider, error) {
+	p, err := originOf(raw)
+	if err != nil {
+		return addrs.Provider{}, err
+	}
+	if strings.ContainsAny(raw, "?#") {
+		u, _ := url.Parse(raw) // parsed by originOf
+		return addrs.Provider{}, fmt.Errorf("releases: %q carries a query or a fragment, which a releases origin URL may not: the door joins the files' paths after it, and a token in it would be shown wherever the URL is; give the origin's token in --credentials-file instead (docs/operations.md, Origin credentials)", redact.URL(u))
+	}
+	return p, nil
 }
 
 // originOf is the origin client's p for a URL: its host.

@@ -137,11 +137,11 @@ func TestConfigCheckSharedStoreURLRefusedOnce(t *testing.T) {
 // allowed origin or a platform that does not parse, a list given as one
 // string of space-separated items, a CLI product HashiCorp's layout does
 // not serve, a listen address without a port, a releases URL that is not
-// https) is refused alike by config check (at its line), by serve before
-// it opens anything (exit status 2, the data directory not made), and by
-// a reload, which reads the file as serve does: config check never calls
-// valid a file serve refuses, and a reload never keeps for a restart a
-// value the restart refuses.
+// https or carries a query) is refused alike by config check (at its
+// line), by serve before it opens anything (exit status 2, the data
+// directory not made), and by a reload, which reads the file as serve
+// does: config check never calls valid a file serve refuses, and a
+// reload never keeps for a restart a value the restart refuses.
 func TestConfigCheckRefusesWhatServeRefuses(t *testing.T) {
 	for _, tc := range []struct{ name, content, flag string }{
 		{"allowed origins as a string", `allowed_origins = "[a b]"`, "--allowed-origins"},
@@ -151,6 +151,7 @@ func TestConfigCheckRefusesWhatServeRefuses(t *testing.T) {
 		{"product", `releases_hashicorp_products = ["Terraform"]`, "--releases-hashicorp-products"},
 		{"listen", `listen = "8443"`, "--listen"},
 		{"releases URL", `releases_hashicorp_url = "http://releases.example/"`, "--releases-hashicorp-url"},
+		{"releases URL with a query", `releases_opentofu_url = "https://releases.example/?token=QTOK"`, "--releases-opentofu-url"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()

@@ -535,10 +535,10 @@ policy {}
 	}
 }
 
-// The CLI releases' origin URLs may carry a secret in their query (a
-// pre-signed URL of a private mirror's): the values shown (the status
-// page's configuration, config check, a reload's changes) leave it out,
-// as upstream_proxy's password.
+// The CLI releases' origin URLs are refused with a query (Validate), but
+// one given may carry a secret there (a pre-signed URL of a private
+// mirror's): the values shown until it is refused (config check, a
+// reload's changes) leave it out, as upstream_proxy's password.
 func TestReleasesURLsShownRedacted(t *testing.T) {
 	e, err := load(t, []string{
 		"--releases-hashicorp-url", "https://artifactory.corp/hashicorp-releases/?token=hunter2-secret",

@@ -327,7 +327,7 @@ var Table = []*Setting{
 		bind: durationOf(30*time.Second, func(c *Config) *time.Duration { return &c.OriginMinSpeedWindow })},
 	{Name: "releases-hashicorp-url", Group: GroupOrigins, Commands: Sync, Secret: true,
 		Help: "base URL of HashiCorp's releases layout the CLI releases door (/releases/hashicorp/) pulls through; its host must be in --allowed-origins",
-		Doc:  "base URL of HashiCorp's releases layout that the CLI releases door (`/releases/hashicorp/`) pulls through; the door answers only while its host is in `--allowed-origins` (see [CLI releases](cli-releases.md))",
+		Doc:  "base URL of HashiCorp's releases layout that the CLI releases door (`/releases/hashicorp/`) pulls through; the door answers only while its host is in `--allowed-origins` (see [CLI releases](cli-releases.md)). Like the other two `releases_*_url`, an absolute `https` URL without user info, query or fragment: the door joins the files' paths after it, and an origin's token goes in `--credentials-file`",
 		bind: stringOf("https://releases.hashicorp.com/", func(c *Config) *string { return &c.ReleasesHashiCorpURL })},
 	{Name: "releases-hashicorp-products", Group: GroupOrigins, Commands: Sync | Export | Import,
 		Help: "comma-separated HashiCorp products the CLI releases door serves (terraform-provider-* never: the provider doors serve providers)",
