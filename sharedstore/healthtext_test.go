@@ -72,3 +72,43 @@ func TestParseURLRefusesEndpointCredentials(t *testing.T) {
 		}
 	}
 }
+
+// An endpoint is a base URL: the AWS SDK refuses one with a query or a
+// fragment on every call (quoting it into the log), so ParseURL refuses
+// it first, saying why and without the part that may hold a token.
+func TestParseURLRefusesEndpointQueryOrFragment(t *testing.T) {
+	for _, raw := range []string{
+		"s3://mybucket/prefix?endpoint=http://127.0.0.1:9/?token=STORETOK6&region=us-east-1&path_style=true",
+		"s3://mybucket/prefix?endpoint=http://127.0.0.1:9/%3Ftoken=STORETOK6",
+		"s3://mybucket/prefix?endpoint=http://127.0.0.1:9/?",
+		"s3://mybucket/prefix?endpoint=http://127.0.0.1:9/%23STORETOK6",
+	} {
+		_, err := sharedstore.ParseURL(raw)
+		if err == nil {
+			t.Errorf("%s: accepted", raw)
+			continue
+		}
+		if msg := err.Error(); strings.Contains(msg, "STORETOK6") || !strings.Contains(msg, "query or fragment") {
+			t.Errorf("%s: refused as %q: it quotes the query, or says not why", raw, msg)
+		}
+	}
+}
+
+// A shared store URL is shown (the status page's configuration, config
+// check, a reload's changes) as the status page's health shows its
+// parts: the endpoint without its user info, query and fragment, and no
+// parameter ParseURL does not know.
+func TestShownURL(t *testing.T) {
+	for _, tc := range []struct{ raw, want string }{
+		{"s3://bkt/some/prefix/?endpoint=http://127.0.0.1:9000&region=eu-west-1&path_style=true", "s3://bkt/some/prefix/?endpoint=http://127.0.0.1:9000&region=eu-west-1&path_style=true"},
+		{"s3://mybucket/prefix?endpoint=http://127.0.0.1:9/?token=STORETOK6&region=us-east-1&path_style=true", "s3://mybucket/prefix?endpoint=http://127.0.0.1:9/&region=us-east-1&path_style=true"},
+		{"s3://bkt/p?path_style=true&endpoint=https://AKIA:STORETOK6@minio.corp:9000/", "s3://bkt/p?endpoint=https://minio.corp:9000/&path_style=true"},
+		{"s3://bkt/p?region=eu-west-1&aws_secret=STORETOK6#STORETOK6", "s3://bkt/p?region=eu-west-1"},
+		{"s3://u:STORETOK6@bkt", "s3://bkt"},
+		{"s3://bkt", "s3://bkt"},
+	} {
+		if got := sharedstore.ShownURL(tc.raw); got != tc.want {
+			t.Errorf("ShownURL(%q) = %q, want %q", tc.raw, got, tc.want)
+		}
+	}
+}

@@ -139,7 +139,8 @@ type Location struct {
 // default store ID.
 func (l Location) Name() string { return "s3://" + l.Bucket + "/" + l.Prefix }
 
-// ParseURL parses s3://BUCKET/PREFIX?endpoint=URL&region=REGION&path_style=true.
+// ParseURL parses s3://BUCKET/PREFIX?endpoint=URL&region=REGION&path_style=true,
+// whose endpoint is an http(s) URL without user info, query or fragment.
 //
 // Its errors name the URL without the credentials it may hold (which
 // come from the standard AWS sources, never from it): they reach the
@@ -176,6 +177,10 @@ func ParseURL(raw string) (Location, error) {
 			if e.User != nil {
 				return Location{}, fmt.Errorf("shared store URL: endpoint %q: want it without credentials (they come from the standard AWS sources)", redact.Location(v))
 			}
+			if strings.ContainsAny(v, "?#") {
+				// The AWS SDK refuses it on every call, quoting it whole.
+				return Location{}, fmt.Errorf("shared store URL: endpoint %q: want it without a query or fragment (the S3 client takes an endpoint's scheme, host, port and path only; credentials come from the standard AWS sources)", redact.Location(v))
+			}
 			loc.Endpoint = v
 		case "region":
 			loc.Region = v
@@ -190,6 +195,35 @@ func ParseURL(raw string) (Location, error) {
 		}
 	}
 	return loc, nil
+}
+
+// ShownURL is raw, a shared store URL (as ParseURL takes), as it may be
+// shown (the status page's configuration, config check, a reload's
+// changes): its bucket and prefix, then of its parameters endpoint
+// (without user info, query and fragment, as the status page's health
+// shows it), region and path_style, in that order; any other parameter
+// is left out, as what does not parse after the bucket and prefix.
+func ShownURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme == "" || u.Host == "" {
+		return redact.Location(raw)
+	}
+	q := u.Query()
+	u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = "", false, "", ""
+	shown := redact.Location(u.String())
+	var params []string
+	for _, k := range []string{"endpoint", "region", "path_style"} {
+		for _, v := range q[k] {
+			if k == "endpoint" {
+				v = redact.Location(v)
+			}
+			params = append(params, k+"="+v)
+		}
+	}
+	if len(params) > 0 {
+		shown += "?" + strings.Join(params, "&")
+	}
+	return shown
 }
 
 // Store is the shared tier in one bucket. Its methods are safe for

@@ -112,8 +112,11 @@ func loadAll(fs *flag.FlagSet, args []string, lookupEnv func(string) (string, bo
 		}
 		l.raw[name] = exact(fs.Lookup(name).Value)
 		l.shown[name] = l.raw[name]
-		if s.Secret {
+		switch {
+		case s.Secret:
 			l.shown[name] = redactValue(l.raw[name])
+		case s.show != nil && l.raw[name] != "":
+			l.shown[name] = s.show(l.raw[name])
 		}
 		if src := l.Sources[name]; src == FromFlag || src == FromEnv {
 			if v, rng, ok := l.File.Value(name); ok && fileExact(s, v) != l.raw[name] {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/discovery"
+	"github.com/tfmirror/tfmirror/v2/sharedstore"
 	"github.com/tfmirror/tfmirror/v2/verify"
 )
 
@@ -34,6 +35,11 @@ type Setting struct {
 	// URL's user info): it is never printed. A setting that names a file
 	// holding secrets is not secret itself: its value is a path.
 	Secret bool
+	// show, for a setting that is not secret, is its value as it may be
+	// shown, when a part of it may hold a token the setting refuses (an
+	// endpoint's query): the values shown before the refusal (config
+	// check, a reload's changes) leave that part out too. nil: as given.
+	show func(string) string
 	// Reload says how what the setting names is read again while serving
 	// ("" when only at start). No value changes while serving: what changes
 	// is the content of the file or directory it names.
@@ -475,8 +481,9 @@ var Table = []*Setting{
 	// Shared store.
 	{Name: "shared-store", Group: GroupShared, Commands: Sync | OnDataDir,
 		Help:       "S3-compatible bucket shared by replicas behind their local caches: s3://BUCKET/PREFIX?endpoint=URL&region=REGION&path_style=true (endpoint, region, path_style optional); credentials from the standard AWS sources",
-		Doc:        "S3-compatible bucket that replicas share behind their local caches: `s3://BUCKET/PREFIX?endpoint=URL&region=REGION&path_style=true` (`PREFIX`, `endpoint`, `region` and `path_style` optional; `endpoint` and `path_style=true` for MinIO, Ceph RGW, versitygw and the like). Credentials come from the standard AWS sources. See [Scaling out](scaling-out.md)",
+		Doc:        "S3-compatible bucket that replicas share behind their local caches: `s3://BUCKET/PREFIX?endpoint=URL&region=REGION&path_style=true` (`PREFIX`, `endpoint`, `region` and `path_style` optional; `endpoint` and `path_style=true` for MinIO, Ceph RGW, versitygw and the like; `endpoint` an `http(s)` URL without user info, query or fragment). Credentials come from the standard AWS sources. See [Scaling out](scaling-out.md)",
 		DocDefault: "none (each replica on its own)",
+		show:       sharedstore.ShownURL,
 		bind:       stringOf("", func(c *Config) *string { return &c.SharedStore })},
 	{Name: "shared-store-key-file", Group: GroupShared, Commands: Sync | OnDataDir,
 		Help:       "file holding the key (at least 32 bytes) that authenticates every object the replicas write to the --shared-store; required with it, the same file on every replica (e.g. a mounted Secret)",

@@ -1,0 +1,43 @@
+package settings
+
+import (
+	"strings"
+	"testing"
+)
+
+// shared_store is no secret (it names a bucket, its credentials come
+// from the AWS sources), but its endpoint parameter may be given with a
+// token in its own query, which Validate refuses: the values shown until
+// then (config check, a reload's changes) and after (the status page's
+// configuration) show the endpoint as the status page's health does,
+// without it.
+func TestSharedStoreShownRedacted(t *testing.T) {
+	e, err := load(t, []string{"--shared-store", "s3://mybucket/prefix?endpoint=http://AKIA:STORETOK6@127.0.0.1:9/?token=STORETOK6&region=us-east-1&path_style=true"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range e.Values() {
+		if v.Setting.Name != "shared-store" {
+			continue
+		}
+		if want := "s3://mybucket/prefix?endpoint=http://127.0.0.1:9/&region=us-east-1&path_style=true"; v.Value != want {
+			t.Errorf("shown as %q, want %q", v.Value, want)
+		}
+		return
+	}
+	t.Error("shared-store not among the values")
+}
+
+// Validate refuses a shared store endpoint with a query, naming the
+// flag, without the query.
+func TestSharedStoreEndpointQueryRefused(t *testing.T) {
+	t.Parallel()
+	var c Config
+	allSettings(&c)
+	c.SharedStore = "s3://mybucket/prefix?endpoint=http://127.0.0.1:9/?token=STORETOK6&region=us-east-1&path_style=true"
+	c.SharedKeyFile = "/nonexistent/shared.key"
+	err := c.Validate()
+	if err == nil || !strings.Contains(err.Error(), "--shared-store") || !strings.Contains(err.Error(), "query") || strings.Contains(err.Error(), "STORETOK6") {
+		t.Errorf("Validate: %v, want the endpoint's query refused naming --shared-store, without it", err)
+	}
+}
