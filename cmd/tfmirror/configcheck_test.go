@@ -113,6 +113,25 @@ releases_hashicorp_url = "https://mirror:hunter2@releases.corp.example/hashicorp
 	}
 }
 
+// A refusal of a releases URL that advises --credentials-file is placed
+// at the URL's line, not at credentials_file's, earlier in the file.
+func TestConfigCheckReleasesURLRefusalAtItsLine(t *testing.T) {
+	dir := t.TempDir()
+	creds := filepath.Join(dir, "credentials.tfrc")
+	file := filepath.Join(dir, "tfmirror.hcl")
+	writePrivate(t, creds, "")
+	writePrivate(t, file, fmt.Sprintf("allowed_origins = [\"registry.terraform.io\", \"releases.hashicorp.com\"]\ncredentials_file = %q\nreleases_hashicorp_url = \"https://reluser:RELPASSWORD77@releases.hashicorp.com/\"\n", creds))
+	noEnv := func(string) (string, bool) { return "", false }
+	var stdout, stderr bytes.Buffer
+	if code := runConfig([]string{"check", file}, noEnv, &stdout, &stderr); code != 1 {
+		t.Errorf("config check: exit %d, want 1\n%s%s", code, stdout.String(), stderr.String())
+	}
+	out := stdout.String() + stderr.String()
+	if !strings.Contains(out, "tfmirror.hcl:3,") || strings.Contains(out, "tfmirror.hcl:2,") || strings.Contains(out, "RELPASSWORD77") {
+		t.Errorf("the refusal is not at releases_hashicorp_url's line (3), or shows the password:\n%s", out)
+	}
+}
+
 // A shared_store URL that does not parse is refused once, for what it
 // is: the check of the AWS configuration a start would load for it
 // refused it a second time, blaming the environment.

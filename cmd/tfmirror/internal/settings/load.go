@@ -190,7 +190,8 @@ func unjoin(err error) []error {
 }
 
 // diagnostic is err, a check of the values that names settings by their
-// flags, as a diagnostic at the first of them the file sets; refused
+// flags, as a diagnostic at the first of them the file sets (in named's
+// order: the one err begins with first); refused
 // says the file gave one of them a value it refused.
 func (l *Loaded) diagnostic(err error) (d *hcl.Diagnostic, refused bool) {
 	d = &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid settings", Detail: err.Error() + l.fromEnv(err.Error())}
@@ -205,7 +206,10 @@ func (l *Loaded) diagnostic(err error) (d *hcl.Diagnostic, refused bool) {
 	return d, false
 }
 
-// named are the settings whose flags msg names.
+// named are the settings whose flags msg names: first the one msg
+// begins with ("--releases-hashicorp-url: ..."), the setting it is about,
+// whose advice may name another ("give the origin's token in
+// --credentials-file instead"); then the others in the table's order.
 func (l *Loaded) named(msg string) []*Setting {
 	var out []*Setting
 	for _, s := range l.order {
@@ -213,7 +217,11 @@ func (l *Loaded) named(msg string) []*Setting {
 		for i >= 0 {
 			end := i + 2 + len(s.Name)
 			if end == len(msg) || !(msg[end] == '-' || msg[end] >= 'a' && msg[end] <= 'z') {
-				out = append(out, s)
+				if i == 0 {
+					out = slices.Insert(out, 0, s)
+				} else {
+					out = append(out, s)
+				}
 				break
 			}
 			j := strings.Index(msg[end:], "--"+s.Name)
