@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/dustin/go-humanize"
 	svchost "github.com/hashicorp/terraform-svchost"
@@ -37,7 +39,41 @@ var statusTemplate = template.Must(template.New("status").Funcs(template.FuncMap
 	"count":      countOf,
 	"stateText":  originStateText,
 	"stateClass": originStateClass,
+	"hcl":        func(s string) string { q := hclString(s); return q[1 : len(q)-1] }, // inside the page's quotes
 }).Parse(statusHTML))
+
+// hclString is s as an HCL quoted string: a quote, a backslash and a
+// control character escaped, "${" and "%{" doubled so that they are read
+// as themselves, not as a template. The page's snippets quote the
+// mirror's URL with it, which the clients then read back as it is.
+func hclString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == '"' || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case (r == '$' || r == '%') && strings.HasPrefix(s[i+n:], "{"):
+			b.WriteRune(r)
+			b.WriteRune(r)
+		case r == utf8.RuneError && n == 1, r < 0x20, r == 0x7f, !unicode.IsPrint(r) && r > 0x7f:
+			fmt.Fprintf(&b, `\u%04X`, r)
+		default:
+			b.WriteRune(r)
+		}
+		i += n
+	}
+	b.WriteByte('"')
+	return b.String()
+}
 
 // countOf is *n, 0 when n is nil (a count the page does not know).
 func countOf(n *int) int {
@@ -580,8 +616,8 @@ func (s *statusPage) hostBlocks(st *Status, origins []string) {
 		}
 		modules := base + ModulesPath(host) // this mirror's, see modules.go
 		var b strings.Builder
-		fmt.Fprintf(&b, "host %q {\n  services = {\n    \"providers.v1\" = %q\n", label, base+RegistryPath(host))
-		fmt.Fprintf(&b, "    \"modules.v1\"   = %q\n", modules)
+		fmt.Fprintf(&b, "host %s {\n  services = {\n    \"providers.v1\" = %s\n", hclString(label), hclString(base+RegistryPath(host)))
+		fmt.Fprintf(&b, "    \"modules.v1\"   = %s\n", hclString(modules))
 		b.WriteString("  }\n}\n")
 		st.HostBlocks[host] = b.String()
 		st.HostBlockList = append(st.HostBlockList, HostBlock{Host: host, Block: b.String()})
