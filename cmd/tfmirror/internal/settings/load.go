@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/tfmirror/tfmirror/v2/internal/redact"
+	"github.com/tfmirror/tfmirror/v2/sharedstore"
 )
 
 // A Source is where a setting's value in effect came from.
@@ -319,11 +320,19 @@ type Value struct {
 }
 
 // Values are the values in effect of the settings Load read, in the
-// table's order, secrets redacted.
+// table's order, secrets redacted; --shared-store-id left to its default
+// is the ID in force, the one --shared-store's bucket and prefix give it
+// (sharedstore.DefaultStoreID), when that parses.
 func (l *Loaded) Values() []Value {
 	out := make([]Value, 0, len(l.order))
 	for _, s := range l.order {
-		out = append(out, Value{Setting: s, Value: l.shown[s.Name], Source: l.Sources[s.Name]})
+		v := Value{Setting: s, Value: l.shown[s.Name], Source: l.Sources[s.Name]}
+		if s.Name == "shared-store-id" && v.Value == "" && l.raw["shared-store"] != "" {
+			if loc, err := sharedstore.ParseURL(l.raw["shared-store"]); err == nil {
+				v.Value = sharedstore.DefaultStoreID(loc)
+			}
+		}
+		out = append(out, v)
 	}
 	return out
 }

@@ -41,3 +41,17 @@ func TestSharedStoreEndpointQueryRefused(t *testing.T) {
 		t.Errorf("Validate: %v, want the endpoint's query refused naming --shared-store, without it", err)
 	}
 }
+
+// shared_store_id left to its default is shown as the ID in force, the
+// one shared_store's bucket and prefix give it, not as empty.
+func TestSharedStoreIDShownDerived(t *testing.T) {
+	e, err := load(t, []string{"--shared-store", "s3://mybucket/prefix?region=us-east-1"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range e.Values() {
+		if v.Setting.Name == "shared-store-id" && (v.Value != "s3://mybucket/prefix/" || v.Source != FromDefault) {
+			t.Errorf("shared-store-id shown as %q from %s, want s3://mybucket/prefix/ from default", v.Value, v.Source)
+		}
+	}
+}
