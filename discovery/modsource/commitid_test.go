@@ -21,7 +21,7 @@ import (
 // stockGitServer serves the bare repositories under root with `git
 // http-backend` as Git ships it: no uploadpack.allowAnySHA1InWant, so a
 // protocol v0 client may want only what the server advertises.
-func stockGitServer(t *testing.T, root string) (*httptest.Server, *http.Client) {
+func stockGitServer(t testing.TB, root string) (*httptest.Server, *http.Client) {
 	t.Helper()
 	git, err := exec.LookPath("git")
 	if err != nil {
@@ -33,7 +33,7 @@ func stockGitServer(t *testing.T, root string) (*httptest.Server, *http.Client) 
 	return srv, srv.Client()
 }
 
-func runGitT(t *testing.T, dir string, args ...string) string {
+func runGitT(t testing.TB, dir string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command("git", args...)
 	cmd.Dir = dir
@@ -47,7 +47,7 @@ func runGitT(t *testing.T, dir string, args ...string) string {
 
 // newWorkRepo makes a Git working repository, branch main, at
 // ROOT/work; root is a temporary directory for the bare ones beside it.
-func newWorkRepo(t *testing.T) (root, work string) {
+func newWorkRepo(t testing.TB) (root, work string) {
 	t.Helper()
 	needGit(t)
 	root = t.TempDir()
@@ -73,7 +73,7 @@ func commitMainTF(t *testing.T, work, content string) string {
 
 // fastImport makes the commits of a git fast-import stream in work at
 // once.
-func fastImport(t *testing.T, work, stream string) {
+func fastImport(t testing.TB, work, stream string) {
 	t.Helper()
 	cmd := exec.Command("git", "fast-import", "--quiet")
 	cmd.Dir, cmd.Stdin = work, strings.NewReader(stream)
@@ -84,7 +84,7 @@ func fastImport(t *testing.T, work, stream string) {
 
 // filterBare clones work bare as ROOT/name, serving partial fetches
 // (uploadpack.allowFilter, as the hosted forges do), and returns its path.
-func filterBare(t *testing.T, root, work, name string) string {
+func filterBare(t testing.TB, root, work, name string) string {
 	t.Helper()
 	bare := filepath.Join(root, name)
 	runGitT(t, root, "clone", "-q", "--bare", work, bare)

@@ -49,7 +49,8 @@ type Limits struct {
 // limit: discovery.Client), what HTTP/2 receives ahead of the reader
 // (4 MiB, Go's default window), a decompressor's state (bzip2's, the
 // largest, is under 4 MiB), a tar entry's extended header (1 MiB, Go's
-// limit) and read buffers of 64 KiB or so.
+// limit) and read buffers of 64 KiB or so; go-git keeps 1 MiB of the
+// objects it reads (objectCacheBytes).
 //
 // Of what it receives, a fetch keeps in memory less than
 // Limits.MaxDownloadBytes: archives and Git packs are written to disk as
@@ -60,14 +61,18 @@ type Limits struct {
 // read no further than its first KiB; go-git keeps upload-pack's shallow
 // and ACK lines, 20 bytes for each line of 49 or more. Besides, a zip's
 // directory and the package's listing take up to about 2 KiB per entry
-// allowed (Limits.MaxEntries), and indexing a Git pack holds each of its
-// objects whole in turn, which the pack's headers must declare within
-// Limits.MaxTreeBytes plus 1 KiB per entry allowed plus 1 MiB in all, and
-// each within what its type needs (packBounds: a tree 1 KiB per entry
-// allowed, a commit 1 MiB), and some 440 bytes for each of them, which
-// may be no more than the entries allowed plus 64 (packObjects). The
-// garbage collector lets the heap
-// grow past what is held (GOGC).
+// allowed (Limits.MaxEntries), and indexing a Git pack holds its objects
+// whole, a few at once (indexPack: a delta's base while the deltas made
+// from it are made; for a pack of offset deltas, as Git sends, some
+// log2 of its objects at most), which the pack's headers must declare
+// within Limits.MaxTreeBytes plus 1 KiB per entry allowed plus 1 MiB in
+// all, and each within what its type needs (packBounds: a tree 1 KiB per
+// entry allowed, a commit 1 MiB), and some 440 bytes for each of them,
+// which may be no more than the entries allowed plus 64 (packObjects).
+// No cache of go-git's holds more: its own indexing kept up to 96 MiB of
+// delta bases, and its reading as much of the objects read, whatever the
+// limits. The garbage collector lets the heap grow past what is held
+// (GOGC).
 const MemoryOverhead = 16 << 20
 
 // MaxPackageBytes is the most bytes a package as Fetch writes it (a

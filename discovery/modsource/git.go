@@ -22,7 +22,6 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	format "github.com/go-git/go-git/v5/plumbing/format/config"
-	"github.com/go-git/go-git/v5/plumbing/format/packfile"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/protocol/packp"
 	"github.com/go-git/go-git/v5/plumbing/protocol/packp/capability"
@@ -73,7 +72,7 @@ func (f *Fetcher) fetchGit(ctx context.Context, repoURL, ref string, tw *treeWri
 	}
 
 	store := filepath.Join(tmp, fmt.Sprintf("git-%d-%s", depth, want.String()[:12]))
-	storage := filesystem.NewStorage(osfs.New(store), cache.NewObjectLRUDefault())
+	storage := filesystem.NewStorage(osfs.New(store), cache.NewObjectLRU(objectCacheBytes))
 	req := packp.NewUploadPackRequestFromCapabilities(adv.Capabilities)
 	req.Wants = []plumbing.Hash{want}
 	req.Depth = packp.DepthCommits(1)
@@ -154,6 +153,12 @@ func (f *Fetcher) fetchGit(ctx context.Context, repoURL, ref string, tw *treeWri
 	return commit.Hash.String(), nil
 }
 
+// objectCacheBytes bounds the objects go-git keeps of a storage it reads
+// a package from (its default, 96 MiB, held that much of a pack of small
+// objects): the pack indexPack writes holds no delta, so that reading an
+// object costs the same with or without its base kept.
+const objectCacheBytes = 1 * cache.MiByte
+
 // receivePack sends req (to the server that advertised adv) and writes
 // the pack it is answered with to storage: spooled (within the download
 // limit), its objects' number and declared sizes checked against bounds
@@ -190,7 +195,7 @@ func (f *Fetcher) receivePack(ctx, rctx context.Context, sess transport.UploadPa
 	}
 	if err == nil {
 		if _, err = spool.Seek(0, io.SeekStart); err == nil {
-			err = packfile.UpdateObjectStorage(storage, bufio.NewReader(spool))
+			err = indexPack(ctx, spool, storage.Filesystem())
 		}
 	}
 	if err != nil {
@@ -261,7 +266,7 @@ func (f *Fetcher) findAbbreviated(ctx, rctx context.Context, sess transport.Uplo
 		return plumbing.ZeroHash, err
 	}
 	defer os.RemoveAll(dir)
-	storage := filesystem.NewStorage(osfs.New(dir), cache.NewObjectLRUDefault())
+	storage := filesystem.NewStorage(osfs.New(dir), cache.NewObjectLRU(objectCacheBytes))
 	bounds := newPackBounds(f.Limits)
 	bounds.objects, bounds.history = maxHistoryCommits, true
 	if err := f.receivePack(ctx, rctx, sess, adv, req, repoURL, tmp, storage, bounds); err != nil {

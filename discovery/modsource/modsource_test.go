@@ -132,7 +132,7 @@ func readTarGz(t *testing.T, data []byte) map[string]string {
 
 var defaultLimits = Limits{MaxDownloadBytes: 1 << 20, MaxTreeBytes: 1 << 20, MaxEntries: 100, MaxSubmoduleDepth: 2}
 
-func needGit(t *testing.T) {
+func needGit(t testing.TB) {
 	if _, err := exec.LookPath("git"); err != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatal(err)

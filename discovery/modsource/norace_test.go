@@ -3,3 +3,5 @@
 package modsource
 
 const cpuScale = 1
+
+const raceEnabled = false
