@@ -4,12 +4,19 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/go-git/go-billy/v5/osfs"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/format/packfile"
+	"github.com/go-git/go-git/v5/storage/filesystem"
 	"github.com/go-git/go-git/v5/storage/memory"
 )
 
@@ -77,9 +84,10 @@ func FuzzParseLocation(f *testing.F) {
 }
 
 // FuzzGitPack feeds a pack, as a Git source host sends it, through what a
-// fetch does with it: checkPack, then go-git's indexing of a pack it
-// accepted. Neither may panic, and what go-git stores of an accepted pack
-// is within the bounds checkPack holds the pack to.
+// fetch does with it: checkPack, then the indexing of a pack it accepted
+// (indexPack, and go-git's too). None may panic, and what either stores
+// of an accepted pack is within the bounds checkPack holds the pack to;
+// what indexPack stores reads back, each object hashing to its id.
 func FuzzGitPack(f *testing.F) {
 	base := packObject{typ: 3, data: []byte("hello")}
 	baseLen := int64(len(buildPack(f, base))) - 12
@@ -117,6 +125,52 @@ func FuzzGitPack(f *testing.F) {
 		}
 		if n > int(bounds.objects) || total > bounds.total {
 			t.Fatalf("stored %d objects of %d bytes in all, over %d objects, %d bytes", n, total, bounds.objects, bounds.total)
+		}
+
+		// indexPack, as a fetch indexes a pack, writes no more: every
+		// object it wrote reads back within bounds, hashing to its id.
+		dir := t.TempDir()
+		spool, err := os.Create(filepath.Join(dir, "spool"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer spool.Close()
+		if _, err := spool.Write(data); err != nil {
+			t.Fatal(err)
+		}
+		if indexPack(context.Background(), spool, osfs.New(filepath.Join(dir, "git"))) != nil {
+			return
+		}
+		iter, err := filesystem.NewStorage(osfs.New(filepath.Join(dir, "git")), cache.NewObjectLRU(objectCacheBytes)).IterEncodedObjects(plumbing.AnyObject)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, total = 0, 0
+		err = iter.ForEach(func(o plumbing.EncodedObject) error {
+			n++
+			total += o.Size()
+			if bound, over, _ := bounds.of(o.Type(), o.Size()); o.Size() > bound {
+				t.Fatalf("indexed object %s: %s", o.Hash(), over)
+			}
+			r, err := o.Reader()
+			if err != nil {
+				return err
+			}
+			defer r.Close()
+			content, err := io.ReadAll(r)
+			if err != nil {
+				return err
+			}
+			if h := plumbing.ComputeHash(o.Type(), content); h != o.Hash() {
+				t.Fatalf("indexed object %s reads back as %s", o.Hash(), h)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("reading the objects indexed: %v", err)
+		}
+		if n > int(bounds.objects) || total > bounds.total {
+			t.Fatalf("indexed %d objects of %d bytes in all, over %d objects, %d bytes", n, total, bounds.objects, bounds.total)
 		}
 	})
 }
