@@ -17,7 +17,12 @@ import (
 // serve runs newServer(h) with short bounds on a loopback listener.
 func serve(t *testing.T, h http.Handler) (addr string, b bounds) {
 	t.Helper()
-	b = bounds{header: time.Second, body: time.Second, idle: time.Second, stall: 1500 * time.Millisecond} // stall > body, as in New
+	// stall > body, as in New, by enough for a loaded machine: the
+	// answer to a request whose declared body never comes is written
+	// when the body's deadline ends the server's wait for it, under the
+	// write deadline armed as the handler returned (it failed, the
+	// answer lost, with 0.5 s between them on a busy CI machine).
+	b = bounds{header: time.Second, body: time.Second, idle: time.Second, stall: 4 * time.Second}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
