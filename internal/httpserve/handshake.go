@@ -38,8 +38,11 @@ type handshakeWriter struct {
 // The line net/http writes for a failed handshake, and the words of the
 // errors crypto/tls gives for what ErrorLog tells apart: the alerts a
 // client sends when it refuses a certificate (Go's clients send "bad
-// certificate" whatever the cause; OpenSSL's, curl's, name it), and
-// a first record that is not a handshake's.
+// certificate" whatever the cause; OpenSSL's, curl's, name it over TLS
+// 1.2, and over TLS 1.3 send it under keys the server reads as "bad
+// record MAC", the one way a handshake gets that error short of a
+// network that alters bytes), and a first record that is not a
+// handshake's.
 var (
 	handshakeLine = []byte("http: TLS handshake error from ")
 	refusedAlerts = [][]byte{
@@ -50,6 +53,7 @@ var (
 		[]byte("remote error: tls: unsupported certificate"),
 		[]byte("remote error: tls: revoked certificate"),
 		[]byte("remote error: tls: access denied"),
+		[]byte("local error: tls: bad record MAC"),
 	}
 	notTLS = [][]byte{
 		[]byte("first record does not look like a TLS handshake"),

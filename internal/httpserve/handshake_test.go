@@ -143,6 +143,7 @@ func TestHandshakeReasons(t *testing.T) {
 		"http: TLS handshake error from 10.0.0.1:5000: remote error: tls: bad certificate":                   HandshakeCertificateRefused,
 		"http: TLS handshake error from 10.0.0.1:5000: remote error: tls: expired certificate":               HandshakeCertificateRefused,
 		"http: TLS handshake error from 10.0.0.1:5000: remote error: tls: unknown certificate":               HandshakeCertificateRefused,
+		"http: TLS handshake error from 10.0.0.1:5000: local error: tls: bad record MAC":                     HandshakeCertificateRefused,
 		"http: TLS handshake error from 10.0.0.1:5000: client sent an HTTP request to an HTTPS server":       HandshakeNotTLS,
 		"http: TLS handshake error from 10.0.0.1:5000: tls: first record does not look like a TLS handshake": HandshakeNotTLS,
 		"http: TLS handshake error from 10.0.0.1:5000: EOF":                                                  HandshakeOther,
