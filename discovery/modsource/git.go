@@ -280,13 +280,12 @@ func (f *Fetcher) findAbbreviated(ctx, rctx context.Context, sess transport.Uplo
 		return plumbing.ZeroHash, err
 	}
 	prefix := strings.ToLower(ref)
-	// Their ids and types alone are kept: as many as the history holds
-	// may match.
-	var found []plumbing.Hash
-	var types []plumbing.ObjectType
+	// Their ids and types alone are kept, each id once: as many as the
+	// history holds may match.
+	found := map[plumbing.Hash]plumbing.ObjectType{}
 	err = iter.ForEach(func(o plumbing.EncodedObject) error {
-		if h := o.Hash(); strings.HasPrefix(h.String(), prefix) && !slices.Contains(found, h) {
-			found, types = append(found, h), append(types, o.Type())
+		if h := o.Hash(); strings.HasPrefix(h.String(), prefix) {
+			found[h] = o.Type()
 		}
 		return ctx.Err()
 	})
@@ -297,13 +296,17 @@ func (f *Fetcher) findAbbreviated(ctx, rctx context.Context, sess transport.Uplo
 	case 0:
 		return plumbing.ZeroHash, fmt.Errorf("%s: no tag, branch or commit %q (no commit or annotated tag of the branches' and tags' history has an id beginning so)", redact.Location(repoURL), ref)
 	case 1:
-		h, err := historyCommit(storage, found[0])
+		var only plumbing.Hash
+		for h := range found {
+			only = h
+		}
+		h, err := historyCommit(storage, only)
 		if err != nil {
 			return plumbing.ZeroHash, fmt.Errorf("%s: the abbreviated id %q names %w", redact.Location(repoURL), ref, err)
 		}
 		return h, nil
 	}
-	return plumbing.ZeroHash, fmt.Errorf("%s: the abbreviated commit id %q is ambiguous: the ids of %s begin so; give more of it, or the whole 40-hex id", redact.Location(repoURL), ref, countTypes(types))
+	return plumbing.ZeroHash, fmt.Errorf("%s: the abbreviated commit id %q is ambiguous: the ids of %s begin so; give more of it, or the whole 40-hex id", redact.Location(repoURL), ref, countTypes(found))
 }
 
 // historyCommit is the commit h (an object of the history
@@ -336,24 +339,22 @@ func historyCommit(s storer.EncodedObjectStorer, h plumbing.Hash) (plumbing.Hash
 	return plumbing.ZeroHash, errors.New("a chain of more than 10 annotated tags")
 }
 
-// countTypes says how many of types there are of each, as "2 commits"
-// or "1 commit and 1 annotated tag".
-func countTypes(types []plumbing.ObjectType) string {
+// countTypes says how many objects of each type found holds, as "2
+// commits" or "1 commit and 1 annotated tag".
+func countTypes(found map[plumbing.Hash]plumbing.ObjectType) string {
+	n := map[plumbing.ObjectType]int{}
+	for _, typ := range found {
+		n[typ]++
+	}
 	var parts []string
 	for _, t := range []struct {
 		typ  plumbing.ObjectType
 		name string
 	}{{plumbing.CommitObject, "commit"}, {plumbing.TagObject, "annotated tag"}, {plumbing.TreeObject, "tree"}, {plumbing.BlobObject, "blob"}} {
-		n := 0
-		for _, typ := range types {
-			if typ == t.typ {
-				n++
-			}
-		}
-		if n == 1 {
+		if n[t.typ] == 1 {
 			parts = append(parts, "1 "+t.name)
-		} else if n > 1 {
-			parts = append(parts, fmt.Sprintf("%d %ss", n, t.name))
+		} else if n[t.typ] > 1 {
+			parts = append(parts, fmt.Sprintf("%d %ss", n[t.typ], t.name))
 		}
 	}
 	if len(parts) > 1 {
