@@ -8,6 +8,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -70,7 +71,7 @@ func (e *dataDirOwnerError) Error() string {
 // the message. Windows has no owners to compare, and nothing is checked
 // there.
 func checkDataDirOwner(dir string, info fs.FileInfo, command string) error {
-	if runtime.GOOS == "windows" || os.Geteuid() != 0 {
+	if !rootAmongOwners() {
 		return nil
 	}
 	uid, ok := inputfile.Owner(info)
@@ -82,12 +83,18 @@ func checkDataDirOwner(dir string, info fs.FileInfo, command string) error {
 		e.Name = u.Username
 	}
 	if real, err := filepath.EvalSymlinks(dir); err == nil {
-		for _, p := range systemdPrivateDirs {
-			e.Private = e.Private || strings.HasPrefix(real+string(filepath.Separator), p)
-		}
+		e.Private = slices.ContainsFunc(systemdPrivateDirs, func(p string) bool {
+			return strings.HasPrefix(real+string(filepath.Separator), p)
+		})
 	}
 	return e
 }
+
+// rootAmongOwners reports whether this process runs as root on a system
+// whose files have owners: where what it writes in another user's data
+// directory would be root's, and the checks and hand-overs below apply.
+// Windows has no owners to compare.
+func rootAmongOwners() bool { return runtime.GOOS != "windows" && os.Geteuid() == 0 }
 
 // systemdPrivateDirs are where systemd keeps the state, cache and log
 // directories of a DynamicUser's service (StateDirectory= and the
@@ -103,7 +110,7 @@ var systemdPrivateDirs = []string{"/var/lib/private/", "/var/cache/private/", "/
 // as that user: a directory of root's, 0700, it could not write. Nothing
 // is changed otherwise, nor where files have no owner.
 func handToDataDirOwner(path, dataDir string) error {
-	if runtime.GOOS == "windows" || os.Geteuid() != 0 {
+	if !rootAmongOwners() {
 		return nil
 	}
 	info, err := os.Stat(dataDir)
@@ -124,7 +131,7 @@ func handToDataDirOwner(path, dataDir string) error {
 // there and another user's is refused. nil when dir is there or nothing
 // on the way can be looked at: making it then finds what is wrong.
 func checkNewDataDirOwner(dir, command string) error {
-	if runtime.GOOS == "windows" || os.Geteuid() != 0 {
+	if !rootAmongOwners() {
 		return nil
 	}
 	abs, err := filepath.Abs(dir)
