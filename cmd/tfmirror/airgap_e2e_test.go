@@ -29,6 +29,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/logbuf"
 	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/proxy"
 )
@@ -58,7 +59,7 @@ func networkMirror(t *testing.T, url string) string {
 // runCommand runs a subcommand as main does and returns its exit status
 // and output.
 func runCommand(args ...string) (int, string, string) {
-	var stdout, stderr bytes.Buffer
+	var stdout, stderr logbuf.Buffer // written from the command's goroutines too
 	code := run(args, &stdout, &stderr)
 	return code, stdout.String(), stderr.String()
 }

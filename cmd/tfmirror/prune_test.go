@@ -13,14 +13,16 @@ import (
 	"time"
 
 	"github.com/tfmirror/tfmirror/v2/admin"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/logbuf"
 )
 
 // cacheInProcess runs `tfmirror cache NAME` (run) on dataDir in this
 // process, with no TFMIRROR_ variables, and returns its stdout, stderr
-// and exit status.
+// and exit status. Its outputs take the writes of the command's own
+// goroutines too (retention's log), as os.Stderr does.
 func cacheInProcess(t *testing.T, name string, run func([]string, func(string) (string, bool), io.Writer, io.Writer) int, dataDir string, args ...string) (string, string, int) {
 	t.Helper()
-	var stdout, stderr bytes.Buffer
+	var stdout, stderr logbuf.Buffer
 	code := run(append([]string{"--data-dir", dataDir}, args...), func(string) (string, bool) { return "", false }, &stdout, &stderr)
 	t.Logf("tfmirror cache %s %v: exit %d\nstdout:\n%sstderr:\n%s", name, args, code, stdout.String(), stderr.String())
 	return stdout.String(), stderr.String(), code
