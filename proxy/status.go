@@ -214,6 +214,18 @@ type Configuration struct {
 	LastReload *Reload `json:"last_reload,omitempty"`
 }
 
+// RestartPending are the settings that wait for a restart
+// (Setting.RestartPending), in the table's order.
+func (c *Configuration) RestartPending() []Setting {
+	var out []Setting
+	for _, s := range c.Settings {
+		if s.RestartPending {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // Reload is the outcome of a reload of the files a serve reads again
 // (the configuration file, the client tokens file).
 type Reload struct {
@@ -236,6 +248,12 @@ type Setting struct {
 	Value string `json:"value"`
 	// Source is where the value came from: flag, env, file or default.
 	Source string `json:"source"`
+	// RestartPending says the configuration file gave this setting, at
+	// the last reload, a value it cannot take while serving: Value stays
+	// in force, and Pending (shown as Value is; absent when empty) is
+	// put in force by a restart.
+	RestartPending bool   `json:"restart_pending,omitempty"`
+	Pending        string `json:"pending,omitempty"`
 }
 
 // StatusPage is the part of the cache's lists a view of the status page

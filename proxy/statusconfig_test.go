@@ -61,6 +61,44 @@ func TestStatusConfiguration(t *testing.T) {
 	}
 }
 
+// TestStatusSettingsWaitingForARestart: a setting a reload found changed
+// in the file but which cannot change while serving is named in the
+// Health list, and its row gives the file's value beside the value in
+// force, in HTML and JSON: the page showed the value in force alone, and
+// an operator who had edited the file read it as the file's.
+func TestStatusSettingsWaitingForARestart(t *testing.T) {
+	t.Parallel()
+	conf := &Configuration{File: "/etc/tfmirror/tfmirror.hcl", Settings: []Setting{
+		{Name: "listen", Attribute: "listen", Value: ":8443", Source: "file", RestartPending: true, Pending: ":9443"},
+		{Name: "log-level", Attribute: "log_level", Value: "debug", Source: "file"},
+		{Name: "tls-san", Attribute: "tls_san", Value: "a.example", Source: "file", RestartPending: true},
+	}}
+	h := newHarness(t, harnessOptions{cfg: Config{Settings: func() *Configuration { return conf }}})
+	var st Status
+	h.get("/?format=json").json(t, &st)
+	if st.Configuration == nil || len(st.Configuration.Settings) != 3 ||
+		st.Configuration.Settings[0] != (Setting{Name: "listen", Attribute: "listen", Value: ":8443", Source: "file", RestartPending: true, Pending: ":9443"}) ||
+		st.Configuration.Settings[1].RestartPending {
+		t.Fatalf("configuration %+v", st.Configuration)
+	}
+	body := string(h.get("/").body)
+	for _, want := range []string{
+		`<li id="health-restart"><span class="warn">2 settings changed in the configuration file wait for a restart</span>: <code>listen</code>, <code>tls_san</code>;`,
+		`<td><code>:8443</code> <span class="warn">the file now gives <code>:9443</code>: in force after a restart</span></td>`,
+		`<td><code>a.example</code> <span class="warn">the file now gives an empty value: in force after a restart</span></td>`,
+		`<td><code>debug</code></td>`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("page lacks %q:\n%s", want, body)
+		}
+	}
+
+	conf = &Configuration{Settings: []Setting{{Name: "listen", Attribute: "listen", Value: ":8443", Source: "file"}}}
+	if body := string(h.get("/").body); strings.Contains(body, "health-restart") || strings.Contains(body, "after a restart") {
+		t.Errorf("nothing waits for a restart, and the page says something does:\n%s", body)
+	}
+}
+
 // fixedRows are origin rows as the origin watch gives them.
 type fixedRows []OriginHealth
 

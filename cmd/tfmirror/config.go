@@ -132,7 +132,7 @@ func configurationOf(e *settings.Effective) *proxy.Configuration {
 	}
 	for _, v := range e.Values() {
 		out.Settings = append(out.Settings, proxy.Setting{Name: v.Setting.Name, Attribute: v.Setting.Attribute(),
-			Value: v.Value, Source: string(v.Source)})
+			Value: v.Value, Source: string(v.Source), RestartPending: v.HasPending, Pending: v.Pending})
 	}
 	return out
 }

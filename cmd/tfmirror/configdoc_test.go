@@ -190,7 +190,7 @@ command exits 1 with the file's line, the configuration in force stays, the log 
 ` + "`tfmirror_config_reloads_total{outcome=\"refused\"}`" + ` counts it (and
 ` + "`tfmirror_config_last_reload_successful`" + ` is 0 until a reload is applied). A good one puts the new values of the
 *reloadable* settings in force from the next request on (and the policy block's); a setting that
-cannot change while serving keeps its value, and the command and the log name it as needing a restart.
+cannot change while serving keeps its value, and the command, the log and the status page name it as needing a restart (the page with the file's value beside the value in force).
 
 **` + "`tfmirror config check FILE`" + `** reads a file as serve would (with the ` + "`TFMIRROR_`" + ` variables of its
 environment) and prints every error with its line in one run (exit status 1): the file's, those of

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tfmirror/tfmirror/v2/proxy"
 )
 
 // TestReloadOutcomeShown: what the last reload (tfmirror reload, SIGHUP)
@@ -189,6 +191,53 @@ func TestReloadRefusalSaysTheTokensPutInForce(t *testing.T) {
 	for _, want := range []string{"configuration file " + conf + " refused", "client tokens file " + tokens + " put in force (1 token)"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the reload's error lacks %q:\n%s", want, err)
+		}
+	}
+}
+
+// TestReloadKeepsASettingPendingForARestart: a reload of a file that
+// changes a setting which cannot change while serving keeps its value in
+// force, and the status page's configuration gives the file's value as
+// pending a restart; a later reload of a file that gives it back its
+// value in force takes it off, and one that changes it again shows the
+// newer value.
+func TestReloadKeepsASettingPendingForARestart(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "tfmirror.hcl")
+	writePrivate(t, conf, "max_connections = 100\n")
+	m, _ := reloadingServer(t, []string{"--config", conf, "--data-dir", filepath.Join(dir, "data"), "--insecure-http"})
+	setting := func(name string) proxy.Setting {
+		t.Helper()
+		for _, s := range m.configuration().Settings {
+			if s.Name == name {
+				return s
+			}
+		}
+		t.Fatalf("no setting %s on the status page", name)
+		return proxy.Setting{}
+	}
+	if s := setting("max-connections"); s.Value != "100" || s.RestartPending {
+		t.Fatalf("at start: %+v", s)
+	}
+	for _, step := range []struct {
+		file    string
+		pending bool
+		want    string
+	}{
+		{"max_connections = 200\nlog_level = \"debug\"\n", true, "200"},
+		{"max_connections = 300\n", true, "300"},
+		{"max_connections = 100\n", false, ""},
+	} {
+		writePrivate(t, conf, step.file)
+		if _, err := m.reload(); err != nil {
+			t.Fatal(err)
+		}
+		s := setting("max-connections")
+		if s.Value != "100" || s.RestartPending != step.pending || s.Pending != step.want {
+			t.Errorf("after a reload of %q: %+v, want the value in force 100, pending %v %q", step.file, s, step.pending, step.want)
+		}
+		if s := setting("log-level"); s.RestartPending {
+			t.Errorf("log_level is reloadable, and it waits for a restart: %+v", s)
 		}
 	}
 }

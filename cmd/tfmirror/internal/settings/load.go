@@ -38,6 +38,10 @@ type Loaded struct {
 	// and as it may be shown (secrets redacted), by name.
 	raw, shown map[string]string
 	order      []*Setting // the settings of the set, in the table's order
+	// pending are the values, as shown, that the configuration file gave
+	// at the last reload to settings that cannot change while serving and
+	// kept their values in force (Reloader): in force after a restart.
+	pending map[string]string
 }
 
 // Load parses args with fs, then fills every flag not given on the
@@ -317,6 +321,12 @@ type Value struct {
 	// Value is the value in the flag's syntax; a secret's redacted.
 	Value  string
 	Source Source
+	// Pending is the value, shown as Value is, that the configuration
+	// file gave at the last reload to a setting that cannot change while
+	// serving (Setting.Live false), which a restart puts in force;
+	// HasPending says there is one (Pending may be "").
+	Pending    string
+	HasPending bool
 }
 
 // Values are the values in effect of the settings Load read, in the
@@ -327,6 +337,7 @@ func (l *Loaded) Values() []Value {
 	out := make([]Value, 0, len(l.order))
 	for _, s := range l.order {
 		v := Value{Setting: s, Value: l.shown[s.Name], Source: l.Sources[s.Name]}
+		v.Pending, v.HasPending = l.pending[s.Name]
 		if s.Name == "shared-store-id" && v.Value == "" && l.raw["shared-store"] != "" {
 			if loc, err := sharedstore.ParseURL(l.raw["shared-store"]); err == nil {
 				v.Value = sharedstore.DefaultStoreID(loc)
@@ -356,7 +367,8 @@ type Effective struct {
 }
 
 // keep is next with the values of e for the settings in kept: those that
-// changed in the file but cannot change while serving.
+// changed in the file but cannot change while serving, each with the
+// value next gives it pending (Value.Pending).
 func (e *Effective) keep(next *Effective, kept []*Setting) (*Effective, error) {
 	out := &Effective{Config: next.Config, Loaded: &Loaded{File: next.File, Sources: map[string]Source{},
 		raw: map[string]string{}, shown: map[string]string{}, order: next.order}}
@@ -374,6 +386,12 @@ func (e *Effective) keep(next *Effective, kept []*Setting) (*Effective, error) {
 			return nil, fmt.Errorf("--%s: %w", s.Name, err)
 		}
 		out.raw[s.Name], out.shown[s.Name], out.Sources[s.Name] = e.raw[s.Name], e.shown[s.Name], e.Sources[s.Name]
+	}
+	for _, c := range e.changes(next.Loaded, kept) {
+		if out.pending == nil {
+			out.pending = map[string]string{}
+		}
+		out.pending[c.Setting.Name] = c.New
 	}
 	return out, nil
 }
