@@ -427,6 +427,9 @@ type HealthSource struct {
 	// circuit is open, or it does not honour conditional writes), or nil.
 	// Default nil: no shared store configured.
 	SharedDown func() error
+	// SharedFailing, when set, returns why the shared store, still used,
+	// failed its last calls (before its circuit opens), or nil.
+	SharedFailing func() error
 	// SharedRejected, when set, returns how many objects read from the
 	// shared store failed authentication since start (ignored, taken from
 	// the origin instead). Default nil: not shown.
@@ -518,6 +521,7 @@ const (
 	HealthCacheNotWritable = "not_writable"
 	HealthSharedOK         = "ok"
 	HealthSharedDegraded   = "degraded"
+	HealthSharedFailing    = "failing"
 )
 
 // Health is the mirror's own state, as the status page shows it. It names
@@ -540,10 +544,11 @@ type Health struct {
 	DiskBudgetBytes *int64 `json:"disk_budget_bytes,omitempty"`
 	// Offline says the mirror is sealed (--offline): no origin is contacted.
 	Offline bool `json:"offline"`
-	// SharedStore is "ok" or "degraded" (circuit open: the mirror serves
-	// from its own cache and the origins); absent without a shared store.
+	// SharedStore is "ok", "failing" (its last calls failed; it is still
+	// asked) or "degraded" (circuit open: the mirror serves from its own
+	// cache and the origins); absent without a shared store.
 	SharedStore string `json:"shared_store,omitempty"`
-	// SharedStoreError says why the shared store is degraded.
+	// SharedStoreError says why the shared store is failing or degraded.
 	SharedStoreError string `json:"shared_store_error,omitempty"`
 	// SharedStoreRejected counts the objects read from the shared store
 	// that failed authentication since start; absent while none did.
@@ -590,6 +595,10 @@ func (src *HealthSource) Check() Health {
 		h.SharedStore = HealthSharedOK
 		if err := src.SharedDown(); err != nil {
 			h.SharedStore, h.SharedStoreError = HealthSharedDegraded, err.Error()
+		} else if src.SharedFailing != nil {
+			if err := src.SharedFailing(); err != nil {
+				h.SharedStore, h.SharedStoreError = HealthSharedFailing, err.Error()
+			}
 		}
 	}
 	if src.SharedRejected != nil {

@@ -53,6 +53,8 @@ func TestReadyzSharedStore(t *testing.T) {
 		{"no shared store", Readyz(&HealthSource{Store: pinger{}}), 200, "ok"},
 		{"shared store up", Readyz(&HealthSource{Store: pinger{}, SharedDown: func() error { return nil }}), 200, "ok"},
 		{"shared store down", Readyz(&HealthSource{Store: pinger{}, SharedDown: down}), 200, "degraded"},
+		{"shared store failing, still asked", Readyz(&HealthSource{Store: pinger{}, SharedDown: func() error { return nil },
+			SharedFailing: func() error { return errors.New("the last call failed") }}), 200, "ok"},
 		{"cache not writable", Readyz(&HealthSource{Store: pinger{err: errors.New("disk full")}, SharedDown: down}), 503, "unavailable"},
 	}
 	for _, tc := range tests {

@@ -183,6 +183,7 @@ func TestStatusHealthJSON(t *testing.T) {
 	t.Parallel()
 	full := fmt.Errorf("%w: 10 MiB free, below the 1.0 GiB reserve", cache.ErrNotWritable)
 	down := func() error { return errors.New("shared store unavailable: connection refused") }
+	failing := func() error { return errors.New("the last call failed, the last with a connection refused") }
 	tests := []struct {
 		name    string
 		health  *HealthSource // nil: the harness's in-memory cache
@@ -198,6 +199,12 @@ func TestStatusHealthJSON(t *testing.T) {
 		{name: "writable, disk known, shared store up",
 			health: &HealthSource{Store: fakeHealthStore{free: 5 << 30, reserve: 1 << 30}, SharedDown: func() error { return nil }},
 			want:   Health{Cache: HealthCacheWritable, DiskFreeBytes: ptr(int64(5 << 30)), DiskReserveBytes: ptr(int64(1 << 30)), SharedStore: HealthSharedOK, DamagedArchives: ptr(0)}},
+		{name: "shared store failing, still asked",
+			health: &HealthSource{Store: fakeHealthStore{free: -1, reserve: -1}, SharedDown: func() error { return nil }, SharedFailing: failing},
+			want:   Health{Cache: HealthCacheWritable, SharedStore: HealthSharedFailing, SharedStoreError: failing().Error(), DamagedArchives: ptr(0)}},
+		{name: "shared store set aside, whatever its last calls",
+			health: &HealthSource{Store: fakeHealthStore{free: -1, reserve: -1}, SharedDown: down, SharedFailing: failing},
+			want:   Health{Cache: HealthCacheWritable, SharedStore: HealthSharedDegraded, SharedStoreError: down().Error(), DamagedArchives: ptr(0)}},
 		{name: "shared store objects refused",
 			health: &HealthSource{Store: fakeHealthStore{free: -1, reserve: -1}, SharedDown: func() error { return nil }, SharedRejected: func() int64 { return 3 }},
 			want:   Health{Cache: HealthCacheWritable, SharedStore: HealthSharedOK, SharedStoreRejected: 3, DamagedArchives: ptr(0)}},
@@ -287,6 +294,11 @@ func TestStatusHealthHTML(t *testing.T) {
 		{name: "healthy, online, no shared store",
 			want:    []string{`<li id="health-cache">Cache: <span class="ok">writable</span>.</li>`, `<li id="health-offline">Online:`},
 			notWant: []string{`id="health-shared"`, "Sealed", `id="health-damaged"`, `id="health-shared-store"`}},
+		{name: "shared store failing",
+			health: &HealthSource{Store: fakeHealthStore{free: -1, reserve: -1}, SharedDown: func() error { return nil },
+				SharedFailing: func() error { return errors.New("the last call failed, the last with a timeout") }},
+			want:    []string{`<li id="health-shared">Shared store: <span class="warn">failing</span>: the last call failed, the last with a timeout.</li>`},
+			notWant: []string{"reachable"}},
 		{name: "archives found damaged",
 			health: &HealthSource{Store: fakeHealthStore{free: -1, reserve: -1, damaged: 2}},
 			want: []string{`<li id="health-damaged"><span class="bad">2 archives found damaged where they are stored</span>: kept and not served;`,

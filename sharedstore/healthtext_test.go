@@ -41,7 +41,7 @@ func TestHealthNamesNoBucketEndpointOrObject(t *testing.T) {
 	if _, _, err := s.GetMeta(context.Background(), "versions/tf.corp.example/acme/secretproject"); err == nil {
 		t.Fatal("a call to an endpoint where nothing listens succeeded")
 	}
-	herr := s.Health()
+	herr, _ := s.Health()
 	if herr == nil {
 		t.Fatal("Health is nil with the breaker open")
 	}

@@ -148,29 +148,44 @@ func (s *Store) conditionalIgnored(ctx context.Context) bool {
 	return s.cond.known && s.cond.ignored != nil
 }
 
-// Health returns nil while the store is used as configured, else why not:
-// its breaker is open (Status), or it ignores conditional writes, so that
-// replicas do not coordinate their origin downloads through it.
+// Health says whether the store is used as configured. setAside is nil
+// while it is, else why not: its breaker is open (Status), or it ignores
+// conditional writes, so that replicas do not coordinate their origin
+// downloads through it. failing is nil unless, its breaker closed, its
+// last call failed (a start-up Check's included): it says how many calls
+// failed in a row and the last's kind of failure; the store is still
+// asked, and is set aside at BreakerThreshold failures.
 //
-// Its text is answered to anyone who reaches the mirror (/readyz, the
-// status page's Health block, with or without a client token), so it names
-// no bucket, prefix, endpoint or object (an object's key may name a
+// Their texts are answered to anyone who reaches the mirror (/readyz, the
+// status page's Health block, with or without a client token), so they
+// name no bucket, prefix, endpoint or object (an object's key may name a
 // provider): only what kind of failure it was. The log has the full error
 // (the breaker's opening, the probe's finding).
-func (s *Store) Health() error {
+func (s *Store) Health() (setAside, failing error) {
 	if err := s.Status(); err != nil {
 		s.mu.Lock()
 		failures := s.failures
 		s.mu.Unlock()
 		return fmt.Errorf("%w: %d calls failed in a row, the last with %s (the log has its error)",
-			ErrUnavailable, failures, failureKind(err))
+			ErrUnavailable, failures, failureKind(err)), nil
 	}
 	s.condMu.Lock()
-	defer s.condMu.Unlock()
 	if s.cond.ignored != nil {
-		return fmt.Errorf("%w (the log says how)", ErrConditionalIgnored)
+		setAside = fmt.Errorf("%w (the log says how)", ErrConditionalIgnored)
 	}
-	return nil
+	s.condMu.Unlock()
+	s.mu.Lock()
+	failures, last := s.failures, s.lastErr
+	s.mu.Unlock()
+	if failures > 0 && last != nil {
+		calls := "the last call failed"
+		if failures > 1 {
+			calls = fmt.Sprintf("the last %d calls failed", failures)
+		}
+		failing = fmt.Errorf("%s, the last with %s (the log has its error); still asked, it is set aside after %d failures in a row",
+			calls, failureKind(last), s.cfg.BreakerThreshold)
+	}
+	return setAside, failing
 }
 
 // failureKind says what kind of failure err is, naming nothing of where

@@ -86,13 +86,13 @@ func TestProbeConditionalIgnored(t *testing.T) {
 		return s
 	}
 	a, b := open("a"), open("b")
-	if err := a.Health(); err != nil {
+	if err, _ := a.Health(); err != nil {
 		t.Fatalf("health before the probe: %v", err)
 	}
 	if err := a.ProbeConditional(ctx); !errors.Is(err, sharedstore.ErrConditionalIgnored) {
 		t.Fatalf("probe of a store that ignores conditions: %v", err)
 	}
-	if err := a.Health(); !errors.Is(err, sharedstore.ErrConditionalIgnored) {
+	if err, _ := a.Health(); !errors.Is(err, sharedstore.ErrConditionalIgnored) {
 		t.Errorf("health after the probe: %v, want conditional writes ignored", err)
 	}
 	if obs.conditional.Load() != 1 || obs.count("probe/ignored") != 1 {
@@ -138,7 +138,7 @@ func TestProbeConditionalHonoured(t *testing.T) {
 	if err := s.ProbeConditional(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Health(); err != nil || obs.conditional.Load() != 2 {
+	if err, _ := s.Health(); err != nil || obs.conditional.Load() != 2 {
 		t.Errorf("health %v, observer %d; want honoured", err, obs.conditional.Load())
 	}
 	if keys := srv.Keys("tfm", "replicas/a/probes/"); len(keys) != 0 {
@@ -165,7 +165,7 @@ func TestProbeConditionalUnreachable(t *testing.T) {
 	if err := s.ProbeConditional(ctx); err == nil || errors.Is(err, sharedstore.ErrConditionalIgnored) {
 		t.Fatalf("probe of a store that is down: %v", err)
 	}
-	if err := s.Health(); errors.Is(err, sharedstore.ErrConditionalIgnored) {
+	if err, _ := s.Health(); errors.Is(err, sharedstore.ErrConditionalIgnored) {
 		t.Errorf("health: %v", err)
 	}
 	srv.Restart()
@@ -240,7 +240,7 @@ func TestProbeConditionalBoundedWhenTheStoreHangs(t *testing.T) {
 		t.Fatal("the probe still waits for the store 5s on, its calls' timeout being 200ms")
 	}
 	health := make(chan error, 1)
-	go func() { health <- s.Health() }()
+	go func() { err, _ := s.Health(); health <- err }()
 	select {
 	case <-health:
 	case <-time.After(5 * time.Second):

@@ -365,3 +365,59 @@ func TestBreaker(t *testing.T) {
 		t.Errorf("%d errors counted", n)
 	}
 }
+
+// TestFailingBeforeTheBreakerOpens: a store whose calls fail, a start-up
+// check's included, is said to be failing (Health) from the first
+// failure, with the kind of failure and naming no bucket or endpoint,
+// while it is still asked; the status page called it reachable until
+// enough calls failed to open its breaker. Open, Health says it is set
+// aside, and not failing; answering again, neither.
+func TestFailingBeforeTheBreakerOpens(t *testing.T) {
+	srv := startServer(t)
+	c := &clock{now: time.Now()}
+	ctx := context.Background()
+	s, err := sharedstore.Open(ctx, sharedstore.Config{URL: srv.URL("tfm", "replicas/a"), Holder: "a", LeaseTTL: 30 * time.Second,
+		CallTimeout: 5 * time.Second, SlowCall: -1, BreakerThreshold: 3, BreakerCooldown: time.Minute, Keys: testKeys(t), Now: c.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if setAside, failing := s.Health(); setAside != nil || failing != nil {
+		t.Fatalf("before any call: Health %v, %v", setAside, failing)
+	}
+	srv.Stop()
+	if err := s.Check(ctx); err == nil {
+		t.Fatal("the start-up check of a stopped store passed")
+	}
+	setAside, ferr := s.Health()
+	if ferr == nil || setAside != nil {
+		t.Fatalf("after a failed start-up check: Health %v, %v; want failing, not set aside", setAside, ferr)
+	}
+	for _, want := range []string{"the last call failed", "connection refused", "set aside after 3 failures in a row"} {
+		if !strings.Contains(ferr.Error(), want) {
+			t.Errorf("failing %q lacks %q", ferr, want)
+		}
+	}
+	if strings.Contains(ferr.Error(), "tfm") || strings.Contains(ferr.Error(), srv.Endpoint()) {
+		t.Errorf("failing names the bucket or the endpoint, which the status page shows to anyone: %v", ferr)
+	}
+	if _, _, err := s.GetMeta(ctx, "k"); err == nil {
+		t.Fatal("a call to a stopped store succeeded")
+	}
+	if _, ferr := s.Health(); ferr == nil || !strings.Contains(ferr.Error(), "the last 2 calls failed") {
+		t.Errorf("after two failures: failing %v", ferr)
+	}
+	if _, _, err := s.GetMeta(ctx, "k"); err == nil {
+		t.Fatal("a call to a stopped store succeeded")
+	}
+	if setAside, ferr := s.Health(); setAside == nil || ferr != nil {
+		t.Errorf("breaker open: Health %v, %v; want it set aside alone", setAside, ferr)
+	}
+	srv.Restart()
+	c.Add(time.Minute)
+	if err := s.PutMeta(ctx, "k", "v"); err != nil {
+		t.Fatalf("store back: %v", err)
+	}
+	if setAside, ferr := s.Health(); setAside != nil || ferr != nil {
+		t.Errorf("answering again: Health %v, %v", setAside, ferr)
+	}
+}

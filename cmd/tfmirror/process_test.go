@@ -282,7 +282,9 @@ func (p *proc) status(t *testing.T) mirrorStatus {
 type mirrorStatus struct {
 	Archives int `json:"cached_archives"`
 	Health   struct {
-		DamagedArchives *int `json:"damaged_archives"`
+		DamagedArchives  *int   `json:"damaged_archives"`
+		SharedStore      string `json:"shared_store"`
+		SharedStoreError string `json:"shared_store_error"`
 	} `json:"health"`
 	Retention struct {
 		PinsError string `json:"pins_error"`

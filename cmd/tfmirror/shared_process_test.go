@@ -275,13 +275,19 @@ func TestSharedStoreReplicas(t *testing.T) {
 }
 
 // A replica whose bucket does not exist says so in its log when it starts,
-// and serves from the origin all the same.
+// and on its status page's Health list (failing, still asked: the page
+// called it reachable until enough calls failed to open its breaker), and
+// serves from the origin all the same.
 func TestSharedStoreCheckedAtStart(t *testing.T) {
 	s := newSharedSetup(t, "linux_amd64")
 	flags := []string{"--shared-store", s.srv.URL("no-such-bucket", "mirror"), "--shared-store-key-file", keyFile(t, 'r'),
 		"--shared-store-id", "prod-mirrors"}
 	m := startProcess(t, s.bin, filepath.Join(t.TempDir(), "data"), s.origin, s.caFile, flags...)
 	m.waitLog("shared store check failed at start-up; serving from the local cache and the origins until it answers", 30*time.Second)
+	if h := m.status(t).Health; h.SharedStore != "failing" || !strings.Contains(h.SharedStoreError, "the last call failed, the last with HTTP status 404") {
+		t.Errorf("after a failed start-up check, the status page's health says shared store %q (%q), want failing with HTTP status 404",
+			h.SharedStore, h.SharedStoreError)
+	}
 	wantSharedOnPage(t, m, "s3://no-such-bucket/mirror/", s.srv.Endpoint(), "prod-mirrors")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
