@@ -150,7 +150,9 @@ func superproject() (commit string, pack []byte) {
 }
 
 // hostileGit is a Git smart-HTTP server that sends about total bytes of
-// one part of the protocol (what), streamed, and a well-formed rest.
+// one part of the protocol (what), streamed, and a well-formed rest: the
+// repository of oneTagGit, with the fakeGit field that writes that part
+// set to a flood.
 type hostileGit struct {
 	what  string
 	total int64
@@ -168,58 +170,44 @@ const (
 )
 
 func (g *hostileGit) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	head := endlessCommit
-	var pack []byte
+	repo := oneTagGit(endlessCommit, nil)
 	sub := strings.HasPrefix(r.URL.Path, "/parent.git/sub.git/")
 	if g.what == floodSubmodule && !sub {
-		head, pack = superproject()
+		repo.head, repo.pack = superproject()
+	}
+	// flooding writes about total bytes of lines made by line to w, then
+	// says that the flood's sender has stopped.
+	flooding := func(line func(b []byte, i uint64) []byte) func(w io.Writer) {
+		return func(w io.Writer) {
+			defer close(g.done)
+			flood(w, g.total, &g.sent, line)
+		}
 	}
 	switch {
-	case r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/info/refs"):
-		if g.what == floodErrorPage {
-			defer close(g.done)
+	case g.what == floodErrorPage:
+		flood := flooding(func(b []byte, i uint64) []byte {
+			return append(b, "Authentication required. "...)
+		})
+		repo.refsPage = func(w http.ResponseWriter) {
 			w.WriteHeader(http.StatusUnauthorized)
-			flood(w, g.total, &g.sent, func(b []byte, i uint64) []byte {
-				return append(b, "Authentication required. "...)
-			})
-			return
+			flood(w)
 		}
-		w.Header().Set("Content-Type", "application/x-git-upload-pack-advertisement")
-		pktLine(w, "# service=git-upload-pack\n")
-		io.WriteString(w, "0000")
-		pktLine(w, head+" HEAD\x00shallow no-progress\n")
-		pktLine(w, head+" refs/tags/v1\n")
-		if g.what == floodAdvertisement || g.what == floodSubmodule && sub {
-			defer close(g.done)
-			flood(w, g.total, &g.sent, func(b []byte, i uint64) []byte {
-				b = appendHex40(b, i)
-				b = append(b, " refs/tags/v"...)
-				return append(strconv.AppendUint(b, i, 10), '\n')
-			})
-		}
-		io.WriteString(w, "0000")
-	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/git-upload-pack"):
-		io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20))
-		w.Header().Set("Content-Type", "application/x-git-upload-pack-result")
-		pktLine(w, "shallow "+head+"\n")
-		if g.what == floodShallowInfo {
-			defer close(g.done)
-			flood(w, g.total, &g.sent, func(b []byte, i uint64) []byte {
-				return append(appendHex40(append(b, "shallow "...), i), '\n')
-			})
-		}
-		io.WriteString(w, "0000")
-		pktLine(w, "NAK\n")
-		if g.what == floodACK {
-			defer close(g.done)
-			flood(w, g.total, &g.sent, func(b []byte, i uint64) []byte {
-				return append(appendHex40(append(b, "ACK "...), i), '\n')
-			})
-		}
-		w.Write(pack)
-	default:
-		http.NotFound(w, r)
+	case g.what == floodAdvertisement || g.what == floodSubmodule && sub:
+		repo.moreRefs = flooding(func(b []byte, i uint64) []byte {
+			b = appendHex40(b, i)
+			b = append(b, " refs/tags/v"...)
+			return append(strconv.AppendUint(b, i, 10), '\n')
+		})
+	case g.what == floodShallowInfo:
+		repo.moreShallow = flooding(func(b []byte, i uint64) []byte {
+			return append(appendHex40(append(b, "shallow "...), i), '\n')
+		})
+	case g.what == floodACK:
+		repo.moreAcks = flooding(func(b []byte, i uint64) []byte {
+			return append(appendHex40(append(b, "ACK "...), i), '\n')
+		})
 	}
+	repo.ServeHTTP(w, r)
 }
 
 // Every byte a Git source host sends counts against MaxDownloadBytes,

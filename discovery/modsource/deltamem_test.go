@@ -25,8 +25,8 @@ import (
 // It offers partial fetches, to be asked for an abbreviated id, and
 // answers every request with the same pack.
 type deltaChainGit struct {
-	head, first string
-	pack        []byte
+	*fakeGit
+	first string
 }
 
 func newDeltaChainGit(commits, chain, size int) *deltaChainGit {
@@ -72,7 +72,11 @@ func newDeltaChainGit(commits, chain, size int) *deltaChainGit {
 	}
 	var base int
 	var last []byte
-	g := &deltaChainGit{}
+	g := &deltaChainGit{fakeGit: &fakeGit{
+		refs:       []string{"refs/heads/main", "refs/tags/v1"},
+		caps:       "shallow no-progress ofs-delta filter",
+		deepenOnly: true,
+	}}
 	for i := range commits {
 		c := commit(i)
 		if i%chain == 0 {
@@ -105,30 +109,6 @@ func newDeltaChainGit(commits, chain, size int) *deltaChainGit {
 	b.Write(sum[:])
 	g.head, g.pack = hex.EncodeToString(gitObject{1, last}.id()), b.Bytes()
 	return g
-}
-
-func (g *deltaChainGit) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	switch {
-	case r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/info/refs"):
-		w.Header().Set("Content-Type", "application/x-git-upload-pack-advertisement")
-		pktLine(w, "# service=git-upload-pack\n")
-		io.WriteString(w, "0000")
-		pktLine(w, g.head+" HEAD\x00shallow no-progress ofs-delta filter\n")
-		pktLine(w, g.head+" refs/heads/main\n")
-		pktLine(w, g.head+" refs/tags/v1\n")
-		io.WriteString(w, "0000")
-	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/git-upload-pack"):
-		body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-		w.Header().Set("Content-Type", "application/x-git-upload-pack-result")
-		if bytes.Contains(body, []byte("deepen")) {
-			pktLine(w, "shallow "+g.head+"\n")
-			io.WriteString(w, "0000")
-		}
-		pktLine(w, "NAK\n")
-		w.Write(g.pack)
-	default:
-		http.NotFound(w, r)
-	}
 }
 
 // productionLimits are tfmirror's default module limits (docs/modules.md).

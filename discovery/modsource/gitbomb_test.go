@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -20,59 +19,49 @@ import (
 // never ends: one blob declared as 10 GiB, of incompressible bytes. It
 // counts the bytes of pack it managed to send.
 type endlessRepo struct {
+	*fakeGit
 	sent atomic.Int64
 	done chan struct{} // closed when the pack's sender has stopped
 }
 
 const endlessCommit = "0123456789abcdef0123456789abcdef01234567"
 
-func pktLine(w io.Writer, s string) { fmt.Fprintf(w, "%04x%s", len(s)+4, s) }
+func newEndlessRepo() *endlessRepo {
+	e := &endlessRepo{fakeGit: oneTagGit(endlessCommit, nil), done: make(chan struct{})}
+	e.sendPack = e.endlessPack
+	return e
+}
 
-func (e *endlessRepo) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	switch {
-	case r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/info/refs"):
-		w.Header().Set("Content-Type", "application/x-git-upload-pack-advertisement")
-		pktLine(w, "# service=git-upload-pack\n")
-		io.WriteString(w, "0000")
-		pktLine(w, endlessCommit+" HEAD\x00shallow no-progress\n")
-		pktLine(w, endlessCommit+" refs/tags/v1\n")
-		io.WriteString(w, "0000")
-	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/git-upload-pack"):
-		defer close(e.done)
-		io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20))
-		w.Header().Set("Content-Type", "application/x-git-upload-pack-result")
-		pktLine(w, "shallow "+endlessCommit+"\n")
-		io.WriteString(w, "0000")
-		pktLine(w, "NAK\n")
-		counted := &countingWriter{w: w, n: &e.sent}
-		counted.Write([]byte("PACK"))
-		binary.Write(counted, binary.BigEndian, uint32(2))
-		binary.Write(counted, binary.BigEndian, uint32(1))
-		// A blob of 10 GiB: type 3, size in 4 + 7*n bits.
-		size := uint64(10 << 30)
-		hdr := []byte{0x30 | byte(size&0x0f) | 0x80}
-		for size >>= 4; size != 0; size >>= 7 {
-			c := byte(size & 0x7f)
-			if size>>7 != 0 {
-				c |= 0x80
-			}
-			hdr = append(hdr, c)
+// endlessPack streams the 10 GiB blob's pack to w until the client
+// hangs up.
+func (e *endlessRepo) endlessPack(w io.Writer, r *http.Request) {
+	defer close(e.done)
+	counted := &countingWriter{w: w, n: &e.sent}
+	counted.Write([]byte("PACK"))
+	binary.Write(counted, binary.BigEndian, uint32(2))
+	binary.Write(counted, binary.BigEndian, uint32(1))
+	// A blob of 10 GiB: type 3, size in 4 + 7*n bits.
+	size := uint64(10 << 30)
+	hdr := []byte{0x30 | byte(size&0x0f) | 0x80}
+	for size >>= 4; size != 0; size >>= 7 {
+		c := byte(size & 0x7f)
+		if size>>7 != 0 {
+			c |= 0x80
 		}
-		counted.Write(hdr)
-		zw, _ := zlib.NewWriterLevel(counted, zlib.NoCompression)
-		rng := rand.NewChaCha8([32]byte{7})
-		buf := make([]byte, 64<<10)
-		for total := int64(0); total < 10<<30; total += int64(len(buf)) {
-			rng.Read(buf)
-			if _, err := zw.Write(buf); err != nil {
-				return // the client hung up
-			}
-			if r.Context().Err() != nil {
-				return
-			}
+		hdr = append(hdr, c)
+	}
+	counted.Write(hdr)
+	zw, _ := zlib.NewWriterLevel(counted, zlib.NoCompression)
+	rng := rand.NewChaCha8([32]byte{7})
+	buf := make([]byte, 64<<10)
+	for total := int64(0); total < 10<<30; total += int64(len(buf)) {
+		rng.Read(buf)
+		if _, err := zw.Write(buf); err != nil {
+			return // the client hung up
 		}
-	default:
-		http.NotFound(w, r)
+		if r.Context().Err() != nil {
+			return
+		}
 	}
 }
 
@@ -91,7 +80,7 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 // about --module-max-bytes, and the server stops sending soon after, far
 // short of the 10 GiB.
 func TestFetchGitStopsAtTheDownloadLimit(t *testing.T) {
-	repo := &endlessRepo{done: make(chan struct{})}
+	repo := newEndlessRepo()
 	srv := httptest.NewTLSServer(repo)
 	defer srv.Close()
 	limits := defaultLimits

@@ -122,7 +122,7 @@ func TestFetchGitBoundsOneObject(t *testing.T) {
 		t.Run(gitTypeNames[tc.typ], func(t *testing.T) {
 			head, pack := zeroObjectPack(t, tc.typ, size)
 			t.Logf("pack of %d bytes", len(pack))
-			srv := httptest.NewTLSServer(&junkPackGit{head: head, pack: pack})
+			srv := httptest.NewTLSServer(oneTagGit(head, pack))
 			defer srv.Close()
 			f := &Fetcher{HTTP: srv.Client(), Limits: limits, TempDir: t.TempDir()}
 			a, err := Parse("git::" + srv.URL + "/bomb.git?ref=v1")

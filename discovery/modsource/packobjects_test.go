@@ -10,21 +10,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
 )
 
-// junkPackGit serves one commit whose tree holds main.tf, in a pack that
-// holds besides it junk blobs that nothing names.
-type junkPackGit struct {
-	head string
-	pack []byte
-}
-
-func newJunkPackGit(junk int) *junkPackGit {
+// newJunkPackGit serves one commit whose tree holds main.tf, in a pack
+// that holds besides it junk blobs that nothing names.
+func newJunkPackGit(junk int) *fakeGit {
 	mainTF := gitObject{3, []byte("# module\n")}
 	var tree bytes.Buffer
 	tree.WriteString("100644 main.tf\x00")
@@ -59,28 +53,7 @@ func newJunkPackGit(junk int) *junkPackGit {
 	}
 	sum := sha1.Sum(b.Bytes())
 	b.Write(sum[:])
-	return &junkPackGit{head: hex.EncodeToString(c.id()), pack: b.Bytes()}
-}
-
-func (g *junkPackGit) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	switch {
-	case r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/info/refs"):
-		w.Header().Set("Content-Type", "application/x-git-upload-pack-advertisement")
-		pktLine(w, "# service=git-upload-pack\n")
-		io.WriteString(w, "0000")
-		pktLine(w, g.head+" HEAD\x00shallow no-progress\n")
-		pktLine(w, g.head+" refs/tags/v1\n")
-		io.WriteString(w, "0000")
-	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/git-upload-pack"):
-		io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20))
-		w.Header().Set("Content-Type", "application/x-git-upload-pack-result")
-		pktLine(w, "shallow "+g.head+"\n")
-		io.WriteString(w, "0000")
-		pktLine(w, "NAK\n")
-		w.Write(g.pack)
-	default:
-		http.NotFound(w, r)
-	}
+	return oneTagGit(hex.EncodeToString(c.id()), b.Bytes())
 }
 
 // TestFetchGitBoundsPackObjects: a shallow pack of one commit holds no
