@@ -147,7 +147,7 @@ module "` + tfRegistry + `/acme/late/aws" {
 	if !strings.Contains(stderr, "working through the running tfmirror's admin socket") {
 		t.Fatal("sync did not work through the running mirror")
 	}
-	if !strings.Contains(stdout, "sync summary: 1 packages fetched") {
+	if !strings.Contains(stdout, "sync summary: 1 provider package fetched") {
 		t.Errorf("sync did not fetch the provider's package:\n%s", stdout)
 	}
 	if n := origin.ArchiveHits("hashicorp", "late", "1.0.0", "linux_amd64"); n != 1 {

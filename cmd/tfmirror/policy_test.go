@@ -110,7 +110,7 @@ func TestSyncHonoursPolicy(t *testing.T) {
 		"skipped: registry.terraform.io/hashicorp/random 3.6.0: held back by the package policy (deny_version): CVE-2026-1234: use 3.5.0\n",
 		"skipped: registry.terraform.io/hashicorp/null 3.2.0: held back by the package policy (min_release_age): held back by the mirror's minimum release age of 72h; available at " +
 			signed.Add(72*time.Hour).UTC().Format(time.RFC3339) + "\n",
-		"sync summary: 6 packages fetched",
+		"sync summary: 6 provider packages fetched",
 		", 3 held back by the package policy",
 	} {
 		if !strings.Contains(stdout, want) {

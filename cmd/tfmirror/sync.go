@@ -401,8 +401,14 @@ func (r *syncRun) runProviders(ctx context.Context, spec *manifest.Spec) bool {
 		return len(plan.failures) == 0
 	}
 	fetched, bytes, failed, notFetched := r.fetch(ctx, todo)
-	fmt.Fprintf(r.out, "sync summary: %d packages fetched (%s), %d already cached, %d failed",
-		fetched, humanize.IBytes(uint64(bytes)), total-len(todo), len(failed)+len(plan.failures))
+	// The counts of what was fetched name what they count; the failures
+	// and what the policy holds back are modules' and providers'.
+	fmt.Fprintf(r.out, "sync summary: %s fetched (%s) and %d already cached", counted(fetched, "provider package"),
+		humanize.IBytes(uint64(bytes)), total-len(todo))
+	if mods.fetched+mods.cached > 0 {
+		fmt.Fprintf(r.out, ", %s fetched and %d already cached", counted(mods.fetched, "module package"), mods.cached)
+	}
+	fmt.Fprintf(r.out, "; %d failed", len(failed)+len(plan.failures))
 	if notFetched > 0 {
 		fmt.Fprintf(r.out, ", %d not fetched (interrupted)", notFetched)
 	}

@@ -193,7 +193,7 @@ func TestSyncAloneThenServeOffline(t *testing.T) {
 	if !strings.Contains(stderr, "opened the data directory") {
 		t.Error("sync did not open the data directory itself")
 	}
-	for _, want := range []string{"0 of 9 packages already cached; 9 to fetch", "sync summary: 9 packages fetched"} {
+	for _, want := range []string{"0 of 9 packages already cached; 9 to fetch", "sync summary: 9 provider packages fetched"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("first sync output lacks %q", want)
 		}
@@ -259,7 +259,7 @@ func TestSyncThroughRunningServe(t *testing.T) {
 	if !strings.Contains(stderr, "working through the running tfmirror's admin socket") {
 		t.Error("sync did not say it worked through the running tfmirror")
 	}
-	if !strings.Contains(stdout, "sync summary: 9 packages fetched") {
+	if !strings.Contains(stdout, "sync summary: 9 provider packages fetched") {
 		t.Error("sync did not fetch 9 packages")
 	}
 	if n := origin.Hits(fakeorigin.Archive); n != 9 {
@@ -311,14 +311,14 @@ func TestSyncExitStatus(t *testing.T) {
 			name:        "all there",
 			wantCode:    0,
 			wantFetched: 9,
-			wantOut:     []string{"sync summary: 9 packages fetched", "0 failed"},
+			wantOut:     []string{"sync summary: 9 provider packages fetched", "0 failed"},
 		},
 		{
 			name:        "origin 404 for one provider",
 			extra:       "provider \"registry.terraform.io/acme/missing\" {\n  versions = [\">= 1.0\"]\n}\n",
 			wantCode:    1,
 			wantFetched: 9,
-			wantOut:     []string{"sync summary: 9 packages fetched", "1 failed", "failed: registry.terraform.io/acme/missing: version list:"},
+			wantOut:     []string{"sync summary: 9 provider packages fetched", "1 failed", "failed: registry.terraform.io/acme/missing: version list:"},
 		},
 		{
 			name:        "no version matches",
@@ -333,7 +333,7 @@ func TestSyncExitStatus(t *testing.T) {
 			setup:       func(o *fakeorigin.Origin) { o.TamperArchive("acme", "widget", "0.2.0", "darwin_arm64", true) },
 			wantCode:    1,
 			wantFetched: 8,
-			wantOut:     []string{"sync summary: 8 packages fetched", "1 failed", "failed: registry.terraform.io/acme/widget 0.2.0 darwin_arm64:"},
+			wantOut:     []string{"sync summary: 8 provider packages fetched", "1 failed", "failed: registry.terraform.io/acme/widget 0.2.0 darwin_arm64:"},
 		},
 	}
 	for _, tt := range tests {
@@ -590,7 +590,7 @@ func TestSyncInterrupted(t *testing.T) {
 	}
 	out := stdout.String() + stderr.String()
 	for _, want := range []string{
-		"sync summary: 0 packages fetched (0 B), 0 already cached, 0 failed, 9 not fetched (interrupted)",
+		"sync summary: 0 provider packages fetched (0 B) and 0 already cached; 0 failed, 9 not fetched (interrupted)",
 		"sync interrupted: what was fetched is cached; run tfmirror sync again to fetch the rest",
 	} {
 		if !strings.Contains(out, want) {
@@ -604,7 +604,7 @@ func TestSyncInterrupted(t *testing.T) {
 	}
 	release()
 	stdout2, _, code := syncInProcess(t, origin, dataDir, manifest)
-	if code != 0 || !strings.Contains(stdout2, "sync summary: 9 packages fetched") {
+	if code != 0 || !strings.Contains(stdout2, "sync summary: 9 provider packages fetched") {
 		t.Errorf("the next run: exit %d, want 0 with the 9 packages fetched", code)
 	}
 }

@@ -33,8 +33,8 @@ func TestSyncAloneReturnsEvictedSpace(t *testing.T) {
 	// a limit too small for its --parallel, whatever the disk.
 	stdout, stderr, code := syncProcess(t, bin, dataDir, origin, originCAFile(t, origin),
 		"--cache-max-bytes", "16MiB", "--parallel", "1", syncManifest(t, origin.Addr, ""))
-	if code != 0 || !strings.Contains(stdout, "9 packages fetched") {
-		t.Fatalf("sync exited %d, want 0 and 9 packages fetched:\n%s\n%s", code, stdout, stderr)
+	if code != 0 || !strings.Contains(stdout, "9 provider packages fetched") {
+		t.Fatalf("sync exited %d, want 0 and 9 provider packages fetched:\n%s\n%s", code, stdout, stderr)
 	}
 	if strings.Contains(stderr, "disk budget") {
 		t.Errorf("sync ran into the data directory's disk budget:\n%s", stderr)
