@@ -13,7 +13,6 @@ import (
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/tfmirror/tfmirror/v2/internal/redact"
-	"github.com/tfmirror/tfmirror/v2/sharedstore"
 )
 
 // A Source is where a setting's value in effect came from.
@@ -330,18 +329,17 @@ type Value struct {
 }
 
 // Values are the values in effect of the settings Load read, in the
-// table's order, secrets redacted; --shared-store-id left to its default
-// is the ID in force, the one --shared-store's bucket and prefix give it
-// (sharedstore.DefaultStoreID), when that parses.
+// table's order, secrets redacted; a setting left empty whose default is
+// made of other settings' values (Setting.derived: --shared-store-id, the
+// ID --shared-store's bucket and prefix give it) has that value.
 func (l *Loaded) Values() []Value {
+	raw := func(name string) string { return l.raw[name] }
 	out := make([]Value, 0, len(l.order))
 	for _, s := range l.order {
 		v := Value{Setting: s, Value: l.shown[s.Name], Source: l.Sources[s.Name]}
 		v.Pending, v.HasPending = l.pending[s.Name]
-		if s.Name == "shared-store-id" && v.Value == "" && l.raw["shared-store"] != "" {
-			if loc, err := sharedstore.ParseURL(l.raw["shared-store"]); err == nil {
-				v.Value = sharedstore.DefaultStoreID(loc)
-			}
+		if v.Value == "" && s.derived != nil {
+			v.Value = s.derived(raw)
 		}
 		out = append(out, v)
 	}

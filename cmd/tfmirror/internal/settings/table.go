@@ -40,6 +40,10 @@ type Setting struct {
 	// endpoint's query): the values shown before the refusal (config
 	// check, a reload's changes) leave that part out too. nil: as given.
 	show func(string) string
+	// derived, for a setting whose empty default stands for a value made
+	// of other settings' (shared-store-id: its store's location), is that
+	// value, given their values by name (raw); "" when they make none.
+	derived func(raw func(name string) string) string
 	// Reload says how what the setting names is read again while serving
 	// ("" when only at start). No value changes while serving: what changes
 	// is the content of the file or directory it names.
@@ -499,7 +503,13 @@ var Table = []*Setting{
 		Help:       "the --shared-store's ID, which every object's MAC binds: an object written to a store of another ID is refused, although the same key signed it; the same on every replica (default s3://BUCKET/PREFIX/ of --shared-store, with the trailing slash, as the start-up log's store_id and the status page show it)",
 		Doc:        "the shared store's ID, bound into the MAC of every object the replicas write (with its kind, name and content): an object copied from a store of another ID (a staging bucket read under the same key, say) is ignored and taken from the origin. The same on every replica. The default, `s3://BUCKET/PREFIX/` of `shared_store` (with the trailing slash, `s3://BUCKET/` without a prefix; its endpoint left out; the start-up log's `store_id`, the status page (Health and Configuration) and `config check` show it), differs for every bucket and prefix; set it to keep a store's objects when moving it to another bucket or prefix (give the new location the old default), or to tell apart two servers holding a bucket of the same name under one key. At most 256 bytes, no control characters. See [Trust](trust.md#the-shared-bucket)",
 		DocDefault: "`s3://BUCKET/PREFIX/` of `shared_store`",
-		bind:       stringOf("", func(c *Config) *string { return &c.SharedStoreID })},
+		derived: func(raw func(string) string) string {
+			if loc, err := sharedstore.ParseURL(raw("shared-store")); err == nil && raw("shared-store") != "" {
+				return sharedstore.DefaultStoreID(loc)
+			}
+			return ""
+		},
+		bind: stringOf("", func(c *Config) *string { return &c.SharedStoreID })},
 	{Name: "shared-store-lease-ttl", Group: GroupShared, Commands: Sync | OnDataDir,
 		Help: "how long a replica's lease on an origin download in the --shared-store lasts unless renewed (every third of it): after a replica dies, others wait this long before they take its download over",
 		Doc:  "how long a replica's lease on an origin download in the shared store lasts unless renewed (every third of it); after a replica dies mid-download, the others wait this long before one takes the download over. At least `3s`",
