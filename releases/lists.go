@@ -243,6 +243,16 @@ const maxListEntries = 10 * maxListedVersions
 // list.
 var listEntryLimits = jsonbound.Limits{Depth: 8, Elements: 1 << 14}
 
+// maxListElements bounds the elements a version list's entries hold
+// together (jsonbound.Budget): twice those of a list of as many versions
+// as are kept (maxListedVersions), each with the fourteen builds and the
+// fields of a release of HashiCorp's (some hundred elements a version),
+// some fifty times those of HashiCorp's own Terraform list. Without it, a
+// list within the byte limit of versions each just within listEntryLimits
+// (64 MiB of "{}") took seconds of CPU to decode at every refresh; it is
+// refused once its entries hold more.
+const maxListElements = 1 << 21
+
 // listVersions is the "versions" member of a version list document. A
 // document without one, or with a null one (an error answered with 200,
 // such as {"message":"API rate limit exceeded"}), is not a list: taken
@@ -270,6 +280,7 @@ func parseHashiCorpList(product string, data []byte) (*List, error) {
 	doc, err := listVersions(data)
 	list := &List{}
 	seen := map[string]bool{}
+	budget := jsonbound.NewBudget(maxListElements)
 	if err == nil {
 		err = jsonbound.Object(doc, maxListEntries, func(v string, raw []byte) error {
 			if _, err := CanonicalVersion(v); err != nil || seen[v] {
@@ -282,7 +293,7 @@ func parseHashiCorpList(product string, data []byte) (*List, error) {
 					Filename string `json:"filename"`
 				} `json:"builds"`
 			}
-			if err := jsonbound.Unmarshal(raw, &ver, listEntryLimits); err != nil {
+			if err := budget.Unmarshal(raw, &ver, listEntryLimits); err != nil {
 				return fmt.Errorf("version %s: %w", v, err)
 			}
 			seen[v] = true
@@ -309,6 +320,7 @@ func parseTofuList(data []byte) (*List, error) {
 	doc, err := listVersions(data)
 	list := &List{}
 	seen := map[string]bool{}
+	budget := jsonbound.NewBudget(maxListElements)
 	if err == nil {
 		entry := 0
 		err = jsonbound.Array(doc, maxListEntries, func(raw []byte) error {
@@ -317,7 +329,7 @@ func parseTofuList(data []byte) (*List, error) {
 				ID    string   `json:"id"`
 				Files []string `json:"files"`
 			}
-			if err := jsonbound.Unmarshal(raw, &ver, listEntryLimits); err != nil {
+			if err := budget.Unmarshal(raw, &ver, listEntryLimits); err != nil {
 				return fmt.Errorf("entry %d: %w", entry, err)
 			}
 			if _, err := CanonicalVersion(ver.ID); err != nil || seen[ver.ID] {

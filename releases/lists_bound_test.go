@@ -51,6 +51,59 @@ func TestListDocumentElementsBounded(t *testing.T) {
 	}
 }
 
+// TestListEntriesBoundedTogether: a list of versions each just within
+// its own bound (16,000 empty builds or file names apiece), which
+// decoded for seconds at each refresh (a 63 MiB one from an allowed
+// release origin: some 6 s of CPU, 5 GiB allocated), is refused once
+// its entries hold more elements together than maxListElements, having
+// decoded no more than that.
+func TestListEntriesBoundedTogether(t *testing.T) {
+	versions := 4 * maxListElements / 16000
+	// list is a document of versions entries, each head (with the
+	// version) and 16,000 elems in an array.
+	list := func(open, head, elem, closing string) []byte {
+		var b strings.Builder
+		b.WriteString(open)
+		for i := range versions {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, head, fmt.Sprintf("1.%d.%d", i/100, i%100))
+			b.WriteString(strings.Repeat(elem+",", 15999) + elem + "]}")
+		}
+		b.WriteString(closing)
+		return []byte(b.String())
+	}
+	tests := []struct {
+		name  string
+		doc   []byte
+		parse func([]byte) (*List, error)
+	}{
+		{"HashiCorp builds", list(`{"versions":{`, `%q:{"builds":[`, `{}`, `}}`),
+			func(b []byte) (*List, error) { return parseHashiCorpList("terraform", b) }},
+		{"OpenTofu files", list(`{"versions":[`, `{"id":%q,"files":[`, `""`, `]}`), parseTofuList},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var m0, m1 runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&m0)
+			_, err := tt.parse(tt.doc)
+			runtime.ReadMemStats(&m1)
+			if !errors.Is(err, jsonbound.ErrLimit) || !strings.Contains(err.Error(), "in all") {
+				t.Fatalf("a list of %d versions of 16,000 elements each (%d MiB): err %v, want the bound of its entries together", versions, len(tt.doc)>>20, err)
+			}
+			// Decoding the 2 Mi elements it allows costs some 550 MiB
+			// of allocations (an empty build is a struct of three
+			// strings, in a slice grown as it is decoded); decoded
+			// whole, this list (four times that) cost over 2 GiB.
+			if a := m1.TotalAlloc - m0.TotalAlloc; a > 1<<30 {
+				t.Errorf("refusing a %d MiB list allocated %d MiB", len(tt.doc)>>20, a>>20)
+			}
+		})
+	}
+}
+
 // TestLongListWithItsBuildsRead: a HashiCorp list of more versions than
 // are kept, each with the builds and fields a real index.json gives
 // them (some hundred elements a version, over two million in all), is

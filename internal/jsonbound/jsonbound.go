@@ -47,11 +47,42 @@ func Unmarshal(data []byte, v any, l Limits) error {
 	return json.Unmarshal(data, v)
 }
 
+// A Budget is the elements the entries of one walked document (Object,
+// Array) may decode to together: each entry is bounded on its own by its
+// Limits, and all of them by the budget, so that a document of many
+// entries each just within their bound costs no more to decode than the
+// budget allows.
+type Budget struct{ left, total int }
+
+// NewBudget returns a budget of n elements.
+func NewBudget(n int) *Budget { return &Budget{left: n, total: n} }
+
+// Unmarshal is Unmarshal(data, v, l) with data's elements taken from b:
+// data holding more than b has left is over its limits (an error
+// wrapping ErrLimit), and v is left alone.
+func (b *Budget) Unmarshal(data []byte, v any, l Limits) error {
+	n, err := countElements(data, l)
+	if err != nil {
+		return err
+	}
+	if n > b.left {
+		return fmt.Errorf("%w: its document's entries hold more than %d elements in all", ErrLimit, b.total)
+	}
+	b.left -= n
+	return json.Unmarshal(data, v)
+}
+
 // Check returns an error wrapping ErrLimit when data nests deeper than
 // l.Depth or holds more than l.Elements elements; nil otherwise,
 // malformed documents included (decoding them reports that). It reads
 // data once and allocates nothing.
 func Check(data []byte, l Limits) error {
+	_, err := countElements(data, l)
+	return err
+}
+
+// countElements is Check, which also returns how many elements data holds.
+func countElements(data []byte, l Limits) (int, error) {
 	if l.Depth <= 0 {
 		l.Depth = defaultDepth
 	}
@@ -70,11 +101,11 @@ func Check(data []byte, l Limits) error {
 				elements++ // the first element of the one around it
 			}
 			if depth++; depth > l.Depth {
-				return fmt.Errorf("%w: nested deeper than %d levels at byte %d", ErrLimit, l.Depth, i)
+				return elements, fmt.Errorf("%w: nested deeper than %d levels at byte %d", ErrLimit, l.Depth, i)
 			}
 			empty = true
 			if elements > l.Elements {
-				return tooMany(l, i)
+				return elements, tooMany(l, i)
 			}
 			continue
 		case '}', ']':
@@ -95,10 +126,10 @@ func Check(data []byte, l Limits) error {
 		}
 		empty = false
 		if elements > l.Elements {
-			return tooMany(l, i)
+			return elements, tooMany(l, i)
 		}
 	}
-	return nil
+	return elements, nil
 }
 
 func tooMany(l Limits, at int) error {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -161,4 +162,35 @@ func FuzzWalk(f *testing.F) {
 			t.Fatalf("%q: walked %q %q, want %q %q", doc, keys, values, wantKeys, wantValues)
 		}
 	})
+}
+
+// TestBudgetBoundsTheEntriesTogether: entries each within their own
+// bound are decoded while the budget lasts; the one that would take the
+// document past it is refused and left alone, and so is every later one,
+// however small.
+func TestBudgetBoundsTheEntriesTogether(t *testing.T) {
+	b := NewBudget(10)
+	var got []int
+	for i, doc := range []string{`[1,2,3,4]`, `[5,6,7,8]`, `[9,10,11]`, `[12]`, `[13,14]`} {
+		var v []int
+		err := b.Unmarshal([]byte(doc), &v, Limits{Elements: 4})
+		switch {
+		case i < 2 && err != nil:
+			t.Fatalf("entry %d (%s), within the budget: %v", i, doc, err)
+		case i == 2 && (!errors.Is(err, ErrLimit) || v != nil):
+			t.Fatalf("entry %d (%s) would take the entries to 11 elements of 10: err %v, decoded %v", i, doc, err, v)
+		case i == 3 && err != nil:
+			t.Fatalf("entry %d (%s), the tenth element: %v", i, doc, err)
+		case i == 4 && !errors.Is(err, ErrLimit):
+			t.Fatalf("entry %d (%s), past the budget spent: err %v", i, doc, err)
+		}
+		got = append(got, v...)
+	}
+	if fmt.Sprint(got) != "[1 2 3 4 5 6 7 8 12]" {
+		t.Errorf("decoded %v", got)
+	}
+	// An entry over its own bound is refused by it, whatever is left.
+	if err := NewBudget(100).Unmarshal([]byte(`[1,2,3,4,5]`), new([]int), Limits{Elements: 4}); !errors.Is(err, ErrLimit) || !strings.Contains(err.Error(), "more than 4 elements") {
+		t.Errorf("an entry over its own bound: %v", err)
+	}
 }
