@@ -325,11 +325,15 @@ func Snippets(mirrorURL string, pubs ...releases.Publisher) string {
 	}
 	add(hc, "# tenv (Terraform), tfenv",
 		"export TFENV_REMOTE="+base+"/hashicorp",
-		"export TFENV_LIST_MODE=api   # tenv only", "")
+		"export TFENV_LIST_MODE=api   # tenv only",
+		"# tenv fetches HashiCorp's key from www.hashicorp.com at every install unless",
+		"# TFENV_HASHICORP_PGP_KEY names a copy of it (the mirror's: releases/keys/hashicorp.asc)", "")
 	add(tofu, "# tenv (OpenTofu)",
 		"export TOFUENV_INSTALL_MODE=mirror TOFUENV_LIST_MODE=mirror",
 		"export TOFUENV_LIST_URL="+base+"/opentofu/api.json",
-		"export TOFUENV_URL_TEMPLATE='"+base+"/opentofu/v{{ .Version }}/{{ .Artifact }}'", "")
+		"export TOFUENV_URL_TEMPLATE='"+base+"/opentofu/v{{ .Version }}/{{ .Artifact }}'",
+		"# without cosign, tenv fetches OpenTofu's key from get.opentofu.org at every install",
+		"# unless TOFUENV_OPENTOFU_PGP_KEY names a copy of it (releases/keys/opentofu.asc)", "")
 	add(hc || tofu, TenvRemoteFileHeader)
 	add(hc, "#   terraform:",
 		"#     url: "+base+"/hashicorp",

@@ -628,6 +628,28 @@ func TestSnippetsTerrakube(t *testing.T) {
 	}
 }
 
+// TestSnippetsNameTenvsKeySettings: tenv reads the publisher's key from
+// the publisher's site at every install (www.hashicorp.com,
+// get.opentofu.org) unless TFENV_HASHICORP_PGP_KEY or
+// TOFUENV_OPENTOFU_PGP_KEY names a copy: on a runner whose only way out
+// is the mirror, the settings the status page gives install nothing
+// without them, so they name them.
+func TestSnippetsNameTenvsKeySettings(t *testing.T) {
+	for _, tc := range []struct {
+		pub       releases.Publisher
+		want, not string
+	}{
+		{releases.HashiCorp, "TFENV_HASHICORP_PGP_KEY", "TOFUENV_OPENTOFU_PGP_KEY"},
+		{releases.OpenTofu, "TOFUENV_OPENTOFU_PGP_KEY", "TFENV_HASHICORP_PGP_KEY"},
+	} {
+		snippets := releasesdoor.Snippets("https://mirror.example.com/", tc.pub)
+		if !strings.Contains(snippets, tc.want) || strings.Contains(snippets, tc.not) {
+			t.Errorf("%s: the snippets name %s? %v; %s? %v, want only the first:\n%s", tc.pub,
+				tc.want, strings.Contains(snippets, tc.want), tc.not, strings.Contains(snippets, tc.not), snippets)
+		}
+	}
+}
+
 // TestReleaseFilesEndWithThePolicy: the archives and signed files of a
 // CLI version are reusable by a cache in front for a minute at most,
 // never immutable, so that a version denied on a reload stops being
