@@ -20,11 +20,13 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/proxy"
@@ -47,6 +49,8 @@ type Releases interface {
 	// ServedBuilds are the archives of a version's SHA256SUMS a listing
 	// names: sealed, only those cached.
 	ServedBuilds(s *releases.Sums) []releases.Build
+	// Cached reports whether the archive of sha256 sha is in the cache.
+	Cached(sha string) bool
 }
 
 // Config configures a Door.
@@ -248,12 +252,20 @@ func (d *Door) write(w http.ResponseWriter, r *http.Request, contentType string,
 }
 
 // serveArchive sends an archive: a cached one with Range and conditional
-// requests, one being fetched as the engine releases its bytes.
+// requests, one being fetched as the engine releases its bytes. One being
+// fetched from an origin that did not announce its length is sent once
+// cached, with its length (lengthless).
 func (d *Door) serveArchive(w http.ResponseWriter, r *http.Request, pub releases.Publisher, product, version, name string) {
 	a, err := d.rel.OpenArchive(r.Context(), pub, product, version, name)
 	if err != nil {
 		d.fail(w, r, err)
 		return
+	}
+	if a.Content() == nil && a.Size < 0 && r.Method == http.MethodGet {
+		if a, err = d.lengthless(r, a, pub, product, version, name); err != nil {
+			d.fail(w, r, err)
+			return
+		}
 	}
 	defer a.Close()
 	h := w.Header()
@@ -266,6 +278,41 @@ func (d *Door) serveArchive(w http.ResponseWriter, r *http.Request, pub releases
 		return
 	}
 	proxy.StreamArchive(w, r, a, d.fail)
+}
+
+// maxCommitWait bounds the wait for an archive read to its end to be in
+// the cache (lengthless).
+const maxCommitWait = 30 * time.Second
+
+// lengthless reads a, an archive being fetched from an origin that did not
+// announce its length, to its end (its sha256 checked) and opens it again
+// from the cache, where it is committed just after its last byte, so that
+// it is answered with its length: hc-install refuses an archive answered
+// without one (it compares the bytes it read with the length announced).
+// a is closed. Should the archive not be cached in time (evicted at once
+// by a cache too small for it), it is opened again as it comes.
+func (d *Door) lengthless(r *http.Request, a *mirror.Archive, pub releases.Publisher, product, version, name string) (*mirror.Archive, error) {
+	ctx := r.Context()
+	_, err := io.Copy(io.Discard, a)
+	sha := a.SHA256
+	a.Close()
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.NewTimer(maxCommitWait)
+	defer deadline.Stop()
+	for wait := time.Millisecond; !d.rel.Cached(sha); wait = min(2*wait, 100*time.Millisecond) {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-deadline.C:
+			d.cfg.Logger.Warn("release archive verified but not in the cache; answered without its length",
+				"archive", name, "sha256", sha, "waited", maxCommitWait)
+			return d.rel.OpenArchive(ctx, pub, product, version, name)
+		case <-time.After(wait):
+		}
+	}
+	return d.rel.OpenArchive(ctx, pub, product, version, name)
 }
 
 // listing is an HTML page of links, as the releases site's listings are.

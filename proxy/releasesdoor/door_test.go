@@ -628,6 +628,34 @@ func TestSnippetsTerrakube(t *testing.T) {
 	}
 }
 
+// TestArchiveFromAnOriginWithoutLengthAnsweredWithIt: hc-install refuses
+// an archive answered without a Content-Length (it compares the bytes
+// read with the length announced, -1 for none): an archive not cached
+// whose origin sends none is answered, once verified and cached, with
+// its length, fetched from the origin once.
+func TestArchiveFromAnOriginWithoutLengthAnsweredWithIt(t *testing.T) {
+	r := newRig(t, nil)
+	r.origin.SetArchivesWithoutLength(true)
+	const path = "/releases/hashicorp/terraform/1.6.0/terraform_1.6.0_linux_amd64.zip"
+	resp, err := http.Get(r.srv.URL + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	want := r.origin.Archive("terraform", "1.6.0", "linux_amd64")
+	if err != nil || resp.StatusCode != 200 || !bytes.Equal(body, want) {
+		t.Fatalf("%s: %d, %d bytes, %v", path, resp.StatusCode, len(body), err)
+	}
+	if resp.ContentLength != int64(len(want)) || resp.Header.Get("Content-Type") != "application/zip" {
+		t.Errorf("%s answered with length %d and type %q, want %d and application/zip",
+			path, resp.ContentLength, resp.Header.Get("Content-Type"), len(want))
+	}
+	if n := r.origin.Hits("/hc/terraform/1.6.0/terraform_1.6.0_linux_amd64.zip"); n != 1 {
+		t.Errorf("the archive was fetched %d times from the origin, want 1", n)
+	}
+}
+
 // TestSnippetsNameTenvsKeySettings: tenv reads the publisher's key from
 // the publisher's site at every install (www.hashicorp.com,
 // get.opentofu.org) unless TFENV_HASHICORP_PGP_KEY or

@@ -60,6 +60,7 @@ type Releases struct {
 	// versionSignedAt overrides signedAt, by SHA256SUMS name.
 	versionSignedAt map[string]time.Time
 	pad             int64             // SetArchivePadding
+	noLength        bool              // SetArchivesWithoutLength
 	replaced        map[string][]byte // SetArchiveBytes, by file name
 	// replayed answers a SHA256SUMS (by its name) with another
 	// release's, signed (ReplaySums).
@@ -172,6 +173,11 @@ func Program(product, version, platform string) []byte {
 func ReleaseArchive(product, version, platform string) []byte {
 	return releaseArchive(product, version, platform, 0)
 }
+
+// SetArchivesWithoutLength makes every archive served from now on be
+// sent without a Content-Length (chunked), as some origins stream a file
+// they are still fetching themselves.
+func (r *Releases) SetArchivesWithoutLength(on bool) { r.mu.Lock(); r.noLength = on; r.mu.Unlock() }
 
 // SetArchivePadding makes every archive served from now on carry n bytes
 // of stored padding besides the program (for benchmarks); 0: none.
@@ -520,7 +526,17 @@ func (r *Releases) file(w http.ResponseWriter, req *http.Request, pub, product, 
 			data = bytes.Clone(data)
 			data[len(data)/2] ^= 0xff
 		}
+		r.mu.Lock()
+		noLength := r.noLength
+		r.mu.Unlock()
 		w.Header().Set("Content-Type", "application/zip")
+		if noLength {
+			// Two writes, flushed between: chunked, with no length.
+			w.Write(data[:len(data)/2])           //nolint:errcheck
+			http.NewResponseController(w).Flush() //nolint:errcheck
+			w.Write(data[len(data)/2:])           //nolint:errcheck
+			return
+		}
 		w.Header().Set("Content-Length", fmt.Sprint(len(data)))
 		w.Write(data) //nolint:errcheck
 		return
