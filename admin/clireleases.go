@@ -39,6 +39,9 @@ type CLIReleases interface {
 	Versions(ctx context.Context, pub releases.Publisher, product string) (*releases.List, releases.ListState, error)
 	OpenArchive(ctx context.Context, pub releases.Publisher, product, version, name string) (*mirror.Archive, error)
 	Sums(ctx context.Context, pub releases.Publisher, product, version string) (*releases.Sums, error)
+	// Document is a small file of a version (the files passed through,
+	// releases.PassedThrough, which ensure keeps beside the archive).
+	Document(ctx context.Context, pub releases.Publisher, product, version, name string) ([]byte, error)
 	// Cached reports whether the archive of sha256 sha is in the cache.
 	Cached(sha string) bool
 	// StoredRelease is what the cache knows of a version's release
@@ -196,11 +199,21 @@ func ensureCLI(ctx context.Context, rel CLIReleases, req CLIRequest) (CLIEnsured
 	if err != nil {
 		return res, err
 	}
-	arc, err := rel.OpenArchive(ctx, releases.PublisherOf(req.Product), req.Product, req.Version, res.Archive)
+	pub := releases.PublisherOf(req.Product)
+	arc, err := rel.OpenArchive(ctx, pub, req.Product, req.Version, res.Archive)
 	if done, err := res.refused(err); done {
 		return res, err
 	}
 	defer arc.Close()
+	// The files passed through (OpenTofu's cosign .sig and .pem), kept
+	// once fetched: tenv downloads them before it checks a release, and
+	// a sealed mirror serves only what it holds. A release published
+	// without them is ensured all the same.
+	for _, name := range releases.PassedThrough(pub, req.Product, req.Version) {
+		if _, err := rel.Document(ctx, pub, req.Product, req.Version, name); err != nil && !errors.Is(err, releases.ErrNotFound) {
+			return res, fmt.Errorf("%s: %w", name, err)
+		}
+	}
 	res.SHA256 = arc.SHA256
 	if arc.Content() != nil {
 		res.CachedAlready, res.Bytes = true, arc.Size

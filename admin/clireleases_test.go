@@ -300,3 +300,48 @@ func dialEarlierServe(t *testing.T) *Client {
 	t.Cleanup(func() { c.Close() })
 	return c
 }
+
+// TestCLIEnsureKeepsOpenTofusCosignFiles: tenv's artifact mirror mode
+// downloads a stable OpenTofu release's cosign signature and certificate
+// (tofu_VERSION_SHA256SUMS.sig, .pem) before it checks anything, with or
+// without cosign, and fails the install when they are answered 404. A
+// sync that ensures an OpenTofu archive keeps them too, so that a sealed
+// mirror on the same data directory, or one an export of it was imported
+// into, serves them: the door fetches them only when a client asks.
+// A release published without them is ensured all the same.
+func TestCLIEnsureKeepsOpenTofusCosignFiles(t *testing.T) {
+	r := newCLIRig(t)
+	r.origin.Add("opentofu", "tofu", "1.8.1", "linux_amd64")
+	r.origin.Withhold("tofu_1.8.1_SHA256SUMS.sig", true)
+	r.origin.Withhold("tofu_1.8.1_SHA256SUMS.pem", true)
+	ctx := context.Background()
+	c, err := Dial(ctx, r.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got, err := c.EnsureCLI(ctx, CLIRequest{Product: "tofu", Version: "1.8.0", Platform: "linux_amd64"}); err != nil || got.Unpublished || got.Held != "" {
+		t.Fatalf("ensure: %+v %v", got, err)
+	}
+	var held []string
+	if err := r.side.Releases.AirGap().Held(func(h releases.HeldVersion) error {
+		if h.Version != "1.8.0" {
+			return nil
+		}
+		for name := range h.PassedThrough {
+			held = append(held, name)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(held)
+	if want := []string{"tofu_1.8.0_SHA256SUMS.pem", "tofu_1.8.0_SHA256SUMS.sig"}; !slices.Equal(held, want) {
+		t.Errorf("the cache holds the files passed through %q after the ensure, want %q", held, want)
+	}
+
+	// Published without them: ensured all the same.
+	if got, err := c.EnsureCLI(ctx, CLIRequest{Product: "tofu", Version: "1.8.1", Platform: "linux_amd64"}); err != nil || got.Unpublished || got.Held != "" || got.Bytes == 0 {
+		t.Fatalf("ensure of a release without cosign files: %+v %v", got, err)
+	}
+}

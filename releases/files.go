@@ -191,6 +191,15 @@ func fileKey(pub Publisher, product, version, name string) string {
 	return "releases/file/" + string(pub) + "/" + product + "/" + version + "/" + name
 }
 
+// PassedThrough are the names of a version's files passed through as the
+// origin sends them (Document): OpenTofu's cosign signature and
+// certificate; none of HashiCorp's. A sync keeps them with the archives
+// it ensures, so that a sealed mirror serves them: tenv downloads them
+// before it checks an OpenTofu release, with or without cosign.
+func PassedThrough(pub Publisher, product, version string) []string {
+	return passedThrough(pub, product, version)
+}
+
 // passedThrough are the names of a version's files passed through: OpenTofu's
 // cosign signature and certificate.
 func passedThrough(pub Publisher, product, version string) []string {
