@@ -88,6 +88,12 @@ func (r *Releases) Versions(ctx context.Context, pub Publisher, product string) 
 		return nil, ListState{}, err
 	}
 	list, st, err := r.list(ctx, pub, product, r.cfg.ListTTL)
+	if r.cfg.Offline && errors.Is(err, records.ErrOffline) {
+		// Sealed with no list stored (its origin served none, or none
+		// that read, and each version was asked for all the same): what
+		// the cache holds is listed all the same (held).
+		list, st, err = &List{Schema: listSchema}, ListState{}, nil
+	}
 	if err != nil {
 		return nil, ListState{}, err
 	}
@@ -469,6 +475,7 @@ func (r *Releases) held(pub Publisher, product string, list *List) *List {
 		if scanErr == nil && !stored[l.Version] {
 			continue
 		}
+		delete(stored, l.Version)
 		s, err := r.HeldSums(pub, product, l.Version)
 		if err != nil {
 			continue
@@ -477,7 +484,44 @@ func (r *Releases) held(pub Publisher, product string, list *List) *List {
 			out.Versions = append(out.Versions, h)
 		}
 	}
+	// The versions held that the stored list lacks (there is none when
+	// the origin served no list: each version was asked for all the
+	// same), as their signed SHA256SUMS names their files.
+	added := false
+	for version := range stored {
+		s, err := r.HeldSums(pub, product, version)
+		if err != nil || s.Version != version {
+			continue
+		}
+		if h, ok := r.heldListed(s, sumsListed(s)); ok {
+			out.Versions, added = append(out.Versions, h), true
+		}
+	}
+	if added {
+		sortList(out)
+	}
 	return out
+}
+
+// sumsListed is the list entry of s's version as its signed SHA256SUMS
+// names its files: HashiCorp's builds, OpenTofu's archives, SHA256SUMS,
+// its .gpgsig and the files passed through (heldListed keeps of them
+// what the mirror holds).
+func sumsListed(s *Sums) Listed {
+	l := Listed{Version: s.Version}
+	for _, b := range s.Builds() {
+		if s.Publisher == OpenTofu {
+			l.Files = append(l.Files, b.Filename)
+		} else {
+			l.Builds = append(l.Builds, Build{OS: b.OS, Arch: b.Arch, Filename: b.Filename})
+		}
+	}
+	if s.Publisher == OpenTofu {
+		sums := SumsName(s.Publisher, s.Product, s.Version)
+		l.Files = append(l.Files, sums, sums+".gpgsig")
+		l.Files = append(l.Files, passedThrough(s.Publisher, s.Product, s.Version)...)
+	}
+	return l
 }
 
 // heldListed is l as a sealed mirror lists it, of a version whose verified
