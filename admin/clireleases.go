@@ -21,7 +21,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/mirror"
@@ -227,30 +226,13 @@ func ensureCLI(ctx context.Context, rel CLIReleases, req CLIRequest) (CLIEnsured
 	res.Bytes = n
 	// Committed to the cache just after its last byte: ensured means
 	// cached, so that a sync that follows finds it.
-	if err := waitCached(ctx, rel, arc.SHA256); err != nil {
-		return res, fmt.Errorf("%s: %w", res.Archive, err)
+	if err := arc.Stored(ctx); err != nil {
+		return res, fmt.Errorf("%s: verified but not cached: %w", res.Archive, err)
+	}
+	if !rel.Cached(arc.SHA256) {
+		return res, fmt.Errorf("%s: verified and cached, but evicted at once (is --cache-max-bytes too small?)", res.Archive)
 	}
 	return res, nil
-}
-
-// maxCommitWait bounds the wait for a verified archive to be in the cache.
-const maxCommitWait = 30 * time.Second
-
-// waitCached waits until the archive of sha is cached, for up to
-// maxCommitWait.
-func waitCached(ctx context.Context, rel CLIReleases, sha string) error {
-	deadline := time.NewTimer(maxCommitWait)
-	defer deadline.Stop()
-	for wait := time.Millisecond; !rel.Cached(sha); wait = min(2*wait, 100*time.Millisecond) {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-deadline.C:
-			return fmt.Errorf("verified but not in the cache %s later (evicted at once: is --cache-max-bytes too small?)", maxCommitWait)
-		case <-time.After(wait):
-		}
-	}
-	return nil
 }
 
 // cliRoutes adds the CLI operations to mux.

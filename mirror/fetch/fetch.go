@@ -60,6 +60,7 @@ type Archive struct {
 	stop     func() bool        // stops watching that context
 	life     *lifetime.Lifetime // the work Shutdown waits for, ended by Close
 	log      *slog.Logger
+	reopen   func(sha string) (*Archive, error) // Reopen's; nil for a cached archive
 
 	closeOnce sync.Once
 }
@@ -72,6 +73,43 @@ func (a *Archive) Content() io.ReadSeeker {
 		return nil
 	}
 	return a.blob
+}
+
+// Stored waits, for an archive read to its end, until it is in the cache,
+// and returns why not when it is not: nil at once for one that was cached
+// (records.Hit); for one being fetched, once its fetch ended, the fetch's
+// error or why its verified bytes were not committed (the cache could not
+// be written), or ctx's error when ctx ends first. An archive whose fetch
+// has ended is committed (or not) already: its last byte is read just
+// before the commit. Callers that must answer with a cached archive's
+// length (an archive whose origin announced none) read it, wait here,
+// and open it again (Reopen).
+func (a *Archive) Stored(ctx context.Context) error {
+	if a.f == nil {
+		return nil
+	}
+	select {
+	case <-a.f.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if err := a.f.State().Err; err != nil {
+		return err
+	}
+	return a.f.notStored
+}
+
+// Reopen opens again from the cache an archive that was being fetched
+// when opened, once Stored said it is stored, counting neither a cache
+// lookup nor a use: it is the same answer to the same caller. The archive
+// opened is the caller's to close, as a is. It fails with cache.ErrNotFound
+// when the archive is not in the cache (evicted since), and for an archive
+// that was opened from the cache (which is seekable already: Content).
+func (a *Archive) Reopen() (*Archive, error) {
+	if a.reopen == nil {
+		return nil, errors.New("reopen: the archive was opened from the cache")
+	}
+	return a.reopen(a.SHA256)
 }
 
 // Read reads the archive. While it is being downloaded, Read waits for

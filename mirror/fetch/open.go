@@ -66,7 +66,8 @@ func (fr *Fetcher) Open(ctx context.Context, p addrs.Provider, a records.Archive
 	if leader && f.fromShared { // set before ready was closed
 		how = records.Shared
 	}
-	arc := &Archive{SHA256: a.SHA256, Size: size, Source: how, f: f, r: f.follow(), holdBack: fr.cfg.HoldBack, gone: make(chan struct{}), life: fr.life, log: fr.log}
+	arc := &Archive{SHA256: a.SHA256, Size: size, Source: how, f: f, r: f.follow(), holdBack: fr.cfg.HoldBack, gone: make(chan struct{}), life: fr.life, log: fr.log,
+		reopen: fr.reopen}
 	arc.stop = context.AfterFunc(ctx, func() {
 		arc.goneErr = context.Cause(ctx)
 		close(arc.gone)
@@ -99,6 +100,22 @@ func (fr *Fetcher) openCached(sha string) *Archive {
 		return nil
 	}
 	return fr.hit(sha, blob)
+}
+
+// reopen opens the cached archive sha under work of its own, counting
+// nothing: it is the archive a caller opened before, read to its end and
+// saw stored (Archive.Reopen).
+func (fr *Fetcher) reopen(sha string) (*Archive, error) {
+	if !fr.life.StartWork() {
+		return nil, records.ErrShutDown
+	}
+	blob, err := fr.store.OpenBlob(sha)
+	if err != nil {
+		fr.life.EndWork()
+		return nil, err
+	}
+	info := blob.Info()
+	return &Archive{SHA256: sha, Size: info.Size, ModTime: info.Created, Source: records.Hit, blob: blob, life: fr.life, log: fr.log}, nil
 }
 
 // hit is the cached archive sha opened as blob, under the work its

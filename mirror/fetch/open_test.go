@@ -202,3 +202,74 @@ func memStore(t *testing.T) *cache.Store {
 	t.Cleanup(func() { store.Close() })
 	return store
 }
+
+// TestStoredWaitsForTheCommit: an archive whose origin announced no
+// length, read to its end, is in the cache once Stored returns nil, and
+// Reopen opens it from there with its length; Stored of a cached archive returns
+// at once, and one whose fetch has not ended returns its caller's
+// context's error when that ends first.
+func TestStoredWaitsForTheCommit(t *testing.T) {
+	fr, _, _ := newFetcher(t)
+	ctx := t.Context()
+	data := []byte("the bytes of a file whose origin announced no length")
+	b := blobOf(data, nil)
+	open := b.Open
+	b.Open = func(ctx context.Context) (io.ReadCloser, int64, error) {
+		rc, _, err := open(ctx)
+		return rc, -1, err
+	}
+	arc, err := fr.OpenBlob(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if arc.Source != records.Miss || arc.Size != -1 {
+		t.Fatalf("opened from %v with size %d, want a download of no length", arc.Source, arc.Size)
+	}
+	if got, err := io.ReadAll(arc); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read %q, %v", got, err)
+	}
+	if err := arc.Stored(ctx); err != nil {
+		t.Fatalf("Stored of an archive read to its end: %v", err)
+	}
+	cached, err := arc.Reopen()
+	arc.Close()
+	if err != nil {
+		t.Fatalf("Reopen of the archive Stored said was stored: %v", err)
+	}
+	defer cached.Close()
+	if got, err := io.ReadAll(cached); cached.Size != int64(len(data)) || cached.Content() == nil || err != nil || !bytes.Equal(got, data) {
+		t.Errorf("reopened: size %d, seekable %v, read %q, %v; want the cached archive, %d bytes", cached.Size, cached.Content() != nil, got, err, len(data))
+	}
+	if cached.Stored(ctx) != nil {
+		t.Errorf("Stored of a cached archive: %v", cached.Stored(ctx))
+	}
+	if _, err := cached.Reopen(); err == nil {
+		t.Error("Reopen of an archive opened from the cache: no error")
+	}
+
+	// An origin that answers, then sends nothing until released.
+	release := make(chan struct{})
+	defer close(release)
+	stalled := blobOf([]byte("a file slow to come"), nil)
+	stalled.Open = func(context.Context) (io.ReadCloser, int64, error) {
+		return io.NopCloser(io.MultiReader(bytes.NewReader([]byte("a file ")), waitReader(release))), 19, nil
+	}
+	slow, err := fr.OpenBlob(ctx, stalled)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	if err := slow.Stored(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Stored of an archive still being fetched, its caller's context ended: %v", err)
+	}
+}
+
+// waitReader blocks until release is closed, then reads the end of a file.
+type waitReader <-chan struct{}
+
+func (w waitReader) Read([]byte) (int, error) {
+	<-w
+	return 0, io.EOF
+}

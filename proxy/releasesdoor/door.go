@@ -26,7 +26,6 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/proxy"
@@ -49,8 +48,6 @@ type Releases interface {
 	// ServedBuilds are the archives of a version's SHA256SUMS a listing
 	// names: sealed, only those cached.
 	ServedBuilds(s *releases.Sums) []releases.Build
-	// Cached reports whether the archive of sha256 sha is in the cache.
-	Cached(sha string) bool
 }
 
 // Config configures a Door.
@@ -280,38 +277,32 @@ func (d *Door) serveArchive(w http.ResponseWriter, r *http.Request, pub releases
 	proxy.StreamArchive(w, r, a, d.fail)
 }
 
-// maxCommitWait bounds the wait for an archive read to its end to be in
-// the cache (lengthless).
-const maxCommitWait = 30 * time.Second
-
 // lengthless reads a, an archive being fetched from an origin that did not
-// announce its length, to its end (its sha256 checked) and opens it again
-// from the cache, where it is committed just after its last byte, so that
-// it is answered with its length: hc-install refuses an archive answered
+// announce its length, to its end (its sha256 checked), waits until it is
+// committed to the cache, and opens it again from there, so that it is
+// answered with its length: hc-install refuses an archive answered
 // without one (it compares the bytes it read with the length announced).
-// a is closed. Should the archive not be cached in time (evicted at once
-// by a cache too small for it), it is opened again as it comes.
+// a is closed. An archive the cache did not take (a write that failed, or
+// evicted at once) is opened again as it comes, and answered without its
+// length.
 func (d *Door) lengthless(r *http.Request, a *mirror.Archive, pub releases.Publisher, product, version, name string) (*mirror.Archive, error) {
 	ctx := r.Context()
-	_, err := io.Copy(io.Discard, a)
-	sha := a.SHA256
-	a.Close()
-	if err != nil {
+	defer a.Close()
+	if _, err := io.Copy(io.Discard, a); err != nil {
 		return nil, err
 	}
-	deadline := time.NewTimer(maxCommitWait)
-	defer deadline.Stop()
-	for wait := time.Millisecond; !d.rel.Cached(sha); wait = min(2*wait, 100*time.Millisecond) {
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-deadline.C:
-			d.cfg.Logger.Warn("release archive verified but not in the cache; answered without its length",
-				"archive", name, "sha256", sha, "waited", maxCommitWait)
-			return d.rel.OpenArchive(ctx, pub, product, version, name)
-		case <-time.After(wait):
+	err := a.Stored(ctx)
+	if err == nil {
+		var cached *mirror.Archive
+		if cached, err = a.Reopen(); err == nil {
+			return cached, nil
 		}
 	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	d.cfg.Logger.Warn("release archive verified but not in the cache; answered without its length",
+		"archive", name, "sha256", a.SHA256, "error", err)
 	return d.rel.OpenArchive(ctx, pub, product, version, name)
 }
 
