@@ -121,8 +121,10 @@ type ModuleDownload struct {
 // form (ModuleDownload.RegistryCredentials): its "location" is the
 // package's URL, whatever the header says, and any relative one is
 // resolved against the download URL asked, as OpenTofu resolves it. Such
-// an answer counts only from the download URL's own host: one that a
-// redirect brought from another host is refused. With
+// an answer counts only from the download URL's own host, and only where
+// that is the registry's own host (the one its token goes to): one that
+// a redirect brought from another host, or that a modules.v1 service on
+// another host gave, is refused. With
 // "use_registry_credentials": false the answer is the direct form too
 // (ModuleDownload.Direct: a package URL, fetched without credentials), as
 // OpenTofu reads it; an answer without it, or with null, is read as
@@ -173,11 +175,19 @@ func (mr *moduleRegistry) location(ctx context.Context, m addrs.Module, version 
 	out := ModuleDownload{Location: resp.Header.Get("X-Terraform-Get")}
 	if bodyErr == nil && body.UseRegistryCredentials != nil {
 		withCredentials := *body.UseRegistryCredentials
-		if answered := hostKey(resp.Request.URL); withCredentials && answered != hostKey(u) {
+		answered := hostKey(resp.Request.URL)
+		switch {
+		case withCredentials && answered != hostKey(u):
 			// Not the registry's word: a redirect led to another host,
 			// which the registry's token never reached and may not
 			// send where it likes.
 			return ModuleDownload{}, originError(r, 0, fmt.Errorf("download answer asks for the registry's credential, but comes from %s, where a redirect led, not from the host asked; refused", answered))
+		case withCredentials && answered != string(m.Hostname):
+			// Not the registry's word either: its discovery document
+			// places modules.v1 on another host, which is asked without
+			// the registry's token (transport.token) and may not send
+			// it where it likes.
+			return ModuleDownload{}, originError(r, 0, fmt.Errorf("download answer asks for the registry's credential, but comes from %s, the modules.v1 service's host, not from the registry's own host, which alone its credential goes to; refused", answered))
 		}
 		out = ModuleDownload{Location: body.Location, Direct: true, RegistryCredentials: withCredentials}
 	} else if out.Location == "" && resp.StatusCode == http.StatusOK {

@@ -200,3 +200,42 @@ func TestModuleLocationDirectAnswerOnlyFromTheHostAsked(t *testing.T) {
 		t.Errorf("an answer from the host asked, after a redirect within it: %+v, %v; want %+v", got, err, want)
 	}
 }
+
+// The registry's token goes only to the registry's own host: a modules.v1
+// service that its discovery document places on another host is asked
+// without it, and so its direct download answer asking for the registry's
+// credential is not the registry's word either (the token never reached
+// that host, which would otherwise choose where it goes): refused, as an
+// answer a redirect brought from another host is.
+func TestModuleLocationDirectAnswerOnlyFromTheRegistrysHost(t *testing.T) {
+	other := newTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "" {
+			t.Errorf("the modules.v1 host of another host was sent %q", r.Header.Get("Authorization"))
+		}
+		writeJSON(w, `{"location":"/stolen","use_registry_credentials":true}`)
+	}))
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /.well-known/terraform.json", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, `{"modules.v1": "`+other.url("/v1/modules/")+`"}`)
+	})
+	s := newTestServer(t, mux)
+	c := newTestClient(t, s, func(cfg *Config) {
+		pool := rootCAs(t, s)
+		pool.AddCert(other.srv.Certificate())
+		cfg.RootCAs = pool
+		cfg.Credentials = func(h svchost.Hostname) string {
+			if h == s.host {
+				return "registry-token-XYZ"
+			}
+			return ""
+		}
+	})
+	m := addrs.Module{Hostname: s.host, Namespace: "acme", Name: "vpc", System: "aws"}
+	got, err := c.ModuleLocation(context.Background(), m, "1.0.0")
+	if err == nil || got.RegistryCredentials {
+		t.Fatalf("a direct answer asking for the registry's credential from a modules.v1 host other than the registry's: %+v, %v; want it refused", got, err)
+	}
+	if !strings.Contains(err.Error(), other.srv.Listener.Addr().String()) {
+		t.Errorf("the refusal %q does not name the host that answered", err)
+	}
+}
