@@ -54,7 +54,7 @@ func (c *Client) ArchiveSize(ctx context.Context, p addrs.Provider, rawURL strin
 			err = errors.New("the answer states a size of 0 bytes (Content-Length: 0)")
 		}
 	default:
-		return 0, originError(r, resp.StatusCode, statusError(resp.Status))
+		return 0, originError(r, resp.StatusCode, statusError(resp.StatusCode))
 	}
 	if err == nil && n > c.downloads.maxArchiveBytes {
 		err = fmt.Errorf("%w: %d bytes exceeds %d (%s)", ErrTooLarge, n, c.downloads.maxArchiveBytes, maxArchiveSetting)

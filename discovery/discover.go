@@ -267,7 +267,7 @@ func (d *discoverer) discoverRemote(ctx context.Context, host svchost.Hostname) 
 		return noService, nil
 	default:
 		drain(resp.Body)
-		return nil, originError(r, resp.StatusCode, statusError(resp.Status))
+		return nil, originError(r, resp.StatusCode, statusError(resp.StatusCode))
 	}
 	if resp.ContentLength > maxDiscoveryBytes {
 		drain(resp.Body)
@@ -294,7 +294,7 @@ func (d *discoverer) discoverRemote(ctx context.Context, host svchost.Hostname) 
 	dc := disco.New()
 	dc.Transport = roundTripperFunc(func(*http.Request) (*http.Response, error) {
 		return &http.Response{
-			Status:        resp.Status,
+			Status:        statusText(resp.StatusCode),
 			StatusCode:    resp.StatusCode,
 			Proto:         resp.Proto,
 			ProtoMajor:    resp.ProtoMajor,

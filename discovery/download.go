@@ -76,7 +76,7 @@ func (dl *downloads) fetchDocument(ctx context.Context, p addrs.Provider, rawURL
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, redact.URL(r.u))
 	case resp.StatusCode != http.StatusOK:
 		drain(resp.Body)
-		return nil, originError(r, resp.StatusCode, statusError(resp.Status))
+		return nil, originError(r, resp.StatusCode, statusError(resp.StatusCode))
 	}
 	if resp.ContentLength > limit {
 		return nil, originError(r, 0, fmt.Errorf("%w: Content-Length %d exceeds %d bytes",
@@ -179,7 +179,7 @@ func (dl *downloads) open(ctx context.Context, p addrs.Provider, op, rawURL stri
 		return nil, 0, originError(r, status, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fail(resp.StatusCode, statusError(resp.Status))
+		return fail(resp.StatusCode, statusError(resp.StatusCode))
 	}
 	if resp.ContentLength > dl.maxArchiveBytes {
 		return fail(0, fmt.Errorf("%w: Content-Length %d exceeds %d bytes (%s)",

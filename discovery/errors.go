@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 )
 
@@ -283,7 +284,21 @@ func (e *timeoutError) Error() string   { return e.msg }
 func (e *timeoutError) Timeout() bool   { return true }
 func (e *timeoutError) Temporary() bool { return true }
 
-// statusError describes an unexpected HTTP status.
-func statusError(status string) error {
-	return fmt.Errorf("unexpected HTTP status %q", status)
+// statusError describes an unexpected HTTP status by its code and the
+// standard text for it (statusText), never by the answer's own reason
+// phrase: that is the host's text, which may echo the request and the
+// credential it carried, as a page may, and runs to the length of a
+// header.
+func statusError(code int) error {
+	return fmt.Errorf("unexpected HTTP status %q", statusText(code))
+}
+
+// statusText is code with the standard text for it ("403 Forbidden"), or
+// the code alone when it has none: what the mirror says of a status, in
+// errors and logs.
+func statusText(code int) string {
+	if t := http.StatusText(code); t != "" {
+		return strconv.Itoa(code) + " " + t
+	}
+	return strconv.Itoa(code)
 }

@@ -157,7 +157,7 @@ func (mr *moduleRegistry) location(ctx context.Context, m addrs.Module, version 
 		return ModuleDownload{}, fmt.Errorf("%w: module %s version %s", ErrNotFound, m, version)
 	default:
 		drain(resp.Body)
-		return ModuleDownload{}, originError(r, resp.StatusCode, statusError(resp.Status))
+		return ModuleDownload{}, originError(r, resp.StatusCode, statusError(resp.StatusCode))
 	}
 	data, err := mr.tr.readBody(ctx, reqCtx, r, resp.Body, maxLocationBytes)
 	if err != nil {
@@ -345,7 +345,7 @@ func (t *sourceTransport) RoundTrip(req *http.Request) (_ *http.Response, err er
 				err = nil
 			}
 			if err == nil && resp.StatusCode >= 400 {
-				err = originError(r, resp.StatusCode, statusError(resp.Status))
+				err = originError(r, resp.StatusCode, statusError(resp.StatusCode))
 			}
 			dl.tr.observe(t.origin, OpModuleSource, start, &err)
 		},

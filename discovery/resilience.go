@@ -228,7 +228,7 @@ func (t *transport) send(ctx context.Context, r request, begin func() (context.C
 		end()
 		what := "error"
 		if resp != nil {
-			what = resp.Status
+			what = statusText(resp.StatusCode)
 		} else if err != nil {
 			what = err.Error()
 		}

@@ -276,7 +276,7 @@ func (t *transport) getJSON(ctx context.Context, r request, what string) ([]byte
 		return nil, r, fmt.Errorf("%w: %s", ErrNotFound, what)
 	case resp.StatusCode != http.StatusOK:
 		drain(resp.Body)
-		return nil, r, originError(r, resp.StatusCode, statusError(resp.Status))
+		return nil, r, originError(r, resp.StatusCode, statusError(resp.StatusCode))
 	}
 	ct := resp.Header.Get("Content-Type")
 	if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
