@@ -65,16 +65,18 @@ func (c *Client) ArchiveSize(ctx context.Context, p addrs.Provider, rawURL strin
 	return n, nil
 }
 
-// contentRangeTotal reads the complete length of "bytes 0-0/TOTAL".
+// contentRangeTotal reads the complete length of "bytes 0-0/TOTAL". Its
+// errors do not quote h: the header is the host's text, which may echo
+// the request and the credential it carried.
 func contentRangeTotal(h string) (int64, error) {
 	rest, ok := strings.CutPrefix(h, "bytes ")
 	_, total, ok2 := strings.Cut(rest, "/")
 	if !ok || !ok2 {
-		return 0, fmt.Errorf("Content-Range %.60q: want bytes FIRST-LAST/TOTAL", h)
+		return 0, errors.New("the Content-Range is not bytes FIRST-LAST/TOTAL")
 	}
 	n, err := strconv.ParseInt(total, 10, 64)
 	if err != nil || n <= 0 {
-		return 0, fmt.Errorf("Content-Range %.60q: the total is not a size", h)
+		return 0, errors.New("the Content-Range's total is not a size")
 	}
 	return n, nil
 }

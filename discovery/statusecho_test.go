@@ -39,7 +39,9 @@ func (w *statusWatcher) OriginDone(_, _ string, err error) {
 // code and the standard text for it, as a refusal is said by its status
 // alone (never the page, which may echo the request too), for the
 // registry's API, its documents and archives, and a module source's
-// archives and Git's smart HTTP.
+// archives and Git's smart HTTP. Nor are the other headers an error
+// speaks of (a JSON answer's Content-Type, an archive size's
+// Content-Range) quoted as the host sent them.
 func TestStatusLineEchoNotShown(t *testing.T) {
 	const token = "registry-token-ECHOED-1234"
 	const sourceToken = "source-token-ECHOED-5678"
@@ -62,6 +64,15 @@ func TestStatusLineEchoNotShown(t *testing.T) {
 	mux.HandleFunc("GET /files/SHA256SUMS", func(w http.ResponseWriter, r *http.Request) { echo(w, r, http.StatusForbidden) })
 	mux.HandleFunc("GET /files/a.zip", func(w http.ResponseWriter, r *http.Request) { echo(w, r, http.StatusUnauthorized) })
 	mux.HandleFunc("GET /source/a.tar.gz", func(w http.ResponseWriter, r *http.Request) { echo(w, r, http.StatusForbidden) })
+	mux.HandleFunc("GET /v1/providers/hashicorp/echo/versions", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", r.Header.Get("Authorization"))
+		io.WriteString(w, `{"versions":[]}`)
+	})
+	mux.HandleFunc("GET /files/b.zip", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Range", r.Header.Get("Authorization"))
+		w.WriteHeader(http.StatusPartialContent)
+		io.WriteString(w, "P")
+	})
 	mux.HandleFunc("GET /source/repo.git/info/refs", func(w http.ResponseWriter, r *http.Request) { echo(w, r, http.StatusInternalServerError) })
 	s := newTestServer(t, mux)
 	watch := &statusWatcher{}
@@ -87,6 +98,19 @@ func TestStatusLineEchoNotShown(t *testing.T) {
 	errs = append(errs, err)
 	_, _, err = c.OpenArchive(ctx, p, s.url("/files/a.zip"))
 	errs = append(errs, err)
+	// The other headers of an answer shown in errors are the host's text
+	// too.
+	_, err = c.Versions(ctx, addrs.Provider{Hostname: s.host, Namespace: "hashicorp", Type: "echo"})
+	echoes := []error{err}
+	_, err = c.ArchiveSize(ctx, p, s.url("/files/b.zip"))
+	echoes = append(echoes, err)
+	for i, err := range echoes {
+		if err == nil {
+			t.Errorf("header echo %d: no error", i)
+		} else if strings.Contains(err.Error(), "ECHOED") {
+			t.Errorf("header echo %d: the error shows what the host echoed in a header: %v", i, err)
+		}
+	}
 	sctx := WithSourceCredential(ctx, SourceCredential{Host: string(s.host), Token: sourceToken})
 	_, _, err = c.OpenSource(sctx, s.host, s.url("/source/a.tar.gz"))
 	errs = append(errs, err)
@@ -115,8 +139,8 @@ func TestStatusLineEchoNotShown(t *testing.T) {
 	basic := base64.StdEncoding.EncodeToString([]byte("x-access-token:" + sourceToken))
 	watch.mu.Lock()
 	defer watch.mu.Unlock()
-	if len(watch.errs) < len(errs)+1 {
-		t.Errorf("the watcher was told of %d failures, want %d", len(watch.errs), len(errs)+1)
+	if len(watch.errs) < len(errs)+len(echoes)+1 {
+		t.Errorf("the watcher was told of %d failures, want %d", len(watch.errs), len(errs)+len(echoes)+1)
 	}
 	for _, err := range watch.errs {
 		if msg := err.Error(); strings.Contains(msg, "ECHOED") || strings.Contains(msg, basic) {

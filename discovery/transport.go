@@ -14,6 +14,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -281,7 +282,7 @@ func (t *transport) getJSON(ctx context.Context, r request, what string) ([]byte
 	ct := resp.Header.Get("Content-Type")
 	if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
 		drain(resp.Body)
-		return nil, r, originError(r, 0, fmt.Errorf("response Content-Type is %q, not application/json", ct))
+		return nil, r, originError(r, 0, fmt.Errorf("response Content-Type is %s, not application/json", shownMediaType(ct, mt, err)))
 	}
 	if resp.ContentLength > t.maxDocumentBytes {
 		drain(resp.Body)
@@ -293,6 +294,21 @@ func (t *transport) getJSON(ctx context.Context, r request, what string) ([]byte
 		return nil, r, err
 	}
 	return data, r, nil
+}
+
+// shownMediaType is what an error says of an answer's Content-Type, ct,
+// which parsed as the media type mt, or failed to (err): the media type
+// alone (no parameters), quoted, when it parses and is short, else only
+// that it is none. The header is the host's text, which may echo the
+// request and the credential it carried.
+func shownMediaType(ct, mt string, err error) string {
+	switch {
+	case ct == "":
+		return "missing"
+	case err != nil || len(mt) > 64:
+		return "not a media type"
+	}
+	return strconv.Quote(mt)
 }
 
 // readLimited reads all of body, failing with ErrTooLarge past limit bytes.
