@@ -184,9 +184,11 @@ func (e *ImportError) Unwrap() error { return e.Err }
 // version only when a trusted export key's manifest lists it), so its
 // signature is judged as a stored one's (verifySums): a key that expired
 // after the export still verifies what it signed while valid.
-// Every archive is checked before any is stored, and the SHA256SUMS is
-// stored last, so that a version refused leaves nothing a client could
-// be served. The version then joins the stored version list, which is
+// Every archive's sha256 is checked before any is stored (each one's zip
+// as it is stored), and the SHA256SUMS is stored last, so that a version
+// refused leaves nothing a client could be served: an archive stored
+// before a later one failed is named by no stored SHA256SUMS, and
+// retention removes it. The version then joins the stored version list, which is
 // what a sealed mirror lists. A product this mirror does not serve is
 // refused (ErrNotFound).
 func (a *AirGap) Import(ctx context.Context, in Imported) (ImportOutcome, error) {
