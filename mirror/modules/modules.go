@@ -444,6 +444,7 @@ func (s *Modules) ModuleLocation(ctx context.Context, m addrs.Module, version ve
 		rec := &records.ModuleRecord{Schema: records.Schema, Module: m.String(), Version: originVersion,
 			Kind: addr.Kind, Package: addr.Package(), Subdir: addr.Subdir}
 		rec.SetDownload(dl.Location, dl.Direct, dl.RegistryCredentials)
+		rec.RegistryAnswered = dl.RegistryCredentials // discovery checked its host
 		// In turn with ImportModule: a record stored while the origin
 		// was asked (an import's, whose package may not be fetched
 		// again) is kept, not written over.

@@ -278,3 +278,76 @@ func TestImportedRecordGetsNoRegistryCredentialOfItsOwn(t *testing.T) {
 		})
 	}
 }
+
+// A module record of an earlier release that asks for the registry's
+// credential does not say the registry's own host answered
+// (records.ModuleRecord.RegistryAnswered): such a release took that
+// answer from a modules.v1 service on another host too, which chose
+// where the token went. Once its package is evicted, the origin is asked
+// again, and the package fetched from the location it gives, with the
+// token there alone; the host the old record names never sees it. The
+// record then says the registry answered, and the next fetch takes it at
+// its word.
+func TestOldRecordAskingForTheRegistrysCredentialIsAskedAgain(t *testing.T) {
+	const token = "registry-tok-old-record-9Qw3"
+	pkg := fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# private\n")})
+	var mu sync.Mutex
+	var strangerSaw []string
+	stranger := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		strangerSaw = append(strangerSaw, r.Header.Get("Authorization"))
+		mu.Unlock()
+		w.Write(pkg)
+	}))
+	defer stranger.Close()
+	h := harness.New(t, harness.Options{Config: harness.Config{ScratchDir: t.TempDir()},
+		OriginConfig: func(cfg *discovery.Config) {
+			pool := cfg.RootCAs.Clone()
+			pool.AddCert(stranger.Certificate())
+			cfg.RootCAs = pool
+			cfg.Credentials = func(h svchost.Hostname) string {
+				if h == harness.OriginHost {
+					return token
+				}
+				return ""
+			}
+		}})
+	o := h.Origin
+	o.AddTarball("vpc-1.0.0", pkg)
+	o.RequireTarballToken("vpc-1.0.0", token)
+	o.AddDirectModule("acme", "vpc", "aws", "1.0.0", o.TarballURL("vpc-1.0.0"), true)
+	if _, body, err := h.ReadModule("1.0.0"); err != nil || len(body) == 0 {
+		t.Fatalf("first read: %v", err)
+	}
+	key := records.ModuleRecordKey(harness.Module, versions.MustParseVersion("1.0.0"))
+	var rec records.ModuleRecord
+	if _, err := h.Store.GetMeta(key, &rec); err != nil || !rec.RegistryCredentials || !rec.RegistryAnswered {
+		t.Fatalf("the record of a direct answer asking for the credential: %+v, %v; want it said by the registry's host", rec, err)
+	}
+	// As an earlier release kept it, from a modules.v1 service on
+	// another host that named a package host of its own.
+	elsewhere := stranger.URL + "/vpc/1.0.0/package"
+	rec.Location, rec.Package, rec.RegistryAnswered = elsewhere, elsewhere, false
+	if err := h.Store.PutMeta(key, rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := cachetest.DeleteBlob(h.Store, rec.SHA256); err != nil {
+		t.Fatal(err)
+	}
+	if _, body, err := h.ReadModule("1.0.0"); err != nil || len(body) == 0 {
+		t.Fatalf("the evicted package was not fetched again: %v", err)
+	}
+	mu.Lock()
+	saw := slices.Clone(strangerSaw)
+	mu.Unlock()
+	if len(saw) > 0 {
+		t.Errorf("the host the old record names was asked (Authorization %q); want the origin's location alone", saw)
+	}
+	if !slices.Contains(o.TarballAuthSeen(), "Bearer "+token) {
+		t.Errorf("the origin's own package URL saw Authorization %q, not its token", o.TarballAuthSeen())
+	}
+	var now records.ModuleRecord
+	if _, err := h.Store.GetMeta(key, &now); err != nil || now.Location != o.TarballURL("vpc-1.0.0") || !now.RegistryAnswered {
+		t.Errorf("the record after the fetch: %+v, %v; want the origin's location, said by the registry's host", now, err)
+	}
+}

@@ -25,8 +25,8 @@ import (
 // package held to the record as ever (fetchModule: the one first
 // mirrored). Otherwise the first error is returned.
 func (s *Modules) fetchRelocated(ctx context.Context, m addrs.Module, version versions.Version, rec records.ModuleRecord, replaces string) (*records.ModuleRecord, error) {
-	if rec.RegistryCredentials && rec.Provenance != records.ProvenanceOrigin {
-		return s.fetchImportedPackageURL(ctx, m, version, rec, replaces)
+	if rec.RegistryCredentials && !originSaid(rec) {
+		return s.fetchUnconfirmedPackageURL(ctx, m, version, rec, replaces)
 	}
 	got, err := s.fetchModule(ctx, m, version, rec, replaces, originSaid(rec))
 	if err == nil || ctx.Err() != nil || errors.As(err, new(*TimeoutError)) || !s.fetchable(m, rec) {
@@ -48,11 +48,14 @@ func (s *Modules) fetchRelocated(ctx context.Context, m addrs.Module, version ve
 // originSaid says that rec's location, and whether it is to be fetched
 // with the registry's credential, are its origin's own download answer:
 // a record made from that answer (by this mirror, or by a replica of the
-// shared store, whose records the operator's key vouches for). An
-// imported record's are the export's word, which sends the origin's
-// token nowhere (fetchImportedPackageURL).
+// shared store, whose records the operator's key vouches for), one that
+// asks for the credential made from an answer of the registry's own host
+// (records.ModuleRecord.RegistryAnswered). An imported record's are the
+// export's word, and those of a record of an earlier release that asks
+// for the credential may be a modules.v1 service's on another host: they
+// send the origin's token nowhere (fetchUnconfirmedPackageURL).
 func originSaid(rec records.ModuleRecord) bool {
-	return rec.Provenance == records.ProvenanceOrigin
+	return rec.Provenance == records.ProvenanceOrigin && (!rec.RegistryCredentials || rec.RegistryAnswered)
 }
 
 // fetchFromOrigins is fetchModule of rec, the record of version of m,
@@ -69,27 +72,32 @@ func (s *Modules) fetchFromOrigins(ctx context.Context, m addrs.Module, version 
 	}
 	moved := rec
 	moved.SetDownload(dl.Location, dl.Direct, dl.RegistryCredentials)
+	moved.RegistryAnswered = dl.RegistryCredentials // discovery checked its host
 	moved.Kind, moved.Package = addr.Kind, addr.Package()
 	got, err := s.fetchModule(ctx, m, version, moved, replaces, true)
-	if err == nil && rec.SHA256 != "" && !rec.SameDownload(dl.Location, dl.Direct, dl.RegistryCredentials) {
+	if err == nil && rec.SHA256 != "" && (!rec.SameDownload(dl.Location, dl.Direct, dl.RegistryCredentials) || rec.RegistryAnswered != moved.RegistryAnswered) {
 		// fetchModule wrote no record (its package is the one the record
-		// names): the record takes the location that served.
+		// names): the record takes the location that served, and whether
+		// the registry's own host asked for its credential.
 		s.keepLocation(m, version, rec.Location, *got)
 	}
 	return got, true, err
 }
 
-// fetchImportedPackageURL is fetchRelocated of rec, an imported record
-// whose location is a package URL to be fetched with the registry's
-// credential (records.ModuleRecord.RegistryCredentials). That it is, and
-// where, is the export's word, not the origin's, and the origin's token
-// goes only where the origin itself says: the origin is asked for the
+// fetchUnconfirmedPackageURL is fetchRelocated of rec, a record whose
+// location is a package URL to be fetched with the registry's credential
+// (records.ModuleRecord.RegistryCredentials) but not on the origin's own
+// word (originSaid): an imported record, or one of an earlier release
+// that does not say the registry's own host answered. That it is, and
+// where, is the export's word (or maybe a modules.v1 service's on
+// another host), and the origin's token goes only where the origin
+// itself says: the origin is asked for the
 // version's download answer, and the package fetched from the location
 // it gives, as it gives it (fetchFromOrigins), held to the record as
 // ever. Where the origin gives none this mirror can fetch (it does not
 // answer, or knows no such version), the record's location is fetched
 // without the token.
-func (s *Modules) fetchImportedPackageURL(ctx context.Context, m addrs.Module, version versions.Version, rec records.ModuleRecord, replaces string) (*records.ModuleRecord, error) {
+func (s *Modules) fetchUnconfirmedPackageURL(ctx context.Context, m addrs.Module, version versions.Version, rec records.ModuleRecord, replaces string) (*records.ModuleRecord, error) {
 	dl, lerr := s.origin.ModuleLocation(ctx, m, rec.Version)
 	if lerr == nil {
 		if got, ok, err := s.fetchFromOrigins(ctx, m, version, rec, dl, replaces); ok {
@@ -99,7 +107,7 @@ func (s *Modules) fetchImportedPackageURL(ctx context.Context, m addrs.Module, v
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
-	s.log.Warn("imported module record asks for the registry's credential, which goes only where the origin's own download answer says, and the origin gives no location for the version; fetching the record's location without it",
+	s.log.Warn("module record (imported, or of an earlier release) asks for the registry's credential, which goes only where the origin's own download answer says, and the origin gives no location for the version; fetching the record's location without it",
 		"module", m.String(), "version", rec.Version, "package", rec.Shown(), "error", lerr)
 	return s.fetchModule(ctx, m, version, rec, replaces, false)
 }
@@ -119,6 +127,7 @@ func (s *Modules) keepLocation(m addrs.Module, version versions.Version, from st
 		return
 	}
 	now.SetDownload(got.Location, got.Direct, got.RegistryCredentials)
+	now.RegistryAnswered = got.RegistryAnswered
 	now.Kind, now.Package = got.Kind, got.Package
 	if err := s.store.PutMeta(key, now); err != nil {
 		s.metrics.CacheWriteFailed()

@@ -68,6 +68,14 @@ type ModuleRecord struct {
 	// releases, which are read as they were.
 	Direct              bool `json:"direct,omitempty"`
 	RegistryCredentials bool `json:"registry_credentials,omitempty"`
+	// RegistryAnswered says RegistryCredentials is the word of a download
+	// answer from the registry's own host, the one its credential goes
+	// to: discovery refuses any other since this field was added. A
+	// record that asks for the credential without it (made by an earlier
+	// release, which took such an answer from a modules.v1 service on
+	// another host too) is not trusted for where the credential goes: the
+	// origin is asked again (mirror/modules).
+	RegistryAnswered bool `json:"registry_answered,omitempty"`
 	// Kind is the source kind: git or archive.
 	Kind modsource.Kind `json:"kind"`
 	// Package is the location without its subdirectory.
