@@ -212,30 +212,10 @@ func TestImportedRecordGetsNoRegistryCredentialOfItsOwn(t *testing.T) {
 		{name: "the origin does not know the version", origin: "none", wantOK: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var mu sync.Mutex
-			var strangerSaw []string
-			stranger := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				mu.Lock()
-				strangerSaw = append(strangerSaw, r.Header.Get("Authorization"))
-				mu.Unlock()
-				w.Write(pkg)
-			}))
-			defer stranger.Close()
+			stranger := newStrangerHost(t, pkg)
 			logs := &logbuf.Buffer{}
 			logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-			h := harness.New(t, harness.Options{Config: harness.Config{Logger: logger, ScratchDir: t.TempDir()},
-				OriginConfig: func(cfg *discovery.Config) {
-					cfg.Logger = logger
-					pool := cfg.RootCAs.Clone()
-					pool.AddCert(stranger.Certificate())
-					cfg.RootCAs = pool
-					cfg.Credentials = func(h svchost.Hostname) string {
-						if h == harness.OriginHost {
-							return token
-						}
-						return ""
-					}
-				}})
+			h := tokenHarness(t, stranger, token, logger)
 			o := h.Origin
 			o.AddTarball("vpc-1.0.0", pkg)
 			o.RequireTarballToken("vpc-1.0.0", token)
@@ -258,9 +238,7 @@ func TestImportedRecordGetsNoRegistryCredentialOfItsOwn(t *testing.T) {
 			if tc.wantOK && (err != nil || len(body) == 0) {
 				t.Errorf("the evicted package was not fetched again: %v", err)
 			}
-			mu.Lock()
-			saw := slices.Clone(strangerSaw)
-			mu.Unlock()
+			saw := stranger.authorizations()
 			if got := slices.Contains(saw, "Bearer "+token); got != tc.wantStranger {
 				t.Errorf("the host the import names saw Authorization %q; want the origin's token %v", saw, tc.wantStranger)
 			}
@@ -291,27 +269,8 @@ func TestImportedRecordGetsNoRegistryCredentialOfItsOwn(t *testing.T) {
 func TestOldRecordAskingForTheRegistrysCredentialIsAskedAgain(t *testing.T) {
 	const token = "registry-tok-old-record-9Qw3"
 	pkg := fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# private\n")})
-	var mu sync.Mutex
-	var strangerSaw []string
-	stranger := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		strangerSaw = append(strangerSaw, r.Header.Get("Authorization"))
-		mu.Unlock()
-		w.Write(pkg)
-	}))
-	defer stranger.Close()
-	h := harness.New(t, harness.Options{Config: harness.Config{ScratchDir: t.TempDir()},
-		OriginConfig: func(cfg *discovery.Config) {
-			pool := cfg.RootCAs.Clone()
-			pool.AddCert(stranger.Certificate())
-			cfg.RootCAs = pool
-			cfg.Credentials = func(h svchost.Hostname) string {
-				if h == harness.OriginHost {
-					return token
-				}
-				return ""
-			}
-		}})
+	stranger := newStrangerHost(t, pkg)
+	h := tokenHarness(t, stranger, token, slog.New(slog.DiscardHandler))
 	o := h.Origin
 	o.AddTarball("vpc-1.0.0", pkg)
 	o.RequireTarballToken("vpc-1.0.0", token)
@@ -337,10 +296,7 @@ func TestOldRecordAskingForTheRegistrysCredentialIsAskedAgain(t *testing.T) {
 	if _, body, err := h.ReadModule("1.0.0"); err != nil || len(body) == 0 {
 		t.Fatalf("the evicted package was not fetched again: %v", err)
 	}
-	mu.Lock()
-	saw := slices.Clone(strangerSaw)
-	mu.Unlock()
-	if len(saw) > 0 {
+	if saw := stranger.authorizations(); len(saw) > 0 {
 		t.Errorf("the host the old record names was asked (Authorization %q); want the origin's location alone", saw)
 	}
 	if !slices.Contains(o.TarballAuthSeen(), "Bearer "+token) {
@@ -350,4 +306,49 @@ func TestOldRecordAskingForTheRegistrysCredentialIsAskedAgain(t *testing.T) {
 	if _, err := h.Store.GetMeta(key, &now); err != nil || now.Location != o.TarballURL("vpc-1.0.0") || !now.RegistryAnswered {
 		t.Errorf("the record after the fetch: %+v, %v; want the origin's location, said by the registry's host", now, err)
 	}
+}
+
+// strangerHost is a package host the origin does not name, which serves
+// pkg to anyone and records the Authorization each request carried.
+type strangerHost struct {
+	*httptest.Server
+	mu  sync.Mutex
+	saw []string
+}
+
+func newStrangerHost(t *testing.T, pkg []byte) *strangerHost {
+	st := &strangerHost{}
+	st.Server = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		st.mu.Lock()
+		st.saw = append(st.saw, r.Header.Get("Authorization"))
+		st.mu.Unlock()
+		w.Write(pkg)
+	}))
+	t.Cleanup(st.Close)
+	return st
+}
+
+// authorizations are the Authorization headers its requests carried.
+func (st *strangerHost) authorizations() []string {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return slices.Clone(st.saw)
+}
+
+// tokenHarness is an engine whose origin credential for the origin host
+// is token, which trusts st's certificate too, logging to logger.
+func tokenHarness(t *testing.T, st *strangerHost, token string, logger *slog.Logger) *harness.Harness {
+	return harness.New(t, harness.Options{Config: harness.Config{Logger: logger, ScratchDir: t.TempDir()},
+		OriginConfig: func(cfg *discovery.Config) {
+			cfg.Logger = logger
+			pool := cfg.RootCAs.Clone()
+			pool.AddCert(st.Certificate())
+			cfg.RootCAs = pool
+			cfg.Credentials = func(h svchost.Hostname) string {
+				if h == harness.OriginHost {
+					return token
+				}
+				return ""
+			}
+		}})
 }
