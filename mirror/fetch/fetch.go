@@ -101,15 +101,23 @@ func (a *Archive) Stored(ctx context.Context) error {
 
 // Reopen opens again from the cache an archive that was being fetched
 // when opened, once Stored said it is stored, counting neither a cache
-// lookup nor a use: it is the same answer to the same caller. The archive
-// opened is the caller's to close, as a is. It fails with cache.ErrNotFound
-// when the archive is not in the cache (evicted since), and for an archive
-// that was opened from the cache (which is seekable already: Content).
+// lookup nor a use: it is the same answer to the same caller, and keeps
+// a's Source (records.Miss, Coalesced or Shared, not Hit: it was not
+// found cached). The archive opened is the caller's to close, as a is.
+// It fails with cache.ErrNotFound when the archive is not in the cache
+// (evicted since), with records.ErrShutDown once the engine takes no more
+// work, and for an archive that was opened from the cache (which is
+// seekable already: Content).
 func (a *Archive) Reopen() (*Archive, error) {
 	if a.reopen == nil {
 		return nil, errors.New("reopen: the archive was opened from the cache")
 	}
-	return a.reopen(a.SHA256)
+	arc, err := a.reopen(a.SHA256)
+	if err != nil {
+		return nil, err
+	}
+	arc.Source = a.Source
+	return arc, nil
 }
 
 // Read reads the archive. While it is being downloaded, Read waits for

@@ -240,6 +240,12 @@ func TestStoredWaitsForTheCommit(t *testing.T) {
 	if got, err := io.ReadAll(cached); cached.Size != int64(len(data)) || cached.Content() == nil || err != nil || !bytes.Equal(got, data) {
 		t.Errorf("reopened: size %d, seekable %v, read %q, %v; want the cached archive, %d bytes", cached.Size, cached.Content() != nil, got, err, len(data))
 	}
+	// The same answer to the same caller: fetched, not found cached (the
+	// door's X-Tfmirror-Cache, its access log and the origins' hit counts
+	// say so).
+	if cached.Source != records.Miss {
+		t.Errorf("reopened: source %v, want %v, the archive's as opened", cached.Source, records.Miss)
+	}
 	if cached.Stored(ctx) != nil {
 		t.Errorf("Stored of a cached archive: %v", cached.Stored(ctx))
 	}

@@ -651,6 +651,9 @@ func TestArchiveFromAnOriginWithoutLengthAnsweredWithIt(t *testing.T) {
 		t.Errorf("%s answered with length %d and type %q, want %d and application/zip",
 			path, resp.ContentLength, resp.Header.Get("Content-Type"), len(want))
 	}
+	if got := resp.Header.Get("X-Tfmirror-Cache"); got != "miss" {
+		t.Errorf("%s, fetched from the origin, answered with X-Tfmirror-Cache %q, want miss", path, got)
+	}
 	if n := r.origin.Hits("/hc/terraform/1.6.0/terraform_1.6.0_linux_amd64.zip"); n != 1 {
 		t.Errorf("the archive was fetched %d times from the origin, want 1", n)
 	}
