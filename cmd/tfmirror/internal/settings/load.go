@@ -322,8 +322,10 @@ type Value struct {
 	Source Source
 	// Pending is the value, shown as Value is, that the configuration
 	// file gave at the last reload to a setting that cannot change while
-	// serving (Setting.Live false), which a restart puts in force;
-	// HasPending says there is one (Pending may be "").
+	// serving (Setting.Live false), which a restart puts in force (for
+	// one left empty whose default is made of others' values,
+	// Setting.derived, the value they make then, pending whenever it
+	// differs from Value); HasPending says there is one (Pending may be "").
 	Pending    string
 	HasPending bool
 }
@@ -385,11 +387,28 @@ func (e *Effective) keep(next *Effective, kept []*Setting) (*Effective, error) {
 		}
 		out.raw[s.Name], out.shown[s.Name], out.Sources[s.Name] = e.raw[s.Name], e.shown[s.Name], e.Sources[s.Name]
 	}
+	out.pending = map[string]string{}
 	for _, c := range e.changes(next.Loaded, kept) {
-		if out.pending == nil {
-			out.pending = map[string]string{}
-		}
 		out.pending[c.Setting.Name] = c.New
+	}
+	// A setting left empty whose default is made of other settings'
+	// values (Setting.derived) is pending as a restart puts it in force:
+	// the value next's make when next leaves it empty, and so too when
+	// it is left empty in both but the settings it is made of wait for
+	// the restart (the value in force is made of theirs in force, Values).
+	inForce := func(name string) string { return out.raw[name] }
+	after := func(name string) string { return next.raw[name] }
+	for _, s := range next.order {
+		if s.derived == nil || next.raw[s.Name] != "" {
+			continue
+		}
+		_, isPending := out.pending[s.Name]
+		if v := s.derived(after); isPending || (out.raw[s.Name] == "" && v != s.derived(inForce)) {
+			out.pending[s.Name] = v
+		}
+	}
+	if len(out.pending) == 0 {
+		out.pending = nil
 	}
 	return out, nil
 }

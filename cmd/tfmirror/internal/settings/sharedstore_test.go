@@ -55,3 +55,49 @@ func TestSharedStoreIDShownDerived(t *testing.T) {
 		}
 	}
 }
+
+// shared_store_id left to its default is the ID its store's location
+// gives it: a reload that keeps a new shared_store for a restart keeps
+// the ID pending beside it (the restart changes it too, and every
+// replica must have the same), and one that takes shared_store_id out of
+// the file has the ID the location gives pending, not an empty value.
+func TestSharedStoreIDPendingDerived(t *testing.T) {
+	loadFile := func(content string) *Effective {
+		t.Helper()
+		path := writeFile(t, "c.hcl", content)
+		e, err := load(t, []string{"--config", path}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	pending := func(e *Effective, name string) Value {
+		t.Helper()
+		for _, v := range e.Values() {
+			if v.Setting.Name == name {
+				return v
+			}
+		}
+		t.Fatalf("no value of %s", name)
+		return Value{}
+	}
+	for _, tc := range []struct {
+		name, from, to string
+		value, pending string
+	}{
+		{"the location changed", "shared_store = \"s3://one/a?region=us-east-1\"\n", "shared_store = \"s3://two/b?region=us-east-1\"\n", "s3://one/a/", "s3://two/b/"},
+		{"the ID taken out", "shared_store = \"s3://one/a?region=us-east-1\"\nshared_store_id = \"s3://old/\"\n", "shared_store = \"s3://one/a?region=us-east-1\"\n", "s3://old/", "s3://one/a/"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cur, next := loadFile(tc.from), loadFile(tc.to)
+			_, restart := LiveOnly(cur.Changed(next.Loaded))
+			kept, err := cur.keep(next, restart)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v := pending(kept, "shared-store-id"); v.Value != tc.value || !v.HasPending || v.Pending != tc.pending {
+				t.Errorf("shared-store-id %q, pending %v %q; want %q in force, %q pending", v.Value, v.HasPending, v.Pending, tc.value, tc.pending)
+			}
+		})
+	}
+}
