@@ -3,6 +3,8 @@ package sharedstore_test
 import (
 	"context"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
@@ -109,6 +111,44 @@ func TestShownURL(t *testing.T) {
 	} {
 		if got := sharedstore.ShownURL(tc.raw); got != tc.want {
 			t.Errorf("ShownURL(%q) = %q, want %q", tc.raw, got, tc.want)
+		}
+	}
+}
+
+// A call answered slower than SlowCall counts toward the breaker as a
+// failure does, but it answered: Health says the store's last calls were
+// slow, not that they failed with an error.
+func TestHealthSaysASlowAnswerIsSlow(t *testing.T) {
+	for _, kv := range [][2]string{{"AWS_ACCESS_KEY_ID", "AKIATESTTESTTEST"}, {"AWS_SECRET_ACCESS_KEY", "testsecrettestsecret"},
+		{"AWS_REGION", "us-east-1"}, {"AWS_CONFIG_FILE", os.DevNull}, {"AWS_SHARED_CREDENTIALS_FILE", os.DevNull},
+		{"AWS_EC2_METADATA_DISABLED", "true"}} {
+		t.Setenv(kv[0], kv[1])
+	}
+	// An endpoint that answers every call (the start-up check's
+	// HeadBucket) at once, and yet slower than SlowCall.
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer srv.Close()
+	for _, threshold := range []int{1, 3} {
+		s, err := sharedstore.Open(context.Background(), sharedstore.Config{
+			URL:  "s3://corp-tf-bucket/mirror-prefix?endpoint=" + srv.URL + "&path_style=true",
+			Keys: testKeys(t), StoreID: "replicas", BreakerThreshold: threshold, BreakerCooldown: time.Minute,
+			CallTimeout: 5 * time.Second, SlowCall: time.Nanosecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Check(context.Background()); err != nil {
+			t.Fatalf("the start-up check of a store that answers: %v", err)
+		}
+		setAside, failing := s.Health()
+		herr := failing
+		if threshold == 1 {
+			herr = setAside
+		}
+		if herr == nil {
+			t.Fatalf("threshold %d, after a slow answer: Health %v, %v", threshold, setAside, failing)
+		}
+		if !strings.Contains(herr.Error(), "a slow answer") || strings.Contains(herr.Error(), "with an error") {
+			t.Errorf("threshold %d, after a call answered slowly: %q, want it said to be a slow answer", threshold, herr)
 		}
 	}
 }

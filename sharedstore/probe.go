@@ -194,7 +194,10 @@ func failureKind(err error) string {
 	var dns *net.DNSError
 	var op *net.OpError
 	var cert *tls.CertificateVerificationError
+	var slow *slowError
 	switch st := statusOf(err); {
+	case errors.As(err, &slow):
+		return "a slow answer"
 	case st != 0:
 		return fmt.Sprintf("HTTP status %d", st)
 	case errors.Is(err, context.DeadlineExceeded):

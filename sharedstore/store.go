@@ -434,7 +434,7 @@ func (s *Store) call(ctx context.Context, op string, waited *time.Duration, fn f
 	}
 	if err == nil && s.cfg.SlowCall > 0 && took > s.cfg.SlowCall {
 		// Answered, and the answer is used; the breaker counts it.
-		s.record(fmt.Errorf("%s answered in %s, slower than %s", op, took.Round(time.Millisecond), s.cfg.SlowCall))
+		s.record(&slowError{fmt.Sprintf("%s answered in %s, slower than %s", op, took.Round(time.Millisecond), s.cfg.SlowCall)})
 		return nil
 	}
 	s.record(err)
@@ -449,6 +449,12 @@ func (s *Store) observe(op, outcome string, d time.Duration) {
 		s.obs.SharedStoreRequest(op, outcome, d)
 	}
 }
+
+// slowError is a call answered slower than Config.SlowCall, which the
+// breaker counts as it counts a failure (Health names it apart).
+type slowError struct{ msg string }
+
+func (e *slowError) Error() string { return e.msg }
 
 // record counts a call's result for the breaker.
 func (s *Store) record(err error) {
