@@ -68,6 +68,13 @@ func TestStatusLineEchoNotShown(t *testing.T) {
 		w.Header().Set("Content-Type", r.Header.Get("Authorization"))
 		io.WriteString(w, `{"versions":[]}`)
 	})
+	// The credential alone, without its scheme: a media type of a single
+	// token, which mime.ParseMediaType reads (lowercased).
+	mux.HandleFunc("GET /v1/providers/hashicorp/bare/versions", func(w http.ResponseWriter, r *http.Request) {
+		_, cred, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+		w.Header().Set("Content-Type", cred)
+		io.WriteString(w, `{"versions":[]}`)
+	})
 	mux.HandleFunc("GET /files/b.zip", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Range", r.Header.Get("Authorization"))
 		w.WriteHeader(http.StatusPartialContent)
@@ -102,12 +109,14 @@ func TestStatusLineEchoNotShown(t *testing.T) {
 	// too.
 	_, err = c.Versions(ctx, addrs.Provider{Hostname: s.host, Namespace: "hashicorp", Type: "echo"})
 	echoes := []error{err}
+	_, err = c.Versions(ctx, addrs.Provider{Hostname: s.host, Namespace: "hashicorp", Type: "bare"})
+	echoes = append(echoes, err)
 	_, err = c.ArchiveSize(ctx, p, s.url("/files/b.zip"))
 	echoes = append(echoes, err)
 	for i, err := range echoes {
 		if err == nil {
 			t.Errorf("header echo %d: no error", i)
-		} else if strings.Contains(err.Error(), "ECHOED") {
+		} else if strings.Contains(strings.ToUpper(err.Error()), "ECHOED") {
 			t.Errorf("header echo %d: the error shows what the host echoed in a header: %v", i, err)
 		}
 	}

@@ -298,18 +298,26 @@ func (t *transport) getJSON(ctx context.Context, r request, what string) ([]byte
 
 // shownMediaType is what an error says of an answer's Content-Type, ct,
 // which parsed as the media type mt, or failed to (err): the media type
-// alone (no parameters), quoted, when it parses and is short, else only
-// that it is none. The header is the host's text, which may echo the
-// request and the credential it carried.
+// alone (no parameters), quoted, when it is a type/subtype of a
+// registered top-level type (text/html) and short, else only that it is
+// none. The header is the host's text, which may echo the request and
+// the credential it carried: mime.ParseMediaType reads a lone token (a
+// credential without its scheme) as a media type too.
 func shownMediaType(ct, mt string, err error) string {
+	top, _, slash := strings.Cut(mt, "/")
 	switch {
 	case ct == "":
 		return "missing"
-	case err != nil || len(mt) > 64:
+	case err != nil || len(mt) > 64 || !slash || !topLevelTypes[top]:
 		return "not a media type"
 	}
 	return strconv.Quote(mt)
 }
+
+// topLevelTypes are the registered top-level media types (RFC 6838,
+// RFC 8081, RFC 9695), which a Content-Type an error quotes begins with.
+var topLevelTypes = map[string]bool{"application": true, "audio": true, "example": true, "font": true, "haptics": true,
+	"image": true, "message": true, "model": true, "multipart": true, "text": true, "video": true}
 
 // readLimited reads all of body, failing with ErrTooLarge past limit bytes.
 func readLimited(body io.Reader, limit int64) ([]byte, error) {
