@@ -592,13 +592,19 @@ func (src *HealthSource) Check() Health {
 		h.DataDirBytes, h.DiskBudgetBytes = &used, &budget
 	}
 	if src.SharedDown != nil {
+		// Failing asked first: the store's calls go on between the two
+		// questions, and one that opens its breaker in between leaves it
+		// failing, then set aside (degraded, which the later answer
+		// says), never reachable, as it would asked the other way round.
+		var failing error
+		if src.SharedFailing != nil {
+			failing = src.SharedFailing()
+		}
 		h.SharedStore = HealthSharedOK
 		if err := src.SharedDown(); err != nil {
 			h.SharedStore, h.SharedStoreError = HealthSharedDegraded, err.Error()
-		} else if src.SharedFailing != nil {
-			if err := src.SharedFailing(); err != nil {
-				h.SharedStore, h.SharedStoreError = HealthSharedFailing, err.Error()
-			}
+		} else if failing != nil {
+			h.SharedStore, h.SharedStoreError = HealthSharedFailing, failing.Error()
 		}
 	}
 	if src.SharedRejected != nil {

@@ -723,3 +723,28 @@ func TestStatusOCIBehindAPathPrefix(t *testing.T) {
 		}
 	}
 }
+
+// TestHealthSharedStoreSetAsideBetweenItsTwoQuestions: SharedDown and
+// SharedFailing are two looks at a store whose calls go on meanwhile
+// (sharedstore.Store.Health, asked twice): one whose failing calls open
+// its breaker between the two is failing, then set aside, never
+// reachable, whichever look saw which.
+func TestHealthSharedStoreSetAsideBetweenItsTwoQuestions(t *testing.T) {
+	t.Parallel()
+	// The store's state, moved on by each look: failing at the first,
+	// set aside from the second on.
+	looks := 0
+	health := func() (setAside, failing error) {
+		looks++
+		if looks == 1 {
+			return nil, errors.New("the last 2 calls failed")
+		}
+		return errors.New("3 calls failed in a row"), nil
+	}
+	src := &HealthSource{Store: fakeHealthStore{free: -1, reserve: -1},
+		SharedDown:    func() error { setAside, _ := health(); return setAside },
+		SharedFailing: func() error { _, failing := health(); return failing }}
+	if h := src.Check(); h.SharedStore == HealthSharedOK {
+		t.Errorf("a store failing, then set aside, said %q (%q)", h.SharedStore, h.SharedStoreError)
+	}
+}
