@@ -204,19 +204,10 @@ func ensureCLI(ctx context.Context, rel CLIReleases, req CLIRequest) (CLIEnsured
 		return res, err
 	}
 	defer arc.Close()
-	// The files passed through (OpenTofu's cosign .sig and .pem), kept
-	// once fetched: tenv downloads them before it checks a release, and
-	// a sealed mirror serves only what it holds. A release published
-	// without them is ensured all the same.
-	for _, name := range releases.PassedThrough(pub, req.Product, req.Version) {
-		if _, err := rel.Document(ctx, pub, req.Product, req.Version, name); err != nil && !errors.Is(err, releases.ErrNotFound) {
-			return res, fmt.Errorf("%s: %w", name, err)
-		}
-	}
 	res.SHA256 = arc.SHA256
 	if arc.Content() != nil {
 		res.CachedAlready, res.Bytes = true, arc.Size
-		return res, nil
+		return res, ensurePassedThrough(ctx, rel, pub, req)
 	}
 	// The whole archive read: its sha256 checked, then committed.
 	n, err := io.Copy(io.Discard, arc)
@@ -232,7 +223,22 @@ func ensureCLI(ctx context.Context, rel CLIReleases, req CLIRequest) (CLIEnsured
 	if !rel.Cached(arc.SHA256) {
 		return res, fmt.Errorf("%s: verified and cached, but evicted at once (is --cache-max-bytes too small?)", res.Archive)
 	}
-	return res, nil
+	return res, ensurePassedThrough(ctx, rel, pub, req)
+}
+
+// ensurePassedThrough keeps the files of req's version passed through
+// (OpenTofu's cosign .sig and .pem), once its archive is ensured: tenv
+// downloads them before it checks a release, and a sealed mirror serves
+// only what it holds. A release published without them is ensured all
+// the same; one whose files the origin could not give now is not (its
+// archive is cached, and the next sync asks for them again).
+func ensurePassedThrough(ctx context.Context, rel CLIReleases, pub releases.Publisher, req CLIRequest) error {
+	for _, name := range releases.PassedThrough(pub, req.Product, req.Version) {
+		if _, err := rel.Document(ctx, pub, req.Product, req.Version, name); err != nil && !errors.Is(err, releases.ErrNotFound) {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	return nil
 }
 
 // cliRoutes adds the CLI operations to mux.
