@@ -99,8 +99,10 @@ func (s *Zips) ModuleManifest(ctx context.Context, m addrs.Module, version versi
 }
 
 // ModuleDocument returns the manifest of m's repository whose digest is
-// d: one of a version whose zip is recorded and that the package policy
-// lets through. Errors: records.ErrDigestUnknown, the policy's.
+// d: one of a version whose zip is recorded, answered only as the
+// version's manifest is (served: the package policy, and the zip judged
+// with its package). Errors: records.ErrDigestUnknown, and those of
+// ModuleManifest.
 func (s *Zips) ModuleDocument(ctx context.Context, m addrs.Module, d digest.Digest) (oci.Document, error) {
 	var found oci.Document
 	var foundVersion versions.Version
@@ -131,15 +133,24 @@ func (s *Zips) ModuleDocument(ctx context.Context, m addrs.Module, d digest.Dige
 	return oci.Document{}, fmt.Errorf("%w: %s in %s", records.ErrDigestUnknown, d, m)
 }
 
-// served returns doc, the manifest of version of m, unless the package
-// policy holds the version back: a digest handed out before a deny names
-// a version refused since.
+// served returns doc, the manifest of version of m found by its digest,
+// as the manifest of the version is answered (ModuleManifest): unless the
+// package policy holds the version back (a digest handed out before a
+// deny names a version refused since), and judged with its zip's
+// package, never from the zip's record alone: a zip whose package was
+// evicted is made again of the package served, and refused as the
+// package is (a sealed mirror, a package today's rules refuse). A
+// version whose zip is made of another package now has another
+// manifest: the digest asked for names none.
 func (s *Zips) served(ctx context.Context, m addrs.Module, version versions.Version, doc oci.Document) (oci.Document, error) {
-	if err := s.mods.checkPolicy(ctx, m, version); err != nil {
+	now, err := s.ModuleManifest(ctx, m, version)
+	if err != nil {
 		return oci.Document{}, err
 	}
-	s.mods.life.Notifier().Used(records.ModuleRecordKey(m, version))
-	return doc, nil
+	if now.Digest != doc.Digest {
+		return oci.Document{}, fmt.Errorf("%w: %s in %s (the zip of %s is made of another package now)", records.ErrDigestUnknown, doc.Digest, m, version)
+	}
+	return now, nil
 }
 
 // sharedModuleDocument looks for the manifest of digest d among the zip
