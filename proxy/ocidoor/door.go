@@ -261,12 +261,17 @@ func (d *Door) tags(w http.ResponseWriter, r *http.Request, name string) {
 }
 
 // tagPage reads a tag list request's n (-1 when not given) and last; on
-// an error it answers PAGINATION_NUMBER_INVALID.
+// an error it answers PAGINATION_NUMBER_INVALID. A count too large for an
+// int asks for more than a page holds, as any count over maxTagPage does
+// (writeTagPage): a page.
 func (d *Door) tagPage(w http.ResponseWriter, r *http.Request) (n int, last string, ok bool) {
 	q := r.URL.Query()
 	n = -1
 	if s := q.Get("n"); s != "" {
 		v, err := strconv.Atoi(s)
+		if errors.Is(err, strconv.ErrRange) && !strings.HasPrefix(s, "-") {
+			v, err = maxTagPage, nil
+		}
 		if err != nil || v < 0 {
 			d.fail(w, r, codePaginationInvalid, http.StatusBadRequest, fmt.Errorf("n %.20q: want a count", s))
 			return 0, "", false

@@ -422,6 +422,26 @@ func TestTagPaging(t *testing.T) {
 	}
 }
 
+// TestTagPageCountBeyondAnInt: a tag list's n too large for an int asks
+// for more than a page holds, as any n over maxTagPage does: it is given
+// a page, not refused PAGINATION_NUMBER_INVALID; one too small for an
+// int is refused as any negative n is.
+func TestTagPageCountBeyondAnInt(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	r.origin.AddProvider("acme", "net", []string{"1.0.0", "1.1.0"}, twoPlatforms)
+	base := "/v2/providers/" + originHost + "/acme/net/tags/list"
+	resp := r.do("GET", base+"?n=99999999999999999999")
+	var list tagList
+	json.NewDecoder(resp.Body).Decode(&list)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !slices.Equal(list.Tags, []string{"1.0.0", "1.1.0"}) {
+		t.Errorf("n beyond an int: %s %+v, want 200 with both tags", resp.Status, list)
+	}
+	if status, code := ociError(t, r.do("GET", base+"?n=-99999999999999999999")); status != http.StatusBadRequest || code != codePaginationInvalid {
+		t.Errorf("n below an int: %d %s, want 400 %s", status, code, codePaginationInvalid)
+	}
+}
+
 // TestTagPageBounded: a page of the tag list holds at most maxTagPage
 // tags, whatever n asks for, and says where the next page is: a client
 // asking for more than that is given the first maxTagPage and the Link,
