@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -108,15 +109,28 @@ func StartVersioning(t *testing.T) *Server {
 	return start(t, &Server{t: t, bin: Binary(t), root: t.TempDir(), vers: t.TempDir()})
 }
 
+// start starts s on a free loopback port. The port is found free, closed
+// and given to versitygw, which another process may take in between: a
+// start that could not bind it is tried again on another port, a few
+// times.
 func start(t *testing.T, s *Server) *Server {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for attempt := 1; ; attempt++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.addr = l.Addr().String()
+		l.Close()
+		err = s.launch()
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, errPortTaken) || attempt == 5 {
+			t.Fatal(err)
+		}
+		s.log.Reset()
 	}
-	s.addr = l.Addr().String()
-	l.Close()
-	s.Restart()
 	t.Cleanup(func() {
 		s.Stop()
 		if t.Failed() {
@@ -186,8 +200,18 @@ func (s *Server) Stop() {
 // Restart starts the server again on its address and data, waiting until
 // it answers (at most 30 seconds).
 func (s *Server) Restart() {
-	t := s.t
-	t.Helper()
+	s.t.Helper()
+	if err := s.launch(); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// errPortTaken is launch's error when versitygw could not bind its port.
+var errPortTaken = errors.New("versitygw's port is taken")
+
+// launch starts versitygw on s's address and data and waits until it
+// answers (at most 30 seconds).
+func (s *Server) launch() error {
 	args := []string{"--access", AccessKey, "--secret", SecretKey, "--region", Region,
 		"--port", s.addr, "--health", "/health", "--quiet", "posix"}
 	if s.vers != "" {
@@ -196,7 +220,7 @@ func (s *Server) Restart() {
 	cmd := exec.Command(s.bin, append(args, s.root)...)
 	cmd.Stdout, cmd.Stderr = &s.log, &s.log
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	s.cmd, s.done = cmd, make(chan struct{})
 	done := s.done
@@ -205,19 +229,26 @@ func (s *Server) Restart() {
 	for range 300 {
 		select {
 		case <-done:
-			t.Fatalf("versitygw exited: %s", s.log.String())
+			s.cmd = nil
+			if strings.Contains(s.log.String(), "address already in use") {
+				return fmt.Errorf("%w: %s", errPortTaken, s.log.String())
+			}
+			return fmt.Errorf("versitygw exited: %s", s.log.String())
 		default:
 		}
 		resp, err := client.Get(s.Endpoint() + "/health")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return
+				return nil
 			}
 		}
 		time.Sleep(100 * time.Millisecond) // polling a process we do not control
 	}
-	t.Fatalf("versitygw did not answer on %s within 30s", s.addr)
+	cmd.Process.Kill()
+	<-done
+	s.cmd = nil
+	return fmt.Errorf("versitygw did not answer on %s within 30s", s.addr)
 }
 
 // Client returns an S3 client with the root credentials.
