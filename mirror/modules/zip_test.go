@@ -22,6 +22,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/mirror/inventory"
 	"github.com/tfmirror/tfmirror/v2/mirror/modules"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
+	"github.com/tfmirror/tfmirror/v2/oci"
 )
 
 func readModuleZip(t *testing.T, h *harness.Harness, version string) (*modules.Zip, []byte, error) {
@@ -225,7 +226,9 @@ func TestModuleZipHeldWithItsVersion(t *testing.T) {
 // package is refused (stored by an earlier release holding .GIT, which
 // today's rules leave out, so the source no longer gives its bytes) or
 // cannot be had (a sealed mirror), the zip is refused as the package is,
-// and kept.
+// and kept; so is its manifest, by version and by digest (which was
+// answered from the zip's record alone, handing out a manifest whose
+// blob was then refused).
 func TestModuleZipJudgedWithItsPackage(t *testing.T) {
 	t.Parallel()
 	v := enginetest.MustModuleVersion(t, "1.1.0")
@@ -275,8 +278,17 @@ func TestModuleZipJudgedWithItsPackage(t *testing.T) {
 		if _, err := h.Engine.Modules().Zips().ModuleManifest(ctx, harness.Module, v); !errors.Is(err, modules.ErrChanged) {
 			t.Errorf("manifest: %v, want it refused with its zip", err)
 		}
-		if _, err := h.Store.StatBlob(zsha); err != nil {
-			t.Errorf("zip blob: %v, want it kept", err)
+		info, err := h.Store.StatBlob(zsha)
+		if err != nil {
+			t.Fatalf("zip blob: %v, want it kept", err)
+		}
+		// By digest as by version: the manifest the zip's record makes.
+		doc, err := oci.ModuleManifest(oci.Layer{SHA256: zsha, Size: info.Size, Title: modules.ZipTitle(harness.Module, v)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := h.Engine.Modules().Zips().ModuleDocument(ctx, harness.Module, doc.Digest); !errors.Is(err, modules.ErrChanged) {
+			t.Errorf("manifest by digest of a zip whose package is refused: %v (digest %s), want it refused with its zip", err, got.Digest)
 		}
 	})
 
@@ -291,6 +303,13 @@ func TestModuleZipJudgedWithItsPackage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		doc, err := h.Engine.Modules().Zips().ModuleManifest(ctx, harness.Module, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := h.Engine.Modules().Zips().ModuleDocument(ctx, harness.Module, doc.Digest); err != nil || got.Digest != doc.Digest {
+			t.Fatalf("manifest by digest with its package held: %v", err)
+		}
 		h.Stop()
 		h.Start(harness.Options{CacheDir: dir, Config: harness.Config{Offline: true}})
 		if err := cachetest.DeleteBlob(h.Store, first.Record.Package); err != nil {
@@ -298,6 +317,12 @@ func TestModuleZipJudgedWithItsPackage(t *testing.T) {
 		}
 		if _, _, err := readModuleZip(t, h, "1.1.0"); !errors.Is(err, records.ErrOffline) {
 			t.Errorf("zip of a sealed mirror without its package: %v, want it refused as the package is", err)
+		}
+		if _, err := h.Engine.Modules().Zips().ModuleManifest(ctx, harness.Module, v); !errors.Is(err, records.ErrOffline) {
+			t.Errorf("manifest by version: %v, want it refused as the package is", err)
+		}
+		if _, err := h.Engine.Modules().Zips().ModuleDocument(ctx, harness.Module, doc.Digest); !errors.Is(err, records.ErrOffline) {
+			t.Errorf("manifest by digest of a sealed mirror without its package: %v, want it refused as the package is", err)
 		}
 		if _, err := h.Store.StatBlob(first.Record.SHA256); err != nil {
 			t.Errorf("zip blob: %v, want it kept", err)
