@@ -60,7 +60,7 @@ type Archive struct {
 	stop     func() bool        // stops watching that context
 	life     *lifetime.Lifetime // the work Shutdown waits for, ended by Close
 	log      *slog.Logger
-	reopen   func(sha string) (*Archive, error) // Reopen's; nil for a cached archive
+	reopen   func(sha string, src records.Source) (*Archive, error) // Reopen's; nil for a cached archive
 
 	closeOnce sync.Once
 }
@@ -112,12 +112,7 @@ func (a *Archive) Reopen() (*Archive, error) {
 	if a.reopen == nil {
 		return nil, errors.New("reopen: the archive was opened from the cache")
 	}
-	arc, err := a.reopen(a.SHA256)
-	if err != nil {
-		return nil, err
-	}
-	arc.Source = a.Source
-	return arc, nil
+	return a.reopen(a.SHA256, a.Source)
 }
 
 // Read reads the archive. While it is being downloaded, Read waits for

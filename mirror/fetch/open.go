@@ -103,9 +103,9 @@ func (fr *Fetcher) openCached(sha string) *Archive {
 }
 
 // reopen opens the cached archive sha under work of its own, counting
-// nothing: it is the archive a caller opened before, read to its end and
-// saw stored (Archive.Reopen).
-func (fr *Fetcher) reopen(sha string) (*Archive, error) {
+// nothing, as from src: it is the archive a caller opened before (from
+// src), read to its end and saw stored (Archive.Reopen).
+func (fr *Fetcher) reopen(sha string, src records.Source) (*Archive, error) {
 	if !fr.life.StartWork() {
 		return nil, records.ErrShutDown
 	}
@@ -114,16 +114,20 @@ func (fr *Fetcher) reopen(sha string) (*Archive, error) {
 		fr.life.EndWork()
 		return nil, err
 	}
-	info := blob.Info()
-	return &Archive{SHA256: sha, Size: info.Size, ModTime: info.Created, Source: records.Hit, blob: blob, life: fr.life, log: fr.log}, nil
+	return fr.cached(sha, blob, src), nil
 }
 
 // hit is the cached archive sha opened as blob, under the work its
 // caller counted; it counts a cache hit.
 func (fr *Fetcher) hit(sha string, blob cache.BlobReader) *Archive {
 	fr.metrics.CacheLookup("archive", true)
+	return fr.cached(sha, blob, records.Hit)
+}
+
+// cached is the cached archive sha opened as blob, said to come from src.
+func (fr *Fetcher) cached(sha string, blob cache.BlobReader, src records.Source) *Archive {
 	info := blob.Info()
-	return &Archive{SHA256: sha, Size: info.Size, ModTime: info.Created, Source: records.Hit, blob: blob, life: fr.life, log: fr.log}
+	return &Archive{SHA256: sha, Size: info.Size, ModTime: info.Created, Source: src, blob: blob, life: fr.life, log: fr.log}
 }
 
 // Ensure makes sure the archive a of p is cached, without any client to
