@@ -423,13 +423,12 @@ type HealthSource struct {
 	// too, where known. Required (proxy.New refuses a HealthSource
 	// without it).
 	Store HealthStore
-	// SharedDown, when set, returns why the shared store is not used (its
-	// circuit is open, or it does not honour conditional writes), or nil.
-	// Default nil: no shared store configured.
-	SharedDown func() error
-	// SharedFailing, when set, returns why the shared store, still used,
-	// failed its last calls (before its circuit opens), or nil.
-	SharedFailing func() error
+	// Shared, when set, returns the shared store's state in one look:
+	// setAside says why it is not used (its circuit is open, or it does
+	// not honour conditional writes), failing why, still used, it failed
+	// its last calls (before its circuit opens); both nil while it is
+	// reachable. Default nil: no shared store configured.
+	Shared func() (setAside, failing error)
 	// SharedRejected, when set, returns how many objects read from the
 	// shared store failed authentication since start (ignored, taken from
 	// the origin instead). Default nil: not shown.
@@ -591,18 +590,11 @@ func (src *HealthSource) Check() Health {
 	if used, budget, ok := src.Store.DiskBudget(); ok {
 		h.DataDirBytes, h.DiskBudgetBytes = &used, &budget
 	}
-	if src.SharedDown != nil {
-		// Failing asked first: the store's calls go on between the two
-		// questions, and one that opens its breaker in between leaves it
-		// failing, then set aside (degraded, which the later answer
-		// says), never reachable, as it would asked the other way round.
-		var failing error
-		if src.SharedFailing != nil {
-			failing = src.SharedFailing()
-		}
+	if src.Shared != nil {
+		setAside, failing := src.Shared()
 		h.SharedStore = HealthSharedOK
-		if err := src.SharedDown(); err != nil {
-			h.SharedStore, h.SharedStoreError = HealthSharedDegraded, err.Error()
+		if setAside != nil {
+			h.SharedStore, h.SharedStoreError = HealthSharedDegraded, setAside.Error()
 		} else if failing != nil {
 			h.SharedStore, h.SharedStoreError = HealthSharedFailing, failing.Error()
 		}
@@ -622,7 +614,7 @@ func (src *HealthSource) stoppedWriting() bool {
 // Readyz answers 200 when the cache is open and writable, 503 otherwise.
 // It never depends on origins: an origin outage must not take the mirror
 // out of a load balancer, since it still serves what it holds. Nor does it
-// depend on the shared store: while src's SharedDown returns an error,
+// depend on the shared store: while src's Shared says it is set aside,
 // the answer is a 200 {"status": "degraded", "shared_store": why}. src is
 // the status page's health source too, and its answers are shared with
 // the page's for HealthTTL: a probe costs the cache nothing but a memory

@@ -51,11 +51,10 @@ func TestReadyzSharedStore(t *testing.T) {
 		wantStatus string
 	}{
 		{"no shared store", Readyz(&HealthSource{Store: pinger{}}), 200, "ok"},
-		{"shared store up", Readyz(&HealthSource{Store: pinger{}, SharedDown: func() error { return nil }}), 200, "ok"},
-		{"shared store down", Readyz(&HealthSource{Store: pinger{}, SharedDown: down}), 200, "degraded"},
-		{"shared store failing, still asked", Readyz(&HealthSource{Store: pinger{}, SharedDown: func() error { return nil },
-			SharedFailing: func() error { return errors.New("the last call failed") }}), 200, "ok"},
-		{"cache not writable", Readyz(&HealthSource{Store: pinger{err: errors.New("disk full")}, SharedDown: down}), 503, "unavailable"},
+		{"shared store up", Readyz(&HealthSource{Store: pinger{}, Shared: reachableShared}), 200, "ok"},
+		{"shared store down", Readyz(&HealthSource{Store: pinger{}, Shared: setAsideShared(down())}), 200, "degraded"},
+		{"shared store failing, still asked", Readyz(&HealthSource{Store: pinger{}, Shared: failingShared(errors.New("the last call failed"))}), 200, "ok"},
+		{"cache not writable", Readyz(&HealthSource{Store: pinger{err: errors.New("disk full")}, Shared: setAsideShared(down())}), 503, "unavailable"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -201,4 +200,20 @@ func TestFailedCheckLoggedWhoeverRanIt(t *testing.T) {
 	if n := count(); n != 2 {
 		t.Errorf("the next check logged %d failures in all, want 2", n)
 	}
+}
+
+// reachableShared is a HealthSource.Shared of a shared store that is
+// reachable.
+func reachableShared() (setAside, failing error) { return nil, nil }
+
+// setAsideShared is a HealthSource.Shared of a shared store set aside
+// for why.
+func setAsideShared(why error) func() (error, error) {
+	return func() (error, error) { return why, nil }
+}
+
+// failingShared is a HealthSource.Shared of a shared store still used
+// whose last calls failed, as why says.
+func failingShared(why error) func() (error, error) {
+	return func() (error, error) { return nil, why }
 }

@@ -193,20 +193,20 @@ func TestStatusHealthJSON(t *testing.T) {
 		{name: "in-memory cache, no shared store",
 			want: Health{Cache: HealthCacheWritable, DamagedArchives: ptr(0)}},
 		{name: "cache not writable, shared store down",
-			health: &HealthSource{Store: fakeHealthStore{pingErr: full, free: 10 << 20, reserve: 1 << 30}, SharedDown: down},
+			health: &HealthSource{Store: fakeHealthStore{pingErr: full, free: 10 << 20, reserve: 1 << 30}, Shared: setAsideShared(down())},
 			want: Health{Cache: HealthCacheNotWritable, CacheError: full.Error(), DiskFreeBytes: ptr(int64(10 << 20)), DiskReserveBytes: ptr(int64(1 << 30)),
 				SharedStore: HealthSharedDegraded, SharedStoreError: down().Error(), DamagedArchives: ptr(0)}},
 		{name: "writable, disk known, shared store up",
-			health: &HealthSource{Store: fakeHealthStore{free: 5 << 30, reserve: 1 << 30}, SharedDown: func() error { return nil }},
+			health: &HealthSource{Store: fakeHealthStore{free: 5 << 30, reserve: 1 << 30}, Shared: reachableShared},
 			want:   Health{Cache: HealthCacheWritable, DiskFreeBytes: ptr(int64(5 << 30)), DiskReserveBytes: ptr(int64(1 << 30)), SharedStore: HealthSharedOK, DamagedArchives: ptr(0)}},
 		{name: "shared store failing, still asked",
-			health: &HealthSource{Store: fakeHealthStore{free: -1, reserve: -1}, SharedDown: func() error { return nil }, SharedFailing: failing},
+			health: &HealthSource{Store: fakeHealthStore{free: -1, reserve: -1}, Shared: failingShared(failing())},
 			want:   Health{Cache: HealthCacheWritable, SharedStore: HealthSharedFailing, SharedStoreError: failing().Error(), DamagedArchives: ptr(0)}},
 		{name: "shared store set aside, whatever its last calls",
-			health: &HealthSource{Store: fakeHealthStore{free: -1, reserve: -1}, SharedDown: down, SharedFailing: failing},
+			health: &HealthSource{Store: fakeHealthStore{free: -1, reserve: -1}, Shared: func() (error, error) { return down(), failing() }},
 			want:   Health{Cache: HealthCacheWritable, SharedStore: HealthSharedDegraded, SharedStoreError: down().Error(), DamagedArchives: ptr(0)}},
 		{name: "shared store objects refused",
-			health: &HealthSource{Store: fakeHealthStore{free: -1, reserve: -1}, SharedDown: func() error { return nil }, SharedRejected: func() int64 { return 3 }},
+			health: &HealthSource{Store: fakeHealthStore{free: -1, reserve: -1}, Shared: reachableShared, SharedRejected: func() int64 { return 3 }},
 			want:   Health{Cache: HealthCacheWritable, SharedStore: HealthSharedOK, SharedStoreRejected: 3, DamagedArchives: ptr(0)}},
 		{name: "archives found damaged",
 			health: &HealthSource{Store: fakeHealthStore{free: -1, reserve: -1, damaged: 2}},
@@ -265,7 +265,7 @@ func TestStatusHealthShownWithoutToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	down := func() error { return errors.New("shared store unavailable: timeout") }
-	h := newHarness(t, harnessOptions{cfg: Config{Auth: a, Health: &HealthSource{Store: fakeHealthStore{pingErr: cache.ErrNotWritable, free: 1, reserve: 2}, SharedDown: down}}})
+	h := newHarness(t, harnessOptions{cfg: Config{Auth: a, Health: &HealthSource{Store: fakeHealthStore{pingErr: cache.ErrNotWritable, free: 1, reserve: 2}, Shared: setAsideShared(down())}}})
 	var st Status
 	h.get("/?format=json").json(t, &st)
 	if !st.ProvidersHidden {
@@ -295,8 +295,7 @@ func TestStatusHealthHTML(t *testing.T) {
 			want:    []string{`<li id="health-cache">Cache: <span class="ok">writable</span>.</li>`, `<li id="health-offline">Online:`},
 			notWant: []string{`id="health-shared"`, "Sealed", `id="health-damaged"`, `id="health-shared-store"`}},
 		{name: "shared store failing",
-			health: &HealthSource{Store: fakeHealthStore{free: -1, reserve: -1}, SharedDown: func() error { return nil },
-				SharedFailing: func() error { return errors.New("the last call failed, the last with a timeout") }},
+			health:  &HealthSource{Store: fakeHealthStore{free: -1, reserve: -1}, Shared: failingShared(errors.New("the last call failed, the last with a timeout"))},
 			want:    []string{`<li id="health-shared">Shared store: <span class="warn">failing</span>: the last call failed, the last with a timeout.</li>`},
 			notWant: []string{"reachable"}},
 		{name: "archives found damaged",
@@ -308,7 +307,7 @@ func TestStatusHealthHTML(t *testing.T) {
 			want:   []string{`<span class="bad">1 archive found damaged where it is stored</span>`}},
 		{name: "full disk, shared store down",
 			health: &HealthSource{Store: fakeHealthStore{pingErr: fmt.Errorf("%w: disk full", cache.ErrNotWritable), free: 10 << 20, reserve: 1 << 30},
-				SharedDown: func() error { return errors.New("shared store unavailable: refused") }},
+				Shared: setAsideShared(errors.New("shared store unavailable: refused"))},
 			want: []string{`Cache: <span class="bad">not writable</span>: cache not writable: disk full.`,
 				"; 10 MiB free on its disk, writes stop below 1.0 GiB.</li>",
 				`Shared store: <span class="bad">degraded</span>`, "shared store unavailable: refused"}},
@@ -316,7 +315,7 @@ func TestStatusHealthHTML(t *testing.T) {
 			health: &HealthSource{Store: budgetHealthStore{fakeHealthStore{free: 5 << 30, reserve: 1 << 30}, 300 << 20, 284 << 20}},
 			want:   []string{`Cache: <span class="ok">writable</span>; 5.0 GiB free on its disk, writes stop below 1.0 GiB; the data directory takes 300 MiB of its 284 MiB budget.</li>`}},
 		{name: "sealed, shared store up", offline: true,
-			health: &HealthSource{Store: fakeHealthStore{free: 5 << 30, reserve: 1 << 30}, SharedDown: func() error { return nil }},
+			health: &HealthSource{Store: fakeHealthStore{free: 5 << 30, reserve: 1 << 30}, Shared: reachableShared},
 			want: []string{`Cache: <span class="ok">writable</span>; 5.0 GiB free on its disk, writes stop below 1.0 GiB.</li>`,
 				`<li id="health-offline">Sealed (<code>--offline</code>)`, `Shared store: <span class="ok">reachable</span>`}},
 	}
@@ -721,30 +720,5 @@ func TestStatusOCIBehindAPathPrefix(t *testing.T) {
 		if said := strings.Contains(body, `id="oci-root-only"`); said != (tc.rootOnly != "") {
 			t.Errorf("public URL %s: the page says the OCI door needs the host's root: %v", tc.public, said)
 		}
-	}
-}
-
-// TestHealthSharedStoreSetAsideBetweenItsTwoQuestions: SharedDown and
-// SharedFailing are two looks at a store whose calls go on meanwhile
-// (sharedstore.Store.Health, asked twice): one whose failing calls open
-// its breaker between the two is failing, then set aside, never
-// reachable, whichever look saw which.
-func TestHealthSharedStoreSetAsideBetweenItsTwoQuestions(t *testing.T) {
-	t.Parallel()
-	// The store's state, moved on by each look: failing at the first,
-	// set aside from the second on.
-	looks := 0
-	health := func() (setAside, failing error) {
-		looks++
-		if looks == 1 {
-			return nil, errors.New("the last 2 calls failed")
-		}
-		return errors.New("3 calls failed in a row"), nil
-	}
-	src := &HealthSource{Store: fakeHealthStore{free: -1, reserve: -1},
-		SharedDown:    func() error { setAside, _ := health(); return setAside },
-		SharedFailing: func() error { _, failing := health(); return failing }}
-	if h := src.Check(); h.SharedStore == HealthSharedOK {
-		t.Errorf("a store failing, then set aside, said %q (%q)", h.SharedStore, h.SharedStoreError)
 	}
 }

@@ -227,8 +227,7 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 	health := &proxy.HealthSource{Store: m.store, Log: logger}
 	m.health = health
 	if m.shared != nil {
-		health.SharedDown = func() error { setAside, _ := m.shared.Health(); return setAside }
-		health.SharedFailing = func() error { _, failing := m.shared.Health(); return failing }
+		health.Shared = m.shared.Health
 		health.SharedRejected = m.shared.Rejected
 	}
 	// The doors name the mirror by the URL in force, which the server
