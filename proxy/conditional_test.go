@@ -38,3 +38,32 @@ func TestColdArchiveAnswersIfNoneMatch(t *testing.T) {
 		t.Errorf("cold archive, If-None-Match naming another: %d, %d bytes; want 200 and the archive", r.status, len(r.body))
 	}
 }
+
+// TestColdArchiveAnswersIfMatch: an If-Match that does not name a cold
+// archive's ETag (its sha256, known before its bytes) is answered 412 in
+// the door's error format, as for a cached archive, where the whole
+// archive was sent; one naming it, or "*", gets the archive. A weak tag
+// names nothing (If-Match compares strongly).
+func TestColdArchiveAnswersIfMatch(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{})
+	h.origin.AddProvider(ns, typ, []string{"1.0.0", "1.1.0"}, platforms)
+	for _, method := range []string{http.MethodGet, http.MethodHead} {
+		platform := map[string]string{http.MethodGet: "linux_amd64", http.MethodHead: "darwin_arm64"}[method]
+		sha := h.origin.SHA256(ns, typ, "1.0.0", platform)
+		r := h.do(context.Background(), method, archivePath("1.0.0", platform), "If-Match", `"0000", W/"`+sha+`"`)
+		checkErrorAnswer(t, "cold "+method+" with If-Match naming another ETag", method, r, http.StatusPreconditionFailed, "If-Match")
+	}
+	for _, version := range []string{"1.0.0", "1.1.0"} {
+		platform := "windows_amd64"
+		want := h.origin.Archive(ns, typ, version, platform)
+		im := "*"
+		if version == "1.0.0" {
+			im = `"0000", "` + h.origin.SHA256(ns, typ, version, platform) + `"`
+		}
+		r := h.get(archivePath(version, platform), "If-Match", im)
+		if r.status != http.StatusOK || !bytes.Equal(r.body, want) {
+			t.Errorf("cold archive, If-Match %s: %d, %d bytes; want 200 and the archive", im, r.status, len(r.body))
+		}
+	}
+}

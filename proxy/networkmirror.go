@@ -190,11 +190,17 @@ func (c *contentReader) Seek(offset int64, whence int) (int64, error) {
 // archive. A request whose If-None-Match names the ETag the door set (the
 // archive's digest, known before its bytes) is answered 304, as for a
 // cached archive: a cache in front revalidating its copy is not sent the
-// archive again; the download goes on for the cache. A HEAD, which has no
+// archive again; the download goes on for the cache. One whose If-Match
+// does not name it is answered 412 by fail (refusePrecondition), as a
+// cached archive's is, not sent the archive it did not ask for. A HEAD, which has no
 // body to break, waits for the download's outcome: 200 with the
 // archive's length once it is verified, else fail's answer to the error,
 // so that no HEAD is told 200 for an archive refused.
 func StreamArchive(w http.ResponseWriter, r *http.Request, a *mirror.Archive, fail ErrorFunc) {
+	if im := r.Header["If-Match"]; len(im) > 0 && !etagMatched(strings.Join(im, ","), w.Header().Get("Etag")) {
+		refusePrecondition(w, r, fail)
+		return
+	}
 	if inm := r.Header["If-None-Match"]; len(inm) > 0 && etagListed(strings.Join(inm, ","), w.Header().Get("Etag")) {
 		h := w.Header()
 		delete(h, "Content-Type")
@@ -277,6 +283,21 @@ func etagListed(list, etag string) bool {
 	for t := range strings.SplitSeq(list, ",") {
 		t = strings.TrimSpace(t)
 		if t == "*" || strings.TrimPrefix(t, "W/") == etag {
+			return true
+		}
+	}
+	return false
+}
+
+// etagMatched reports whether the If-Match value list names etag (a
+// strong one), by the strong comparison the header takes: a weak tag
+// names nothing; "*" names any.
+func etagMatched(list, etag string) bool {
+	if etag == "" {
+		return false
+	}
+	for t := range strings.SplitSeq(list, ",") {
+		if t = strings.TrimSpace(t); t == "*" || t == etag {
 			return true
 		}
 	}
