@@ -317,8 +317,9 @@ func TestRightTokenOverLimitRefused(t *testing.T) {
 }
 
 // A credential the mirror made that has expired (a signed URL a slow
-// install used late, a token the OCI door issued) is refused without
-// counting as a failed attempt: it guessed nothing.
+// install used late, a token the OCI door issued, whether sent to the
+// door or to its token endpoint) is refused without counting as a failed
+// attempt: it guessed nothing.
 func TestExpiredCredentialsNotCounted(t *testing.T) {
 	t.Parallel()
 	clock := &testClock{now: time.Now()}
@@ -338,10 +339,21 @@ func TestExpiredCredentialsNotCounted(t *testing.T) {
 	if !ok || !a.verify(archive, p, file) || !a.CheckBearer(token, issued) {
 		t.Fatal("fresh credentials refused")
 	}
+	// A client that sends the token endpoint the bearer token it holds
+	// is not issued another (which would outlive the first's TTL), and
+	// guessed nothing.
+	for range 2 * AuthFailureBurst {
+		if again, _, ok := a.IssueToken(token, issued); ok {
+			t.Fatalf("a token issued for an issued token: %q", again)
+		}
+	}
 	clock.Add(time.Hour + time.Second)
 	for range 2 * AuthFailureBurst {
 		if a.verify(archive, p, file) || a.CheckBearer(token, issued) {
 			t.Fatal("an expired credential accepted")
+		}
+		if _, _, ok := a.IssueToken(token, issued); ok {
+			t.Fatal("a token issued for an expired issued token")
 		}
 	}
 	if !a.CheckToken(token, testToken) {

@@ -67,9 +67,24 @@ func (a *Auth) acceptedToken(tok string) bool {
 // (AuthConfig.URLTTL), and that TTL; ok is false when tok is not
 // accepted (CheckToken). The issued token names its client token only by
 // a keyed hash: it reveals nothing of it, and stops being accepted when
-// the tokens file no longer holds it.
+// the tokens file no longer holds it. A token it issued, given for tok
+// (a client that sends the token endpoint the bearer token it holds), is
+// refused without counting as a failed attempt, as CheckBearer refuses
+// an expired one: it guessed nothing. It is not issued anew, so that an
+// issued token does not outlive its TTL; one that only looks issued is a
+// failed attempt of that kind (FailureIssued).
 func (a *Auth) IssueToken(r *http.Request, tok string) (issued string, ttl time.Duration, ok bool) {
-	if !a.CheckToken(r, tok) {
+	if tok == "" {
+		return "", 0, false
+	}
+	if authentic, _ := a.issued(tok); authentic {
+		return "", 0, false
+	}
+	kind := FailureToken
+	if strings.HasPrefix(tok, issuedPrefix) {
+		kind = FailureIssued
+	}
+	if !a.checked(r, kind, a.acceptedToken(tok)) {
 		return "", 0, false
 	}
 	sum := sha256.Sum256([]byte(tok))
