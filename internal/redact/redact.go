@@ -17,10 +17,13 @@
 package redact
 
 import (
+	"context"
+	"encoding/base64"
 	"net/url"
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // kept are the query parameters shown: go-getter's own, never secrets.
@@ -243,3 +246,108 @@ func Text(s string, secrets []string) string {
 	}
 	return s
 }
+
+// A credential the mirror sends a host (an Authorization header) may
+// come back in what that host answers: an error page, a Git ERR line or
+// sideband message, an archive entry's name. Whatever quotes such text
+// in an error is handed the credentials sent (Sending, Sent) and
+// replaces them (SentError), as Error does a location's secrets.
+
+type sentKey struct{}
+
+// sent is the credentials sent on the requests of one context.
+type sent struct {
+	mu      sync.Mutex
+	secrets []string
+}
+
+// Sending returns ctx recording the credentials that the requests made
+// on it, or on any context derived from it, send (Sent); ctx itself when
+// it records already.
+func Sending(ctx context.Context) context.Context {
+	if _, ok := ctx.Value(sentKey{}).(*sent); ok {
+		return ctx
+	}
+	return context.WithValue(ctx, sentKey{}, &sent{})
+}
+
+// minCredential is the shortest credential Sent records: replacing a
+// value of 1 to 3 bytes wherever it stands would garble messages (a
+// letter, a digit of a status), and so short a one is guessed anyway.
+const minCredential = 4
+
+// Sent records, on a context that records (Sending), the secret parts
+// of authorization, an Authorization header's value a request on ctx
+// sends: a bearer token (or any other scheme's credentials); of Basic,
+// the encoded credentials, "USER:PASSWORD" and the password (the user
+// name alone, such as "x-access-token", is no secret and stays).
+func Sent(ctx context.Context, authorization string) {
+	s, ok := ctx.Value(sentKey{}).(*sent)
+	if !ok || authorization == "" {
+		return
+	}
+	scheme, cred, _ := strings.Cut(strings.TrimSpace(authorization), " ")
+	cred = strings.TrimSpace(cred)
+	if cred == "" {
+		cred = scheme
+	}
+	values := []string{cred}
+	if strings.EqualFold(scheme, "Basic") {
+		if dec, err := base64.StdEncoding.DecodeString(cred); err == nil {
+			_, pass, _ := strings.Cut(string(dec), ":")
+			values = append(values, string(dec), pass)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, v := range values {
+		if len(v) >= minCredential && !slices.Contains(s.secrets, v) {
+			s.secrets = append(s.secrets, v)
+		}
+	}
+	slices.SortFunc(s.secrets, func(a, b string) int { return len(b) - len(a) })
+}
+
+// SentError is err with every credential recorded on ctx (Sent) replaced
+// as Credentials replaces them.
+func SentError(ctx context.Context, err error) error {
+	s, ok := ctx.Value(sentKey{}).(*sent)
+	if err == nil || !ok {
+		return err
+	}
+	s.mu.Lock()
+	secrets := slices.Clone(s.secrets)
+	s.mu.Unlock()
+	return Credentials(err, secrets...)
+}
+
+// Credentials is err with every one of credentials (values the mirror
+// sent a host, of minCredential bytes or more) replaced by "REDACTED" in
+// its message; errors.Is and errors.As see err. It is err itself when
+// none is in its message, nil for nil.
+func Credentials(err error, credentials ...string) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	var in []string
+	for _, c := range credentials {
+		if len(c) >= minCredential && strings.Contains(msg, c) {
+			in = append(in, c)
+		}
+	}
+	if len(in) == 0 {
+		return err
+	}
+	slices.SortFunc(in, func(a, b string) int { return len(b) - len(a) })
+	return &sentRedacted{err: err, msg: Text(msg, in)}
+}
+
+// sentRedacted is an error whose message had a credential sent.
+type sentRedacted struct {
+	err error
+	msg string
+}
+
+func (e *sentRedacted) Error() string { return e.msg }
+func (e *sentRedacted) Unwrap() error { return e.err }

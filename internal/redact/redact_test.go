@@ -1,6 +1,8 @@
 package redact
 
 import (
+	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -146,5 +148,36 @@ func TestErrorPasswordReadAsPath(t *testing.T) {
 		if strings.Contains(err.Error(), sig) {
 			t.Errorf("%s: message keeps the secret: %s", loc, err)
 		}
+	}
+}
+
+// TestSentError: the credentials of the Authorization headers recorded
+// on a context (a bearer token; basic authentication's encoded value,
+// USER:PASSWORD and password) are replaced in an error's message, which
+// errors.Is still sees through; one shorter than 4 bytes, a user name
+// alone, and a context that does not record are left as they are.
+func TestSentError(t *testing.T) {
+	cause := errors.New("cause")
+	ctx := Sending(context.Background())
+	Sent(ctx, "Bearer tok-0123456789")
+	basic := base64.StdEncoding.EncodeToString([]byte("deploy:pass-0123456789"))
+	Sent(Sending(ctx), "Basic "+basic) // Sending keeps the record already there
+	Sent(ctx, "Bearer abc")
+	err := fmt.Errorf("host said %s, %s, deploy:pass-0123456789 and pass-0123456789; abc: %w", "tok-0123456789", basic, cause)
+	got := SentError(ctx, err)
+	if want := "host said REDACTED, REDACTED, REDACTED and REDACTED; abc: cause"; got.Error() != want {
+		t.Errorf("SentError = %q, want %q", got, want)
+	}
+	if !errors.Is(got, cause) {
+		t.Error("errors.Is does not see the cause")
+	}
+	if got := SentError(ctx, cause); got != cause {
+		t.Errorf("an error without a credential sent became %v", got)
+	}
+	if got := SentError(context.Background(), err); got != err {
+		t.Errorf("a context that does not record changed the error: %v", got)
+	}
+	if SentError(ctx, nil) != nil || Credentials(nil, "tok-0123456789") != nil {
+		t.Error("nil is not nil")
 	}
 }
