@@ -307,6 +307,7 @@ func (t *sourceTransport) RoundTrip(req *http.Request) (_ *http.Response, err er
 	// fetch goes to its own host only, whatever the redirects.
 	if a := sourceAuthorization(req.Context(), req.URL, true); a != "" {
 		out.Header.Set("Authorization", a)
+		redact.Sent(req.Context(), a) // for what quotes the answer (modsource.Fetch)
 	}
 	resp, err := dl.tr.rt.RoundTrip(out)
 	timer.Stop()

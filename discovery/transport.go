@@ -202,6 +202,8 @@ func (t *transport) do(ctx, reqCtx context.Context, r request) (*http.Response, 
 			req.Header.Set("Authorization", a)
 		}
 	}
+	// What quotes the answer (modsource.Fetch) leaves out what was sent.
+	redact.Sent(reqCtx, req.Header.Get("Authorization"))
 	start := time.Now()
 	resp, err := t.httpClient.Do(req)
 	if err != nil {
@@ -345,7 +347,15 @@ func drain(body io.ReadCloser) {
 // request of its own, and is not reported again. One the mirror called
 // off (context.Canceled: the other download of FetchSums failed, the
 // mirror shuts down) says nothing of the origin, and is not counted.
+//
+// It is where every operation's error passes: the origin's token (the
+// one credential an operation sends to host, transport.token) is
+// replaced in it (redact.Credentials), as the origin's answer that an
+// error quotes (a location, a platform) may echo it.
 func (t *transport) observe(host svchost.Hostname, op string, start time.Time, err *error) {
+	if t.credentials != nil {
+		*err = redact.Credentials(*err, t.credentials(host))
+	}
 	var oe *OriginError
 	if op != OpDiscovery && errors.As(*err, &oe) && oe.Op == OpDiscovery {
 		return
