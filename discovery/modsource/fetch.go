@@ -21,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tfmirror/tfmirror/v2/internal/redact"
 	"github.com/tfmirror/tfmirror/v2/internal/safetree"
 	"github.com/tfmirror/tfmirror/v2/internal/scratch"
 	"github.com/tfmirror/tfmirror/v2/internal/zipdir"
@@ -210,7 +211,19 @@ type Result struct {
 // 0644, fixed times and owners. Files that Git does not track (.git) are
 // not in it. A Subdir that is not a glob must be a directory of the
 // package.
+//
+// Its error holds no credential its requests sent (as its Credentials
+// context's client records them: redact.Sent): what a source host
+// answers (an error page, a Git ERR line or sideband message, an
+// archive entry's name) may echo one, and any error here may quote that;
+// each such credential is replaced by "REDACTED".
 func (f *Fetcher) Fetch(ctx context.Context, a Address, dst io.Writer) (Result, error) {
+	ctx = redact.Sending(ctx)
+	res, err := f.fetch(ctx, a, dst)
+	return res, redact.SentError(ctx, err)
+}
+
+func (f *Fetcher) fetch(ctx context.Context, a Address, dst io.Writer) (Result, error) {
 	tmp, err := os.MkdirTemp(f.TempDir, scratch.Pattern(scratch.Module, "", ""))
 	if err != nil {
 		return Result{}, err
