@@ -311,6 +311,7 @@ func exportDir(ctx context.Context, engine Engine, pkgs Served, side CLISide, se
 		return err
 	}
 	defer dir.Close()
+	dir.maxFileBytes = maxKeptBytes(engine.Config())
 	out = dir.path
 	if err := dir.removeStaleTempsReporting(report); err != nil {
 		return err
@@ -665,9 +666,11 @@ type mirrorArchive struct {
 // archives there, as `terraform providers mirror` does after every run,
 // and records them in files. A link in the way of a provider directory,
 // or in place of an archive, is passed over (outdir.go); so is a file
-// named as an archive that is no readable zip (a stray one in a carried
-// directory, which no export wrote), said through report: the signed
-// manifest leaves it out too, and it fails only what it belongs to.
+// named as an archive that the signed manifest does not list
+// (exportFiles.vouched: a stray one in a carried directory, which no
+// export wrote), unread, or that is no readable zip, said through report:
+// the signed manifest leaves it out too, and it fails only what it
+// belongs to.
 func writeIndexes(files *exportFiles, report func(string)) error {
 	dirs, err := providerDirs(files.dir)
 	if err != nil {
@@ -687,6 +690,13 @@ func writeIndexes(files *exportFiles, report func(string)) error {
 			}
 			v, err := addrs.ParseSemver(version)
 			if err != nil {
+				continue
+			}
+			// Only what the signed manifest lists is read: a stray zip
+			// (carried back, whatever its size or what it unpacks to) is
+			// not, nor indexed.
+			if !files.vouched(filepath.Join(dir, e.Name())) {
+				report(fmt.Sprintf("%s: left out of the mirror's index: neither written nor checked by this export, nor listed with these bytes by an earlier export signed with this key", filepath.Join(dir, e.Name())))
 				continue
 			}
 			f, info, err := files.dir.open(filepath.Join(dir, e.Name()))

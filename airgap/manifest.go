@@ -160,6 +160,25 @@ func (ef *exportFiles) readVouched(path string, limit int64) ([]byte, error) {
 	return data, nil
 }
 
+// vouched says the manifest will list the file at path: this export
+// wrote or checked it, or the manifest of an earlier export with the
+// same key lists it with the bytes it holds (then recorded as checked).
+func (ef *exportFiles) vouched(path string) bool {
+	rel := ef.rel(path)
+	if _, ok := ef.files[rel]; ok {
+		return true
+	}
+	f, ok := ef.prior[rel]
+	if !ok {
+		return false
+	}
+	if sha, n, err := ef.dir.sha256Size(path); err != nil || sha != f.SHA256 || n != f.Size {
+		return false
+	}
+	ef.add(path, f.Size, f.SHA256)
+	return true
+}
+
 // add records the file at path (under out) as having size bytes of sha256 sha.
 func (ef *exportFiles) add(path string, size int64, sha string) {
 	rel := ef.rel(path)

@@ -147,6 +147,7 @@ func ExportOCILayout(ctx context.Context, engine Engine, arts Artifacts, names o
 		return sum, err
 	}
 	defer dir.Close()
+	dir.maxFileBytes = maxKeptBytes(engine.Config())
 	out = dir.path
 	if err := dir.removeStaleTempsReporting(report); err != nil {
 		return sum, err

@@ -36,6 +36,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -43,8 +44,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tfmirror/tfmirror/v2/discovery/modsource"
 	"github.com/tfmirror/tfmirror/v2/internal/inputfile"
 	"github.com/tfmirror/tfmirror/v2/internal/safetree"
+	"github.com/tfmirror/tfmirror/v2/mirror"
 )
 
 // outDir is OUT, the directory an export writes, opened as a root. Its
@@ -60,6 +63,12 @@ type outDir struct {
 	// maxEntries bounds the entries walk looks at: maxOutEntries; tests
 	// make it smaller.
 	maxEntries int
+	// maxFileBytes bounds the files sha256Size reads: no file an export
+	// writes, or keeps of an earlier one, is larger than the largest
+	// the cache holds (maxKeptBytes, which the export sets), and one of
+	// OUT's that is (a sparse file of terabytes in place of an archive)
+	// is not the file, whatever its bytes: it is not read.
+	maxFileBytes int64
 
 	mu    sync.Mutex
 	dirty map[string]bool // OUT-relative directories written into since the last syncDirs
@@ -113,7 +122,8 @@ func openOutDir(path string, locked bool) (*outDir, error) {
 		release()
 		return nil, err
 	}
-	o := &outDir{root: root, path: path, sync: (*os.File).Sync, maxEntries: maxOutEntries, dirty: map[string]bool{}, above: above, release: release, locked: locked && exportLocks}
+	o := &outDir{root: root, path: path, sync: (*os.File).Sync, maxEntries: maxOutEntries, dirty: map[string]bool{}, above: above, release: release, locked: locked && exportLocks,
+		maxFileBytes: math.MaxInt64 - 1} // until the export sets its cache's (maxKeptBytes)
 	if !locked {
 		o.lock, err = root.Open(".")
 		if err == nil {
@@ -305,17 +315,30 @@ func (o *outDir) readCapped(path string, limit int64) ([]byte, error) {
 // sha256Size returns the sha256 and size of the regular file at path
 // under OUT (open).
 func (o *outDir) sha256Size(path string) (string, int64, error) {
-	f, _, err := o.open(path)
+	f, info, err := o.open(path)
 	if err != nil {
 		return "", 0, err
 	}
 	defer f.Close()
+	if info.Size() > o.maxFileBytes {
+		return "", 0, fmt.Errorf("%s is %d bytes, more than any file an export keeps (%d)", path, info.Size(), o.maxFileBytes)
+	}
 	h := sha256.New()
-	n, err := io.Copy(h, f)
+	n, err := io.Copy(h, io.LimitReader(f, o.maxFileBytes+1))
 	if err != nil {
 		return "", 0, err
 	}
+	if n > o.maxFileBytes {
+		return "", 0, fmt.Errorf("%s grew past %d bytes, more than any file an export keeps", path, o.maxFileBytes)
+	}
 	return hex.EncodeToString(h.Sum(nil)), n, nil
+}
+
+// maxKeptBytes is the most bytes a file an export of the cache of cfg
+// writes or keeps may have: the largest archive or module package the
+// cache holds (outDir.maxFileBytes).
+func maxKeptBytes(cfg mirror.Config) int64 {
+	return max(cfg.MaxArchiveBytes, modsource.MaxPackageBytes(cfg.ModuleLimits))
 }
 
 // readDir lists the directory at path under OUT, reached through no
