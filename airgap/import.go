@@ -98,6 +98,7 @@ type ImportOptions struct {
 // for what stops it.
 func Import(ctx context.Context, engine Engine, in string, opts ImportOptions, report func(string)) (ImportSummary, error) {
 	var sum ImportSummary
+	report = boundedReport(report)
 	if opts.Shown == "" {
 		opts.Shown = in
 	}
@@ -150,6 +151,23 @@ func Import(ctx context.Context, engine Engine, in string, opts ImportOptions, r
 		err = fmt.Errorf("making what was imported durable: %w", serr)
 	}
 	return sum, err
+}
+
+// maxReportBytes bounds one line an import reports. A refusal quotes
+// what the input says before any key vouches for it (the provider an
+// evidence file names, a package's file name, os, arch and shasum),
+// which only the file's bound (16 MiB) bounds, and every line is kept
+// until the import ends, then logged and answered whole.
+const maxReportBytes = 8 << 10
+
+// boundedReport is report with each line cut to maxReportBytes.
+func boundedReport(report func(string)) func(string) {
+	return func(line string) {
+		if n := len(line); n > maxReportBytes {
+			line = strings.ToValidUTF8(line[:maxReportBytes], "") + fmt.Sprintf("... (%d bytes more)", n-maxReportBytes)
+		}
+		report(line)
+	}
 }
 
 // exportWithin is the directory of the export that the tar file unpacked
