@@ -297,8 +297,9 @@ func (a *API) Export(ctx context.Context, req ExportRequest) (Exported, error) {
 	if err != nil {
 		return res, fmt.Errorf("export key: %w", err)
 	}
-	sum, err := airgap.Export(ctx, a.engine, a.pkgs, a.opts.CLIAirGap, sel, req.Out, key, func(line string) { res.Failures = append(res.Failures, line) })
-	res.ExportSummary = sum
+	var failures reported
+	sum, err := airgap.Export(ctx, a.engine, a.pkgs, a.opts.CLIAirGap, sel, req.Out, key, failures.add)
+	res.ExportSummary, res.Failures = sum, failures.list()
 	if a.metrics != nil {
 		// Every package it carries counts, as the failed versions of
 		// providers, modules and CLI releases do, and as an OCI layout
@@ -324,14 +325,41 @@ func (a *API) exportOCILayout(ctx context.Context, req ExportRequest, sel airgap
 	if a.opts.OCILayout == nil {
 		return res, errors.New("OCI layout exports are not configured")
 	}
+	var failures reported
 	sum, err := airgap.ExportOCILayout(ctx, a.engine, a.opts.OCILayout.Artifacts, a.opts.OCILayout.Names, sel, req.Out,
-		func(line string) { res.Failures = append(res.Failures, line) })
-	res.Layout = &sum
+		failures.add)
+	res.Layout, res.Failures = &sum, failures.list()
 	res.Failed = sum.Failed
 	if a.metrics != nil {
 		a.metrics.AirGap("export", map[string]int{"exported": sum.Packages, "present": sum.PackagesPresent, "failed": sum.Failed}, sum.PackageBytes)
 	}
 	return res, err
+}
+
+// reported collects the lines an export or import reports (a version that
+// failed, a refusal), each of which the answer lists and the log holds:
+// the first maxListedFailures of them, and how many more there were. A
+// bundle or output directory, a stranger's, may hold as many failures as
+// it has entries.
+type reported struct {
+	lines []string
+	more  int
+}
+
+func (r *reported) add(line string) {
+	if len(r.lines) < maxListedFailures {
+		r.lines = append(r.lines, line)
+		return
+	}
+	r.more++
+}
+
+// list is the lines kept, with one saying how many more were not.
+func (r *reported) list() []string {
+	if r.more == 0 {
+		return r.lines
+	}
+	return append(r.lines, fmt.Sprintf("... and %d more not listed (the first %d are)", r.more, maxListedFailures))
 }
 
 // Import imports req.In into the cache through airgap.Import.
@@ -344,6 +372,7 @@ func (a *API) Import(ctx context.Context, req ImportRequest) (Imported, error) {
 	if a.opts.TrustNow != nil {
 		trust = a.opts.TrustNow()
 	}
+	var failures reported
 	sum, err := airgap.Import(ctx, a.engine, req.In, airgap.ImportOptions{
 		Trust:         trust,
 		AllowUnsigned: req.AllowUnsigned,
@@ -351,8 +380,8 @@ func (a *API) Import(ctx context.Context, req ImportRequest) (Imported, error) {
 		ScratchDir:    a.opts.ScratchDir,
 		MaxFileBytes:  a.opts.MaxFileBytes,
 		CLI:           a.opts.CLIAirGap,
-	}, func(line string) { res.Failures = append(res.Failures, line) })
-	res.ImportSummary = sum
+	}, failures.add)
+	res.ImportSummary, res.Failures = sum, failures.list()
 	if a.metrics != nil {
 		a.metrics.AirGap("import", map[string]int{"imported": sum.Imported + sum.Modules + sum.CLIArchives, "present": sum.Present + sum.ModulesPresent + sum.CLIPresent, "failed": sum.Failed}, sum.Bytes+sum.ModuleBytes+sum.CLIBytes)
 	}

@@ -8,8 +8,8 @@ import (
 	"github.com/tfmirror/tfmirror/v2/mirror/cachecheck"
 )
 
-// maxListedFailures bounds the failed packages one check lists; Failed
-// counts them all.
+// maxListedFailures bounds the failed packages one check lists (Failed
+// counts them all), and the lines an export or import answers (reported).
 const maxListedFailures = 1000
 
 // VerifyRequest asks for a check of every cached package
