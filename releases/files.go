@@ -14,16 +14,15 @@ import (
 	"github.com/tfmirror/tfmirror/v2/verify"
 )
 
-// maxCosignDocument bounds OpenTofu's cosign signature and certificate.
-const maxCosignDocument = 64 << 10
-
 // Document returns a small file of a version, by its publisher's name for
 // it: the verified SHA256SUMS, and the signature that verified it
 // (HashiCorp: PRODUCT_VERSION_SHA256SUMS.sig and .KEYID.sig under the ID
 // of the key that verified it; OpenTofu: tofu_VERSION_SHA256SUMS.gpgsig).
 // OpenTofu's cosign files (.sig, .pem) are passed through as the origin
 // sends them, for installers that check them with cosign: tfmirror does
-// not vouch for them (it verifies the .gpgsig). Errors: those of Sums.
+// not vouch for them (it verifies the .gpgsig), it checks their shape
+// (checkCosignFile). Errors: those of Sums; a cosign file of another
+// shape, a *failure.OriginError.
 func (r *Releases) Document(ctx context.Context, pub Publisher, product, version, name string) ([]byte, error) {
 	s, err := r.Sums(ctx, pub, product, version)
 	if err != nil {
@@ -93,7 +92,9 @@ func (r *Releases) SignerKeyID(pub Publisher, product, version string) string {
 const maxMissingFiles = 1024
 
 // passThrough serves a file no key of the operator covers, kept once
-// fetched (a release's files do not change). A file the origin answers
+// fetched (a release's files do not change) and of the shape cosign
+// writes (checkCosignFile): one of another is refused, not kept, and
+// asked of the origin again next time. A file the origin answers
 // 404 (a release published without its cosign files) is remembered as
 // missing for Config.ListTTL: until then it is answered not found without
 // asking the origin again, so that every installer run does not cost an
@@ -101,8 +102,7 @@ const maxMissingFiles = 1024
 // since.
 func (r *Releases) passThrough(ctx context.Context, pub Publisher, product, version, name string) ([]byte, error) {
 	key := fileKey(pub, product, version, name)
-	var data []byte
-	if _, err := r.store.GetMeta(key, &data); err == nil {
+	if data, ok := heldCosignFile(r.store, key, name); ok {
 		return data, nil
 	}
 	if r.cfg.Offline {
@@ -120,8 +120,7 @@ func (r *Releases) passThrough(ctx context.Context, pub Publisher, product, vers
 		if err := r.missing.known(key, name); err != nil {
 			return nil, err
 		}
-		var data []byte
-		if _, err := r.store.GetMeta(key, &data); err == nil {
+		if data, ok := heldCosignFile(r.store, key, name); ok {
 			return data, nil
 		}
 		data, err := r.fetchDocument(ctx, r.fileURL(pub, product, version, name), maxCosignDocument)
@@ -130,6 +129,12 @@ func (r *Releases) passThrough(ctx context.Context, pub Publisher, product, vers
 			r.rememberMissing(ctx, pub, product, version, key)
 			return nil, err
 		case err != nil:
+			return nil, err
+		}
+		if err := checkCosignFile(name, data); err != nil {
+			// Neither kept nor remembered as missing: asked of the
+			// origin again next time.
+			r.log.Warn("release file refused; nothing was cached", "file", name, "error", err)
 			return nil, err
 		}
 		// Kept before the flight ends, so that a flight after it finds it.

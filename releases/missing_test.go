@@ -1,8 +1,8 @@
 package releases_test
 
 import (
+	"bytes"
 	"context"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -59,7 +59,7 @@ func TestMissingFileRemembered(t *testing.T) {
 	if n := r.metrics.servedCount("opentofu/tofu/missing"); n < more || n > burst+more-1 {
 		t.Errorf("%d misses answered from memory counted, want %d to %d", n, more, burst+more-1)
 	}
-	if data, err := doc(pem); err != nil || !strings.Contains(string(data), pem) {
+	if data, err := doc(pem); err != nil || !bytes.Equal(data, o.CosignFile("tofu", "1.8.0", pem)) {
 		t.Errorf("%s, which the origin has: %q, %v", pem, data, err)
 	}
 
@@ -70,7 +70,7 @@ func TestMissingFileRemembered(t *testing.T) {
 		t.Errorf("within the time the miss is remembered: %v, %d origin requests, want not found and 1", err, o.Hits(sigPath))
 	}
 	r.clock.Add(10*time.Minute + time.Second) // the default ListTTL
-	if data, err := doc(sig); err != nil || !strings.Contains(string(data), sig) {
+	if data, err := doc(sig); err != nil || !bytes.Equal(data, o.CosignFile("tofu", "1.8.0", sig)) {
 		t.Fatalf("%s once published and the miss's time past: %q, %v", sig, data, err)
 	}
 	if n := o.Hits(sigPath); n != 2 {
@@ -96,7 +96,7 @@ func TestMissingFileNotRememberedOnFailure(t *testing.T) {
 		t.Fatalf("%s with the origin down: %v, want an origin error, not not found", pem, err)
 	}
 	o.SetDown(false)
-	if data, err := r.rel.Document(ctx, releases.OpenTofu, "tofu", "1.8.0", pem); err != nil || !strings.Contains(string(data), pem) {
+	if data, err := r.rel.Document(ctx, releases.OpenTofu, "tofu", "1.8.0", pem); err != nil || !bytes.Equal(data, o.CosignFile("tofu", "1.8.0", pem)) {
 		t.Errorf("%s with the origin back: %q, %v", pem, data, err)
 	}
 	if n := r.metrics.servedCount("opentofu/tofu/missing"); n != 0 {

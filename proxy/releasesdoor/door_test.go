@@ -182,7 +182,7 @@ func TestOpenTofuLayout(t *testing.T) {
 		t.Fatalf("archive: %d", status)
 	}
 	for _, f := range []string{"tofu_1.8.0_SHA256SUMS.sig", "tofu_1.8.0_SHA256SUMS.pem"} {
-		if status, body, _ := r.get(t, "/releases/opentofu/v1.8.0/"+f); status != 200 || !strings.Contains(string(body), "stand-in cosign") {
+		if status, body, _ := r.get(t, "/releases/opentofu/v1.8.0/"+f); status != 200 || !bytes.Equal(body, r.origin.CosignFile("tofu", "1.8.0", f)) {
 			t.Errorf("%s: %d %s", f, status, body)
 		}
 	}
@@ -202,6 +202,28 @@ func TestOpenTofuMissingCosignFile(t *testing.T) {
 	}
 	if n := r.origin.Hits("/tofu/download/v1.8.0/" + sig); n != 1 {
 		t.Errorf("5 GETs of %s made %d origin requests, want 1", sig, n)
+	}
+}
+
+// TestOpenTofuCosignFileOfAnotherShape: a cosign certificate the origin
+// answers with an HTML page (a proxy's in front of it) is answered 502
+// naming the file, each GET asking the origin again; once the origin
+// sends the real file, it is served byte for byte.
+func TestOpenTofuCosignFileOfAnotherShape(t *testing.T) {
+	r := newRig(t, nil)
+	const pem = "tofu_1.8.0_SHA256SUMS.pem"
+	r.origin.SetCosignFile(pem, []byte("<html><body><h1>502 Bad Gateway</h1></body></html>\n"))
+	for i := 1; i <= 2; i++ {
+		if status, body, _ := r.get(t, "/releases/opentofu/v1.8.0/"+pem); status != 502 || !strings.Contains(string(body), pem) {
+			t.Fatalf("GET %s #%d: %d %s, want 502 naming the file", pem, i, status, body)
+		}
+	}
+	if n := r.origin.Hits("/tofu/download/v1.8.0/" + pem); n != 2 {
+		t.Errorf("2 GETs of %s made %d origin requests, want 2 (the page not kept)", pem, n)
+	}
+	r.origin.SetCosignFile(pem, nil)
+	if status, body, _ := r.get(t, "/releases/opentofu/v1.8.0/"+pem); status != 200 || !bytes.Equal(body, r.origin.CosignFile("tofu", "1.8.0", pem)) {
+		t.Errorf("GET %s once the origin sends it: %d %s", pem, status, body)
 	}
 }
 

@@ -77,6 +77,12 @@ type Releases struct {
 	// listBody replaces a version list with other bytes, by
 	// "pub/product" (SetListBody).
 	listBody map[string][]byte
+	// cosign signs OpenTofu's cosign files (cosign.go); cosignSig keeps
+	// the signatures made, cosignBody replaces a file's bytes, by file
+	// name (SetCosignFile).
+	cosign     *cosignSigner
+	cosignSig  map[string][]byte
+	cosignBody map[string][]byte
 }
 
 // relRef names a release of a publisher's product.
@@ -108,8 +114,12 @@ func StartReleases() (*Releases, error) { return StartReleasesWith(ReleasesOptio
 // StartReleasesWith starts the stand-in with opts. Call Close when done.
 func StartReleasesWith(opts ReleasesOptions) (*Releases, error) {
 	r := &Releases{products: map[string][]relVersion{}, hits: map[string]int{}, tamper: map[string]bool{},
-		badSig: map[string]bool{}, versionSignedAt: map[string]time.Time{}, signedAt: time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)}
+		badSig: map[string]bool{}, versionSignedAt: map[string]time.Time{}, signedAt: time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC),
+		cosignSig: map[string][]byte{}, cosignBody: map[string][]byte{}}
 	var err error
+	if r.cosign, err = newCosignSigner(); err != nil {
+		return nil, err
+	}
 	if opts.HashiCorpShortID {
 		r.hc, r.HashiCorpKey, err = armoredSigningKey(hashiCorpShortIDKey)
 	} else {
@@ -510,7 +520,7 @@ func (r *Releases) file(w http.ResponseWriter, req *http.Request, pub, product, 
 		w.Write(r.signature(pub, signedName, signedName+strings.TrimPrefix(file, sums), doc)) //nolint:errcheck
 		return
 	case pub == "opentofu" && (file == sums+".sig" || file == sums+".pem"):
-		fmt.Fprintf(w, "stand-in cosign file %s\n", file)
+		w.Write(r.cosignFile(file, doc)) //nolint:errcheck
 		return
 	}
 	v, _ := r.version(pub, product, version)
