@@ -61,14 +61,24 @@ var ErrIntegrity = errors.New("integrity check failed")
 // Error is a failed integrity check.
 type Error struct {
 	Reason Reason
+	// Detail says what failed. It may quote what an origin or a bundle
+	// gave (a file name, an os, a shasum), which only the bound of the
+	// document it came in bounds: Error gives its first maxDetailBytes.
 	Detail string
 	Err    error
 }
 
+// maxDetailBytes bounds the Detail an Error's message gives, so that a
+// value of megabytes that a stranger gave (an evidence file's file name,
+// say) is not quoted whole into the log, a client's answer or a report.
+const maxDetailBytes = 2 << 10
+
 func (e *Error) Error() string {
 	msg := "integrity check failed (" + string(e.Reason) + ")"
-	if e.Detail != "" {
-		msg += ": " + e.Detail
+	if d := e.Detail; len(d) > maxDetailBytes {
+		msg += ": " + strings.ToValidUTF8(d[:maxDetailBytes], "") + fmt.Sprintf("... (%d bytes more)", len(d)-maxDetailBytes)
+	} else if d != "" {
+		msg += ": " + d
 	}
 	if e.Err != nil {
 		msg += ": " + e.Err.Error()

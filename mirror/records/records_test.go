@@ -147,3 +147,32 @@ func TestVersionKeysAreTheRecordsKeys(t *testing.T) {
 		t.Fatalf("keys %+v, want %s, %s, %s", k, p, VersionsKey(p), PackageKey(p, v))
 	}
 }
+
+// TestSignedPackageQuotesWithinBound: what a package answer or an
+// evidence file gives of a package (a file name, os, arch or shasum of
+// megabytes) is quoted in the refusal's message within a bound, not
+// whole: the message reaches the log, a client's answer and an import's
+// report.
+func TestSignedPackageQuotesWithinBound(t *testing.T) {
+	t.Parallel()
+	const zip = "terraform-provider-random_3.5.0_linux_amd64.zip"
+	rel, err := ReleaseOf("random", mustVersion(t, "3.5.0"), map[string]string{zip: strings.Repeat("ab", 32)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	huge := strings.Repeat("x", 4<<20)
+	for name, given := range map[string][4]string{
+		"file name": {huge, "linux", "amd64", strings.Repeat("ab", 32)},
+		"os":        {zip, huge, "amd64", strings.Repeat("ab", 32)},
+		"arch":      {zip, "linux", huge, strings.Repeat("ab", 32)},
+		"shasum":    {zip, "linux", "amd64", huge},
+	} {
+		_, _, err := rel.SignedPackage("linux_amd64", given[0], given[1], given[2], given[3])
+		if err == nil {
+			t.Fatalf("%s of 4 MiB: accepted", name)
+		}
+		if n := len(err.Error()); n > 4<<10 || !strings.Contains(err.Error(), "bytes more") {
+			t.Errorf("%s of 4 MiB: a message of %d bytes, want at most 4 KiB saying how much more", name, n)
+		}
+	}
+}
