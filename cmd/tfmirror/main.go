@@ -153,7 +153,9 @@ Usage:
                            fill the cache from sync manifests, lock files or
                            Terraform configuration directories (tfmirror sync -h)
   tfmirror export [flags] OUT
-                           write the cache as a static mirror (directory or .tar/.tar.gz)
+                           write the cache as a static mirror (directory, or
+                           .tar/.tar.gz/.tgz), or as OCI image layouts
+                           (--format oci-layout; tfmirror export -h)
   tfmirror import [flags] IN
                            load an export (directory or tar file) into the cache
   tfmirror export-key [flags]
