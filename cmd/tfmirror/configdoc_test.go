@@ -152,7 +152,7 @@ policy {
 over the default. The status page (HTML, and ` + "`?format=json`" + `'s ` + "`configuration`" + `) lists every setting's
 value in effect and where it came from (` + "`flag`, `env`, `file` or `default`" + `), secrets redacted; with
 client authentication on, only to requests with a token. A value the file gives that a flag or a
-variable overrides with another is a warning with its line (` + "`tfmirror.hcl:3,13-19: Overridden value: log_level is not in force: TFMIRROR_LOG_LEVEL in the environment wins over the file`" + `),
+variable overrides with another is a warning with its line (` + "`tfmirror.hcl:3,13-19: Overridden value: log_level is not in force: TFMIRROR_LOG_LEVEL in the environment wins over the file (the value in force is \"debug\")`" + `),
 logged at start and on each reload and printed by ` + "`tfmirror config check`" + ` and ` + "`tfmirror reload`" + `: an edit of the file that
 cannot take effect is said, not ignored.
 
