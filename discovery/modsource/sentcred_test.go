@@ -59,18 +59,7 @@ func TestGitAnswerEchoingCredentialNotInError(t *testing.T) {
 			defer srv.Close()
 			c := srv.Client()
 			c.Transport = credTransport{next: c.Transport}
-			f := &Fetcher{HTTP: c, Limits: defaultLimits, TempDir: t.TempDir()}
-			a, err := Parse("git::" + srv.URL + "/repo.git?ref=v1")
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, err = f.Fetch(context.Background(), a, io.Discard)
-			if err == nil {
-				t.Fatal("no error")
-			}
-			if strings.Contains(err.Error(), sentToken) {
-				t.Errorf("the error carries the credential sent: %v", err)
-			}
+			err := fetchWithout(t, &Fetcher{HTTP: c, Limits: defaultLimits, TempDir: t.TempDir()}, "git::"+srv.URL+"/repo.git?ref=v1")
 			if !strings.Contains(err.Error(), "/repo.git") {
 				t.Errorf("the error does not name the repository: %v", err)
 			}
@@ -102,22 +91,30 @@ func TestArchiveEchoingCredentialNotInError(t *testing.T) {
 					redact.Sent(ctx, "Bearer "+sentToken)
 					return open()
 				}}
-			a, err := Parse("https://h.test/m.tar.gz")
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, err = f.Fetch(context.Background(), a, io.Discard)
-			if err == nil {
-				t.Fatal("no error")
-			}
-			if strings.Contains(err.Error(), sentToken) {
-				t.Errorf("the error carries the credential sent: %v", err)
-			}
+			err := fetchWithout(t, f, "https://h.test/m.tar.gz")
 			if !strings.Contains(err.Error(), "REDACTED") {
 				t.Errorf("the error no longer says what the host sent: %v", err)
 			}
 		})
 	}
+}
+
+// fetchWithout fetches source with f, which must fail, and returns its
+// error, which must not carry the credential sent.
+func fetchWithout(t *testing.T, f *Fetcher, source string) error {
+	t.Helper()
+	a, err := Parse(source)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.Fetch(context.Background(), a, io.Discard)
+	if err == nil {
+		t.Fatal("no error")
+	}
+	if strings.Contains(err.Error(), sentToken) {
+		t.Errorf("the error carries the credential sent: %v", err)
+	}
+	return err
 }
 
 type echoError struct{ msg string }
