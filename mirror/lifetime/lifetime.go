@@ -63,6 +63,12 @@ type Metrics interface {
 	Coalesced(kind string)
 }
 
+// MaxAbandoned bounds the works Coalesce runs on that no caller waits
+// for any more (each caller's context ended, or its wait passed): past
+// it, a work whose last caller leaves is ended, as its caller's request
+// is.
+const MaxAbandoned = 256
+
 // Lifetime is the engine's lifetime. Its methods are safe for concurrent
 // use. The zero value is not usable: call New.
 type Lifetime struct {
@@ -78,6 +84,9 @@ type Lifetime struct {
 	// nothing of their own, so that a caller gone leaves nothing behind.
 	flightsMu sync.Mutex
 	flights   map[string]*flight
+	// abandoned counts the flights no caller waits for (flight.abandoned),
+	// at most MaxAbandoned.
+	abandoned int
 	// imports is the import lock: one import, or removal, at a time.
 	imports sync.Mutex
 	notify  atomic.Pointer[Notifier]
@@ -193,7 +202,7 @@ func (l *Lifetime) CoalesceWrite(ctx context.Context, kind, key string, write fu
 	done := make(chan struct{})
 	var wval any
 	var werr error
-	res, err := l.Coalesce(ctx, kind, key, func(ctx context.Context) (any, error) {
+	res, err := l.coalesce(ctx, 0, kind, key, true, func(ctx context.Context) (any, error) {
 		mu.Lock()
 		if state == givenUp {
 			mu.Unlock()
@@ -263,6 +272,12 @@ func (l *Lifetime) Coalesce(ctx context.Context, kind, key string, fn func(conte
 // at most wait (0: as long as its context lets it), then stops waiting
 // with ErrStillWaiting while the work goes on.
 func (l *Lifetime) CoalesceWithin(ctx context.Context, wait time.Duration, kind, key string, fn func(context.Context) (any, error)) (any, error) {
+	return l.coalesce(ctx, wait, kind, key, false, fn)
+}
+
+// coalesce is CoalesceWithin; a work started with kept (a write: see
+// CoalesceWrite) is never ended for want of callers.
+func (l *Lifetime) coalesce(ctx context.Context, wait time.Duration, kind, key string, kept bool, fn func(context.Context) (any, error)) (any, error) {
 	// The work is counted (Detached) as it is asked for, before the
 	// goroutine that runs fn begins, so that Wait does not find the
 	// lifetime idle meanwhile; once stopped, no work is taken. A caller
@@ -276,10 +291,15 @@ func (l *Lifetime) CoalesceWithin(ctx context.Context, wait time.Duration, kind,
 			l.flightsMu.Unlock()
 			return nil, err
 		}
-		f = &flight{done: make(chan struct{})}
+		wctx, cancel := context.WithCancel(wctx)
+		f = &flight{done: make(chan struct{}), cancel: cancel, kept: kept}
 		l.flights[key] = f
-		workgroup.Go(l.log, func() { l.run(wctx, key, f, done, fn) }, "key", key)
+		workgroup.Go(l.log, func() { l.run(wctx, key, f, func() { cancel(); done() }, fn) }, "key", key)
+	} else if f.abandoned {
+		f.abandoned = false
+		l.abandoned--
 	}
+	f.waiters++
 	l.flightsMu.Unlock()
 	if joined {
 		l.metrics.Coalesced(kind)
@@ -294,8 +314,10 @@ func (l *Lifetime) CoalesceWithin(ctx context.Context, wait time.Duration, kind,
 	case <-f.done:
 		return f.val, f.err
 	case <-ctx.Done():
+		l.leave(key, f)
 		return nil, fmt.Errorf("waiting for the origin: %w", ctx.Err())
 	case <-waited:
+		l.leave(key, f)
 		return nil, fmt.Errorf("%w after %s", ErrStillWaiting, wait)
 	}
 }
@@ -303,9 +325,41 @@ func (l *Lifetime) CoalesceWithin(ctx context.Context, wait time.Duration, kind,
 // flight is one run of a work Coalesce runs for all the callers of its
 // key: done is closed once val and err are set.
 type flight struct {
-	done chan struct{}
-	val  any
-	err  error
+	done   chan struct{}
+	val    any
+	err    error
+	cancel context.CancelFunc // ends the work
+	kept   bool               // never ended for want of callers (a write)
+
+	// Under Lifetime.flightsMu: the callers waiting for it; whether
+	// none does and it is counted in Lifetime.abandoned; whether it has
+	// ended.
+	waiters   int
+	abandoned bool
+	ended     bool
+}
+
+// leave is a caller of f (the work of key) that stops waiting for it.
+// The last one leaves the work to go on, for the next callers and the
+// cache, while fewer than MaxAbandoned do; past that it ends the work, as
+// a stranger asking for names in a loop and going away at once would
+// otherwise hold a goroutine and an origin request for each until the
+// origin timeout.
+func (l *Lifetime) leave(key string, f *flight) {
+	l.flightsMu.Lock()
+	defer l.flightsMu.Unlock()
+	if f.waiters--; f.waiters > 0 || f.ended || f.kept {
+		return
+	}
+	if l.abandoned < MaxAbandoned {
+		f.abandoned = true
+		l.abandoned++
+		return
+	}
+	if l.flights[key] == f {
+		delete(l.flights, key) // the next caller starts the work anew
+	}
+	f.cancel()
 }
 
 // run runs fn on ctx for the callers of f, and ends the work (done) once
@@ -315,7 +369,14 @@ func (l *Lifetime) run(ctx context.Context, key string, f *flight, done func(), 
 	defer done()
 	f.val, f.err = l.call(ctx, key, fn)
 	l.flightsMu.Lock()
-	delete(l.flights, key)
+	if l.flights[key] == f {
+		delete(l.flights, key)
+	}
+	if f.abandoned {
+		f.abandoned = false
+		l.abandoned--
+	}
+	f.ended = true
 	l.flightsMu.Unlock()
 	close(f.done)
 }

@@ -37,6 +37,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
@@ -180,6 +181,8 @@ type Origin struct {
 	servers   []*http.Server
 	closed    chan struct{}
 	closeOnce sync.Once
+	// delayed counts the requests SetLatency holds now.
+	delayed atomic.Int64
 
 	mu           sync.Mutex
 	providers    map[pkey]*provider
@@ -523,10 +526,16 @@ func (o *Origin) archive(k akey) *built {
 
 // sleep waits d unless ctx ends or the Origin closes; it reports whether the
 // full duration elapsed.
+// Delayed is how many requests SetLatency holds now: those under way
+// whose client has not gone.
+func (o *Origin) Delayed() int { return int(o.delayed.Load()) }
+
 func (o *Origin) sleep(ctx context.Context, d time.Duration) bool {
 	if d <= 0 {
 		return true
 	}
+	o.delayed.Add(1)
+	defer o.delayed.Add(-1)
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
