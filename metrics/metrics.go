@@ -38,7 +38,7 @@ var (
 	StaleKinds = []string{"versions", "module_versions", "package", "discovery"}
 	// CoalescedKinds are the kinds of tfmirror_coalesced_requests_total:
 	// the fetches a request may join.
-	CoalescedKinds = []string{"versions", "package", "archive", "module_versions", "module_location", "module_package", "module_zip", "release"}
+	CoalescedKinds = []string{"versions", "package", "archive", "archive_size", "module_versions", "module_location", "module_package", "module_zip", "release"}
 	Operations     = []string{"discovery", "versions", "package", "shasums", "signature", "document", "archive", "archive_size", "module_versions", "module_location", "module_source"}
 	Outcomes       = []string{"success", "not_found", "error", "timeout", "refused", "untrusted", "proxy"}
 	Reasons        = []string{"signature", "missing_checksum", "checksum_mismatch", "bad_archive", "archive_too_large", "name_mismatch"}

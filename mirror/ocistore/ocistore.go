@@ -45,7 +45,6 @@ import (
 
 	"github.com/apparentlymart/go-versions/versions"
 	digest "github.com/opencontainers/go-digest"
-	"golang.org/x/sync/singleflight"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/cache"
@@ -88,7 +87,6 @@ type OCI struct {
 	store   Store
 	sizer   ArchiveSizer
 	metrics Metrics
-	sizes   singleflight.Group // archive sizes learned, by learnedKey
 	// learned are the sizes the origins answered, by learnedKey (at most
 	// maxLearned, then it starts again): a caller that read a version's
 	// OCI record before the request that learned a size stored it there,
@@ -352,9 +350,17 @@ func learnedKey(p addrs.Provider, sha string) string {
 // Verified) before it builds on it, so that it is never met here.
 func (o *OCI) sizesOf(ctx context.Context, p addrs.Provider, v versions.Version, archives []Archive, rec *ociRecord) ([]int64, error) {
 	sizes := make([]int64, len(archives))
+	// The asks are the lifetime's coalesced work (lifetime.Coalesce):
+	// each goes on once its callers left, within lifetime.MaxAbandoned.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // the asks still waited for, on an error
+	type result struct {
+		n   int64
+		err error
+	}
 	type ask struct {
 		i  int
-		ch <-chan singleflight.Result
+		ch <-chan result
 	}
 	var asked []ask
 	for i, pa := range archives {
@@ -371,37 +377,38 @@ func (o *OCI) sizesOf(ctx context.Context, p addrs.Provider, v versions.Version,
 			continue
 		}
 		key := learnedKey(p, pa.SHA256)
-		asked = append(asked, ask{i, o.sizes.DoChan(key, workgroup.Guarded(o.cfg.Logger, func() (any, error) {
-			o.learnedMu.Lock()
-			n, ok := o.learned[key]
-			o.learnedMu.Unlock()
-			if ok {
-				return n, nil
-			}
-			ctx, done, err := o.parts.Life.Detached(o.cfg.OriginTimeout)
-			if err != nil {
-				return int64(0), err
-			}
-			defer done()
-			n, err = o.sizer.ArchiveSize(ctx, p, v, pa)
-			if err == nil {
+		ch := make(chan result, 1)
+		asked = append(asked, ask{i, ch})
+		workgroup.Go(o.cfg.Logger, func() {
+			val, err := o.parts.Life.Coalesce(ctx, "archive_size", "archive_size "+key, func(ctx context.Context) (any, error) {
 				o.learnedMu.Lock()
-				if len(o.learned) >= maxLearned {
-					clear(o.learned)
-				}
-				o.learned[key] = n
+				n, ok := o.learned[key]
 				o.learnedMu.Unlock()
-			}
-			return n, err
-		}, "provider", p.String(), "sha256", pa.SHA256))})
+				if ok {
+					return n, nil
+				}
+				n, err := o.sizer.ArchiveSize(ctx, p, v, pa)
+				if err == nil {
+					o.learnedMu.Lock()
+					if len(o.learned) >= maxLearned {
+						clear(o.learned)
+					}
+					o.learned[key] = n
+					o.learnedMu.Unlock()
+				}
+				return n, err
+			})
+			n, _ := val.(int64)
+			ch <- result{n, err}
+		}, "provider", p.String(), "sha256", pa.SHA256)
 	}
 	for _, a := range asked {
 		select {
 		case res := <-a.ch:
-			if res.Err != nil {
-				return nil, res.Err
+			if res.err != nil {
+				return nil, res.err
 			}
-			sizes[a.i] = res.Val.(int64)
+			sizes[a.i] = res.n
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
