@@ -27,7 +27,10 @@ func TestAbandonedOriginWorkBounded(t *testing.T) {
 	if code := observed.AskGone(handler, []string{"/" + originHost + "/made-up/warm/index.json"})[0]; code == 0 {
 		t.Fatal("no answer")
 	}
-	for h.origin.Hits(fakeorigin.Versions) == 0 || h.origin.Delayed() != 0 {
+	for warm := time.Now().Add(10 * time.Second); h.origin.Hits(fakeorigin.Versions) == 0 || h.origin.Delayed() != 0; {
+		if time.Now().After(warm) {
+			t.Fatal("the origin was not asked for the first name's versions")
+		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	h.origin.SetLatency(time.Minute)
