@@ -62,10 +62,24 @@ func (f *Fetcher) fetchGit(ctx context.Context, repoURL, ref string, tw *treeWri
 		return "", gitError(repoURL, err)
 	}
 	want, err := resolveRef(adv, ref)
-	if errors.Is(err, errAbbreviated) {
+	switch {
+	case errors.Is(err, errAbbreviated):
 		want, err = f.findAbbreviated(ctx, rctx, sess, adv, filter.tooManyRefs(), repoURL, ref, tmp)
-	} else if err != nil {
+	case err != nil:
 		err = fmt.Errorf("%s: %w", redact.Location(repoURL), err)
+	case otherBranch(adv, ref):
+		// After go-getter's clone, `git checkout REF` takes REF for an
+		// abbreviated commit id before it makes a local branch of the
+		// remote one so named: the branch only when no one commit's id
+		// begins so.
+		id, aerr := f.findAbbreviated(ctx, rctx, sess, adv, filter.tooManyRefs(), repoURL, ref, tmp)
+		var none notOneCommit
+		switch {
+		case aerr == nil:
+			want = id
+		case !errors.As(aerr, &none):
+			err = fmt.Errorf("the ref %q names a branch and may be an abbreviated commit id, which git checkout takes first: %w", ref, aerr)
+		}
 	}
 	if err != nil {
 		return "", err
@@ -294,7 +308,7 @@ func (f *Fetcher) findAbbreviated(ctx, rctx context.Context, sess transport.Uplo
 	}
 	switch len(found) {
 	case 0:
-		return plumbing.ZeroHash, fmt.Errorf("%s: no tag, branch or commit %q (no commit or annotated tag of the branches' and tags' history has an id beginning so)", redact.Location(repoURL), ref)
+		return plumbing.ZeroHash, notOneCommit{fmt.Errorf("%s: no tag, branch or commit %q (no commit or annotated tag of the branches' and tags' history has an id beginning so)", redact.Location(repoURL), ref)}
 	case 1:
 		var only plumbing.Hash
 		for h := range found {
@@ -306,7 +320,44 @@ func (f *Fetcher) findAbbreviated(ctx, rctx context.Context, sess transport.Uplo
 		}
 		return h, nil
 	}
-	return plumbing.ZeroHash, fmt.Errorf("%s: the abbreviated commit id %q is ambiguous: the ids of %s begin so; give more of it, or the whole 40-hex id", redact.Location(repoURL), ref, countTypes(found))
+	return plumbing.ZeroHash, notOneCommit{fmt.Errorf("%s: the abbreviated commit id %q is ambiguous: the ids of %s begin so; give more of it, or the whole 40-hex id", redact.Location(repoURL), ref, countTypes(found))}
+}
+
+// notOneCommit is findAbbreviated's error for an id that no object of
+// the history, or several, begin with: `git checkout` then makes a local
+// branch of the remote one so named, if there is one.
+type notOneCommit struct{ error }
+
+func (e notOneCommit) Unwrap() error { return e.error }
+
+// otherBranch reports whether ref, which resolveRef found, is a branch
+// other than the remote's default one and may be an abbreviated commit
+// id: go-getter's clone has the default branch alone as a local branch,
+// and `git checkout` looks for a tag or local branch so named, then for
+// a commit whose id begins so, and only then for a remote branch.
+// Without HEAD's target advertised, the default branch is one at HEAD's
+// commit.
+func otherBranch(adv *packp.AdvRefs, ref string) bool {
+	if !abbreviated.MatchString(ref) {
+		return false
+	}
+	refs, err := adv.AllReferences()
+	if err != nil {
+		return false
+	}
+	branch := plumbing.NewBranchReferenceName(ref)
+	b, ok := refs[branch]
+	if _, tag := refs[plumbing.NewTagReferenceName(ref)]; !ok || tag {
+		return false
+	}
+	head, ok := refs[plumbing.HEAD]
+	switch {
+	case !ok:
+		return true
+	case head.Type() == plumbing.SymbolicReference:
+		return head.Target() != branch
+	}
+	return head.Hash() != b.Hash()
 }
 
 // historyCommit is the commit h (an object of the history
