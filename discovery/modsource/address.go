@@ -23,6 +23,7 @@ import (
 	"path"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/tfmirror/tfmirror/v2/internal/redact"
@@ -46,6 +47,12 @@ type Address struct {
 	// Ref is the Git ref (tag, branch or commit id); "" is the remote's
 	// default branch.
 	Ref string
+	// CloneBranch says the location gives a depth (?depth=N, N > 0), with
+	// which go-getter clones Ref as `git clone --branch` takes it (a
+	// branch before a tag so named) rather than checking it out (a tag,
+	// the default branch, then a commit id before another branch). The
+	// fetch is shallow either way.
+	CloneBranch bool
 	// Format is the archive's format: "tar.gz", "tgz", "tar.bz2",
 	// "tbz2" or "zip"; "" for a package URL (ParseDirect), whose format
 	// is what its bytes are.
@@ -56,13 +63,17 @@ type Address struct {
 }
 
 // Package is the address of the package without Subdir, in the
-// location syntax (git::URL?ref=REF or URL?archive=FORMAT).
+// location syntax (git::URL?ref=REF, with &depth=1 when CloneBranch, or
+// URL?archive=FORMAT).
 func (a Address) Package() string {
 	switch a.Kind {
 	case KindGit:
 		s := "git::" + a.URL
 		if a.Ref != "" {
 			s += sep(a.URL) + "ref=" + url.QueryEscape(a.Ref)
+		}
+		if a.CloneBranch {
+			s += sep(s) + "depth=1"
 		}
 		return s
 	default:
@@ -179,6 +190,9 @@ func Parse(location string) (Address, error) {
 	a := Address{Subdir: subdir}
 	if forced == "git" {
 		a.Kind, a.Ref = KindGit, q.Get("ref")
+		if n, err := strconv.Atoi(q.Get("depth")); err == nil && n > 0 {
+			a.CloneBranch = true // as go-getter reads it
+		}
 		if q.Has("sshkey") {
 			return Address{}, &UnsupportedError{Scheme: "ssh", Detail: "sshkey parameter"}
 		}

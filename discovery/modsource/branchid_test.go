@@ -3,6 +3,7 @@ package modsource
 import (
 	"bytes"
 	"context"
+	"io"
 	"strings"
 	"testing"
 )
@@ -55,6 +56,49 @@ func TestFetchGitAbbreviatedIDBeforeOtherBranch(t *testing.T) {
 		}
 		if res.Commit != tc.commit {
 			t.Errorf("ref %s: commit %s (main.tf %q), want %s", tc.ref, res.Commit, readTarGz(t, buf.Bytes())["main.tf"], tc.commit)
+		}
+	}
+}
+
+// A location with a depth (?depth=1) has go-getter clone its ref with
+// `git clone --branch`, which takes a branch before a tag so named, and
+// a branch named as a commit id may begin as the branch; without one, it
+// checks the ref out, which takes the tag, and the commit. Before, the
+// depth was dropped and the tag or the commit fetched where a direct
+// install with a depth takes the branch.
+func TestFetchGitDepthTakesBranchFirst(t *testing.T) {
+	root, work := newWorkRepo(t)
+	first := commitMainTF(t, work, "# one\n")
+	shadow := first[:7]
+	runGitT(t, work, "tag", "dup")
+	runGitT(t, work, "checkout", "-q", "-b", "dup")
+	dupTip := commitMainTF(t, work, "# dup branch\n")
+	runGitT(t, work, "checkout", "-q", "-b", shadow)
+	shadowTip := commitMainTF(t, work, "# shadow branch\n")
+	runGitT(t, work, "checkout", "-q", "main")
+	commitMainTF(t, work, "# two\n")
+	filterBare(t, root, work, "repo.git")
+
+	srv, c := stockGitServer(t, root)
+	f := &Fetcher{HTTP: c, Limits: defaultLimits, TempDir: t.TempDir()}
+	for _, tc := range []struct{ query, commit string }{
+		{"?ref=dup&depth=1", dupTip},
+		{"?ref=" + shadow + "&depth=1", shadowTip},
+		{"?ref=dup", first},
+		{"?ref=dup&depth=0", first},
+		{"?ref=" + shadow, first},
+	} {
+		a, err := Parse("git::" + srv.URL + "/repo.git" + tc.query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := f.Fetch(context.Background(), a, io.Discard)
+		if err != nil {
+			t.Errorf("%s: %v", tc.query, err)
+			continue
+		}
+		if res.Commit != tc.commit {
+			t.Errorf("%s: commit %s, want %s", tc.query, res.Commit, tc.commit)
 		}
 	}
 }

@@ -250,7 +250,7 @@ func (f *Fetcher) fetch(ctx context.Context, a Address, dst io.Writer) (Result, 
 	var res Result
 	switch a.Kind {
 	case KindGit:
-		res.Commit, err = mf.fetchGit(ctx, a.URL, a.Ref, tw, tmp, b, 0)
+		res.Commit, err = mf.fetchGit(ctx, a.URL, a.Ref, a.CloneBranch, tw, tmp, b, 0)
 	case KindArchive:
 		err = mf.fetchArchive(ctx, a, tw, tmp, b)
 	default:

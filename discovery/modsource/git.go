@@ -39,8 +39,9 @@ var commitID = regexp.MustCompile(`^[0-9a-fA-F]{40}$`)
 
 // fetchGit fetches the repository at repoURL shallowly at ref, writes its
 // tree (submodules included, up to Limits.MaxSubmoduleDepth deep) to tw
-// and returns the commit id.
-func (f *Fetcher) fetchGit(ctx context.Context, repoURL, ref string, tw *treeWriter, tmp string, b *budget, depth int) (string, error) {
+// and returns the commit id. cloneBranch says ref is taken as go-getter
+// takes it with a depth (Address.CloneBranch).
+func (f *Fetcher) fetchGit(ctx context.Context, repoURL, ref string, cloneBranch bool, tw *treeWriter, tmp string, b *budget, depth int) (string, error) {
 	ep, err := transport.NewEndpoint(repoURL)
 	if err != nil {
 		return "", fmt.Errorf("git repository URL: %w", err)
@@ -62,12 +63,16 @@ func (f *Fetcher) fetchGit(ctx context.Context, repoURL, ref string, tw *treeWri
 		return "", gitError(repoURL, err)
 	}
 	want, err := resolveRef(adv, ref)
+	if r, ok := branchRef(adv, ref); ok && cloneBranch && err == nil {
+		// `git clone --branch REF` takes a branch before a tag so named.
+		want = r
+	}
 	switch {
 	case errors.Is(err, errAbbreviated):
 		want, err = f.findAbbreviated(ctx, rctx, sess, adv, filter.tooManyRefs(), repoURL, ref, tmp)
 	case err != nil:
 		err = fmt.Errorf("%s: %w", redact.Location(repoURL), err)
-	case otherBranch(adv, ref):
+	case !cloneBranch && otherBranch(adv, ref):
 		// After go-getter's clone, `git checkout REF` takes REF for an
 		// abbreviated commit id before it makes a local branch of the
 		// remote one so named: the branch only when no one commit's id
@@ -330,6 +335,20 @@ type notOneCommit struct{ error }
 
 func (e notOneCommit) Unwrap() error { return e.error }
 
+// branchRef is the commit of the branch ref, when the advertisement has
+// one so named.
+func branchRef(adv *packp.AdvRefs, ref string) (plumbing.Hash, bool) {
+	refs, err := adv.AllReferences()
+	if err != nil || ref == "" || commitID.MatchString(ref) {
+		return plumbing.ZeroHash, false
+	}
+	r, ok := refs[plumbing.NewBranchReferenceName(ref)]
+	if !ok || r.Type() != plumbing.HashReference {
+		return plumbing.ZeroHash, false
+	}
+	return r.Hash(), true
+}
+
 // otherBranch reports whether ref, which resolveRef found, is a branch
 // other than the remote's default one and may be an abbreviated commit
 // id: go-getter's clone has the default branch alone as a local branch,
@@ -492,7 +511,7 @@ func (f *Fetcher) fetchSubmodules(ctx context.Context, parentURL string, tree *o
 		if !ok {
 			continue // left out of the package (.git)
 		}
-		if _, err := f.fetchGit(ctx, subURL, s.commit.String(), sub, tmp, b, depth+1); err != nil {
+		if _, err := f.fetchGit(ctx, subURL, s.commit.String(), false, sub, tmp, b, depth+1); err != nil {
 			return fmt.Errorf("submodule %s: %w", s.path, err)
 		}
 	}
