@@ -486,15 +486,15 @@ func (f *Fetcher) fetchSubmodules(ctx context.Context, parentURL string, tree *o
 		return fmt.Errorf("%s: .gitmodules: %w", redact.Location(parentURL), err)
 	}
 	for _, s := range subs {
+		// The section of the path is the last naming it, as Git reads
+		// .gitmodules: its URL and update go together (go-git's map of
+		// the sections gives either of two naming one path). A path
+		// with a ".." part names none, as go-git drops it.
 		var rawURL, update string
-		for _, m := range mods.Submodules {
-			if path.Clean(m.Path) == s.path {
-				rawURL = m.URL
-			}
-		}
 		for _, m := range raw.Section("submodule").Subsections {
-			if path.Clean(m.Option("path")) == s.path {
-				update = m.Option("update")
+			p := m.Option("path")
+			if path.Clean(p) == s.path && !slices.Contains(strings.FieldsFunc(p, func(r rune) bool { return r == '/' || r == '\\' }), "..") {
+				rawURL, update = m.Option("url"), m.Option("update")
 			}
 		}
 		if update == "none" {
