@@ -264,7 +264,7 @@ func StaleMessage(err error, what string) string {
 // context ends stops waiting; the work goes on for the others. A caller
 // that joined a fetch under way is counted as coalesced under kind.
 func (l *Lifetime) Coalesce(ctx context.Context, kind, key string, fn func(context.Context) (any, error)) (any, error) {
-	return l.CoalesceWithin(ctx, 0, kind, key, fn)
+	return l.coalesce(ctx, 0, kind, key, false, fn)
 }
 
 // CoalesceWithin is Coalesce for a caller that has something to answer
@@ -294,7 +294,7 @@ func (l *Lifetime) coalesce(ctx context.Context, wait time.Duration, kind, key s
 		wctx, cancel := context.WithCancel(wctx)
 		f = &flight{done: make(chan struct{}), cancel: cancel, kept: kept}
 		l.flights[key] = f
-		workgroup.Go(l.log, func() { l.run(wctx, key, f, func() { cancel(); done() }, fn) }, "key", key)
+		workgroup.Go(l.log, func() { l.run(wctx, key, f, done, fn) }, "key", key)
 	} else if f.abandoned {
 		f.abandoned = false
 		l.abandoned--
@@ -368,6 +368,7 @@ func (l *Lifetime) leave(key string, f *flight) {
 func (l *Lifetime) run(ctx context.Context, key string, f *flight, done func(), fn func(context.Context) (any, error)) {
 	defer done()
 	f.val, f.err = l.call(ctx, key, fn)
+	f.cancel() // the work's context, which leave may end before
 	l.flightsMu.Lock()
 	if l.flights[key] == f {
 		delete(l.flights, key)
