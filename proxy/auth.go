@@ -123,8 +123,10 @@ func (e *TokenLineError) Error() string { return fmt.Sprintf("line %d: %s", e.Li
 // ParseTokens reads a tokens file: one token per line, blank lines and
 // lines starting with '#' ignored, surrounding space trimmed, a UTF-8
 // byte order mark that begins the file (as some editors write one)
-// dropped. Every token has at least MinTokenLen characters and no
-// space; a line that breaks either rule is a *TokenLineError. It returns
+// dropped. Every token has at least MinTokenLen characters, no space
+// and no control character, and is UTF-8 (a file saved as UTF-16 is
+// refused, not read as tokens no client can send); a line that breaks
+// one of these rules is a *TokenLineError. It returns
 // only the tokens' SHA-256 hashes; no token is kept in memory. A file
 // without any token is an error.
 func ParseTokens(r io.Reader) ([][sha256.Size]byte, error) {
@@ -145,6 +147,13 @@ func ParseTokens(r io.Reader) ([][sha256.Size]byte, error) {
 		if strings.ContainsAny(tok, " \t") {
 			return nil, &TokenLineError{Line: line, Reason: "a token may not contain spaces"}
 		}
+		if !sendable(tok) {
+			// A file saved as UTF-16 (PowerShell's > and Out-File,
+			// Notepad's "Unicode") holds a NUL byte beside each
+			// character: taken as tokens, no client could send one, and
+			// every client would be refused.
+			return nil, &TokenLineError{Line: line, Reason: "a token may hold no control character (a NUL byte, as a file saved as UTF-16 holds beside each character) and no byte that is not UTF-8: no client can send it; save the file as UTF-8"}
+		}
 		if n := utf8.RuneCountInString(tok); n < MinTokenLen {
 			return nil, &TokenLineError{Line: line, Reason: fmt.Sprintf(
 				"a token of %d characters is too short: at least %d are needed, so that it cannot be guessed (make one with: openssl rand -hex 32)", n, MinTokenLen)}
@@ -158,6 +167,20 @@ func ParseTokens(r io.Reader) ([][sha256.Size]byte, error) {
 		return nil, errors.New("no tokens (one per line; '#' starts a comment)")
 	}
 	return hashes, nil
+}
+
+// sendable reports whether tok can be sent in an Authorization header:
+// valid UTF-8 without a control character.
+func sendable(tok string) bool {
+	if !utf8.ValidString(tok) {
+		return false
+	}
+	for _, r := range tok {
+		if r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0 {
+			return false
+		}
+	}
+	return true
 }
 
 // byteOrderMark is the UTF-8 byte order mark.

@@ -69,6 +69,51 @@ func TestParseTokens(t *testing.T) {
 	}
 }
 
+// TestParseTokensRefusesWhatNoClientCanSend: a tokens file saved as
+// UTF-16 (PowerShell's > and Out-File, Notepad's "Unicode"), which holds
+// a NUL byte beside each character, and a token with a control character
+// or a byte that is not UTF-8, are refused naming the line, never taken
+// as tokens no client can send in its Authorization header (every client
+// refused, the reload said to have put them in force).
+func TestParseTokensRefusesWhatNoClientCanSend(t *testing.T) {
+	t.Parallel()
+	utf16 := func(s string) string {
+		var b []byte
+		for _, r := range s {
+			b = append(b, byte(r), byte(r>>8))
+		}
+		return string(b)
+	}
+	tests := []struct {
+		name string
+		in   string
+		line string
+	}{
+		{name: "utf-16 with its byte order mark, no newline at the end", in: utf16("\ufeffalpha-0123456789ab\r\nbravo-0123456789ab"), line: "line 1:"},
+		{name: "utf-16 without a byte order mark", in: utf16("alpha-0123456789ab"), line: "line 1:"},
+		{name: "nul", in: "alpha-0123456789ab\nbravo-01234\x0056789ab\n", line: "line 2:"},
+		{name: "escape", in: "alpha-0123456789ab\x1b[0m\n", line: "line 1:"},
+		{name: "delete", in: "alpha-0123456789ab\x7f\n", line: "line 1:"},
+		{name: "c1 control", in: "alpha-01234\u009b56789ab\n", line: "line 1:"},
+		{name: "not utf-8", in: "alpha-0123456789ab\xff\n", line: "line 1:"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParseTokens(strings.NewReader(tc.in))
+			if err == nil {
+				t.Fatalf("%d tokens taken, want the file refused", len(got))
+			}
+			if !strings.Contains(err.Error(), tc.line) || !strings.Contains(err.Error(), "save the file as UTF-8") {
+				t.Errorf("error %q, want it to name %q and say to save the file as UTF-8", err, tc.line)
+			}
+		})
+	}
+	// A token of printable characters beyond ASCII is taken.
+	if _, err := ParseTokens(strings.NewReader("jeton-privé-0123456789ab\n")); err != nil {
+		t.Errorf("a token of printable UTF-8: %v", err)
+	}
+}
+
 func TestNewAuthValidates(t *testing.T) {
 	t.Parallel()
 	hashes := [][32]byte{sha256.Sum256([]byte("x"))}
