@@ -121,7 +121,16 @@ func handToDataDirOwner(path, dataDir string) error {
 	if !ok || uid == 0 {
 		return nil
 	}
-	return os.Lchown(path, int(uid), int(gid))
+	// The directory opened is the one handed over, never a link or a
+	// file put in its place: that user may write where path is (the data
+	// directory, or a directory handed over before), and a hard link to
+	// a file of root's put there, changed by name, would be theirs.
+	d, err := inputfile.OpenDir(path)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Chown(int(uid), int(gid))
 }
 
 // checkNewDataDirOwner is checkDataDirOwner of a data directory dir not

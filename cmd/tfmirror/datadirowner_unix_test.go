@@ -336,3 +336,64 @@ func TestRootRefusedOnADynamicUsersStateDirSaysStartTheService(t *testing.T) {
 		t.Errorf("cache verify on %s: exit %d\n%s", other, code, stderr)
 	}
 }
+
+// TestHandToDataDirOwnerHandsOverOnlyTheDirectory: what root makes in
+// another user's data directory for that user's serve to write into
+// (a sync's module work) is handed over as the directory it opens. That
+// user may write the data directory: a hard link to a file of root's, or
+// a link to a directory of root's, put in the directory's place is
+// refused, and the file or directory stays root's, where the hard link's
+// file was chowned by name and became that user's.
+func TestHandToDataDirOwnerHandsOverOnlyTheDirectory(t *testing.T) {
+	needRoot(t)
+	dataDir := t.TempDir()
+	if err := os.Chown(dataDir, foreignUID, foreignUID); err != nil {
+		t.Fatal(err)
+	}
+	outside := t.TempDir()
+	file := filepath.Join(outside, "roots-file")
+	if err := os.WriteFile(file, []byte("root's\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(outside, "roots-dir")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	hardLink, link := filepath.Join(dataDir, "work-hard"), filepath.Join(dataDir, "work-link")
+	if err := os.Link(file, hardLink); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(dir, link); err != nil {
+		t.Fatal(err)
+	}
+	owner := func(path string) uint32 {
+		t.Helper()
+		info, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.Sys().(*syscall.Stat_t).Uid
+	}
+	for _, p := range []string{hardLink, link} {
+		if err := handToDataDirOwner(p, dataDir); err == nil {
+			t.Errorf("handToDataDirOwner(%s): no error, want a file or link in the directory's place refused", p)
+		}
+	}
+	if uid := owner(file); uid != 0 {
+		t.Errorf("root's file, hard-linked where the directory was, is now uid %d's, want root's", uid)
+	}
+	if uid := owner(dir); uid != 0 {
+		t.Errorf("root's directory, linked where the directory was, is now uid %d's, want root's", uid)
+	}
+
+	work := filepath.Join(dataDir, "work")
+	if err := os.Mkdir(work, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := handToDataDirOwner(work, dataDir); err != nil {
+		t.Fatal(err)
+	}
+	if uid := owner(work); uid != foreignUID {
+		t.Errorf("the directory made is uid %d's, want the data directory owner's (%d)", uid, foreignUID)
+	}
+}
