@@ -160,7 +160,11 @@ func ParseTokens(r io.Reader) ([][sha256.Size]byte, error) {
 		}
 		hashes = append(hashes, sha256.Sum256([]byte(tok)))
 	}
-	if err := sc.Err(); err != nil {
+	if err := sc.Err(); errors.Is(err, bufio.ErrTooLong) {
+		// The line after the last one read: no token is so long.
+		return nil, &TokenLineError{Line: line + 1, Reason: fmt.Sprintf(
+			"a line longer than %d KiB: no token is so long (is this the client tokens file?)", bufio.MaxScanTokenSize>>10)}
+	} else if err != nil {
 		return nil, err
 	}
 	if len(hashes) == 0 {

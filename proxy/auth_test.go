@@ -114,6 +114,22 @@ func TestParseTokensRefusesWhatNoClientCanSend(t *testing.T) {
 	}
 }
 
+// TestParseTokensNamesALineTooLong: a line longer than any token (a
+// file of another kind named as the tokens file) is refused naming its
+// line and why, where the refusal said only "bufio.Scanner: token too
+// long".
+func TestParseTokensNamesALineTooLong(t *testing.T) {
+	t.Parallel()
+	in := "# tokens\nalpha-0123456789ab\n" + strings.Repeat("x", 70<<10) + "\nbravo-0123456789ab\n"
+	_, err := ParseTokens(strings.NewReader(in))
+	if err == nil || !strings.Contains(err.Error(), "line 3: a line longer than 64 KiB") {
+		t.Fatalf("error %v, want line 3 named as longer than 64 KiB", err)
+	}
+	if strings.Contains(err.Error(), "xxxxxxxx") {
+		t.Errorf("error %v quotes the line", err)
+	}
+}
+
 func TestNewAuthValidates(t *testing.T) {
 	t.Parallel()
 	hashes := [][32]byte{sha256.Sum256([]byte("x"))}
