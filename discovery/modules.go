@@ -116,7 +116,9 @@ type ModuleDownload struct {
 // or 200 answer, or the "location" of a 200 answer's JSON body (as
 // OpenTofu reads it). The location is go-getter syntax; one that starts
 // with "/", "./" or "../" is resolved against the download URL asked
-// (not one a redirect led to), as the clients do. A 200 answer whose
+// (not one a redirect led to), as the clients do. A 200 answer that
+// gives both, resolved so, naming two locations is refused: Terraform
+// would install the header's, OpenTofu the body's. A 200 answer whose
 // JSON body says "use_registry_credentials": true is OpenTofu's direct
 // form (ModuleDownload.RegistryCredentials): its "location" is the
 // package's URL, whatever the header says, and any relative one is
@@ -195,6 +197,16 @@ func (mr *moduleRegistry) location(ctx context.Context, m addrs.Module, version 
 			return ModuleDownload{}, originError(r, 0, bodyErr)
 		}
 		out.Location = body.Location
+	} else if bodyErr == nil && body.Location != "" && resp.StatusCode == http.StatusOK {
+		// Both given: Terraform reads the header, OpenTofu the body.
+		// One package serves both, so they must name the same one,
+		// each resolved as the clients resolve it.
+		header, hErr := resolveGetterLocation(u, out.Location)
+		inBody, bErr := resolveGetterLocation(u, body.Location)
+		if hErr == nil && (bErr != nil || header != inBody) {
+			return ModuleDownload{}, originError(r, 0, fmt.Errorf("download answer names two locations, %q in X-Terraform-Get (which Terraform reads) and %q in its JSON body (which OpenTofu reads); refused",
+				redact.Location(out.Location), redact.Location(body.Location)))
+		}
 	}
 	location := out.Location
 	if location == "" {
@@ -211,20 +223,28 @@ func (mr *moduleRegistry) location(ctx context.Context, m addrs.Module, version 
 			return ModuleDownload{}, originError(r, 0, fmt.Errorf("package URL %q does not parse", redact.Location(location)))
 		}
 		location = u.ResolveReference(ref).String()
-	} else if strings.HasPrefix(location, "/") || strings.HasPrefix(location, "./") || strings.HasPrefix(location, "../") {
-		ref, err := url.Parse(location)
-		if err != nil {
-			return ModuleDownload{}, originError(r, 0, fmt.Errorf("relative location %q does not parse", redact.Location(location)))
-		}
-		// Against the URL asked, as the clients resolve it: not the
-		// one a redirect led to.
-		location = u.ResolveReference(ref).String()
+	} else if location, err = resolveGetterLocation(u, location); err != nil {
+		return ModuleDownload{}, originError(r, 0, err)
 	}
 	out.Location = location
 	mr.tr.log.LogAttrs(ctx, slog.LevelDebug, "module location", slog.String("module", m.String()),
 		slog.String("version", version), slog.String("location", redact.Location(location)),
 		slog.Bool("direct", out.Direct), slog.Bool("registry_credentials", out.RegistryCredentials))
 	return out, nil
+}
+
+// resolveGetterLocation resolves location, go-getter syntax, against the
+// download URL asked (not one a redirect led to), as the clients resolve
+// it: only one that starts with "/", "./" or "../" is relative.
+func resolveGetterLocation(asked *url.URL, location string) (string, error) {
+	if !strings.HasPrefix(location, "/") && !strings.HasPrefix(location, "./") && !strings.HasPrefix(location, "../") {
+		return location, nil
+	}
+	ref, err := url.Parse(location)
+	if err != nil {
+		return "", fmt.Errorf("relative location %q does not parse", redact.Location(location))
+	}
+	return asked.ResolveReference(ref).String(), nil
 }
 
 // moduleURL resolves path segments, each escaped, against the modules.v1

@@ -188,3 +188,62 @@ func TestSourceResponseClosedEarlyIsNoFailure(t *testing.T) {
 		t.Errorf("outcomes %q, want %q", obs.outcomes, want)
 	}
 }
+
+// A 200 download answer may give the package's location in both the
+// X-Terraform-Get header, which Terraform reads, and the JSON body's
+// "location", which OpenTofu reads on 200. The mirror serves one package
+// to both, so an answer whose two name other locations (each resolved
+// against the download URL asked, as the clients resolve it) is refused
+// as a bad origin answer naming both; the same one twice, or either
+// alone, is read as before.
+func TestModuleLocationHeaderAndBodyDisagree(t *testing.T) {
+	answers := map[string][2]string{ // version: header, body
+		"1.0.0": {"git::https://git.example.test/vpc.git?ref=v1.0.0", "git::https://git.example.test/other.git?ref=v1.0.0"},
+		"1.1.0": {"./vpc.tar.gz", "./other.tar.gz"},
+		"1.2.0": {"./vpc.tar.gz", "../1.2.0/vpc.tar.gz"}, // one package, spelt twice
+		"1.3.0": {"git::https://git.example.test/vpc.git?ref=v1.3.0", "git::https://git.example.test/vpc.git?ref=v1.3.0"},
+		"1.4.0": {"git::https://git.example.test/vpc.git?ref=v1.4.0", ""},
+		"1.5.0": {"", "git::https://git.example.test/vpc.git?ref=v1.5.0"},
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /.well-known/terraform.json", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, discoveryDoc("/v1/providers/"))
+	})
+	mux.HandleFunc("GET /v1/modules/acme/vpc/aws/{version}/download", func(w http.ResponseWriter, r *http.Request) {
+		a := answers[r.PathValue("version")]
+		if a[0] != "" {
+			w.Header().Set("X-Terraform-Get", a[0])
+		}
+		if a[1] != "" {
+			writeJSON(w, `{"location":"`+a[1]+`"}`)
+			return
+		}
+		writeJSON(w, `{}`)
+	})
+	s := newTestServer(t, mux)
+	c := newTestClient(t, s, nil)
+	m := addrs.Module{Hostname: s.host, Namespace: "acme", Name: "vpc", System: "aws"}
+	ctx := context.Background()
+	for _, version := range []string{"1.0.0", "1.1.0"} {
+		_, err := c.ModuleLocation(ctx, m, version)
+		var oe *OriginError
+		if !errors.As(err, &oe) || oe.StatusCode != 0 {
+			t.Fatalf("ModuleLocation(%s) = %v, want a bad origin answer (OriginError)", version, err)
+		}
+		for _, want := range []string{"two locations", answers[version][0], answers[version][1]} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("ModuleLocation(%s): %v, want it to name %q", version, err, want)
+			}
+		}
+	}
+	for version, want := range map[string]string{
+		"1.2.0": s.url("/v1/modules/acme/vpc/aws/1.2.0/vpc.tar.gz"),
+		"1.3.0": answers["1.3.0"][0],
+		"1.4.0": answers["1.4.0"][0],
+		"1.5.0": answers["1.5.0"][1],
+	} {
+		if got, err := c.ModuleLocation(ctx, m, version); err != nil || got != (ModuleDownload{Location: want}) {
+			t.Errorf("ModuleLocation(%s) = %+v, %v; want %q", version, got, err, want)
+		}
+	}
+}
