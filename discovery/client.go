@@ -179,6 +179,14 @@ type Config struct {
 	// its error, for per-origin health (the status page's origin rows).
 	// Default nil.
 	Watcher OriginWatcher
+
+	// MirrorHost, if set, returns the host of the mirror's own public URL
+	// in force ("" when it has none): a module source request for a URL
+	// on that host (a registry's download location, a submodule, a Git
+	// redirect) is refused before it is sent, with a
+	// modsource.UnsupportedError, since the mirror would ask itself.
+	// Default nil: no host is refused so.
+	MirrorHost func() string
 }
 
 // OriginWatcher is told of the end of each origin operation (an Op*
@@ -319,6 +327,7 @@ func New(cfg Config) (*Client, error) {
 		watcher:          cfg.Watcher,
 		allowed:          allowed,
 		credentials:      cfg.Credentials,
+		mirrorHost:       cfg.MirrorHost,
 		sleep:            sleepCtx,
 		requestTimeout:   cfg.RequestTimeout,
 		maxDocumentBytes: cfg.MaxDocumentBytes,

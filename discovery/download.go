@@ -143,6 +143,13 @@ func (dl *downloads) open(ctx context.Context, p addrs.Provider, op, rawURL stri
 	if err := dl.tr.checkHost(p.Hostname); err != nil {
 		return nil, 0, err
 	}
+	if op == OpModuleSource {
+		if u, perr := url.Parse(rawURL); perr == nil {
+			if err := dl.tr.refuseMirrorHost(u); err != nil {
+				return nil, 0, err
+			}
+		}
+	}
 	start := time.Now()
 	defer func() {
 		if err != nil {

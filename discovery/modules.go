@@ -283,7 +283,9 @@ func (mr *moduleRegistry) moduleURL(ctx context.Context, m addrs.Module, segment
 // unless ctx asks for it for rawURL's host (WithRegistryCredential: a
 // package the origin's download answer said to fetch with its
 // credential); else only a SourceCredential that ctx carries
-// (WithSourceCredential) is, to its own host.
+// (WithSourceCredential) is, to its own host. A rawURL on the mirror's
+// own public host (Config.MirrorHost) is refused before any request
+// (modsource.ErrUnsupported).
 func (c *Client) OpenSource(ctx context.Context, origin svchost.Hostname, rawURL string) (io.ReadCloser, int64, error) {
 	return c.downloads.open(ctx, addrs.Provider{Hostname: origin}, OpModuleSource, rawURL, true)
 }
@@ -295,7 +297,9 @@ func (c *Client) OpenSource(ctx context.Context, origin svchost.Hostname, rawURL
 // outbound proxy, at most 5 redirects), sends no credentials but the
 // SourceCredential a request's context carries, to its host only, and bounds
 // every response's headers by 1 MiB and its body by the idle timeout, the
-// low-speed limit and Config.MaxArchiveBytes (errors are *OriginError, Op "module_source").
+// low-speed limit and Config.MaxArchiveBytes (errors are *OriginError, Op "module_source"),
+// and refuses a hop to the mirror's own public host (Config.MirrorHost)
+// before it is sent (modsource.ErrUnsupported).
 // Responses are observed as Op "module_source" of origin.
 func (c *Client) SourceHTTPClient(origin svchost.Hostname) *http.Client {
 	return &http.Client{Transport: &sourceTransport{dl: c.downloads, origin: origin}, CheckRedirect: checkRedirect}
@@ -311,6 +315,12 @@ type sourceTransport struct {
 func (t *sourceTransport) RoundTrip(req *http.Request) (_ *http.Response, err error) {
 	dl := t.dl
 	if err := dl.tr.checkHost(t.origin); err != nil {
+		if req.Body != nil {
+			req.Body.Close()
+		}
+		return nil, err
+	}
+	if err := dl.tr.refuseMirrorHost(req.URL); err != nil {
 		if req.Body != nil {
 			req.Body.Close()
 		}

@@ -21,6 +21,7 @@ import (
 	svchost "github.com/hashicorp/terraform-svchost"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/discovery/modsource"
 	"github.com/tfmirror/tfmirror/v2/internal/redact"
 )
 
@@ -33,6 +34,7 @@ type transport struct {
 	watcher     OriginWatcher             // nil: none
 	allowed     map[svchost.Hostname]bool // from Config.AllowedOrigins
 	credentials func(host svchost.Hostname) string
+	mirrorHost  func() string     // Config.MirrorHost; nil: none
 	rt          http.RoundTripper // policy (https only, User-Agent) over the guarded *http.Transport
 	httpClient  *http.Client      // registry API and downloads: redirect policy on top of rt
 	breaker     *breaker
@@ -120,6 +122,27 @@ func checkRedirect(req *http.Request, via []*http.Request) error {
 		req.Header.Del("Authorization")
 	}
 	return nil
+}
+
+// refuseMirrorHost is a *modsource.UnsupportedError when u, a module
+// source URL, is on the mirror's own public host (Config.MirrorHost),
+// which the mirror would ask itself; nil otherwise.
+func (t *transport) refuseMirrorHost(u *url.URL) error {
+	if t.mirrorHost == nil || u == nil {
+		return nil
+	}
+	own := normalHost(t.mirrorHost())
+	if own == "" || normalHost(u.Hostname()) != own {
+		return nil
+	}
+	return &modsource.UnsupportedError{Detail: fmt.Sprintf("location %s points at this mirror (%s, the host of its public URL): the mirror would fetch from itself; refused", redact.URL(u), own)}
+}
+
+// normalHost spells a host name for comparison: lowercase, without a
+// trailing dot or IPv6 brackets.
+func normalHost(h string) string {
+	h = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
+	return strings.ToLower(strings.TrimSuffix(h, "."))
 }
 
 // hostKey spells a URL's host the way svchost.Hostname does for comparison:

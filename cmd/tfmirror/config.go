@@ -61,6 +61,7 @@ var liveSettings = map[string]func(m *server, c settings.Config, level *slog.Lev
 		return func() {
 			useCert()
 			m.proxy.SetPublicURL(c.PublicURL)
+			m.mirrorHost.set(c.PublicURL)
 		}, m.certMisses(c.PublicURL), nil
 	},
 	"not-found-ttl": func(m *server, c settings.Config, _ *slog.LevelVar) (func(), string, error) {

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -38,6 +40,10 @@ type engineParts struct {
 	// cliSide is the CLI releases side beneath the policy, for what
 	// export and import carry (they judge each version themselves).
 	cliSide *releases.Releases
+	// mirrorHost is the host of the public URL in force, which the origin
+	// client refuses as a module source (discovery.Config.MirrorHost); a
+	// reload's public URL is put in it (liveSettings).
+	mirrorHost *publicHost
 	// metadataTimeout bounds one metadata operation against an origin
 	// (mirror.Config.OriginTimeout), derived from the origin limits.
 	metadataTimeout time.Duration
@@ -53,6 +59,27 @@ type engineParts struct {
 	pkgsOnce sync.Once // makes pkgs, the package API behind the policy, once
 	pkgs     *served.Packages
 	pkgsErr  error
+}
+
+// publicHost is the host of the mirror's public URL in force, "" when it
+// has none.
+type publicHost struct{ host atomic.Pointer[string] }
+
+// set puts publicURL's host in force ("" for none, or one that does not
+// parse: settings validated it).
+func (p *publicHost) set(publicURL string) {
+	h := ""
+	if u, err := url.Parse(publicURL); err == nil {
+		h = u.Hostname()
+	}
+	p.host.Store(&h)
+}
+
+func (p *publicHost) get() string {
+	if h := p.host.Load(); h != nil {
+		return *h
+	}
+	return ""
 }
 
 // metadataStages is how many origin requests, one after the other, one
@@ -140,6 +167,9 @@ func openEngine(cfg settings.Config, logger *slog.Logger, o overrides, met *metr
 		BreakerCooldown:  cfg.BreakerCooldown,
 		Logger:           logger,
 	}
+	own := &publicHost{}
+	own.set(cfg.PublicURL)
+	originCfg.MirrorHost = own.get
 	if met != nil {
 		originCfg.Observer = met
 	}
@@ -156,7 +186,7 @@ func openEngine(cfg settings.Config, logger *slog.Logger, o overrides, met *metr
 	if err != nil {
 		return nil, err
 	}
-	parts := &engineParts{store: store, origin: client, metadataTimeout: metadataStages * client.MaxRequestTime()}
+	parts := &engineParts{store: store, origin: client, mirrorHost: own, metadataTimeout: metadataStages * client.MaxRequestTime()}
 	ecfg := mirror.Config{
 		AllowedOrigins:      cfg.AllowedOrigins,
 		UnsignedHosts:       cfg.AllowUnsignedHosts,
