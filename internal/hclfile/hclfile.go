@@ -86,6 +86,12 @@ func ParseFrom(p *hclparse.Parser, path string, r io.Reader) (f *hcl.File, diags
 		p = hclparse.NewParser()
 	}
 	isJSON := strings.EqualFold(filepath.Ext(path), ".json")
+	if isJSON {
+		// A UTF-8 byte order mark, as some editors begin a file with, is
+		// no JSON: HCL's native syntax reads past it, and so is it read
+		// here, not refused as an invalid start of a value.
+		src = bytes.TrimPrefix(src, []byte("\ufeff"))
+	}
 	if d := checkBounds(src, path, isJSON); d != nil {
 		return nil, hcl.Diagnostics{d}, nil
 	}

@@ -9,8 +9,9 @@ import (
 	"github.com/hashicorp/hcl/v2"
 )
 
-// A file is read as HCL or, by its name, as JSON, and a syntax error's
-// summary names the place but quotes nothing of the file.
+// A file is read as HCL or, by its name, as JSON, either begun with a
+// UTF-8 byte order mark as some editors write one or not, and a syntax
+// error's summary names the place but quotes nothing of the file.
 func TestParse(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, body string) string {
@@ -24,6 +25,8 @@ func TestParse(t *testing.T) {
 	for _, path := range []string{
 		write("creds.hcl", `token = "s3cr3t"`),
 		write("creds.JSON", `{"token": "s3cr3t"}`),
+		write("bom.hcl", "\ufeff"+`token = "s3cr3t"`),
+		write("bom.json", "\ufeff"+`{"token": "s3cr3t"}`),
 	} {
 		f, diags, err := Parse(nil, path)
 		if err != nil || diags.HasErrors() {
