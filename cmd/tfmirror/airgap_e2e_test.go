@@ -90,18 +90,10 @@ func copyTree(t *testing.T, from, to string) {
 // cachedVersions lists what the cache in dataDir holds, as "provider version".
 func cachedVersions(t *testing.T, dataDir string) []string {
 	t.Helper()
-	cfg, err := parseServeFlags([]string{"--data-dir", dataDir}, func(string) (string, bool) { return "", false }, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Offline = true
-	parts, err := openEngine(cfg, discardLogger(), overrides{}, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	parts, _ := openOffline(t, "--data-dir", dataDir)
 	defer parts.shutdown(context.Background())
 	var out []string
-	err = parts.engine.ListCachedAfter("", "", func(cv mirror.CachedVersion) error {
+	err := parts.engine.ListCachedAfter("", "", func(cv mirror.CachedVersion) error {
 		out = append(out, cv.Provider+" "+cv.Version)
 		return nil
 	})

@@ -82,6 +82,24 @@ func TestBadCredentialsFileStopsStartup(t *testing.T) {
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
+// openOffline opens the engine of a serve given args (no environment),
+// sealed, as a command that reads a data directory does; the caller
+// shuts it down (which lets the data directory go), and has its
+// configuration to open it again.
+func openOffline(t *testing.T, args ...string) (*engineParts, settings.Config) {
+	t.Helper()
+	cfg, err := parseServeFlags(args, func(string) (string, bool) { return "", false }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Offline = true
+	parts, err := openEngine(cfg, discardLogger(), overrides{}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return parts, cfg
+}
+
 // TestMetadataTimeoutIsDerived: the limit on one whole metadata operation
 // follows the origin limits (four requests with all their retries), so
 // that raising --origin-timeout or --origin-retries is never cut short by

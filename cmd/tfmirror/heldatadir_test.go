@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"io"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -17,15 +16,7 @@ func TestHeldDataDirSaysWhatToDo(t *testing.T) {
 		t.Skip("the cache's directory lock is Badger's own there")
 	}
 	dataDir := filepath.Join(t.TempDir(), "data")
-	cfg, err := parseServeFlags([]string{"--data-dir", dataDir}, func(string) (string, bool) { return "", false }, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Offline = true
-	parts, err := openEngine(cfg, discardLogger(), overrides{}, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	parts, cfg := openOffline(t, "--data-dir", dataDir)
 	defer parts.shutdown(context.Background())
 	second, err := openEngine(cfg, discardLogger(), overrides{}, nil, nil)
 	if err == nil {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"io"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,16 +16,7 @@ import (
 // pointing at this mirror, before any request, where the mirror asked
 // itself, each answer chaining another request.
 func TestPublicURLHostRefusedAsModuleSource(t *testing.T) {
-	cfg, err := parseServeFlags([]string{"--data-dir", filepath.Join(t.TempDir(), "data"), "--public-url", "https://Mirror.Example.test/tfmirror/"},
-		func(string) (string, bool) { return "", false }, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Offline = true
-	parts, err := openEngine(cfg, discardLogger(), overrides{}, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	parts, _ := openOffline(t, "--data-dir", filepath.Join(t.TempDir(), "data"), "--public-url", "https://Mirror.Example.test/tfmirror/")
 	defer parts.shutdown(context.Background())
 	refused := func(location string) {
 		t.Helper()

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -35,15 +34,7 @@ func TestModuleScratchRemovedAtStart(t *testing.T) {
 	if err := os.WriteFile(keep, []byte("mine"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := parseServeFlags([]string{"--data-dir", dataDir}, func(string) (string, bool) { return "", false }, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Offline = true
-	parts, err := openEngine(cfg, discardLogger(), overrides{}, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	parts, _ := openOffline(t, "--data-dir", dataDir)
 	defer parts.shutdown(context.Background())
 	entries, err := os.ReadDir(dataDir)
 	if err != nil {
