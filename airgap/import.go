@@ -18,6 +18,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/discovery/registryjson"
 	"github.com/tfmirror/tfmirror/v2/internal/inputfile"
 	"github.com/tfmirror/tfmirror/v2/internal/jsonbound"
+	"github.com/tfmirror/tfmirror/v2/internal/logbound"
 	"github.com/tfmirror/tfmirror/v2/mirror/imports"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 )
@@ -162,12 +163,7 @@ const maxReportBytes = 8 << 10
 
 // boundedReport is report with each line cut to maxReportBytes.
 func boundedReport(report func(string)) func(string) {
-	return func(line string) {
-		if n := len(line); n > maxReportBytes {
-			line = strings.ToValidUTF8(line[:maxReportBytes], "") + fmt.Sprintf("... (%d bytes more)", n-maxReportBytes)
-		}
-		report(line)
-	}
+	return func(line string) { report(logbound.Cut(line, maxReportBytes)) }
 }
 
 // exportWithin is the directory of the export that the tar file unpacked

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
+	"github.com/tfmirror/tfmirror/v2/internal/logbound"
 	"github.com/tfmirror/tfmirror/v2/internal/sha256hex"
 )
 
@@ -75,10 +76,8 @@ const maxDetailBytes = 2 << 10
 
 func (e *Error) Error() string {
 	msg := "integrity check failed (" + string(e.Reason) + ")"
-	if d := e.Detail; len(d) > maxDetailBytes {
-		msg += ": " + strings.ToValidUTF8(d[:maxDetailBytes], "") + fmt.Sprintf("... (%d bytes more)", len(d)-maxDetailBytes)
-	} else if d != "" {
-		msg += ": " + d
+	if e.Detail != "" {
+		msg += ": " + logbound.Cut(e.Detail, maxDetailBytes)
 	}
 	if e.Err != nil {
 		msg += ": " + e.Err.Error()

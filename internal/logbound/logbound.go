@@ -1,6 +1,8 @@
-// Package logbound owns one small thing: warnings that strangers can
-// cause as many of as they like (a refusal of a made-up name, a wrong
-// token), logged within a bound so that they cannot fill the log.
+// Package logbound owns one small thing: what strangers can make the
+// mirror log, kept within a bound so that it cannot fill the log:
+// warnings they can cause as many of as they like (a refusal of a
+// made-up name, a wrong token), and a string of theirs quoted in a
+// message (Cut).
 //
 // A Warnings logs at warn (or the level its caller gives) a burst at
 // once and then at a steady rate; the warnings beyond the bound are
@@ -11,7 +13,9 @@ package logbound
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -58,4 +62,16 @@ func (w *Warnings) LogAt(log *slog.Logger, now time.Time, level slog.Level, msg 
 		args = append(args, w.countKey, unlogged)
 	}
 	log.Log(context.Background(), level, msg, args...)
+}
+
+// Cut is s cut to its first max bytes (no rune split), with how many
+// bytes more it had: what a message keeps of a string a stranger gave
+// (a file name of an evidence file, a line an import reports), which
+// only the bound of the document it came in bounds. s itself when it
+// has max bytes or fewer.
+func Cut(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	return strings.ToValidUTF8(s[:max], "") + fmt.Sprintf("... (%d bytes more)", len(s)-max)
 }

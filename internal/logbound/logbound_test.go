@@ -70,3 +70,22 @@ func TestLogAtLevel(t *testing.T) {
 		t.Fatalf("a second later, no count of those at debug:\n%s", got)
 	}
 }
+
+// Cut keeps a string within its bound, says how much more it had, and
+// splits no rune; one within it is kept whole.
+func TestCut(t *testing.T) {
+	for _, tc := range []struct {
+		s    string
+		max  int
+		want string
+	}{
+		{"short", 8, "short"},
+		{"exactly8", 8, "exactly8"},
+		{"0123456789", 4, "0123... (6 bytes more)"},
+		{"ab\u00e9cd", 3, "ab... (3 bytes more)"}, // é is two bytes: not split, counted past the bound
+	} {
+		if got := Cut(tc.s, tc.max); got != tc.want {
+			t.Errorf("Cut(%q, %d) = %q, want %q", tc.s, tc.max, got, tc.want)
+		}
+	}
+}
