@@ -63,9 +63,11 @@ func (f *Fetcher) fetchGit(ctx context.Context, repoURL, ref string, cloneBranch
 		return "", gitError(repoURL, err)
 	}
 	want, err := resolveRef(adv, ref)
-	if r, ok := branchRef(adv, ref); ok && cloneBranch && err == nil {
+	if cloneBranch && err == nil {
 		// `git clone --branch REF` takes a branch before a tag so named.
-		want = r
+		if r, ok := branchRef(adv, ref); ok {
+			want = r
+		}
 	}
 	switch {
 	case errors.Is(err, errAbbreviated):
