@@ -102,8 +102,8 @@ func (a *AirGap) Held(fn func(HeldVersion) error) error {
 		h.Listed = listedOf(s, list)
 		h.ListedAt = r.ListingTime(s.Publisher, s.Product, s.Version)
 		for _, name := range passedThrough(s.Publisher, s.Product, s.Version) {
-			var data []byte
-			if _, err := r.store.GetMeta(fileKey(s.Publisher, s.Product, s.Version, name), &data); err == nil {
+			// One kept before its shape was checked, and bad, stays behind.
+			if data, ok := heldCosignFile(r.store, fileKey(s.Publisher, s.Product, s.Version, name), name); ok {
 				if h.PassedThrough == nil {
 					h.PassedThrough = map[string][]byte{}
 				}
@@ -189,7 +189,9 @@ func (e *ImportError) Unwrap() error { return e.Err }
 // refused leaves nothing a client could be served: an archive stored
 // before a later one failed is named by no stored SHA256SUMS, and
 // retention removes it. The version then joins the stored version list, which is
-// what a sealed mirror lists. A product this mirror does not serve is
+// what a sealed mirror lists. A file passed through that comes with it
+// (OpenTofu's cosign .sig and .pem) must have the shape cosign writes
+// (cosignShape), as one from the origin must. A product this mirror does not serve is
 // refused (ErrNotFound).
 func (a *AirGap) Import(ctx context.Context, in Imported) (ImportOutcome, error) {
 	r := a.r
@@ -217,8 +219,8 @@ func (a *AirGap) Import(ctx context.Context, in Imported) (ImportOutcome, error)
 		if !slices.Contains(passedThrough(pub, product, version), name) {
 			return out, &ImportError{File: name, Err: errors.New("is not a file the mirror passes through")}
 		}
-		if len(data) > maxCosignDocument {
-			return out, &ImportError{File: name, Err: fmt.Errorf("is larger than the %d bytes such a file may be", maxCosignDocument)}
+		if err := cosignShape(name, data); err != nil {
+			return out, &ImportError{File: name, Err: fmt.Errorf("is not a cosign file: %w", err)}
 		}
 	}
 	if len(in.Archives) == 0 {

@@ -176,3 +176,50 @@ func TestAirGapImportTakesOnlyTheVersionsNames(t *testing.T) {
 		t.Fatalf("the sealed side lists %+v, %v; want %s alone", list, err, tofuZip)
 	}
 }
+
+// TestAirGapImportRefusesAPassedThroughFileOfAnotherShape: a bundle whose
+// OpenTofu cosign signature or certificate is not what cosign writes (an
+// error page kept by a proxy, say) is refused, naming the file and
+// keeping nothing; the real files are taken and served byte for byte.
+func TestAirGapImportRefusesAPassedThroughFileOfAnotherShape(t *testing.T) {
+	const sigName, pemName = "tofu_1.8.0_SHA256SUMS.sig", "tofu_1.8.0_SHA256SUMS.pem"
+	o := startOrigin(t)
+	a := newRig(t, o, "", false)
+	ctx := context.Background()
+	tofu, err := a.rel.Sums(ctx, releases.OpenTofu, releases.TofuProduct, "1.8.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	real := map[string][]byte{sigName: o.CosignFile("tofu", "1.8.0", sigName), pemName: o.CosignFile("tofu", "1.8.0", pemName)}
+	in := func(passed map[string][]byte) releases.Imported {
+		return releases.Imported{Publisher: releases.OpenTofu, Product: releases.TofuProduct, Version: "1.8.0", Document: tofu.Document,
+			Signature: tofu.Signature, Archives: []releases.ImportedArchive{archiveOf(tofuZip, o.Archive("tofu", "1.8.0", "linux_amd64"))},
+			Files: []string{tofuZip}, PassedThrough: passed}
+	}
+	for _, name := range []string{sigName, pemName} {
+		t.Run(name, func(t *testing.T) {
+			b := newRig(t, o, "", true)
+			bad := map[string][]byte{sigName: real[sigName], pemName: real[pemName]}
+			bad[name] = []byte("<!DOCTYPE html>\n<html><body>Blocked by policy</body></html>\n")
+			_, err := b.rel.AirGap().Import(ctx, in(bad))
+			if err == nil || !strings.Contains(err.Error(), name+": is not a cosign file") {
+				t.Fatalf("import with an HTML page as %s: %v", name, err)
+			}
+			if _, err := b.rel.HeldSums(releases.OpenTofu, releases.TofuProduct, "1.8.0"); err == nil {
+				t.Error("the SHA256SUMS was kept")
+			}
+			if _, err := b.rel.Document(ctx, releases.OpenTofu, releases.TofuProduct, "1.8.0", name); err == nil {
+				t.Errorf("%s is served", name)
+			}
+		})
+	}
+	b := newRig(t, o, "", true)
+	if _, err := b.rel.AirGap().Import(ctx, in(real)); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range real {
+		if got, err := b.rel.Document(ctx, releases.OpenTofu, releases.TofuProduct, "1.8.0", name); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s after the import: %q, %v", name, got, err)
+		}
+	}
+}

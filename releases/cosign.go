@@ -28,24 +28,28 @@ const maxCosignDocument = 64 << 10
 // page answered 200, is refused so, not kept as the release's file. The
 // signature is not verified (docs/cli-releases.md).
 func checkCosignFile(name string, data []byte) error {
-	var err error
-	switch {
-	case len(data) > maxCosignDocument:
-		err = fmt.Errorf("larger than the %d bytes such a file may be", maxCosignDocument)
-	case strings.HasSuffix(name, ".sig"):
-		err = checkCosignSignature(data)
-	case strings.HasSuffix(name, ".pem"):
-		err = checkCosignCertificate(data)
-	default:
-		err = errors.New("not a cosign file")
-	}
-	if err != nil {
+	if err := cosignShape(name, data); err != nil {
 		// The origin's answer is at fault, not the mirror: a bad gateway,
 		// as a malformed version list is.
 		return &failure.OriginError{Kind: failure.OriginFailed,
 			Err: fmt.Errorf("the origin's %s is not a cosign file: %w", name, err)}
 	}
 	return nil
+}
+
+// cosignShape says why data, a cosign file name, is not one as
+// checkCosignFile describes, whoever gave it (an origin, a bundle).
+func cosignShape(name string, data []byte) error {
+	switch {
+	case len(data) > maxCosignDocument:
+		return fmt.Errorf("larger than the %d bytes such a file may be", maxCosignDocument)
+	case strings.HasSuffix(name, ".sig"):
+		return checkCosignSignature(data)
+	case strings.HasSuffix(name, ".pem"):
+		return checkCosignCertificate(data)
+	default:
+		return errors.New("not a cosign file")
+	}
 }
 
 // checkCosignSignature: base64 (line breaks ignored, as cosign's

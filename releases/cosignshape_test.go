@@ -123,3 +123,38 @@ func TestCosignFileKeptOfAnotherShapeFetchedAgain(t *testing.T) {
 		t.Errorf("%d origin requests, want 1", n)
 	}
 }
+
+// TestCosignFileKeptOfAnotherShapeNotExported: what an export carries of
+// a version (AirGap.Held) leaves out a cosign file kept before the mirror
+// checked them that is an HTML page, and carries the one beside it that
+// is a signature.
+func TestCosignFileKeptOfAnotherShapeNotExported(t *testing.T) {
+	const sig, pemName = "tofu_1.8.0_SHA256SUMS.sig", "tofu_1.8.0_SHA256SUMS.pem"
+	o := startOrigin(t)
+	r := newRig(t, o, "", false)
+	if _, _, err := r.read(releases.OpenTofu, "tofu", "1.8.0", tofuZip); err != nil {
+		t.Fatal(err)
+	}
+	r.waitIdle()
+	if err := r.store.PutMeta("releases/file/opentofu/tofu/1.8.0/"+pemName, []byte(errorPage)); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.store.PutMeta("releases/file/opentofu/tofu/1.8.0/"+sig, o.CosignFile("tofu", "1.8.0", sig)); err != nil {
+		t.Fatal(err)
+	}
+	var passed map[string][]byte
+	if err := r.rel.AirGap().Held(func(h releases.HeldVersion) error {
+		if h.Sums != nil && h.Sums.Version == "1.8.0" {
+			passed = h.PassedThrough
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := passed[pemName]; ok {
+		t.Errorf("the export carries the HTML page kept as %s", pemName)
+	}
+	if !bytes.Equal(passed[sig], o.CosignFile("tofu", "1.8.0", sig)) {
+		t.Errorf("the export carries %q as %s, want the signature kept", passed[sig], sig)
+	}
+}
