@@ -376,7 +376,7 @@ func New(cfg Config) (*Client, error) {
 	refusals := &refusalTransport{next: base, log: cfg.Logger}
 	trust := &trustTransport{next: refusals, log: cfg.Logger, hint: cfg.TrustHint}
 	tr.rt = &policyTransport{next: trust, userAgent: cfg.UserAgent}
-	tr.httpClient = &http.Client{Transport: tr.rt, CheckRedirect: checkRedirect}
+	tr.httpClient = &http.Client{Transport: tr.rt, CheckRedirect: tr.checkRedirect}
 
 	disc := &discoverer{tr: tr, ttl: cfg.DiscoveryTTL, now: cfg.Now, hosts: make(map[svchost.Hostname]*discoEntry), flights: flights.New(cfg.Logger)}
 	return &Client{

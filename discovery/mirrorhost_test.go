@@ -18,7 +18,8 @@ import (
 // another: it is refused as an unsupported module source before any
 // request is sent, saying it points at this mirror. Another host, or no
 // public host known, is asked as before; the host is read at each
-// request, so that a reload of the public URL reaches it.
+// request, so that a reload of the public URL reaches it. A redirect to
+// the mirror's host is refused at the hop, for an archive as for Git.
 func TestModuleSourceOnMirrorHostRefused(t *testing.T) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /archives/vpc.tar.gz", func(w http.ResponseWriter, r *http.Request) {
@@ -27,6 +28,9 @@ func TestModuleSourceOnMirrorHostRefused(t *testing.T) {
 	mux.HandleFunc("GET /moved.git/info/refs", func(w http.ResponseWriter, r *http.Request) {
 		// To the same server by another name: the mirror's, below.
 		http.Redirect(w, r, "https://LOCALHOST."+strings.TrimPrefix(r.Host, "127.0.0.1")+"/vpc.git/info/refs?service=git-upload-pack", http.StatusFound)
+	})
+	mux.HandleFunc("GET /moved/vpc.tar.gz", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "https://LOCALHOST."+strings.TrimPrefix(r.Host, "127.0.0.1")+"/archives/vpc.tar.gz", http.StatusFound)
 	})
 	s := newTestServer(t, mux)
 	var own atomic.Pointer[string]
@@ -72,6 +76,14 @@ func TestModuleSourceOnMirrorHostRefused(t *testing.T) {
 	}
 	_, err = f.Fetch(ctx, addr, io.Discard)
 	refused("Git fetch redirected to the mirror", err)
+	// Where an archive's host redirects: refused at the hop, and not
+	// asked again as a failed request would be.
+	before := s.total()
+	_, _, err = c.OpenSource(ctx, s.host, s.url("/moved/vpc.tar.gz"))
+	refused("archive redirected to the mirror", err)
+	if n := s.total() - before; n != 1 {
+		t.Errorf("the archive redirected to the mirror made %d requests, want the redirect's alone", n)
+	}
 
 	// Another public host, or none: asked as before.
 	for _, h := range []string{"mirror.example.test", ""} {

@@ -68,9 +68,13 @@ const (
 
 // redirectRefused is a redirect that checkRedirect refused: a policy
 // decision, not an origin failure, and never worth a retry.
-type redirectRefused struct{ msg string }
+type redirectRefused struct {
+	msg string
+	err error // what refused it, if an error did
+}
 
 func (e *redirectRefused) Error() string { return e.msg }
+func (e *redirectRefused) Unwrap() error { return e.err }
 
 // classify judges the result of one request: whether it tells of a failing
 // origin, and whether it is worth retrying. Connection failures, timeouts,

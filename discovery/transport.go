@@ -111,17 +111,43 @@ func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { r
 // net/http's names the URL redirected from, query included (a pre-signed
 // URL's signature), to the host redirected to.
 func checkRedirect(req *http.Request, via []*http.Request) error {
+	return checkRedirectTo(req, via, nil)
+}
+
+// checkRedirectTo is checkRedirect, refusing as well a hop that
+// refuse (if not nil) refuses.
+func checkRedirectTo(req *http.Request, via []*http.Request, refuse func(*url.URL) error) error {
 	req.Header.Del("Referer")
 	if len(via) > maxRedirects {
-		return &redirectRefused{fmt.Sprintf("stopped after %d redirects", maxRedirects)}
+		return &redirectRefused{msg: fmt.Sprintf("stopped after %d redirects", maxRedirects)}
 	}
 	if req.URL.Scheme != "https" {
-		return &redirectRefused{fmt.Sprintf("refusing redirect to a non-https URL (%s://%s)", req.URL.Scheme, req.URL.Host)}
+		return &redirectRefused{msg: fmt.Sprintf("refusing redirect to a non-https URL (%s://%s)", req.URL.Scheme, req.URL.Host)}
+	}
+	if refuse != nil {
+		if err := refuse(req.URL); err != nil {
+			return &redirectRefused{msg: err.Error(), err: err}
+		}
 	}
 	if hostKey(req.URL) != hostKey(via[0].URL) {
 		req.Header.Del("Authorization")
 	}
 	return nil
+}
+
+// sourceHopKey marks the context of a module source request, each of
+// whose redirects transport.checkRedirect checks as its first hop.
+type sourceHopKey struct{}
+
+// checkRedirect is the package's checkRedirect for the transport's
+// requests, and for a module source's (marked by sourceHopKey) the
+// refusal of a hop to the mirror's own public host that its first
+// request had.
+func (t *transport) checkRedirect(req *http.Request, via []*http.Request) error {
+	if req.Context().Value(sourceHopKey{}) != nil {
+		return checkRedirectTo(req, via, t.refuseMirrorHost)
+	}
+	return checkRedirect(req, via)
 }
 
 // refuseMirrorHost is a *modsource.UnsupportedError when u, a module
@@ -201,7 +227,11 @@ func originError(r request, status int, err error) *OriginError {
 // do sends r on ctx. Failures are *OriginError, except that the caller's own
 // cancellation or deadline is returned as such.
 func (t *transport) do(ctx, reqCtx context.Context, r request) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(reqCtx, http.MethodGet, r.u.String(), nil)
+	hopCtx := reqCtx
+	if r.op == OpModuleSource {
+		hopCtx = context.WithValue(reqCtx, sourceHopKey{}, true)
+	}
+	req, err := http.NewRequestWithContext(hopCtx, http.MethodGet, r.u.String(), nil)
 	if err != nil {
 		return nil, originError(r, 0, err)
 	}
