@@ -8,11 +8,18 @@ import (
 	"github.com/apparentlymart/go-versions/versions/constraints"
 )
 
+// MaxVersionLen bounds a version's canonical form (its String), in bytes:
+// the longest version a client can ask the mirror's doors for. A version
+// an origin lists that is longer is skipped as an invalid one is, so that
+// no answer offers a version whose every request would be refused.
+const MaxVersionLen = 128
+
 // ParseSemver is versions.ParseVersion made strict and safe. The library
 // panics on a numeric part that does not fit in 64 bits, and both request
 // paths and origin answers can carry such a part; it also accepts
 // prerelease and build parts that semantic versioning forbids, such as
-// "1.0.0+." or "1.0.0-a..b". Both become errors here.
+// "1.0.0+." or "1.0.0-a..b". Both become errors here, as does a version
+// whose canonical form is longer than MaxVersionLen.
 func ParseSemver(s string) (v versions.Version, err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -29,6 +36,9 @@ func ParseSemver(s string) (v versions.Version, err error) {
 		if extra.s != "" && !validSemverExtra(extra.s) {
 			return versions.Version{}, fmt.Errorf("%s %q must be dot-separated, non-empty identifiers of letters, digits and dashes", extra.what, extra.s)
 		}
+	}
+	if n := len(v.String()); n > MaxVersionLen {
+		return versions.Version{}, fmt.Errorf("version %.40q...: %d bytes, more than the %d a mirror serves", s, n, MaxVersionLen)
 	}
 	return v, nil
 }

@@ -17,7 +17,7 @@ import (
 const (
 	maxPartLen    = 64
 	maxHostLen    = 253 + len(":65535")
-	maxVersionLen = 128
+	maxVersionLen = addrs.MaxVersionLen
 )
 
 // parseProvider validates the HOST/NAMESPACE/TYPE parts of a request path,
