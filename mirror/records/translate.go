@@ -11,21 +11,27 @@ import (
 	"github.com/tfmirror/tfmirror/v2/discovery"
 )
 
-// MaxPlatforms and MaxProtocols bound what one version of a provider
-// offers: a real provider builds for some twenty platforms and speaks two
-// or three protocols, while an origin's answer, within its bounds, may
-// list a hundred thousand of each, which every request for the version
-// would then go through (and ask the origin about, a platform at a
-// time). Beyond them, TranslateVersions keeps the first in the origin's
-// order and reports the rest to skip.
+// MaxPlatforms, MaxProtocols and MaxSpellings bound what one version of
+// a provider offers: a real provider builds for some twenty platforms,
+// speaks two or three protocols and is listed in one spelling (two at
+// most: "1.0" beside "1.0.0"), while an origin's answer, within its
+// bounds, may list a hundred thousand of each ("01.0.0", "001.0.0", ...
+// are all 1.0.0), which every request for the version would then go
+// through (and ask the origin about, a platform at a time, and for a
+// platform the first spelling lacks, a spelling at a time). Beyond them,
+// TranslateVersions keeps the first in the origin's order (and the
+// canonical spelling, wherever it is listed) and reports the rest to
+// skip.
 const (
 	MaxPlatforms = 256
 	MaxProtocols = 64
+	MaxSpellings = 8
 )
 
 var (
 	errTooManyPlatforms = fmt.Errorf("more platforms for one version than the %d a mirror keeps", MaxPlatforms)
 	errTooManyProtocols = fmt.Errorf("more protocols for one version than the %d a mirror keeps", MaxProtocols)
+	errTooManySpellings = fmt.Errorf("more spellings of one version than the %d a mirror keeps", MaxSpellings)
 )
 
 // TranslateVersions turns an origin's version list into the cached form:
@@ -33,7 +39,7 @@ var (
 // for that), sorted, duplicates merged. Invalid versions are reported to
 // skip and dropped, as the clients themselves do, and so are the
 // platforms and protocols of a version beyond MaxPlatforms and
-// MaxProtocols.
+// MaxProtocols, and its spellings beyond MaxSpellings.
 //
 // When the origin lists one version in several spellings ("1.0" and
 // "1.0.0"), the entry offers the platforms of all of them, and is asked
@@ -66,6 +72,10 @@ func TranslateVersions(infos []discovery.VersionInfo, skip func(raw string, err 
 			heldBy[canon] = h
 		}
 		if !h.spelt[info.Version] {
+			if len(spellings[canon]) >= MaxSpellings && info.Version != canon {
+				skip(info.Version, errTooManySpellings)
+				continue
+			}
 			h.spelt[info.Version] = true
 			spellings[canon] = append(spellings[canon], info.Version)
 		}
