@@ -232,7 +232,7 @@ type blobWriter struct {
 	err         error // first staging failure
 	state       writerState
 	dropOnClose bool
-	pinned      bool // committed this blob: it is protected from eviction until Close
+	pinned      bool // committed (its copy or another writer's): the archive is protected from eviction until Close
 }
 
 type writerState int
@@ -493,6 +493,8 @@ func (f *follower) Close() error {
 // record is written, and every other writer's Commit succeeds too,
 // returning that record's BlobInfo (its Created is the first writer's);
 // the other writers' staged copies are deleted when they are closed.
+// Every writer that committed holds the archive, as a reader does, until
+// it is closed: no eviction deletes it meanwhile.
 func (w *blobWriter) Commit(h1 string) (BlobInfo, error) {
 	w.mu.Lock()
 	if w.state != writing {
@@ -596,8 +598,15 @@ func (w *blobWriter) Commit(h1 string) (BlobInfo, error) {
 		w.s.bytes += rec.Size
 		w.s.staging.Add(-staged)
 		w.s.mu.Unlock()
-		w.s.evict.lru.addPinned(rec.SHA256)
 		w.s.damagedBlobs.Delete(w.expected)
+	}
+	if err == nil {
+		// This writer holds the archive until it is closed, whichever
+		// writer's copy the record names: held under the blob's lock,
+		// which a deletion takes to ask, so that no eviction takes the
+		// archive from under a writer whose Commit said it is stored
+		// (and whose Close then drops its own copy).
+		w.s.evict.lru.addPinned(rec.SHA256)
 	}
 	unlock()
 	if replaced != nil && err == nil {
@@ -614,11 +623,8 @@ func (w *blobWriter) Commit(h1 string) (BlobInfo, error) {
 	}
 	w.mu.Lock()
 	w.state = committed
-	if existing != nil {
-		w.dropOnClose = true
-	} else {
-		w.pinned = true
-	}
+	w.dropOnClose = existing != nil
+	w.pinned = true
 	w.mu.Unlock()
 	if existing != nil {
 		return existing.BlobInfo, nil
