@@ -254,6 +254,24 @@ func (l *lru) held(sha string) bool {
 	return e != nil && e.refs > 0
 }
 
+// inUse returns ErrInUse when one of shas is referenced (open for
+// reading, or committed by a writer not yet closed) or being evicted,
+// marking none of them.
+func (l *lru) inUse(shas []string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, sha := range shas {
+		switch e := l.entries[sha]; {
+		case e == nil:
+		case e.refs > 0:
+			return fmt.Errorf("%w: %s", ErrInUse, sha)
+		case e.evicting:
+			return fmt.Errorf("%w: %s (being evicted)", ErrInUse, sha)
+		}
+	}
+	return nil
+}
+
 // unmark ends the eviction of sha that was not deleted after all.
 func (l *lru) unmark(sha string) {
 	l.mu.Lock()
@@ -418,8 +436,9 @@ func (s *Blobs) EvictBlob(sha string) (BlobInfo, error) {
 // run); it returns fn's error. fn runs with no archive marked for
 // eviction, so it may wait on anything a writer of one of them holds (a
 // writer of an archive being evicted waits for the eviction to end). An
-// archive not cached, or not committed, is skipped. It deletes nothing:
-// for a caller that must not leave what names the archives without them
+// archive not cached, or not committed, is skipped. It deletes nothing,
+// and marks nothing, so that no reader is refused while it asks: for a
+// caller that must not leave what names the archives without them
 // (retention removes a version that cannot be fetched again, its record
 // in fn, then the archives that nothing names since, each by EvictBlob,
 // which refuses one opened meanwhile).
@@ -429,31 +448,19 @@ func (s *Blobs) UnlessInUse(shas []string, fn func() error) error {
 			return err
 		}
 	}
-	// Whether any is in use: each claimed, then all let go again.
-	var claimed []string // the committed archives, each claimed once
-	unmark := func() {
-		for _, sha := range claimed {
-			s.evict.lru.unmark(sha)
-		}
-	}
+	// Whether any is in use, asked of all at once: none is marked for
+	// eviction, which would refuse its readers (acquire) while it is
+	// asked, though nothing is deleted.
+	var cached []string
 	for _, sha := range shas {
-		if slices.Contains(claimed, sha) {
-			continue
-		}
 		if _, _, err := s.statBlob(sha); errors.Is(err, ErrNotFound) {
 			continue // not cached
 		}
-		_, err := s.evict.lru.claim(sha)
-		if errors.Is(err, ErrNotFound) {
-			continue // not committed
-		}
-		if err != nil {
-			unmark()
-			return err
-		}
-		claimed = append(claimed, sha)
+		cached = append(cached, sha)
 	}
-	unmark()
+	if err := s.evict.lru.inUse(cached); err != nil {
+		return err
+	}
 	return fn()
 }
 
