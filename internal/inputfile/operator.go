@@ -62,13 +62,65 @@ func (e *OwnerError) Error() string {
 // OpenOperator opens it, and no more than max bytes of it: a longer file
 // is a *TooLargeError naming it and the bound, whatever its size said
 // when it was opened (a file still growing).
+//
+// A file that changed while it was read (its size or modification time
+// not the same after the read as when it was opened: a file written in
+// place as it is read, whose later lines the read would miss) is read
+// again, opened anew, up to readTries times in all; then it is a
+// *ChangedError.
 func ReadOperator(path string, max int64) ([]byte, error) {
-	f, _, err := OpenOperator(path)
+	return readSettled(path, max, OpenOperator)
+}
+
+// readTries bounds the reads of a file that changes while it is read.
+const readTries = 3
+
+// ChangedError refuses an operator's file that changed while each of
+// readTries reads of it went on.
+type ChangedError struct {
+	Path string
+}
+
+func (e *ChangedError) Error() string {
+	return fmt.Sprintf("%s changed while it was read, %d times: refused; write such a file whole and rename it into place", e.Path, readTries)
+}
+
+// afterRead, when set by a test, runs between a read of a file and the
+// look at whether it changed meanwhile.
+var afterRead func(path string)
+
+// readSettled reads the file at path, opened by open, as ReadOperator
+// says.
+func readSettled(path string, max int64, open func(string) (*os.File, fs.FileInfo, error)) ([]byte, error) {
+	for range readTries {
+		data, settled, err := readOnce(path, max, open)
+		if err != nil || settled {
+			return data, err
+		}
+	}
+	return nil, &ChangedError{Path: path}
+}
+
+// readOnce reads the file at path once, and says whether it was the same
+// after the read as when it was opened.
+func readOnce(path string, max int64, open func(string) (*os.File, fs.FileInfo, error)) ([]byte, bool, error) {
+	f, before, err := open(path)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	defer f.Close()
-	return readBounded(path, f, max)
+	data, err := readBounded(path, f, max)
+	if err != nil {
+		return nil, false, err
+	}
+	if afterRead != nil {
+		afterRead(path)
+	}
+	after, err := f.Stat()
+	if err != nil {
+		return nil, false, err
+	}
+	return data, after.Size() == before.Size() && after.ModTime().Equal(before.ModTime()), nil
 }
 
 // OpenTrusted is OpenOperator of a file whose content the mirror trusts:
@@ -116,12 +168,7 @@ func othersMayWrite(path string, f *os.File, info fs.FileInfo) error {
 
 // ReadTrusted is ReadOperator of a file opened by OpenTrusted.
 func ReadTrusted(path string, max int64) ([]byte, error) {
-	f, _, err := OpenTrusted(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return readBounded(path, f, max)
+	return readSettled(path, max, OpenTrusted)
 }
 
 func readBounded(path string, f *os.File, max int64) ([]byte, error) {
