@@ -17,17 +17,8 @@ func TestSecondWriterHoldsTheArchiveUntilClosed(t *testing.T) {
 	sha := shaOf(data)
 	put(t, s, data) // the first writer's, committed and closed
 
-	w, err := s.NewBlobWriter(sha)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := commitAgain(t, s, data)
 	defer w.Close()
-	if _, err := w.Write(data); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Commit("h1:test"); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := s.EvictBlob(sha); !errors.Is(err, ErrInUse) {
 		t.Errorf("EvictBlob of an archive a writer not yet closed committed: %v, want ErrInUse", err)
 	}
@@ -50,20 +41,10 @@ func TestSizeLimitLeavesASecondWritersArchive(t *testing.T) {
 	var evicted []string
 	data := randomBytes(testChunk*3+5, 942)
 	s := openLimited(t, "", int64(len(data))*2, &evicted)
-	sha := shaOf(data)
 	put(t, s, data)
 
-	w, err := s.NewBlobWriter(sha)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := commitAgain(t, s, data)
 	defer w.Close()
-	if _, err := w.Write(data); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Commit("h1:test"); err != nil {
-		t.Fatal(err)
-	}
 	// Over the limit: the archive is the only one, and held.
 	other := randomBytes(testChunk*3+5, 943)
 	put(t, s, other)
@@ -76,4 +57,23 @@ func TestSizeLimitLeavesASecondWritersArchive(t *testing.T) {
 	if !cached(s, data) {
 		t.Fatalf("the size limit evicted the archive a writer not yet closed committed (evicted: %v)", evicted)
 	}
+}
+
+// commitAgain writes and commits data, already cached, with a writer of
+// its own, which it returns open.
+func commitAgain(t *testing.T, s *Store, data []byte) BlobWriter {
+	t.Helper()
+	w, err := s.NewBlobWriter(shaOf(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(data); err != nil {
+		w.Close()
+		t.Fatal(err)
+	}
+	if _, err := w.Commit("h1:test"); err != nil {
+		w.Close()
+		t.Fatal(err)
+	}
+	return w
 }
