@@ -93,6 +93,25 @@ func newDatabase(opts Options, hooks *testHooks) *database {
 	return d
 }
 
+// ErrRecordTooLarge refuses a record larger than one value of the
+// database may be.
+var ErrRecordTooLarge = errors.New("cache: record larger than the database stores in one value")
+
+// fits refuses doc, the record to store under key, when it is larger than
+// Badger takes in one value (a value-log file's size; in memory, the
+// value threshold), saying so in a line: Badger's own error dumps the
+// value's first KiB, an origin's answer, into the message.
+func (d *database) fits(key string, doc []byte) error {
+	most := d.bopts.ValueLogFileSize
+	if d.bopts.InMemory {
+		most = d.bopts.ValueThreshold
+	}
+	if int64(len(doc)) > most {
+		return fmt.Errorf("storing %s: %w (%d bytes, more than %d)", key, ErrRecordTooLarge, len(doc), most)
+	}
+	return nil
+}
+
 // view runs fn in a read-only transaction.
 func (d *database) view(fn func(txn *badger.Txn) error) error {
 	return d.withDB(func() error {

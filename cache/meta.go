@@ -97,6 +97,9 @@ func (r *Records) PutMetaAt(key string, v any, at time.Time) error {
 	if err != nil {
 		return err
 	}
+	if err := r.db.fits(key, doc); err != nil {
+		return err
+	}
 	if h := r.failWrites; h != nil {
 		if err := h(); err != nil {
 			return fmt.Errorf("cache: storing %s: %w", key, err)
@@ -135,6 +138,9 @@ func (r *Records) PutMetas(docs map[string]any) error {
 		}
 		doc, err := json.Marshal(envelope{StoredAt: now, Value: raw})
 		if err != nil {
+			return err
+		}
+		if err := r.db.fits(key, doc); err != nil {
 			return err
 		}
 		if h := r.failWrites; h != nil {
