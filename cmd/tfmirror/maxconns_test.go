@@ -138,3 +138,63 @@ func TestHealthzOnTheMetricsListenerAtTheConnectionLimit(t *testing.T) {
 		t.Fatalf("GET /healthz on the metrics listener with the port at its limit: %s %s, want 200 ok", resp.Status, body)
 	}
 }
+
+// The metrics listener holds at most metricsMaxConnections connections
+// too: a flood of connections there, kept alive or never sending a
+// request, took as many file descriptors as it opened, which the cache's
+// files and the origins' connections need, --max-connections bounding
+// the mirror's port alone. One beyond them waits, unaccepted, as on the
+// mirror's port, and is served once one closes.
+func TestMetricsListenerConnectionsBounded(t *testing.T) {
+	free, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metricsAddr := free.Addr().String()
+	free.Close()
+	origin := newOrigin(t, fakeorigin.Options{})
+	startMirror(t, origin, t.TempDir(), nil, "--insecure-http", "--metrics-listen", metricsAddr)
+	ask := func(c net.Conn, d time.Duration) (string, error) {
+		c.SetDeadline(time.Now().Add(d))
+		if _, err := c.Write([]byte("GET /healthz HTTP/1.1\r\nHost: " + metricsAddr + "\r\n\r\n")); err != nil {
+			return "", err
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			return "", err
+		}
+		resp.Body.Close()
+		return resp.Status, nil
+	}
+	dial := func() net.Conn {
+		c, err := net.DialTimeout("tcp", metricsAddr, 10*time.Second)
+		if err != nil {
+			t.Fatalf("connecting: %v", err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	held := make([]net.Conn, metricsMaxConnections)
+	for i := range held {
+		held[i] = dial()
+		if status, err := ask(held[i], 30*time.Second); err != nil || status != "200 OK" {
+			t.Fatalf("connection %d of the metrics listener's %d: %q, %v", i+1, metricsMaxConnections, status, err)
+		}
+	}
+	extra := dial()
+	if status, err := ask(extra, 500*time.Millisecond); err == nil {
+		t.Fatalf("a connection beyond the metrics listener's %d was answered %q", metricsMaxConnections, status)
+	} else if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
+		t.Fatalf("a connection beyond the metrics listener's limit failed with %v, want it left waiting", err)
+	}
+	held[0].Close()
+	extra.SetDeadline(time.Now().Add(30 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(extra), nil)
+	if err != nil {
+		t.Fatalf("the waiting connection once another closed: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("the waiting connection was answered %s", resp.Status)
+	}
+}

@@ -594,6 +594,14 @@ func certHosts(cfg settings.Config) []string {
 	return out
 }
 
+// metricsMaxConnections bounds the connections open at once on the
+// metrics listener (--metrics-listen), as --max-connections bounds the
+// mirror's port: a scraper or two and the probes need a few, and a flood
+// of connections there would otherwise take every file descriptor, which
+// the cache's files and the origins' connections need. One beyond them
+// waits, unaccepted, for one to close.
+const metricsMaxConnections = 64
+
 // nextProtos is what the mirror offers in TLS's protocol negotiation.
 // HTTP/1.1 only, unless http2: Terraform and OpenTofu ask for a provider's
 // documents and archive one request at a time, so HTTP/2's multiplexing
@@ -684,6 +692,7 @@ func (m *server) serve(ctx context.Context, ln net.Listener) error {
 			m.shutdownAfterServing()
 			return fmt.Errorf("--metrics-listen: %w", err)
 		}
+		mln = netutil.LimitListener(mln, metricsMaxConnections)
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", m.metrics.Handler())
 		// Liveness too, off the port --max-connections bounds: a mirror

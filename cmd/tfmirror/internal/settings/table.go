@@ -266,7 +266,7 @@ var Table = []*Setting{
 		bind: stringOf("modules", func(c *Config) *string { return &c.OCIModulePrefix })},
 	{Name: "metrics-listen", Group: GroupServing,
 		Help:       "optional plain-HTTP address that serves only /metrics and /healthz (e.g. :9090), outside --max-connections; both are always on the main listener too",
-		Doc:        "an extra plain-HTTP address (e.g. `:9090`) that serves only `/metrics` and `/healthz`, outside `--max-connections`: a liveness probe there passes while the mirror's port is busy with that many connections (the chart and the manifests probe it so); both are always on the main listener too",
+		Doc:        "an extra plain-HTTP address (e.g. `:9090`) that serves only `/metrics` and `/healthz`, outside `--max-connections`: a liveness probe there passes while the mirror's port is busy with that many connections (the chart and the manifests probe it so). It keeps at most 64 connections open at once, one beyond them waiting unaccepted until one closes, so that a flood of connections there cannot take the process's file descriptors either; both are always on the main listener too",
 		DocDefault: "none",
 		bind:       stringOf("", func(c *Config) *string { return &c.MetricsListen })},
 	{Name: "shutdown-delay", Group: GroupServing,
