@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -205,6 +206,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			Msg: fmt.Sprintf("path longer than %d bytes", MaxRequestPath)})
 		return
 	}
+	if err := readBody(r); err != nil {
+		s.refuse(w, r, err)
+		return
+	}
 	if r.Host != "" && !ValidHost(r.Host) && *s.status.publicURL.Load() == "" {
 		// The mirror names itself by the Host of each request
 		// (RequestURL): one it cannot put in a URL is refused before
@@ -275,6 +280,34 @@ func (s *Server) refuse(w http.ResponseWriter, r *http.Request, err error) {
 	default:
 		writeError(w, err)
 	}
+}
+
+// MaxRequestBody bounds the body of a request: no door reads one (the
+// clients send none), and a longer one is refused (413).
+const MaxRequestBody = 64 << 10
+
+// readBody reads the body of a GET or HEAD, if it has one, to its end and
+// lets it go: no door reads a body, and net/http watches a connection for
+// its client going away (ending the request's context) only once the body
+// has been read, so that a client that sent one and left went unnoticed,
+// its handler waiting for the origin and then answering no one. A body
+// longer than MaxRequestBody is refused 413, one not sent whole (within
+// internal/httpserve.BodyTimeout) 400. Another method's body is left to
+// the door, which refuses the method at once (the OCI door a push, in its
+// own words).
+func readBody(r *http.Request) error {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead || r.Body == nil || r.Body == http.NoBody {
+		return nil
+	}
+	n, err := io.Copy(io.Discard, io.LimitReader(r.Body, MaxRequestBody+1))
+	switch {
+	case err != nil:
+		return &httperr.RequestError{Status: http.StatusBadRequest, Msg: "request body not received whole"}
+	case n > MaxRequestBody:
+		return &httperr.RequestError{Status: http.StatusRequestEntityTooLarge,
+			Msg: fmt.Sprintf("request body longer than %d bytes (no path here takes one)", MaxRequestBody)}
+	}
+	return nil
 }
 
 // MaxRequestPath bounds a request's path, as sent (escaped), for every

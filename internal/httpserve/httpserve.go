@@ -23,9 +23,9 @@ const (
 	HeaderTimeout = 10 * time.Second
 	// BodyTimeout bounds the reading of a request's body, from the time
 	// its handler starts: a request that declares a body and does not
-	// send it (the front doors never read one) would otherwise hold its
-	// connection for good, as Go's server reads up to 256 KiB of an
-	// unread body before it answers. Past it, the body's reads fail and
+	// send it (the front doors read one only to let it go) would
+	// otherwise hold its connection for good, as Go's server reads up to
+	// 256 KiB of an unread body before it answers. Past it, the body's reads fail and
 	// the connection is closed once answered.
 	BodyTimeout = 10 * time.Second
 	// IdleTimeout bounds the wait for the next request on a kept-alive
