@@ -590,6 +590,8 @@ func TestRetentionKeepsImportedModules(t *testing.T) {
 	for _, v := range []string{"0.1.0", "0.2.0"} {
 		o.AddTarball(v+".tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# " + v + "\n")}))
 		o.AddModule("acme", "tarball", "aws", v, o.TarballURL(v+".tar.gz"))
+	}
+	for _, v := range []string{"0.1.0", "0.2.0"} {
 		pkg, err := h.engine.Modules().OpenModule(context.Background(), tarballMod, enginetest.MustModuleVersion(t, v))
 		if err != nil {
 			t.Fatal(err)

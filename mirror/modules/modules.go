@@ -257,7 +257,7 @@ func (s *Modules) moduleOrigin(what string) (Origin, error) {
 // saying the module does not exist. A sealed mirror (Config.Offline)
 // lists only the versions whose package is cached.
 func (s *Modules) ModuleVersions(ctx context.Context, m addrs.Module) (*records.ModuleVersionList, ListState, error) {
-	list, st, err := s.moduleVersions(ctx, m)
+	list, st, err := s.moduleVersions(ctx, m, false)
 	if err != nil {
 		return nil, ListState{}, err
 	}
@@ -268,8 +268,9 @@ func (s *Modules) ModuleVersions(ctx context.Context, m addrs.Module) (*records.
 	return list, st, nil
 }
 
-// moduleVersions is ModuleVersions before the package policy.
-func (s *Modules) moduleVersions(ctx context.Context, m addrs.Module) (*records.ModuleVersionList, ListState, error) {
+// moduleVersions is ModuleVersions before the package policy; force
+// fetches a cached list again however fresh it is.
+func (s *Modules) moduleVersions(ctx context.Context, m addrs.Module, force bool) (*records.ModuleVersionList, ListState, error) {
 	if s.cfg.Offline || s.hosts.Local(m.Hostname) {
 		return s.sealedModuleVersions(ctx, m)
 	}
@@ -280,7 +281,7 @@ func (s *Modules) moduleVersions(ctx context.Context, m addrs.Module) (*records.
 	if err != nil && !errors.Is(err, cache.ErrNotFound) {
 		s.log.Warn("reading cached module version list", "module", m.String(), "error", err)
 	}
-	if haveCached && records.Fresh(s.cfg.Now(), storedAt, s.cfg.VersionsTTL) {
+	if haveCached && !force && records.Fresh(s.cfg.Now(), storedAt, s.cfg.VersionsTTL) {
 		s.metrics.CacheLookup("module_versions", true)
 		return &cached, ListState{StoredAt: storedAt}, nil
 	}
@@ -432,7 +433,10 @@ func (s *Modules) ModuleLocation(ctx context.Context, m addrs.Module, version ve
 			return rec, nil
 		}
 		found := s.storedRecord(key) // none, or one today's rules refuse
-		originVersion := s.originModuleVersion(ctx, m, version)
+		originVersion, err := s.originModuleVersion(ctx, m, version)
+		if err != nil {
+			return nil, err
+		}
 		dl, err := mo.ModuleLocation(ctx, m, originVersion)
 		if err != nil {
 			return nil, err
@@ -575,30 +579,55 @@ func (s *Modules) checkPackage(ctx context.Context, sha string, blob io.ReadSeek
 // location, package, zip, manifest), whatever the cache holds of it.
 func (s *Modules) checkPolicy(ctx context.Context, m addrs.Module, version versions.Version) error {
 	return s.gate.CheckModule(ctx, m, version, func(ctx context.Context) error {
-		_, _, err := s.moduleVersions(ctx, m)
+		_, _, err := s.moduleVersions(ctx, m, false)
 		return err
 	})
 }
 
+// minForcedRefresh keeps a client asking for versions a module's list
+// does not name from making the mirror fetch the list again more often
+// than this (originModuleVersion), as a provider's is
+// (mirror/providerlists.MinForcedRefresh).
+const minForcedRefresh = time.Minute
+
 // originModuleVersion is the origin's spelling of version ("v1.0.0"
 // when the client asks for 1.0.0), from m's version list: the cached
 // one, or, when it does not name the version (a client that asked for
-// the version without listing first), the list as ModuleVersions gets
-// it (from the origin once the cached one is stale); the canonical form
-// when neither names it.
-func (s *Modules) originModuleVersion(ctx context.Context, m addrs.Module, version versions.Version) string {
+// the version without listing first, or for a release newer than the
+// list), the list as ModuleVersions gets it, fetched again from the
+// origin when it is at least minForcedRefresh old. A version a list the
+// origin answered lately does not name, or of a module the origin says
+// it does not have, is not found (discovery.ErrNotFound) without asking
+// the origin for its download, so that a client naming made-up versions
+// costs the origin at most a list a minute, not a request each. When no
+// such list can be had (the origin fails), the version is asked for in
+// its canonical form.
+func (s *Modules) originModuleVersion(ctx context.Context, m addrs.Module, version versions.Version) (string, error) {
 	var list records.ModuleVersionList
 	if _, err := s.store.GetMeta(records.ModuleVersionsKey(m), &list); err == nil {
 		if raw, ok := list.OriginSpelling(version); ok {
-			return raw
+			return raw, nil
 		}
 	}
-	if fresh, _, err := s.moduleVersions(ctx, m); err == nil {
+	fresh, st, err := s.moduleVersions(ctx, m, false)
+	if err == nil && !st.Stale && !st.Fetched {
 		if raw, ok := fresh.OriginSpelling(version); ok {
-			return raw
+			return raw, nil
+		}
+		if s.cfg.Now().Sub(st.StoredAt) >= minForcedRefresh {
+			fresh, st, err = s.moduleVersions(ctx, m, true)
 		}
 	}
-	return version.String()
+	switch {
+	case errors.Is(err, discovery.ErrNotFound):
+		return "", fmt.Errorf("module %s %s: %w", m, version, err)
+	case err != nil || st.Stale:
+		return version.String(), nil
+	}
+	if raw, ok := fresh.OriginSpelling(version); ok {
+		return raw, nil
+	}
+	return "", fmt.Errorf("%w: module %s has no version %s", discovery.ErrNotFound, m, version)
 }
 
 // Package is an opened module package (a normalized tar.gz), read
