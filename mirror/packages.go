@@ -315,17 +315,25 @@ func (s *providerRecords) fetchPackage(ctx context.Context, k records.VersionKey
 		return nil, err
 	}
 	// Another spelling of the version may have what the first lacks: a
-	// platform is missing only once every spelling said so.
+	// platform is missing only once every spelling said so. The other
+	// spellings are asked, in all, for no more platforms than a version
+	// keeps (records.MaxPlatforms), so that an origin listing every
+	// platform under every spelling, with a package for none, is not
+	// asked once per platform and spelling; a platform left unasked is
+	// missing as the others are.
+	budget := records.MaxPlatforms
 	for _, alias := range entry.Aliases {
-		if len(notFound) == 0 {
+		if len(notFound) == 0 || budget == 0 {
 			break
 		}
-		more, still, err := s.fetchPackageMeta(ctx, p, alias, notFound)
+		ask := notFound[:min(len(notFound), budget)]
+		budget -= len(ask)
+		more, still, err := s.fetchPackageMeta(ctx, p, alias, ask)
 		if err != nil {
 			return nil, err
 		}
 		maps.Copy(pkgs, more)
-		notFound = still
+		notFound = append(still, notFound[len(ask):]...)
 	}
 	for _, pl := range notFound {
 		s.log.Warn("origin lists a platform it has no package for", "provider", p.String(), "version", v.String(), "platform", pl)
