@@ -335,8 +335,14 @@ func (s *providerRecords) fetchPackage(ctx context.Context, k records.VersionKey
 		maps.Copy(pkgs, more)
 		notFound = append(still, notFound[len(ask):]...)
 	}
-	for _, pl := range notFound {
-		s.log.Warn("origin lists a platform it has no package for", "provider", p.String(), "version", v.String(), "platform", pl)
+	if len(notFound) > 0 {
+		// One line per fetch, however many platforms: an origin may list
+		// as many as a version keeps (records.MaxPlatforms).
+		named := slices.Sorted(slices.Values(notFound))
+		if len(named) > 3 {
+			named = named[:3]
+		}
+		s.log.Warn("origin lists platforms it has no package for", "provider", p.String(), "version", v.String(), "platforms", len(notFound), "such as", named)
 	}
 	notFound = append(notFound, unlisted...)
 	for _, pl := range notFound {
