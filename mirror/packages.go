@@ -342,7 +342,7 @@ func (s *providerRecords) fetchPackage(ctx context.Context, k records.VersionKey
 		if len(named) > 3 {
 			named = named[:3]
 		}
-		s.log.Warn("origin lists platforms it has no package for", "provider", p.String(), "version", v.String(), "platforms", len(notFound), "such as", named)
+		s.log.Warn("origin lists platforms it has no package for", "provider", p.String(), "version", v.String(), "platforms", len(notFound), "examples", named)
 	}
 	notFound = append(notFound, unlisted...)
 	for _, pl := range notFound {
