@@ -1,41 +1,22 @@
 package mirror
 
 import (
-	"bytes"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/logbuf"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 )
-
-// lockedBuffer is a log's writer safe for the engine's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // An origin listing a version's every platform (as many as a version
 // keeps) with a package for none costs the log one line per fetch of
 // the version, naming a few of them, not a line per platform.
 func TestMissingPlatformsLoggedOncePerFetch(t *testing.T) {
 	t.Parallel()
-	var logs lockedBuffer
+	var logs logbuf.Buffer
 	h := newHarness(t, harnessOptions{cfg: Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))}})
 	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, []string{"linux_amd64"})
 	var b strings.Builder

@@ -24,28 +24,7 @@ func TestMaxConnectionsHoldsTheNextUntilOneCloses(t *testing.T) {
 	if got := metric(t, reg, "tfmirror_http_connections_limit"); got != 2 {
 		t.Fatalf("tfmirror_http_connections_limit = %v, want 2", got)
 	}
-	// ask sends a request for /healthz on c and reads the answer's
-	// status line within d.
-	ask := func(c net.Conn, d time.Duration) (string, error) {
-		c.SetDeadline(time.Now().Add(d))
-		if _, err := c.Write([]byte("GET /healthz HTTP/1.1\r\nHost: " + addr + "\r\n\r\n")); err != nil {
-			return "", err
-		}
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err != nil {
-			return "", err
-		}
-		resp.Body.Close()
-		return resp.Status, nil
-	}
-	dial := func() net.Conn {
-		c, err := net.DialTimeout("tcp", addr, 10*time.Second)
-		if err != nil {
-			t.Fatalf("connecting: %v", err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
+	ask, dial := healthzAsker(t, addr)
 	first, second := dial(), dial()
 	for _, c := range []net.Conn{first, second} {
 		if status, err := ask(c, 30*time.Second); err != nil || status != "200 OK" {
@@ -154,26 +133,7 @@ func TestMetricsListenerConnectionsBounded(t *testing.T) {
 	free.Close()
 	origin := newOrigin(t, fakeorigin.Options{})
 	startMirror(t, origin, t.TempDir(), nil, "--insecure-http", "--metrics-listen", metricsAddr)
-	ask := func(c net.Conn, d time.Duration) (string, error) {
-		c.SetDeadline(time.Now().Add(d))
-		if _, err := c.Write([]byte("GET /healthz HTTP/1.1\r\nHost: " + metricsAddr + "\r\n\r\n")); err != nil {
-			return "", err
-		}
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err != nil {
-			return "", err
-		}
-		resp.Body.Close()
-		return resp.Status, nil
-	}
-	dial := func() net.Conn {
-		c, err := net.DialTimeout("tcp", metricsAddr, 10*time.Second)
-		if err != nil {
-			t.Fatalf("connecting: %v", err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
+	ask, dial := healthzAsker(t, metricsAddr)
 	held := make([]net.Conn, metricsMaxConnections)
 	for i := range held {
 		held[i] = dial()
@@ -197,4 +157,31 @@ func TestMetricsListenerConnectionsBounded(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("the waiting connection was answered %s", resp.Status)
 	}
+}
+
+// healthzAsker returns ask, which sends a request for /healthz on c and
+// reads the answer's status line within d, and dial, which opens a
+// connection to addr closed when the test ends.
+func healthzAsker(t *testing.T, addr string) (ask func(c net.Conn, d time.Duration) (string, error), dial func() net.Conn) {
+	ask = func(c net.Conn, d time.Duration) (string, error) {
+		c.SetDeadline(time.Now().Add(d))
+		if _, err := c.Write([]byte("GET /healthz HTTP/1.1\r\nHost: " + addr + "\r\n\r\n")); err != nil {
+			return "", err
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			return "", err
+		}
+		resp.Body.Close()
+		return resp.Status, nil
+	}
+	dial = func() net.Conn {
+		c, err := net.DialTimeout("tcp", addr, 10*time.Second)
+		if err != nil {
+			t.Fatalf("connecting: %v", err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	return ask, dial
 }
