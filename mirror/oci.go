@@ -19,6 +19,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/internal/memo"
+	"github.com/tfmirror/tfmirror/v2/mirror/notfound"
 	"github.com/tfmirror/tfmirror/v2/mirror/ocistore"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/oci"
@@ -70,7 +71,7 @@ type packageAPI interface {
 // guards as every other origin request (a sealed mirror asks nothing, a
 // local-only host is never contacted).
 func (s *Engine) NewOCI() (*OCI, error) {
-	o, err := ocistore.New(ocistore.Config{OriginTimeout: s.cfg.OriginTimeout, Logger: s.log}, ocistore.Parts{Life: s.life, Source: s.source, Hosts: s.hosts, Records: s.memo, Lists: s.records.lists}, s.store, ociSizer{s.origin, s.log}, s.metrics)
+	o, err := ocistore.New(ocistore.Config{OriginTimeout: s.cfg.OriginTimeout, Logger: s.log}, ocistore.Parts{Life: s.life, Source: s.source, Hosts: s.hosts, Records: s.memo, Lists: s.records.lists}, s.store, ociSizer{s.origin, s.notFound, s.log}, s.metrics)
 	if err != nil {
 		return nil, err
 	}
@@ -312,13 +313,21 @@ func (o *OCI) Resolve(ctx context.Context, p addrs.Provider, d digest.Digest) (o
 
 // ociSizer learns an archive's size for the OCI side (ocistore.ArchiveSizer)
 // from its origin, at the download URL the origin gives now when the one
-// the version's record keeps has moved or expired (relocated).
+// the version's record keeps has moved or expired (relocated). The
+// origin's not-found for the whole ask is remembered (notFound), so that
+// an archive the origin lacks costs it one ask per period, not one per
+// index asked for.
 type ociSizer struct {
-	origin ProviderOrigin
-	log    *slog.Logger
+	origin   ProviderOrigin
+	notFound *notfound.Memory
+	log      *slog.Logger
 }
 
 func (z ociSizer) ArchiveSize(ctx context.Context, p addrs.Provider, v versions.Version, a ocistore.Archive) (int64, error) {
+	return z.notFound.ArchiveSize(p, a.SHA256, func() (int64, error) { return z.ask(ctx, p, v, a) })
+}
+
+func (z ociSizer) ask(ctx context.Context, p addrs.Provider, v versions.Version, a ocistore.Archive) (int64, error) {
 	n, err := z.origin.ArchiveSize(ctx, p, a.URL)
 	if err == nil {
 		return n, nil

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -420,5 +422,42 @@ func TestOCIArchiveSizeLearnedPerOrigin(t *testing.T) {
 	}
 	if n := layerSize(h.provider()); n != want {
 		t.Errorf("%s's index states %d bytes for its archive of %d, the size another origin stated for the same digest", h.provider(), n, want)
+	}
+}
+
+// An archive whose size the origin fails to tell (its first byte answered
+// 404 or 503) costs the origin a bounded number of requests however many
+// times the index is asked for: the failure is remembered for a while, as
+// a not-found is (a 404 for not_found_ttl; a 5xx opens the origin's
+// circuit breaker), and not asked again on every index request.
+func TestOCIArchiveSizeFailureRemembered(t *testing.T) {
+	t.Parallel()
+	for _, status := range []int{http.StatusNotFound, http.StatusServiceUnavailable} {
+		t.Run(strconv.Itoa(status), func(t *testing.T) {
+			t.Parallel()
+			platforms := []string{"linux_amd64", "darwin_arm64", "windows_amd64"}
+			h := newHarness(t, harnessOptions{cfg: Config{NotFoundTTL: time.Minute}})
+			h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
+			o, err := h.engine.NewOCI()
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, v := h.provider(), versions.MustParseVersion("1.0.0")
+			h.origin.SetKindStatus(fakeorigin.ArchiveSize, status)
+			if _, err := o.Index(t.Context(), p, v); err == nil {
+				t.Fatal("the index was answered with no archive's size known")
+			}
+			first := h.origin.TotalHits()
+			const requests = 10
+			for range requests {
+				if _, err := o.Index(t.Context(), p, v); err == nil {
+					t.Fatal("the index was answered with no archive's size known")
+				}
+			}
+			if n := h.origin.TotalHits() - first; n != 0 {
+				t.Errorf("%d more index requests made %d more origin requests (sizes %d, download answers %d in all), want none", requests, n,
+					h.origin.Hits(fakeorigin.ArchiveSize), h.origin.Hits(fakeorigin.Download))
+			}
+		})
 	}
 }

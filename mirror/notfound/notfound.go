@@ -1,7 +1,10 @@
 // Package notfound remembers, for a short while, what an origin said
 // does not exist: its definite 404 (discovery.ErrNotFound) to a
 // provider's version list, a version's package metadata for a platform,
-// a module's version list or a module version's download location. While
+// the size of a version's archive (Memory.ArchiveSize: the OCI side's
+// first-byte ask, and the download answer it asks again when that
+// fails), a module's version list or a module version's download
+// location. While
 // an answer is remembered, the same question is answered with it and the
 // origin is not asked, so that a client naming a provider or module that
 // does not exist (a typo repeated by a fleet of CI jobs, or a loop over
@@ -195,6 +198,11 @@ func (m *Memory) Entries(host svchost.Hostname) int {
 // remembered when it is a not-found and forgets what was when it is not
 // (a failure forgets nothing: it says nothing of what exists).
 func (m *Memory) ask(host svchost.Hostname, key string, call func() error) error {
+	return m.askIf(host, key, func(err error) bool { return errors.Is(err, discovery.ErrNotFound) }, call)
+}
+
+// askIf is ask, with what a not-found is said by notFound.
+func (m *Memory) askIf(host svchost.Hostname, key string, notFound func(error) bool, call func() error) error {
 	hm, ttl := m.hosts[host], m.TTL()
 	if hm == nil || ttl <= 0 {
 		return call()
@@ -205,7 +213,7 @@ func (m *Memory) ask(host svchost.Hostname, key string, call func() error) error
 	}
 	err := call()
 	switch {
-	case errors.Is(err, discovery.ErrNotFound):
+	case notFound(err):
 		hm.change(m.metrics, func(l *simplelru.LRU[string, answer]) {
 			// Read again under the host's lock, which SetTTL's forgetting
 			// takes after the period changed: an answer given while the
@@ -326,6 +334,34 @@ func (o providers) Package(ctx context.Context, p addrs.Provider, version string
 		return err
 	})
 	return pkg, err
+}
+
+// ArchiveSize answers the size of p's archive whose sha256 is sum with
+// the not-found remembered for it, or else with size, whose not-found
+// (its download URL's 404 or 410, as a relocation to the URL the origin
+// gives now did not help) is remembered: the OCI side learns the sizes a version's index states this
+// way, once per period for an archive the origin lacks, not once per
+// index asked for. A nil Memory calls size.
+func (m *Memory) ArchiveSize(p addrs.Provider, sum string, size func() (int64, error)) (n int64, err error) {
+	if m == nil {
+		return size()
+	}
+	err = m.askIf(p.Hostname, providerPrefix(p)+"archive_size "+strings.ToLower(sum), archiveGone, func() error {
+		n, err = size()
+		return err
+	})
+	return n, err
+}
+
+// archiveGone says whether err is the origin's word that an archive is
+// not there: a download URL answers 404 or 410 (not discovery.ErrNotFound,
+// which is a registry's answer), or a registry's 404.
+func archiveGone(err error) bool {
+	var oe *discovery.OriginError
+	if errors.As(err, &oe) && (oe.StatusCode == http.StatusNotFound || oe.StatusCode == http.StatusGone) {
+		return true
+	}
+	return errors.Is(err, discovery.ErrNotFound)
 }
 
 // ModuleOrigin is the module side of the engine's origins
