@@ -84,3 +84,52 @@ func TestModuleOnlyRegistry(t *testing.T) {
 		t.Errorf("Versions of a provider of a module-only registry: %v, want ErrNoProviderService", err)
 	}
 }
+
+// TestDeadHostDiscoveryBounded: an allowed host that has never answered
+// its discovery document (it times out, or answers 5xx) costs it a
+// bounded number of attempts however many requests name it, at once or
+// one after another: the circuit breaker opens after BreakerThreshold
+// failed attempts and the requests after it fail fast, for the
+// cooldown, rather than each trying again with its retries.
+func TestDeadHostDiscoveryBounded(t *testing.T) {
+	for name, fail := range map[string]func(http.ResponseWriter, *http.Request){
+		"503": func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) },
+		"timeout": func(w http.ResponseWriter, r *http.Request) {
+			select {
+			case <-r.Context().Done():
+			case <-time.After(5 * time.Second):
+			}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			mux := http.NewServeMux()
+			mux.HandleFunc(wellKnown, fail)
+			s := newTestServer(t, mux)
+			c := newTestClient(t, s, func(cfg *Config) { cfg.RequestTimeout = 50 * time.Millisecond })
+			p := testProvider(s)
+			const requests = 20
+			errs := make(chan error, requests)
+			for range requests {
+				go func() {
+					_, err := c.Versions(context.Background(), p)
+					errs <- err
+				}()
+			}
+			for range requests {
+				if err := <-errs; err == nil {
+					t.Fatal("a listing of a host that never answered its discovery document")
+				}
+			}
+			for range requests {
+				if _, err := c.Versions(context.Background(), p); err == nil {
+					t.Fatal("a listing of a host that never answered its discovery document")
+				}
+			}
+			const bound = 5 // the default BreakerThreshold
+			t.Logf("%d requests, half at once: %d discovery attempts", 2*requests, s.count(wellKnown))
+			if n := s.count(wellKnown); n > bound {
+				t.Errorf("%d requests, half at once, made %d discovery attempts, want at most %d", 2*requests, n, bound)
+			}
+		})
+	}
+}
