@@ -64,3 +64,40 @@ func TestModuleZipRefusalRemembered(t *testing.T) {
 		t.Errorf("the zip asked twice: %v, then %v; want the first refusal, remembered", first, again)
 	}
 }
+
+// A module version whose package its source no longer serves (a 404 for
+// the tarball) is refused again within --not-found-ttl without a second
+// download: ten requests cost the source host one. Each request still
+// asks the registry for the version's download location, once, as a
+// client installing without the mirror does before each install: the
+// location the record keeps may be one that expired (a pre-signed URL),
+// and a location the registry gives anew within the period is fetched
+// from at once, not refused for the rest of the period on the word of
+// the old one.
+func TestModuleGonePackageAsksTheLocationOncePerRequest(t *testing.T) {
+	t.Parallel()
+	h := harness.New(t, harness.Options{Config: harness.Config{NotFoundTTL: time.Minute}})
+	o := h.Origin
+	o.AddModule("acme", "vpc", "aws", "1.0.0", o.TarballURL("gone.tar.gz"))
+	const requests = 10
+	for i := range requests {
+		if _, _, err := h.ReadModule("1.0.0"); err == nil {
+			t.Fatalf("request %d: a package read from a location that does not serve", i)
+		}
+	}
+	t.Logf("%d requests: %d download locations, %d tarball requests", requests, o.Hits(fakeorigin.ModuleDownload), o.Hits(fakeorigin.Tarball))
+	if n := o.Hits(fakeorigin.Tarball); n != 1 {
+		t.Errorf("%d requests within the period made %d tarball requests, want one", requests, n)
+	}
+	// The first request asks for the location twice: for the record, and
+	// again once its fetch failed; each later one asks once.
+	if n := o.Hits(fakeorigin.ModuleDownload); n > requests+1 {
+		t.Errorf("%d requests asked the registry for the location %d times, want at most %d", requests, n, requests+1)
+	}
+	// The registry gives another location within the period: fetched.
+	o.AddTarball("moved.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# m\n")}))
+	o.AddModule("acme", "vpc", "aws", "1.0.0", o.TarballURL("moved.tar.gz"))
+	if _, _, err := h.ReadModule("1.0.0"); err != nil {
+		t.Errorf("the registry's new location within the period: %v", err)
+	}
+}
