@@ -239,8 +239,9 @@ type Config struct {
 	CheckEvery time.Duration
 	// NotFoundTTL is how long an origin's answer that a provider, a
 	// version's package for a platform, an archive whose size the OCI
-	// side asks, a module or a module version does not exist (its 404) is remembered, and given again without
-	// asking the origin (mirror/notfound); failures are never
+	// side asks, a module or a module version does not exist (its 404)
+	// is remembered, and given again without asking the origin
+	// (mirror/notfound); failures are never
 	// remembered. Default 0: nothing is remembered (tfmirror serve's
 	// not_found_ttl defaults to one minute). It is the period at start:
 	// NotFound().SetTTL changes it while serving.

@@ -339,9 +339,9 @@ func (o providers) Package(ctx context.Context, p addrs.Provider, version string
 // ArchiveSize answers the size of p's archive whose sha256 is sum with
 // the not-found remembered for it, or else with size, whose not-found
 // (its download URL's 404 or 410, as a relocation to the URL the origin
-// gives now did not help) is remembered: the OCI side learns the sizes a version's index states this
-// way, once per period for an archive the origin lacks, not once per
-// index asked for. A nil Memory calls size.
+// gives now did not help) is remembered: the OCI side learns the sizes
+// a version's index states this way, once per period for an archive the
+// origin lacks, not once per index asked for. A nil Memory calls size.
 func (m *Memory) ArchiveSize(p addrs.Provider, sum string, size func() (int64, error)) (n int64, err error) {
 	if m == nil {
 		return size()
