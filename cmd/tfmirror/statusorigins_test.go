@@ -4,6 +4,7 @@ import (
 	"crypto/x509"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 )
@@ -43,5 +44,37 @@ func TestStatusOriginRows(t *testing.T) {
 	if len(got) != 1 || got[0].State != "ok" || got[0].Breaker != "closed" || got[0].LastSuccess.IsZero() || got[0].LastError != nil ||
 		got[0].LastHour.Requests != 2 || got[0].LastHour.Downloads != 2 || got[0].LastHour.CacheHits != 1 || got[0].LastHour.OriginRequests == 0 {
 		t.Errorf("row of a trusted origin: %+v", got)
+	}
+}
+
+// TestStatusOriginRowsCountAbortedDownloads: a download broken off after
+// its 200 went out (a tampered archive, found so at its last byte) is a
+// client request for the origin's providers, and a download from it, on
+// the origin's row as in the access log and tfmirror_http_requests_total:
+// the row does not say the hour brought no request while its clients'
+// downloads failed.
+func TestStatusOriginRowsCountAbortedDownloads(t *testing.T) {
+	origin := newOrigin(t, fakeorigin.Options{ArchiveSize: 1 << 20})
+	origin.AddProvider("hashicorp", "null", []string{"3.2.0"}, []string{"linux_amd64"})
+	origin.TamperArchive("hashicorp", "null", "3.2.0", "linux_amd64", true)
+	// Slow enough that the answer begins before the last byte is read.
+	origin.SetArchiveRate(2 << 20)
+	tm := startMirror(t, origin, t.TempDir(), nil)
+
+	resp, _, _ := tm.get(archiveURL("null", "3.2.0", "linux_amd64"))
+	tm.idle()
+	if resp == nil || resp.StatusCode != 200 {
+		t.Fatalf("the tampered download: %v, want a 200 broken off mid-body", resp)
+	}
+	for deadline := time.Now().Add(time.Minute); metric(t, tm.m.registry, "tfmirror_http_responses_aborted_total", "route", "archive") != 1; {
+		if time.Now().After(deadline) {
+			t.Fatal("the tampered download was not counted as aborted")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	got := originRows(t, tm)
+	if len(got) != 1 || got[0].LastHour.Requests != 1 || got[0].LastHour.Downloads != 1 || got[0].LastHour.CacheHits != 0 ||
+		got[0].LastHour.VerificationFailures != 1 || got[0].State != "unverified" {
+		t.Errorf("row after an aborted download: %+v, want 1 request, 1 download, no cache hit, 1 verification failure, unverified", got)
 	}
 }

@@ -213,25 +213,33 @@ func refusedCause(reason string) string {
 // allowed origin's providers and modules, by the origin host its path
 // names: network mirror paths (/HOST/...) and the registry protocols'
 // (/registry/HOST/...). A download is an answer that says whether it came
-// from the cache (X-Tfmirror-Cache); a hit is one that did.
+// from the cache (X-Tfmirror-Cache); a hit is one that did. A request is
+// counted when its handler panics too: a download broken off after its
+// status went out (http.ErrAbortHandler: a verification that failed as it
+// streamed, a damaged cached copy) is one its client made, and got.
 func (w *Watch) Count(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		defer w.count(rw, r)
 		next.ServeHTTP(rw, r)
-		host := proxy.OriginOfPath(r.URL.Path)
-		if host == "" {
-			return
-		}
-		cache := rw.Header().Get("X-Tfmirror-Cache")
-		w.update(host, func(o *originState, now time.Time) {
-			o.add(now, func(c *proxy.OriginCounts) {
-				c.Requests++
-				if cache != "" {
-					c.Downloads++
-				}
-				if cache == "hit" {
-					c.CacheHits++
-				}
-			})
+	})
+}
+
+// count counts the request r, answered through rw, on its origin's row.
+func (w *Watch) count(rw http.ResponseWriter, r *http.Request) {
+	host := proxy.OriginOfPath(r.URL.Path)
+	if host == "" {
+		return
+	}
+	cache := rw.Header().Get("X-Tfmirror-Cache")
+	w.update(host, func(o *originState, now time.Time) {
+		o.add(now, func(c *proxy.OriginCounts) {
+			c.Requests++
+			if cache != "" {
+				c.Downloads++
+			}
+			if cache == "hit" {
+				c.CacheHits++
+			}
 		})
 	})
 }
