@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -40,5 +41,46 @@ func TestClientGoneWhileWaitingForOrigin(t *testing.T) {
 	}
 	for _, r := range logs.AtLeast(slog.LevelError) {
 		t.Errorf("logged at %v: %s", r.Level, r.Message)
+	}
+}
+
+// bytesSeen keeps the body bytes each observed request is counted with.
+type bytesSeen struct {
+	mu    sync.Mutex
+	bytes []int64
+}
+
+func (o *bytesSeen) ObserveRequest(_ string, _ int, _ time.Duration, bytes int64, _ bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.bytes = append(o.bytes, bytes)
+}
+
+// A request whose client went away before it was answered (499) sent no
+// byte of a body: the JSON error its handler wrote went to no one, and is
+// not counted in tfmirror_http_response_bytes_total (nor the access log's
+// bytes) as if it had been served.
+func TestClientGoneCountsNoBytesSent(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{})
+	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
+	h.origin.SetLatency(time.Second)
+	obs := &bytesSeen{}
+	handler := Instrument(h.server, slog.New(&observed.Logs{}), obs)
+	paths := []string{providerPath("index.json"), providerPath("1.0.0.json"), registryPath("versions")}
+	for i, code := range observed.AskGone(handler, paths) {
+		if code != httperr.StatusClientClosedRequest {
+			t.Fatalf("%s: status %d, want %d", paths[i], code, httperr.StatusClientClosedRequest)
+		}
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if len(obs.bytes) != len(paths) {
+		t.Fatalf("observed %d requests, want %d", len(obs.bytes), len(paths))
+	}
+	for i, n := range obs.bytes {
+		if n != 0 {
+			t.Errorf("%s: answered 499 and counted with %d body bytes, want 0: nothing was sent", paths[i], n)
+		}
 	}
 }

@@ -140,8 +140,14 @@ func Instrument(next http.Handler, log *slog.Logger, obs RequestObserver) http.H
 			if status == 0 {
 				status = http.StatusOK
 			}
+			sent := rw.bytes
+			if status == httperr.StatusClientClosedRequest {
+				// Its client went away before the answer: the error
+				// written for it reached no one.
+				sent = 0
+			}
 			if obs != nil {
-				obs.ObserveRequest(route, status, d, rw.bytes, aborted)
+				obs.ObserveRequest(route, status, d, sent, aborted)
 			}
 			level := slog.LevelInfo
 			if route == "health" || route == "metrics" {
@@ -153,7 +159,7 @@ func Instrument(next http.Handler, log *slog.Logger, obs RequestObserver) http.H
 			}
 			rw.line = requestLine{
 				id: id, method: loggedMethod(r), path: logged(r.URL.EscapedPath(), maxLoggedPath), route: route,
-				status: status, bytes: rw.bytes, duration: d,
+				status: status, bytes: sent, duration: d,
 				cache: firstValue(w.Header(), "X-Tfmirror-Cache"), aborted: aborted,
 				userAgent: logged(r.UserAgent(), maxLoggedUserAgent),
 				client:    clientText(r),
