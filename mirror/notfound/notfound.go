@@ -195,14 +195,10 @@ func (m *Memory) Entries(host svchost.Hostname) int {
 
 // ask answers the question key of host: the remembered not-found while
 // its period lasts, else the origin's answer through call, which is
-// remembered when it is a not-found and forgets what was when it is not
-// (a failure forgets nothing: it says nothing of what exists).
-func (m *Memory) ask(host svchost.Hostname, key string, call func() error) error {
-	return m.askIf(host, key, func(err error) bool { return errors.Is(err, discovery.ErrNotFound) }, call)
-}
-
-// askIf is ask, with what a not-found is said by notFound.
-func (m *Memory) askIf(host svchost.Hostname, key string, notFound func(error) bool, call func() error) error {
+// remembered when it is a not-found (as notFound says: registryNotFound
+// for a registry's answers) and forgets what was when it is not (a
+// failure forgets nothing: it says nothing of what exists).
+func (m *Memory) ask(host svchost.Hostname, key string, notFound func(error) bool, call func() error) error {
 	hm, ttl := m.hosts[host], m.TTL()
 	if hm == nil || ttl <= 0 {
 		return call()
@@ -321,7 +317,7 @@ type providers struct {
 }
 
 func (o providers) Versions(ctx context.Context, p addrs.Provider) (out discovery.VersionList, err error) {
-	err = o.m.ask(p.Hostname, providerPrefix(p)+"versions", func() error {
+	err = o.m.ask(p.Hostname, providerPrefix(p)+"versions", registryNotFound, func() error {
 		out, err = o.Origin.Versions(ctx, p)
 		return err
 	})
@@ -329,7 +325,7 @@ func (o providers) Versions(ctx context.Context, p addrs.Provider) (out discover
 }
 
 func (o providers) Package(ctx context.Context, p addrs.Provider, version string, pl addrs.Platform) (pkg *discovery.Package, err error) {
-	err = o.m.ask(p.Hostname, providerPrefix(p)+"package "+version+" "+pl.String(), func() error {
+	err = o.m.ask(p.Hostname, providerPrefix(p)+"package "+version+" "+pl.String(), registryNotFound, func() error {
 		pkg, err = o.Origin.Package(ctx, p, version, pl)
 		return err
 	})
@@ -346,12 +342,16 @@ func (m *Memory) ArchiveSize(p addrs.Provider, sum string, size func() (int64, e
 	if m == nil {
 		return size()
 	}
-	err = m.askIf(p.Hostname, providerPrefix(p)+"archive_size "+strings.ToLower(sum), archiveGone, func() error {
+	err = m.ask(p.Hostname, providerPrefix(p)+"archive_size "+strings.ToLower(sum), archiveGone, func() error {
 		n, err = size()
 		return err
 	})
 	return n, err
 }
+
+// registryNotFound says whether err is a registry's answer that what was
+// asked does not exist.
+func registryNotFound(err error) bool { return errors.Is(err, discovery.ErrNotFound) }
 
 // archiveGone says whether err is the origin's word that an archive is
 // not there: a download URL answers 404 or 410 (not discovery.ErrNotFound,
@@ -390,7 +390,7 @@ type modules struct {
 }
 
 func (o modules) ModuleVersions(ctx context.Context, mod addrs.Module) (out []string, err error) {
-	err = o.m.ask(mod.Hostname, modulePrefix(mod)+"versions"+moduleAsked(mod), func() error {
+	err = o.m.ask(mod.Hostname, modulePrefix(mod)+"versions"+moduleAsked(mod), registryNotFound, func() error {
 		out, err = o.ModuleOrigin.ModuleVersions(ctx, mod)
 		return err
 	})
@@ -398,7 +398,7 @@ func (o modules) ModuleVersions(ctx context.Context, mod addrs.Module) (out []st
 }
 
 func (o modules) ModuleLocation(ctx context.Context, mod addrs.Module, version string) (loc discovery.ModuleDownload, err error) {
-	err = o.m.ask(mod.Hostname, modulePrefix(mod)+"location "+version+moduleAsked(mod), func() error {
+	err = o.m.ask(mod.Hostname, modulePrefix(mod)+"location "+version+moduleAsked(mod), registryNotFound, func() error {
 		loc, err = o.ModuleOrigin.ModuleLocation(ctx, mod, version)
 		return err
 	})
