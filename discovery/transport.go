@@ -111,23 +111,12 @@ func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { r
 // net/http's names the URL redirected from, query included (a pre-signed
 // URL's signature), to the host redirected to.
 func checkRedirect(req *http.Request, via []*http.Request) error {
-	return checkRedirectTo(req, via, nil)
-}
-
-// checkRedirectTo is checkRedirect, refusing as well a hop that
-// refuse (if not nil) refuses.
-func checkRedirectTo(req *http.Request, via []*http.Request, refuse func(*url.URL) error) error {
 	req.Header.Del("Referer")
 	if len(via) > maxRedirects {
 		return &redirectRefused{msg: fmt.Sprintf("stopped after %d redirects", maxRedirects)}
 	}
 	if req.URL.Scheme != "https" {
 		return &redirectRefused{msg: fmt.Sprintf("refusing redirect to a non-https URL (%s://%s)", req.URL.Scheme, req.URL.Host)}
-	}
-	if refuse != nil {
-		if err := refuse(req.URL); err != nil {
-			return &redirectRefused{msg: err.Error(), err: err}
-		}
 	}
 	if hostKey(req.URL) != hostKey(via[0].URL) {
 		req.Header.Del("Authorization")
@@ -144,10 +133,15 @@ type sourceHopKey struct{}
 // refusal of a hop to the mirror's own public host that its first
 // request had.
 func (t *transport) checkRedirect(req *http.Request, via []*http.Request) error {
-	if req.Context().Value(sourceHopKey{}) != nil {
-		return checkRedirectTo(req, via, t.refuseMirrorHost)
+	if err := checkRedirect(req, via); err != nil {
+		return err
 	}
-	return checkRedirect(req, via)
+	if req.Context().Value(sourceHopKey{}) != nil {
+		if err := t.refuseMirrorHost(req.URL); err != nil {
+			return &redirectRefused{msg: err.Error(), err: err}
+		}
+	}
+	return nil
 }
 
 // refuseMirrorHost is a *modsource.UnsupportedError when u, a module
