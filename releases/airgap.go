@@ -188,11 +188,11 @@ func (e *ImportError) Unwrap() error { return e.Err }
 // as it is stored), and the SHA256SUMS is stored last, so that a version
 // refused leaves nothing a client could be served: an archive stored
 // before a later one failed is named by no stored SHA256SUMS, and
-// retention removes it. The version then joins the stored version list, which is
-// what a sealed mirror lists. A file passed through that comes with it
-// (OpenTofu's cosign .sig and .pem) must have the shape cosign writes
-// (cosignShape), as one from the origin must. A product this mirror does not serve is
-// refused (ErrNotFound).
+// retention removes it. The version then joins the stored version
+// list, which is what a sealed mirror lists. A file passed through that
+// comes with it (OpenTofu's cosign .sig and .pem) must have the shape
+// cosign writes (cosignShape), as one from the origin must. A product
+// this mirror does not serve is refused (ErrNotFound).
 func (a *AirGap) Import(ctx context.Context, in Imported) (ImportOutcome, error) {
 	r := a.r
 	var out ImportOutcome

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
+
 	"github.com/tfmirror/tfmirror/v2/internal/logbound"
 	"github.com/tfmirror/tfmirror/v2/internal/sha256hex"
 )

@@ -25,8 +25,8 @@ const (
 	// its handler starts: a request that declares a body and does not
 	// send it (the front doors read one only to let it go) would
 	// otherwise hold its connection for good, as Go's server reads up to
-	// 256 KiB of an unread body before it answers. Past it, the body's reads fail and
-	// the connection is closed once answered.
+	// 256 KiB of an unread body before it answers. Past it, the body's
+	// reads fail and the connection is closed once answered.
 	BodyTimeout = 10 * time.Second
 	// IdleTimeout bounds the wait for the next request on a kept-alive
 	// connection.
