@@ -81,12 +81,7 @@ func TestMaxConnectionsMustBePositive(t *testing.T) {
 // metrics listener answers /healthz besides /metrics, so that a liveness
 // probe there does not restart a mirror that is only busy.
 func TestHealthzOnTheMetricsListenerAtTheConnectionLimit(t *testing.T) {
-	free, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	metricsAddr := free.Addr().String()
-	free.Close()
+	metricsAddr := freeLoopbackAddr(t)
 	origin := newOrigin(t, fakeorigin.Options{})
 	tm := startMirror(t, origin, t.TempDir(), nil, "--insecure-http", "--max-connections", "1", "--metrics-listen", metricsAddr)
 	addr := strings.TrimSuffix(strings.TrimPrefix(tm.url, "http://"), "/")
@@ -125,12 +120,7 @@ func TestHealthzOnTheMetricsListenerAtTheConnectionLimit(t *testing.T) {
 // the mirror's port alone. One beyond them waits, unaccepted, as on the
 // mirror's port, and is served once one closes.
 func TestMetricsListenerConnectionsBounded(t *testing.T) {
-	free, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	metricsAddr := free.Addr().String()
-	free.Close()
+	metricsAddr := freeLoopbackAddr(t)
 	origin := newOrigin(t, fakeorigin.Options{})
 	startMirror(t, origin, t.TempDir(), nil, "--insecure-http", "--metrics-listen", metricsAddr)
 	ask, dial := healthzAsker(t, metricsAddr)

@@ -411,3 +411,16 @@ func TestOriginDownReadyAndStale(t *testing.T) {
 		t.Errorf("no failed origin versions request was counted")
 	}
 }
+
+// freeLoopbackAddr is a loopback address with a port no listener holds
+// as it returns, for a setting (--metrics-listen) whose address the test
+// must know before the mirror starts.
+func freeLoopbackAddr(t *testing.T) string {
+	t.Helper()
+	free, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer free.Close()
+	return free.Addr().String()
+}

@@ -31,12 +31,7 @@ func (brokenListener) Accept() (net.Conn, error) { return nil, errBrokenListener
 func TestServeErrorStopsEveryListener(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	free, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	metricsAddr := free.Addr().String()
-	free.Close()
+	metricsAddr := freeLoopbackAddr(t)
 	cfg, err := parseServeFlags([]string{"--data-dir", dir, "--allowed-origins", tfRegistry,
 		"--metrics-listen", metricsAddr}, func(string) (string, bool) { return "", false }, io.Discard)
 	if err != nil {
