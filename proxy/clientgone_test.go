@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,7 +23,7 @@ func TestClientGoneWhileWaitingForOrigin(t *testing.T) {
 	h.origin.AddModule("acme", "net", "aws", "1.0.0", h.origin.TarballURL("net.tar.gz"))
 	// The origin answers much later than the client gives up (at once).
 	h.origin.SetLatency(time.Second)
-	obs := &observed.Codes{}
+	obs := &observed.Requests{}
 	handler := Instrument(h.server, slog.New(logs), obs)
 
 	paths := []string{providerPath("index.json"), providerPath("1.0.0.json"), archivePath("1.0.0", "linux_amd64"),
@@ -44,18 +43,6 @@ func TestClientGoneWhileWaitingForOrigin(t *testing.T) {
 	}
 }
 
-// bytesSeen keeps the body bytes each observed request is counted with.
-type bytesSeen struct {
-	mu    sync.Mutex
-	bytes []int64
-}
-
-func (o *bytesSeen) ObserveRequest(_ string, _ int, _ time.Duration, bytes int64, _ bool) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.bytes = append(o.bytes, bytes)
-}
-
 // A request whose client went away before it was answered (499) sent no
 // byte of a body: the JSON error its handler wrote went to no one, and is
 // not counted in tfmirror_http_response_bytes_total (nor the access log's
@@ -65,7 +52,7 @@ func TestClientGoneCountsNoBytesSent(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
 	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
 	h.origin.SetLatency(time.Second)
-	obs := &bytesSeen{}
+	obs := &observed.Requests{}
 	handler := Instrument(h.server, slog.New(&observed.Logs{}), obs)
 	paths := []string{providerPath("index.json"), providerPath("1.0.0.json"), registryPath("versions")}
 	for i, code := range observed.AskGone(handler, paths) {
@@ -73,14 +60,13 @@ func TestClientGoneCountsNoBytesSent(t *testing.T) {
 			t.Fatalf("%s: status %d, want %d", paths[i], code, httperr.StatusClientClosedRequest)
 		}
 	}
-	obs.mu.Lock()
-	defer obs.mu.Unlock()
-	if len(obs.bytes) != len(paths) {
-		t.Fatalf("observed %d requests, want %d", len(obs.bytes), len(paths))
+	seen := obs.Seen()
+	if len(seen) != len(paths) {
+		t.Fatalf("observed %d requests, want %d", len(seen), len(paths))
 	}
-	for i, n := range obs.bytes {
-		if n != 0 {
-			t.Errorf("%s: answered 499 and counted with %d body bytes, want 0: nothing was sent", paths[i], n)
+	for i, r := range seen {
+		if r.Bytes != 0 {
+			t.Errorf("%s: answered 499 and counted with %d body bytes, want 0: nothing was sent", paths[i], r.Bytes)
 		}
 	}
 }

@@ -42,7 +42,7 @@ func TestCrowdOfClientsFirstGoesAway(t *testing.T) {
 	want, release := gatedArchive(t, h, 1<<20, 7)
 	defer release()
 
-	obs := &observed.Codes{}
+	obs := &observed.Requests{}
 	front := httptest.NewServer(Instrument(h.server, slog.New(logs), obs))
 	defer front.Close()
 	client := front.Client()
@@ -258,7 +258,7 @@ func TestClientGoneWhileModulePackageFetched(t *testing.T) {
 	h.origin.AddTarball("net.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("#")}))
 	h.origin.AddModule("acme", "net", "aws", "1.0.0", h.origin.TarballURL("net.tar.gz"))
 	h.origin.SetLatency(time.Second)
-	obs := &observed.Codes{}
+	obs := &observed.Requests{}
 	handler := Instrument(h.server, slog.New(logs), obs)
 	paths := []string{modBase + "acme/net/aws/1.0.0/" + modulePackageFile, modBase + "acme/net/aws/1.0.0/" + moduleZipFile}
 	for i, code := range observed.AskGone(handler, paths) {

@@ -8,30 +8,12 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/observed"
 )
-
-// abortsSeen records whether each request observed was broken off.
-type abortsSeen struct {
-	mu      sync.Mutex
-	aborted []bool
-}
-
-func (o *abortsSeen) ObserveRequest(_ string, _ int, _ time.Duration, _ int64, aborted bool) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.aborted = append(o.aborted, aborted)
-}
-
-func (o *abortsSeen) seen() []bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return append([]bool(nil), o.aborted...)
-}
 
 // A client that closes its side of the connection for writing once it
 // has sent its request (a TCP proxy in front passing on a half-close)
@@ -48,7 +30,7 @@ func TestHalfClosedClientNeverGetsCleanEndOfShortArchive(t *testing.T) {
 	release := h.origin.GateArchives()
 	defer release()
 
-	obs := &abortsSeen{}
+	obs := &observed.Requests{}
 	srv := httptest.NewServer(Instrument(h.server, slog.New(slog.DiscardHandler), obs))
 	defer srv.Close()
 
@@ -82,10 +64,10 @@ func TestHalfClosedClientNeverGetsCleanEndOfShortArchive(t *testing.T) {
 	}
 	release()
 	h.waitIdle()
-	for deadline := time.Now().Add(time.Minute); len(obs.seen()) == 0 && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(time.Minute); len(obs.Seen()) == 0 && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if got := obs.seen(); len(got) != 1 || got[0] {
+	if got := obs.Seen(); len(got) != 1 || got[0].Aborted {
 		t.Errorf("requests observed as aborted: %v, want one, not aborted (its client went away)", got)
 	}
 }

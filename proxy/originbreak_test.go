@@ -26,7 +26,7 @@ func TestOriginBreakingOffFailsEveryClient(t *testing.T) {
 			h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
 			h.origin.SetArchiveLengthHidden(hidden)
 			sha := h.origin.SHA256(ns, typ, "1.0.0", "linux_amd64")
-			obs := &observed.Codes{}
+			obs := &observed.Requests{}
 			srv := httptest.NewServer(Instrument(h.server, slog.New(logs), obs))
 			defer srv.Close()
 			release := h.origin.GateArchives()

@@ -534,7 +534,7 @@ func TestClientGoneCountedAsSuch(t *testing.T) {
 	blob := "/v2/providers/" + originHost + "/acme/dns/blobs/sha256:" + r.origin.SHA256("acme", "dns", "1.0.0", "linux_amd64")
 	// The origin answers much later than the client gives up (at once).
 	r.origin.SetLatency(time.Second)
-	obs := &observed.Codes{}
+	obs := &observed.Requests{}
 	h := proxy.Instrument(r.http.Config.Handler, slog.New(slog.DiscardHandler), obs)
 	paths := []string{
 		"/v2/providers/" + originHost + "/acme/net/tags/list",

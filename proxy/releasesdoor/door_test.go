@@ -872,7 +872,7 @@ func TestClientGoneCountedAsSuch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	obs := &observed.Codes{}
+	obs := &observed.Requests{}
 	h := proxy.Instrument(door, slog.New(slog.DiscardHandler), obs)
 	paths := []string{
 		"/releases/hashicorp/terraform/index.json",

@@ -1,7 +1,7 @@
 // Package observed keeps what a component under test reports, for the
 // tests that check how it reports it: the log records it writes (Logs,
-// a slog.Handler) and the status codes of the requests it observes
-// (Codes, a proxy.Instrument observer). Both are safe for concurrent use.
+// a slog.Handler) and the requests it observes, with their status codes
+// (Requests, a proxy.Instrument observer). Both are safe for concurrent use.
 // AskGone asks a handler as a client that went away before its answer.
 package observed
 
@@ -62,23 +62,41 @@ func (h *Logs) Max() slog.Level {
 	return top
 }
 
-// Codes keeps the status codes of the requests it observes, in order.
-type Codes struct {
-	mu    sync.Mutex
-	codes []int
+// Request is what a proxy.Instrument observer is told of one request.
+type Request struct {
+	Route    string
+	Code     int
+	Duration time.Duration
+	Bytes    int64 // of the body counted as sent
+	Aborted  bool  // broken off after its status went out
 }
 
-func (o *Codes) ObserveRequest(_ string, code int, _ time.Duration, _ int64, _ bool) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.codes = append(o.codes, code)
+// Requests keeps the requests it observes, in order.
+type Requests struct {
+	mu   sync.Mutex
+	seen []Request
 }
 
-// Codes returns the codes observed so far.
-func (o *Codes) Codes() []int {
+func (o *Requests) ObserveRequest(route string, code int, d time.Duration, bytes int64, aborted bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return slices.Clone(o.codes)
+	o.seen = append(o.seen, Request{Route: route, Code: code, Duration: d, Bytes: bytes, Aborted: aborted})
+}
+
+// Seen returns the requests observed so far.
+func (o *Requests) Seen() []Request {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.seen)
+}
+
+// Codes returns the status codes of the requests observed so far.
+func (o *Requests) Codes() []int {
+	var codes []int
+	for _, r := range o.Seen() {
+		codes = append(codes, r.Code)
+	}
+	return codes
 }
 
 // AtLeast returns the records kept at level or above, in order.
@@ -109,7 +127,7 @@ func AskGone(h http.Handler, paths []string) []int {
 
 // Expect fails t for every request of paths not observed with code
 // want, and when the codes observed are not one for each path.
-func (o *Codes) Expect(t testing.TB, paths []string, want int) {
+func (o *Requests) Expect(t testing.TB, paths []string, want int) {
 	t.Helper()
 	codes := o.Codes()
 	if len(codes) != len(paths) {
