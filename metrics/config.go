@@ -9,8 +9,8 @@ var ReloadOutcomes = []string{"applied", "refused"}
 
 // reloadMetrics are the collectors of one file's reloads: a counter of
 // reloads by outcome, and a gauge of whether the last reading is in
-// force. The configuration file's (settings.ReloadMetrics) and the
-// client tokens file's are two of them.
+// force. The configuration file's (settings.ReloadMetrics), the client
+// tokens file's and the trusted keys files' are three of them.
 type reloadMetrics struct {
 	reloads *prometheus.CounterVec
 	inForce prometheus.Gauge
@@ -51,6 +51,12 @@ func (rm *reloadMetrics) tokensCollectors() []prometheus.Collector {
 		"1 when the last reading of the client tokens file (at start, or on a reload) was put in force; 0 when the last reload was refused, so that the tokens on disk are not those in force (a token removed from the file is still accepted).")
 }
 
+func (rm *reloadMetrics) trustCollectors() []prometheus.Collector {
+	return rm.collectors("tfmirror_trusted_keys",
+		"Reloads of the files of the keys imports trust (--trusted-export-keys, --trusted-publisher-keys; tfmirror reload or SIGHUP), by outcome: applied, or refused whole (the keys in force stay).",
+		"1 when the last reading of the files of the keys imports trust (at start, or on a reload) was put in force; 0 when the last reload was refused, so that the keys on disk are not those in force (a key removed from its file to revoke it is still trusted).")
+}
+
 // ConfigReload counts a reload of the configuration file with outcome,
 // one of ReloadOutcomes; tfmirror_config_last_reload_successful follows
 // the outcome.
@@ -60,3 +66,8 @@ func (m *Metrics) ConfigReload(outcome string) { m.config.count(outcome) }
 // one of ReloadOutcomes; tfmirror_auth_tokens_last_reload_successful
 // follows the outcome.
 func (m *Metrics) TokensReload(outcome string) { m.tokens.count(outcome) }
+
+// TrustReload counts a reload of the files of the keys imports trust
+// with outcome, one of ReloadOutcomes;
+// tfmirror_trusted_keys_last_reload_successful follows the outcome.
+func (m *Metrics) TrustReload(outcome string) { m.trust.count(outcome) }

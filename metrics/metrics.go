@@ -96,6 +96,7 @@ type Metrics struct {
 	cacheCheck        cacheCheckMetrics // cachecheck.go
 	config            reloadMetrics     // config.go: the configuration file's reloads
 	tokens            reloadMetrics     // config.go: the client tokens file's reloads
+	trust             reloadMetrics     // config.go: the trusted keys files' reloads
 	policy            policyMetrics     // policy.go
 	releases          releasesMetrics   // releases.go
 	auth              authMetrics       // auth.go
@@ -322,6 +323,7 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 	cs = append(cs, m.cacheCheck.collectors()...)
 	cs = append(cs, m.config.configCollectors()...)
 	cs = append(cs, m.tokens.tokensCollectors()...)
+	cs = append(cs, m.trust.trustCollectors()...)
 	cs = append(cs, m.policy.collectors()...)
 	cs = append(cs, m.releases.collectors()...)
 	cs = append(cs, m.auth.collectors()...)

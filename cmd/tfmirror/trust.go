@@ -84,9 +84,15 @@ func (m *server) reloadTrust() (int, error) {
 	t, err := loadTrust(m.cfg)
 	if err != nil {
 		m.log.Error("reloading the keys imports trust failed; the keys in force stay", "error", err)
+		if m.metrics != nil {
+			m.metrics.TrustReload("refused")
+		}
 		return 0, err
 	}
 	m.trust.Store(&t)
+	if m.metrics != nil {
+		m.metrics.TrustReload("applied")
+	}
 	n := len(t.ExportKeys)
 	for _, keys := range t.PublisherKeys {
 		n += len(keys)

@@ -12,7 +12,9 @@ import (
 // files of the keys imports trust again, as it reads the tokens file: a
 // key removed from its file (revoked) is no longer trusted by the next
 // import, and one added is; a file refused (a key that does not parse)
-// leaves the keys in force, and the reload says so with the file.
+// leaves the keys in force, and the reload says so with the file and
+// counts it (tfmirror_trusted_keys_last_reload_successful 0), as a
+// refused tokens file is.
 func TestTrustedKeysReloaded(t *testing.T) {
 	dir := t.TempDir()
 	old, next := newTestKey(t, "old exporter"), newTestKey(t, "new exporter")
@@ -58,5 +60,22 @@ func TestTrustedKeysReloaded(t *testing.T) {
 	}
 	if got := trusted(); len(got) != 1 || got[0] != nextFP {
 		t.Errorf("after a refused reload, imports trust %v, want still %s", got, nextFP)
+	}
+	// Counted, so that an alert fires: the key revoked from the file is
+	// still trusted while the refused file is on disk.
+	if got := gathered(t, m.registry, "tfmirror_trusted_keys_last_reload_successful"); got != 0 {
+		t.Errorf("after a refused reload: tfmirror_trusted_keys_last_reload_successful %v, want 0", got)
+	}
+	for outcome, want := range map[string]float64{"applied": 1, "refused": 1} {
+		if got := gathered(t, m.registry, "tfmirror_trusted_keys_reloads_total", "outcome", outcome); got != want {
+			t.Errorf("tfmirror_trusted_keys_reloads_total{outcome=%q} %v, want %v", outcome, got, want)
+		}
+	}
+	write(armoredPublic(t, old))
+	if _, err := m.reload(); err != nil {
+		t.Fatal(err)
+	}
+	if got := gathered(t, m.registry, "tfmirror_trusted_keys_last_reload_successful"); got != 1 {
+		t.Errorf("after a reload put in force: tfmirror_trusted_keys_last_reload_successful %v, want 1", got)
 	}
 }
