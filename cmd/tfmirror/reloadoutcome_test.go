@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/tfmirror/tfmirror/v2/proxy"
 )
 
@@ -31,7 +29,33 @@ func TestReloadOutcomeShown(t *testing.T) {
 	m, _ := reloadingServer(t, args)
 	metric := func(name string, labels ...string) float64 {
 		t.Helper()
-		return gathered(t, m.registry, name, labels...)
+		mfs, err := m.registry.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != name {
+				continue
+			}
+		series:
+			for _, s := range mf.GetMetric() {
+				for i := 0; i+1 < len(labels); i += 2 {
+					found := false
+					for _, l := range s.GetLabel() {
+						found = found || l.GetName() == labels[i] && l.GetValue() == labels[i+1]
+					}
+					if !found {
+						continue series
+					}
+				}
+				if s.Gauge != nil {
+					return s.GetGauge().GetValue()
+				}
+				return s.GetCounter().GetValue()
+			}
+		}
+		t.Fatalf("no series %s %v", name, labels)
+		return 0
 	}
 	if c := m.configuration(); c == nil || c.LastReload != nil {
 		t.Fatalf("before any reload: configuration %+v, want no last reload", c)
@@ -225,38 +249,4 @@ func writePrivate(t *testing.T, path, content string) {
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// gathered is the value of the series of g named name whose labels
-// include labels (name, value pairs), failing the test when there is
-// none.
-func gathered(t *testing.T, g prometheus.Gatherer, name string, labels ...string) float64 {
-	t.Helper()
-	mfs, err := g.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	series:
-		for _, s := range mf.GetMetric() {
-			for i := 0; i+1 < len(labels); i += 2 {
-				found := false
-				for _, l := range s.GetLabel() {
-					found = found || l.GetName() == labels[i] && l.GetValue() == labels[i+1]
-				}
-				if !found {
-					continue series
-				}
-			}
-			if s.Gauge != nil {
-				return s.GetGauge().GetValue()
-			}
-			return s.GetCounter().GetValue()
-		}
-	}
-	t.Fatalf("no series %s %v", name, labels)
-	return 0
 }

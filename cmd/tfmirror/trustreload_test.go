@@ -63,11 +63,11 @@ func TestTrustedKeysReloaded(t *testing.T) {
 	}
 	// Counted, so that an alert fires: the key revoked from the file is
 	// still trusted while the refused file is on disk.
-	if got := gathered(t, m.registry, "tfmirror_trusted_keys_last_reload_successful"); got != 0 {
+	if got := metric(t, m.registry, "tfmirror_trusted_keys_last_reload_successful"); got != 0 {
 		t.Errorf("after a refused reload: tfmirror_trusted_keys_last_reload_successful %v, want 0", got)
 	}
 	for outcome, want := range map[string]float64{"applied": 1, "refused": 1} {
-		if got := gathered(t, m.registry, "tfmirror_trusted_keys_reloads_total", "outcome", outcome); got != want {
+		if got := metric(t, m.registry, "tfmirror_trusted_keys_reloads_total", "outcome", outcome); got != want {
 			t.Errorf("tfmirror_trusted_keys_reloads_total{outcome=%q} %v, want %v", outcome, got, want)
 		}
 	}
@@ -75,7 +75,7 @@ func TestTrustedKeysReloaded(t *testing.T) {
 	if _, err := m.reload(); err != nil {
 		t.Fatal(err)
 	}
-	if got := gathered(t, m.registry, "tfmirror_trusted_keys_last_reload_successful"); got != 1 {
+	if got := metric(t, m.registry, "tfmirror_trusted_keys_last_reload_successful"); got != 1 {
 		t.Errorf("after a reload put in force: tfmirror_trusted_keys_last_reload_successful %v, want 1", got)
 	}
 }
