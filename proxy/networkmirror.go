@@ -132,7 +132,8 @@ var copyBuffers = sync.Pool{New: func() any { b := make([]byte, copyBufferSize);
 // support. A Range it cannot satisfy is answered 416 by fail, the door's
 // own error answer (refuseRange), not in net/http's text/plain, and a
 // precondition that does not hold 412 (refusePrecondition), not with
-// no body under the content's Content-Type. A read
+// no body under the content's Content-Type; neither says X-Tfmirror-Cache
+// (a download served from the cache, or not). A read
 // that fails once the status is decided (the cached copy found damaged
 // where it is stored) breaks the response off, as StreamArchive does a
 // download that fails: its status goes out first, and the handler panics
@@ -144,6 +145,11 @@ func ServeCached(w http.ResponseWriter, r *http.Request, modTime time.Time, cont
 	cr := &contentReader{ReadSeeker: content}
 	held := &refusal{ResponseWriter: w}
 	http.ServeContent(noStoreErrors{held}, r, "", modTime, cr)
+	if held.code != 0 {
+		// Refused, it serves nothing from the cache: neither the access
+		// log nor the origin's row on the status page counts it a hit.
+		w.Header().Del("X-Tfmirror-Cache")
+	}
 	switch held.code {
 	case http.StatusRequestedRangeNotSatisfiable:
 		refuseRange(w, r, cr, fail)

@@ -78,3 +78,38 @@ func TestStatusOriginRowsCountAbortedDownloads(t *testing.T) {
 		t.Errorf("row after an aborted download: %+v, want 1 request, 1 download, no cache hit, 1 verification failure, unverified", got)
 	}
 }
+
+// TestStatusOriginRowsCountRefusedRangesAsNoDownload: a request for a
+// cached archive whose Range names no byte of it (416), or whose
+// If-Match names another ETag (412), got no byte of the archive: the
+// origin's row counts it as a request, not as a download served from the
+// cache, and the access log does not say "hit" of it.
+func TestStatusOriginRowsCountRefusedRangesAsNoDownload(t *testing.T) {
+	origin := newOrigin(t, fakeorigin.Options{})
+	origin.AddProvider("hashicorp", "random", []string{"3.6.0"}, []string{"linux_amd64"})
+	tm := startMirror(t, origin, t.TempDir(), nil, "--insecure-http")
+	archive := archiveURL("random", "3.6.0", "linux_amd64")
+	if resp, _, err := tm.get(archive); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("archive: %v %v", resp, err)
+	}
+	tm.idle()
+	for _, c := range []struct {
+		header []string
+		want   int
+	}{
+		{[]string{"Range", "bytes=999999999-"}, 416},
+		{[]string{"If-Match", `"not-its-etag"`}, 412},
+	} {
+		resp, _, err := tm.get(archive, c.header...)
+		if err != nil || resp.StatusCode != c.want {
+			t.Fatalf("archive with %v: %v %v, want %d", c.header, resp, err, c.want)
+		}
+		if got := resp.Header.Get("X-Tfmirror-Cache"); got != "" {
+			t.Errorf("a %d says X-Tfmirror-Cache: %s of an answer that served nothing", c.want, got)
+		}
+	}
+	got := originRows(t, tm)
+	if len(got) != 1 || got[0].LastHour.Requests != 3 || got[0].LastHour.Downloads != 1 || got[0].LastHour.CacheHits != 0 {
+		t.Errorf("row after a download, a 416 and a 412: %+v, want 3 requests, 1 download, no cache hit", got)
+	}
+}
