@@ -242,7 +242,7 @@ func (a *Auth) checked(r *http.Request, kind string, ok bool) bool {
 	}
 	client := clientString(key)
 	a.limit.logFailure(a.log, now, "client", client, "kind", kind,
-		"method", loggedMethod(r), "route", Route(r.URL.Path), "limited", over)
+		"method", loggedMethod(r), "route", Route(r.URL.EscapedPath()), "limited", over)
 	if newly {
 		a.logLimited(r, client, now)
 	}

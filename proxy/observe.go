@@ -27,7 +27,8 @@ type RequestObserver interface {
 	ObserveRequest(route string, code int, d time.Duration, bytes int64, aborted bool)
 }
 
-// Route classifies a request path into the bounded set of route labels:
+// Route classifies a request path, encoded as the router matches it
+// (url.URL.EscapedPath), into the bounded set of route labels:
 // index, version, archive, registry_versions, registry_download,
 // registry_shasums, registry_signature, module_versions, module_download,
 // module_package, the OCI front door's oci_ping, oci_token, oci_tags,
@@ -131,7 +132,8 @@ func Instrument(next http.Handler, log *slog.Logger, obs RequestObserver) http.H
 		}
 		w.Header()["X-Request-Id"] = []string{id}
 		rw := &recorder{ResponseWriter: w}
-		route := Route(r.URL.Path)
+		// As the router reads it (encoded): /%68ealthz is no probe.
+		route := Route(r.URL.EscapedPath())
 		aborted := true
 		defer func() {
 			end := time.Now()

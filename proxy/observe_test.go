@@ -211,3 +211,31 @@ func TestHandlerPanicIsAServerError(t *testing.T) {
 		}
 	}
 }
+
+// A path that names a probe or /metrics only once decoded
+// (/%68ealthz) is routed as the router reads it, on its encoded form:
+// answered 404, it is logged at info under route "other", not hidden at
+// debug and counted among the probes' answers, which alerts leave out.
+func TestEncodedProbePathRoutedAsServed(t *testing.T) {
+	t.Parallel()
+	next := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { http.NotFound(w, nil) })
+	for _, path := range []string{"/%68ealthz", "/read%79z", "/%6detrics"} {
+		var buf bytes.Buffer
+		var routes []string
+		obs := observerFunc(func(route string) { routes = append(routes, route) })
+		log := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		Instrument(next, log, obs).ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, path, nil))
+		if len(routes) != 1 || routes[0] != "other" {
+			t.Errorf("%s counted under routes %v, want other", path, routes)
+		}
+		if !strings.Contains(buf.String(), `"route":"other","status":404`) {
+			t.Errorf("%s answered 404 logged at info as %q, want a line with route other", path, buf.String())
+		}
+	}
+}
+
+// observerFunc is a RequestObserver that hands each request's route to
+// its function.
+type observerFunc func(route string)
+
+func (f observerFunc) ObserveRequest(route string, _ int, _ time.Duration, _ int64, _ bool) { f(route) }
