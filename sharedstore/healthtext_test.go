@@ -2,11 +2,13 @@ package sharedstore_test
 
 import (
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -150,5 +152,70 @@ func TestHealthSaysASlowAnswerIsSlow(t *testing.T) {
 		if !strings.Contains(herr.Error(), "a slow answer") || strings.Contains(herr.Error(), "with an error") {
 			t.Errorf("threshold %d, after a call answered slowly: %q, want it said to be a slow answer", threshold, herr)
 		}
+	}
+}
+
+// A store whose reads answer but whose writes are refused (a bucket
+// policy or credentials that allow reading only) is failing on the
+// status page while its writes fail: its reads reset the breaker's count,
+// so that Health said nothing of the writes, and the status page read
+// "ok" while nothing this replica fetched reached the other replicas. A
+// write that succeeds again ends it.
+func TestHealthSaysWritesFailWhileReadsAnswer(t *testing.T) {
+	for _, kv := range [][2]string{{"AWS_ACCESS_KEY_ID", "AKIATESTTESTTEST"}, {"AWS_SECRET_ACCESS_KEY", "testsecrettestsecret"},
+		{"AWS_REGION", "us-east-1"}, {"AWS_CONFIG_FILE", os.DevNull}, {"AWS_SHARED_CREDENTIALS_FILE", os.DevNull},
+		{"AWS_EC2_METADATA_DISABLED", "true"}} {
+		t.Setenv(kv[0], kv[1])
+	}
+	var writable atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.Method == http.MethodPut && writable.Load():
+			w.WriteHeader(http.StatusOK)
+		case r.Method == http.MethodPut:
+			w.Header().Set("Content-Type", "application/xml")
+			w.WriteHeader(http.StatusForbidden)
+			io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>`)
+		default:
+			w.Header().Set("Content-Type", "application/xml")
+			w.WriteHeader(http.StatusNotFound)
+			io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>NoSuchKey</Code><Message>The specified key does not exist.</Message></Error>`)
+		}
+	}))
+	defer srv.Close()
+	s, err := sharedstore.Open(context.Background(), sharedstore.Config{
+		URL:  "s3://corp-tf-bucket/mirror-prefix?endpoint=" + srv.URL + "&path_style=true",
+		Keys: testKeys(t), StoreID: "replicas", BreakerThreshold: 3, BreakerCooldown: time.Minute,
+		CallTimeout: 5 * time.Second, SlowCall: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for range 5 {
+		if err := s.PutMeta(ctx, "versions/h/ns/t", "v"); err == nil {
+			t.Fatal("a write the store refuses succeeded")
+		}
+		if _, _, err := s.GetMeta(ctx, "versions/h/ns/t"); err != nil {
+			t.Fatalf("a read the store answers failed: %v", err)
+		}
+	}
+	setAside, failing := s.Health()
+	if setAside != nil || failing == nil {
+		t.Fatalf("writes refused, reads answered: Health %v, %v; want failing, not set aside", setAside, failing)
+	}
+	for _, want := range []string{"writes", "403"} {
+		if !strings.Contains(failing.Error(), want) {
+			t.Errorf("failing %q lacks %q", failing, want)
+		}
+	}
+	if strings.Contains(failing.Error(), "corp-tf-bucket") || strings.Contains(failing.Error(), "versions/h") {
+		t.Errorf("failing names the bucket or an object, which the status page shows to anyone: %v", failing)
+	}
+	writable.Store(true)
+	if err := s.PutMeta(ctx, "versions/h/ns/t", "v"); err != nil {
+		t.Fatalf("a write the store takes: %v", err)
+	}
+	if setAside, failing := s.Health(); setAside != nil || failing != nil {
+		t.Errorf("writes taken again: Health %v, %v; want neither", setAside, failing)
 	}
 }

@@ -154,7 +154,9 @@ func (s *Store) conditionalIgnored(ctx context.Context) bool {
 // downloads through it. failing is nil unless, its breaker closed, its
 // last call failed (a start-up Check's included): it says how many calls
 // failed in a row and the last's kind of failure; the store is still
-// asked, and is set aside at BreakerThreshold failures.
+// asked, and is set aside at BreakerThreshold failures. Or unless its
+// last write failed (writeOp), whatever its reads did since (a store
+// that lets this replica read and not write keeps its breaker closed).
 //
 // Their texts are answered to anyone who reaches the mirror (/readyz, the
 // status page's Health block, with or without a client token), so they
@@ -184,6 +186,17 @@ func (s *Store) Health() (setAside, failing error) {
 		}
 		failing = fmt.Errorf("%s, the last with %s (the log has its error); still asked, it is set aside after %d failures in a row",
 			calls, failureKind(last), s.cfg.BreakerThreshold)
+	}
+	s.mu.Lock()
+	writes, lastWrite := s.writeFailures, s.lastWriteErr
+	s.mu.Unlock()
+	if failing == nil && writes > 0 && lastWrite != nil {
+		calls := "the last write failed"
+		if writes > 1 {
+			calls = fmt.Sprintf("the last %d writes failed", writes)
+		}
+		failing = fmt.Errorf("%s, the last with %s (the log has its error), while its reads answer: what this replica fetches is not shared with the others",
+			calls, failureKind(lastWrite))
 	}
 	return setAside, failing
 }

@@ -240,6 +240,11 @@ type Store struct {
 	failures  int       // calls failed in a row
 	openUntil time.Time // breaker open until then
 	lastErr   error
+	// writeFailures are the writes failed in a row (writeOp), whatever
+	// the reads between them did, which reset failures; lastWriteErr
+	// the last's error (Health).
+	writeFailures int
+	lastWriteErr  error
 
 	// condMu is held during a probe of conditional writes (probe.go).
 	condMu sync.Mutex
@@ -434,10 +439,10 @@ func (s *Store) call(ctx context.Context, op string, waited *time.Duration, fn f
 	}
 	if err == nil && s.cfg.SlowCall > 0 && took > s.cfg.SlowCall {
 		// Answered, and the answer is used; the breaker counts it.
-		s.record(&slowError{fmt.Sprintf("%s answered in %s, slower than %s", op, took.Round(time.Millisecond), s.cfg.SlowCall)})
+		s.record(op, &slowError{fmt.Sprintf("%s answered in %s, slower than %s", op, took.Round(time.Millisecond), s.cfg.SlowCall)})
 		return nil
 	}
-	s.record(err)
+	s.record(op, err)
 	if err != nil {
 		return fmt.Errorf("shared store %s: %w", op, err)
 	}
@@ -456,10 +461,21 @@ type slowError struct{ msg string }
 
 func (e *slowError) Error() string { return e.msg }
 
-// record counts a call's result for the breaker.
-func (s *Store) record(err error) {
+// record counts the result of a call op for the breaker, and among the
+// writes when op is one (writeOp): a store that refuses writes and
+// answers reads is failing (Health), though its reads keep the breaker
+// closed. A write answered slowly (slowError) was taken.
+func (s *Store) record(op string, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if writeOp(op) {
+		if slow := (*slowError)(nil); err == nil || errors.As(err, &slow) {
+			s.writeFailures, s.lastWriteErr = 0, nil
+		} else {
+			s.writeFailures++
+			s.lastWriteErr = err
+		}
+	}
 	if err == nil {
 		if s.failures >= s.cfg.BreakerThreshold {
 			s.log.Info("shared store is answering again; using it")
@@ -482,6 +498,13 @@ func (s *Store) record(err error) {
 		}
 		s.openUntil = s.cfg.Now().Add(s.cfg.BreakerCooldown)
 	}
+}
+
+// writeOp says whether the call op writes to the store: what a replica
+// shares with the others (the puts), its leases and its probe of
+// conditional writes, as TfmirrorSharedStoreWritesFailing counts them.
+func writeOp(op string) bool {
+	return strings.HasPrefix(op, "put_") || op == "lease" || op == "probe"
 }
 
 // key is the bucket's key of the object name (below the prefix):
@@ -629,7 +652,7 @@ func (b *body) Read(p []byte) (int, error) {
 		// net/http may end a body cleanly when its request is canceled
 		// mid-read: after a stall, EOF is not the end.
 		b.err = stalled
-		b.s.record(stalled)
+		b.s.record(b.op, stalled)
 		return n, b.err
 	}
 	return n, err
@@ -701,7 +724,7 @@ func (s *Store) putArchive(ctx context.Context, sha string, r io.ReadSeeker, siz
 		outcome = "error"
 	}
 	s.observe("put_archive", outcome, s.cfg.Now().Sub(start))
-	s.record(err)
+	s.record("put_archive", err)
 	if err != nil {
 		return fmt.Errorf("shared store put_archive: %w", err)
 	}
