@@ -47,6 +47,16 @@ const (
 	WriteStallTimeout = 2 * time.Minute
 	// MaxHeaderBytes bounds a request's headers.
 	MaxHeaderBytes = 64 << 10
+	// MaxConcurrentStreams bounds the requests one HTTP/2 connection
+	// (--http2) runs at once; a stream its client opens beyond them is
+	// refused (reset), never started. Net/http's default is 250, which
+	// let one connection hold as many handlers, and what each holds (a
+	// cached archive's file, an origin's connection), where
+	// --max-connections meant one request in flight per connection.
+	// Terraform and OpenTofu ask one thing at a time, a browser on the
+	// status page a few; Go's client, told this bound, opens another
+	// connection rather than exceed it.
+	MaxConcurrentStreams = 8
 )
 
 type bounds struct {
@@ -80,7 +90,7 @@ func newServer(h http.Handler, errLog *log.Logger, b bounds) *http.Server {
 		// its streams with it. Without it a stream's deadline would not
 		// free its handler either: the stream's reset is a frame, queued
 		// behind the stalled ones.
-		HTTP2: &http.HTTP2Config{WriteByteTimeout: b.stall},
+		HTTP2: &http.HTTP2Config{WriteByteTimeout: b.stall, MaxConcurrentStreams: MaxConcurrentStreams},
 	}
 }
 
