@@ -3,6 +3,7 @@ package httpserve
 import (
 	"bytes"
 	"crypto/tls"
+	"io"
 	"net/http"
 	"strconv"
 	"sync"
@@ -61,16 +62,22 @@ func dialH2(t *testing.T, ts *testServer) *h2Conn {
 }
 
 // get opens stream id with a GET of path, its headers and its end sent.
-func (c *h2Conn) get(id uint32, path string) {
+func (c *h2Conn) get(id uint32, path string) { c.send(id, path, true) }
+
+// send opens stream id with a GET of path and the headers extra (pairs of
+// a name and a value), and ends the stream (no body) when end.
+func (c *h2Conn) send(id uint32, path string, end bool, extra ...string) {
 	c.t.Helper()
 	var block bytes.Buffer
 	enc := hpack.NewEncoder(&block)
-	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "https"}, {":authority", "127.0.0.1"}, {":path", path}} {
-		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	fields := []string{":method", "GET", ":scheme", "https", ":authority", "127.0.0.1", ":path", path}
+	fields = append(fields, extra...)
+	for i := 0; i+1 < len(fields); i += 2 {
+		enc.WriteField(hpack.HeaderField{Name: fields[i], Value: fields[i+1]})
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
+	if err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block.Bytes(), EndStream: end, EndHeaders: true}); err != nil {
 		c.t.Fatal(err)
 	}
 }
@@ -125,5 +132,44 @@ func TestHTTP2StreamsPerConnectionBounded(t *testing.T) {
 	}
 	if got < MaxConcurrentStreams {
 		t.Fatalf("one HTTP/2 connection ran %d requests at once, want %d (the bound, not fewer)", got, MaxConcurrentStreams)
+	}
+}
+
+// TestHTTP2BodyDeclaredEmptyNeverEnded: over HTTP/2 a GET whose headers
+// say content-length: 0 (or a content-length that is no number, which
+// net/http reads as 0) and whose stream its client never ends has a body
+// that reads nothing and never ends. It gets BodyTimeout to end, as a
+// body declared longer does, where bodyDeadline took it for a request
+// without a body and left it alone: the mirror reads a GET's body to its
+// end before any door runs, so the request, its stream and its
+// connection (which an open stream keeps from its idle timeout) were held
+// for good.
+func TestHTTP2BodyDeclaredEmptyNeverEnded(t *testing.T) {
+	t.Parallel()
+	type read struct {
+		err error
+		d   time.Duration
+	}
+	done := make(chan read, 4)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		_, err := io.Copy(io.Discard, r.Body)
+		done <- read{err, time.Since(start)}
+	})
+	b := stallBounds()
+	ts := startServer(t, h, b, true, nil)
+	c := dialH2(t, ts)
+	for i, cl := range []string{"0", "none"} {
+		c.send(uint32(2*i+1), "/index.json", false, "content-length", cl)
+		select {
+		case got := <-done:
+			if got.err == nil {
+				t.Errorf("content-length %s, stream never ended: the body read ended without error after %v", cl, got.d)
+			} else if got.d > b.body+5*time.Second {
+				t.Errorf("content-length %s: the body read failed after %v, want about %v", cl, got.d, b.body)
+			}
+		case <-time.After(b.body + 10*time.Second):
+			t.Fatalf("content-length %s, stream never ended: the body read still waits after %v, want it failed after %v", cl, b.body+10*time.Second, b.body)
+		}
 	}
 }

@@ -99,10 +99,15 @@ func newServer(h http.Handler, errLog *log.Logger, b bounds) *http.Server {
 // its end, when the deadline is lifted. A request without a body is left
 // alone: a read deadline on its connection would end the read with which
 // the server watches for the client going away, and cancel the request's
-// context while its answer is still being written.
+// context while its answer is still being written. Over HTTP/2 the
+// deadline is the stream's, which touches neither, and an HTTP/2 request
+// whose ContentLength is 0 may still have a body open: its client said
+// content-length: 0 (or no number) and has not ended its stream, and
+// its body's reads wait for that end. Such a request gets d too, as does
+// one whose stream has ended (its body's first read lifts it).
 func bodyDeadline(h http.Handler, d time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 && len(r.TransferEncoding) == 0 {
+		if r.Body == nil || r.Body == http.NoBody || r.ProtoMajor < 2 && r.ContentLength == 0 && len(r.TransferEncoding) == 0 {
 			h.ServeHTTP(w, r)
 			return
 		}
