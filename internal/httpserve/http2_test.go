@@ -23,6 +23,9 @@ type h2Conn struct {
 	conn *tls.Conn
 	fr   *http2.Framer
 	mu   sync.Mutex // the framer's writes
+	// closed is closed once the server closed the connection (its
+	// reads end).
+	closed chan struct{}
 }
 
 func dialH2(t *testing.T, ts *testServer) *h2Conn {
@@ -40,12 +43,30 @@ func dialH2(t *testing.T, ts *testServer) *h2Conn {
 	if _, err := conn.Write([]byte(http2.ClientPreface)); err != nil {
 		t.Fatal(err)
 	}
-	c := &h2Conn{t: t, conn: conn, fr: http2.NewFramer(conn, conn)}
+	c := &h2Conn{t: t, conn: conn, fr: http2.NewFramer(conn, conn), closed: make(chan struct{})}
 	if err := c.fr.WriteSettings(); err != nil {
 		t.Fatal(err)
 	}
+	// The server's SETTINGS acknowledged before anything else is sent,
+	// so that the acknowledgement never comes between a HEADERS frame
+	// and its CONTINUATION.
+	rf := http2.NewFramer(nil, conn)
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for {
+		f, err := rf.ReadFrame()
+		if err != nil {
+			t.Fatalf("reading the server's SETTINGS: %v", err)
+		}
+		if s, ok := f.(*http2.SettingsFrame); ok && !s.IsAck() {
+			if err := c.fr.WriteSettingsAck(); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	conn.SetReadDeadline(time.Time{})
 	go func() {
-		rf := http2.NewFramer(nil, conn)
+		defer close(c.closed)
 		for {
 			f, err := rf.ReadFrame()
 			if err != nil {
@@ -170,6 +191,46 @@ func TestHTTP2BodyDeclaredEmptyNeverEnded(t *testing.T) {
 			}
 		case <-time.After(b.body + 10*time.Second):
 			t.Fatalf("content-length %s, stream never ended: the body read still waits after %v, want it failed after %v", cl, b.body+10*time.Second, b.body)
+		}
+	}
+}
+
+// TestHTTP2FirstRequestWithinHeaderBound: a connection's first request
+// must reach its handler within HeaderTimeout of its TLS handshake's end
+// (the handshake has as long) over HTTP/2 as over HTTP/1.1. An HTTP/2
+// client that sent its preface and SETTINGS and then nothing, or the
+// start of a header block and never its end, held its connection (and
+// a --max-connections slot) for IdleTimeout (2 minutes), where an
+// HTTP/1.1 client that sends no request is cut off after HeaderTimeout.
+func TestHTTP2FirstRequestWithinHeaderBound(t *testing.T) {
+	t.Parallel()
+	b := stallBounds() // header 1 s, idle 1 minute
+	ts := startServer(t, http.NotFoundHandler(), b, true, nil)
+	for _, tc := range []struct {
+		name string
+		send func(c *h2Conn)
+	}{
+		{"no request", func(*h2Conn) {}},
+		{"a header block never ended", func(c *h2Conn) {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			var block bytes.Buffer
+			hpack.NewEncoder(&block).WriteField(hpack.HeaderField{Name: ":method", Value: "GET"})
+			if err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block.Bytes(), EndStream: true}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		c := dialH2(t, ts)
+		start := time.Now()
+		tc.send(c)
+		select {
+		case <-c.closed:
+			if d := time.Since(start); d > 2*b.header+3*time.Second {
+				t.Errorf("%s: the connection was closed after %v, want within %v", tc.name, d, 2*b.header)
+			}
+		case <-time.After(2*b.header + 10*time.Second):
+			t.Errorf("%s: the connection is still open after %v, want it closed within %v", tc.name, 2*b.header+10*time.Second, 2*b.header)
 		}
 	}
 }

@@ -10,8 +10,10 @@
 package httpserve
 
 import (
+	"context"
 	"io"
 	"log"
+	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -79,7 +81,8 @@ func NewWriteStall(h http.Handler, errLog *log.Logger, stall time.Duration) *htt
 
 func newServer(h http.Handler, errLog *log.Logger, b bounds) *http.Server {
 	return &http.Server{
-		Handler:           writeStall(bodyDeadline(h, b.body), b.stall),
+		Handler:           firstRequest(writeStall(bodyDeadline(h, b.body), b.stall)),
+		ConnContext:       watchFirstRequest(2 * b.header),
 		ReadHeaderTimeout: b.header,
 		IdleTimeout:       b.idle,
 		MaxHeaderBytes:    MaxHeaderBytes,
@@ -92,6 +95,36 @@ func newServer(h http.Handler, errLog *log.Logger, b bounds) *http.Server {
 		// behind the stalled ones.
 		HTTP2: &http.HTTP2Config{WriteByteTimeout: b.stall, MaxConcurrentStreams: MaxConcurrentStreams},
 	}
+}
+
+// firstRequestKey is the context key of a connection's watchFirstRequest
+// timer.
+type firstRequestKey struct{}
+
+// watchFirstRequest is a server's ConnContext that closes each connection
+// whose first request has not reached its handler (firstRequest) within
+// d of its being accepted: the TLS handshake (net/http gives it the
+// header bound) and the request's headers (as long). HTTP/1.1 has the
+// header bound for them already (ReadHeaderTimeout), and meets this one
+// first; HTTP/2 has none: a client that sent its preface and then no
+// request, or the start of a header block and never its end, held its
+// connection, and a --max-connections slot, until IdleTimeout. A
+// caller's own ConnContext (the admin socket's) replaces it.
+func watchFirstRequest(d time.Duration) func(context.Context, net.Conn) context.Context {
+	return func(ctx context.Context, c net.Conn) context.Context {
+		return context.WithValue(ctx, firstRequestKey{}, time.AfterFunc(d, func() { c.Close() }))
+	}
+}
+
+// firstRequest stops the watchFirstRequest timer of its request's
+// connection, whose first request has so arrived.
+func firstRequest(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if t, ok := r.Context().Value(firstRequestKey{}).(*time.Timer); ok {
+			t.Stop()
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // bodyDeadline gives a request that declares a body d to send it: the
