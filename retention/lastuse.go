@@ -29,6 +29,9 @@ const sharedUseTimeout = 30 * time.Second
 type useLog struct {
 	mu      sync.Mutex
 	pending map[string]time.Time
+	// writing are the uses a batch took (take) that it has not written
+	// yet (written): a pass reading the last uses meanwhile counts them.
+	writing map[string]time.Time
 }
 
 func (u *useLog) record(key string, at time.Time) {
@@ -37,13 +40,34 @@ func (u *useLog) record(key string, at time.Time) {
 	u.mu.Unlock()
 }
 
-// take returns the uses not written yet, and forgets them.
+// take returns the uses not written yet, and keeps them as being
+// written until written is called with them.
 func (u *useLog) take() map[string]time.Time {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	uses := u.pending
 	u.pending = map[string]time.Time{}
+	if u.writing == nil {
+		u.writing = map[string]time.Time{}
+	}
+	for k, at := range uses {
+		if at.After(u.writing[k]) {
+			u.writing[k] = at
+		}
+	}
 	return uses
+}
+
+// written forgets the uses take returned, once their batch was written
+// (or those that failed put back, retry).
+func (u *useLog) written(uses map[string]time.Time) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for k, at := range uses {
+		if w, ok := u.writing[k]; ok && !w.After(at) {
+			delete(u.writing, k)
+		}
+	}
 }
 
 // retry puts back a use that could not be written, unless a newer one
@@ -56,13 +80,16 @@ func (u *useLog) retry(key string, at time.Time) {
 	}
 }
 
-// merge sets in last the uses not written yet that are later.
+// merge sets in last the uses not written yet that are later: those
+// pending, and those of a batch being written.
 func (u *useLog) merge(last map[string]time.Time) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	for k, at := range u.pending {
-		if at.After(last[k]) {
-			last[k] = at
+	for _, m := range []map[string]time.Time{u.pending, u.writing} {
+		for k, at := range m {
+			if at.After(last[k]) {
+				last[k] = at
+			}
 		}
 	}
 }
@@ -77,6 +104,7 @@ func (r *Retainer) flush() {
 			r.uses.retry(key, at) // tried again next time
 		}
 	}
+	r.uses.written(uses)
 	if failed > 0 {
 		r.log.Warn("the last use of versions could not be written; tried again later", "versions", failed)
 	}
