@@ -95,6 +95,7 @@ func (r *Retainer) Prune(ctx context.Context, req PruneRequest) ([]Removal, erro
 		r.mu.Unlock()
 	}
 	done, err := r.remove(ctx, p, read)
+	r.beforePrune.Store(false) // the size limit evicts what is still over it
 	r.rebuild()
 	if err == nil {
 		var evicted []Removal

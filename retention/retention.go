@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
@@ -77,8 +78,11 @@ type Config struct {
 	// removes then waits for a pass of the size limit and lists the
 	// versions whose archives it evicted since the last one, as removals
 	// by RuleSizeLimit; a command's prune (tfmirror cache prune), on a
-	// cache the size limit shrinks as it opens. Default nil: they are
-	// not listed.
+	// cache the size limit shrinks as it opens. With it, the size limit
+	// evicts nothing until a Prune that is not a dry run has made its
+	// removals: what it then evicts is what the dry run lists, evicted
+	// once the rules' removals were made. Default nil: they are not
+	// listed.
 	Evictions *Evictions
 	// MaxBytes is the cache's size limit (cache.Options.MaxBytes), to say
 	// when what may not be evicted alone exceeds it. Default 0: none.
@@ -330,6 +334,10 @@ type Retainer struct {
 	uses useLog     // last uses not yet written
 	pins pinState
 
+	// beforePrune holds the size limit until a Prune that is not a dry
+	// run made its removals (Config.Evictions).
+	beforePrune atomic.Bool
+
 	mu      sync.Mutex
 	status  Status
 	unmet   bool // logged that the limit cannot be met
@@ -372,6 +380,7 @@ func New(cfg Config, eng Engine, store Store, shared Shared) (*Retainer, error) 
 	r.uses.pending = map[string]time.Time{}
 	r.pins.src = cfg.Pins
 	r.status.MaxBytes = cfg.MaxBytes
+	r.beforePrune.Store(cfg.Evictions != nil)
 	if err := eng.Notify(r); err != nil {
 		return nil, err
 	}
@@ -419,9 +428,10 @@ func (r *Retainer) Status() Status {
 // needs it; nothing on a sealed mirror; nothing until retention has read
 // what the cache holds; nothing while the pins were never read (what
 // they pin is not known), as the rules remove nothing then; nothing under
-// Config.EvictNothing.
+// Config.EvictNothing; with Config.Evictions, nothing before a Prune made
+// its removals.
 func (r *Retainer) Evictable(sha string) bool {
-	return !r.cfg.EvictNothing && r.mayEvict(sha)
+	return !r.cfg.EvictNothing && !r.beforePrune.Load() && r.mayEvict(sha)
 }
 
 // mayEvict is Evictable but for Config.EvictNothing: what the size limit
