@@ -56,9 +56,11 @@ type Record struct {
 	// SetAside are the sha256s of the withheld import set aside in the
 	// record (records.PackageRecord.Withheld), which cannot be fetched again.
 	SetAside []string
-	// Refetch says the version can be fetched again: not imported, not of
-	// a local-only host or a module without origin location, not on a
-	// sealed mirror. Some of its archives may still not be: Unfetchable.
+	// Refetch says the version can be fetched again: not imported, of a
+	// host that is an allowed origin (not a local-only one, nor one taken
+	// off the allowed origins since), not a module without origin
+	// location, not on a sealed mirror. Some of its archives may still
+	// not be: Unfetchable.
 	Refetch bool
 	// Unfetchable are the sha256s of Archives that cannot be fetched
 	// again although the version can (Refetch): packages an import added
@@ -190,8 +192,11 @@ func (s *Inventory) VersionOfRecord(key string, raw json.RawMessage) (Record, bo
 			return Record{}, false
 		}
 		h := Record{Kind: "provider", Address: p.String(), Version: v, Raw: rec.Version, Key: key}
+		// Nor is one of a host that is no longer an allowed origin (the
+		// engine serves what it cached of it, and fetches nothing more),
+		// nor of a local-only host, which is none either.
 		imported := rec.Provenance != records.ProvenanceOrigin
-		h.Refetch = !s.cfg.Offline && !imported && !s.parts.Hosts.Local(p.Hostname)
+		h.Refetch = !s.cfg.Offline && !imported && s.parts.Hosts.Allowed(p.Hostname)
 		for _, pl := range sortedKeys(rec.Archives) {
 			a := rec.Archives[pl]
 			h.Archives = append(h.Archives, a.SHA256)
@@ -222,13 +227,14 @@ func (s *Inventory) VersionOfRecord(key string, raw json.RawMessage) (Record, bo
 		// An imported module version (from a bundle, or a local module
 		// without origin location) is not fetched again, as imported
 		// providers are not; nor is one of a local-only host, which is
-		// never contacted (mirror/modules.Modules.fetchable).
+		// never contacted (mirror/modules.Modules.fetchable), or of a host
+		// that is no longer an allowed origin.
 		h := Record{Kind: "module", Address: rec.Module, Version: v, Raw: rec.Version, Key: key,
 			Archives: []string{rec.SHA256}}
 		h.Archives = append(h.Archives, s.moduleZipBlobs(rec, v)...)
 		imported := rec.Provenance != records.ProvenanceOrigin
 		m, err := addrs.ParseModule(rec.Module)
-		h.Refetch = !s.cfg.Offline && !imported && rec.Location != "" && err == nil && !s.parts.Hosts.Local(m.Hostname)
+		h.Refetch = !s.cfg.Offline && !imported && rec.Location != "" && err == nil && s.parts.Hosts.Allowed(m.Hostname)
 		return h, true
 	}
 	return Record{}, false
