@@ -108,7 +108,9 @@ func (d *PinsDir) Pins() (*retention.Pins, bool, error) {
 
 // scan lists the pin files, sorted, a signature of their names, sizes,
 // modification times, modes and owners (a chmod or a chown that lets
-// others write a file, or makes it its owner's again, is a change), and
+// others write a file, or makes it its owner's again, is a change) and
+// identities (fileIdentity: a file replaced by one of the same size and
+// time is a change), and
 // what it did not read (the directories deeper than maxPinDepth).
 func (d *PinsDir) scan() ([]string, string, string, error) {
 	// A directory named through a symbolic link is walked as the one it
@@ -197,7 +199,7 @@ func (w *pinWalk) walk(dir, real string, depth int) error {
 		default:
 			w.files = append(w.files, path)
 			uid, _ := inputfile.Owner(fi)
-			fmt.Fprintf(w.h, "%s\x00%d\x00%d\x00%o\x00%d\x00", path, fi.Size(), fi.ModTime().UnixNano(), fi.Mode(), uid)
+			fmt.Fprintf(w.h, "%s\x00%d\x00%d\x00%o\x00%d\x00%s\x00", path, fi.Size(), fi.ModTime().UnixNano(), fi.Mode(), uid, fileIdentity(fi))
 		}
 	}
 	return nil
