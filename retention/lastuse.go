@@ -113,10 +113,12 @@ func (r *Retainer) flush() {
 
 // shareUses writes last uses to the shared store, unless another replica
 // wrote a later one, so that the unused rule of every replica counts the
-// downloads of all. A failing store is logged; each replica's own record
-// still counts for it.
+// downloads of all: with the rule off too, as the cache's are written,
+// for the replicas that have it (a configuration rolled out one replica
+// at a time, the rule left to some). A failing store is logged; each
+// replica's own record still counts for it.
 func (r *Retainer) shareUses(uses map[string]time.Time) {
-	if r.shared == nil || len(uses) == 0 || r.cfg.UnusedAfter <= 0 {
+	if r.shared == nil || len(uses) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), sharedUseTimeout)
