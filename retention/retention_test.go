@@ -332,28 +332,44 @@ func TestRetentionImportsSurviveSizeLimit(t *testing.T) {
 	}
 }
 
-// With a shared store, a download on another replica counts as a use.
+// With a shared store, a download on another replica counts as a use,
+// whether that replica has the unused rule or not (its configuration
+// not rolled out yet, or the rule left to the others): it writes its
+// downloads to the shared store as it writes them to its cache.
 func TestRetentionUnusedCountsOtherReplicas(t *testing.T) {
 	t.Parallel()
-	clock := enginetest.NewFakeClock()
-	tier := enginerig.NewMemTier()
-	opts := harnessOptions{cfg: mirror.Config{Now: clock.Now}, shared: tier, ret: Config{UnusedAfter: 7 * 24 * time.Hour, Interval: -1}}
-	a := newHarness(t, opts)
-	a.origin.AddProvider(ns, typ, []string{"1.0.0"}, []string{"linux_amd64"})
-	b := &harness{t: t, origin: a.origin}
-	b.start(opts)
-	a.readAll("1.0.0")
-	b.readAll("1.0.0")
-	clock.Add(5 * 24 * time.Hour)
-	b.readAll("1.0.0") // day 5, on b only
-	b.stop()           // written to the shared store
-	clock.Add(3 * 24 * time.Hour)
-	if done, err := a.ret.Prune(t.Context(), PruneRequest{}); err != nil || len(done) != 0 {
-		t.Errorf("day 8: removed %v (%v); b downloaded it on day 5", removalNames(done), err)
-	}
-	clock.Add(5 * 24 * time.Hour)
-	if done, err := a.ret.Prune(t.Context(), PruneRequest{}); err != nil || !reflect.DeepEqual(removalNames(done), []string{"1.0.0 unused"}) {
-		t.Errorf("day 13: removed %v (%v), want 1.0.0", removalNames(done), err)
+	for _, c := range []struct {
+		name string
+		bRet Config
+	}{
+		{"with the rule", Config{UnusedAfter: 7 * 24 * time.Hour, Interval: -1}},
+		{"without the rule", Config{Interval: -1}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			clock := enginetest.NewFakeClock()
+			tier := enginerig.NewMemTier()
+			opts := harnessOptions{cfg: mirror.Config{Now: clock.Now}, shared: tier, ret: Config{UnusedAfter: 7 * 24 * time.Hour, Interval: -1}}
+			a := newHarness(t, opts)
+			a.origin.AddProvider(ns, typ, []string{"1.0.0"}, []string{"linux_amd64"})
+			b := &harness{t: t, origin: a.origin}
+			bOpts := opts
+			bOpts.ret = c.bRet
+			b.start(bOpts)
+			a.readAll("1.0.0")
+			b.readAll("1.0.0")
+			clock.Add(5 * 24 * time.Hour)
+			b.readAll("1.0.0") // day 5, on b only
+			b.stop()           // written to the shared store
+			clock.Add(3 * 24 * time.Hour)
+			if done, err := a.ret.Prune(t.Context(), PruneRequest{}); err != nil || len(done) != 0 {
+				t.Errorf("day 8: removed %v (%v); b downloaded it on day 5", removalNames(done), err)
+			}
+			clock.Add(5 * 24 * time.Hour)
+			if done, err := a.ret.Prune(t.Context(), PruneRequest{}); err != nil || !reflect.DeepEqual(removalNames(done), []string{"1.0.0 unused"}) {
+				t.Errorf("day 13: removed %v (%v), want 1.0.0", removalNames(done), err)
+			}
+		})
 	}
 }
 
