@@ -663,6 +663,10 @@ func (d *Door) failEngine(w http.ResponseWriter, r *http.Request, notFound strin
 		// which a JSON error body must use); the length the client
 		// took for the content's is not its length.
 		code = codeSizeInvalid
+	case status == http.StatusRequestEntityTooLarge:
+		// A GET's body longer than any door reads (proxy.readBody):
+		// a length not taken.
+		code = codeSizeInvalid
 	}
 	httperr.SetRetryAfter(w.Header(), err)
 	d.fail(w, r, code, status, err)
