@@ -59,17 +59,23 @@ func (r *Retainer) pruneShared(ctx context.Context) ([]Removal, error) {
 	// a writer of the bucket can list millions of keys there. Each record
 	// is read as it is listed. Those that do not authenticate are left
 	// out, and not counted as rejected: the pass finds them again every
-	// hour (Shared.ListMeta); its log line says how many.
+	// hour (Shared.ListMeta); its log line says how many. One that
+	// authenticates and that this release cannot read (a newer release's,
+	// after a rollback, or damaged) keeps every archive its text names, as
+	// on the cache (inventory.KindUnreadable): it may be the only record
+	// of packages that cannot be fetched again.
 	var vs []mirrorheld.Record
 	named := map[string]bool{}
 	unauthenticated := 0
 	for _, prefix := range mirrorheld.VersionRecordPrefixes() {
 		n, err := sh.ListMeta(ctx, prefix, func(key string, raw json.RawMessage) error {
-			if v, ok := r.eng.VersionOfRecord(key, raw); ok {
-				vs = append(vs, v)
-				for _, sha := range v.Archives {
-					named[sha] = true
-				}
+			v, ok := r.eng.VersionOfRecord(key, raw)
+			if !ok {
+				v = mirrorheld.Unreadable(key, raw)
+			}
+			vs = append(vs, v)
+			for _, sha := range v.Archives {
+				named[sha] = true
 			}
 			return nil
 		})
