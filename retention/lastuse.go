@@ -8,6 +8,7 @@ package retention
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"sync"
 	"time"
@@ -134,35 +135,54 @@ func (r *Retainer) shareUses(uses map[string]time.Time) {
 	}
 }
 
+// errUseUnread is sharedUse's answer for a last use the shared store
+// holds that does not read (damaged, or a newer release's): when the
+// version was last used is not known.
+var errUseUnread = errors.New("the last use of a version in the shared store does not read")
+
+// readUse reads a written last use; false when it does not read (damaged,
+// or of a schema a newer release wrote, without a time this one reads).
+func readUse(raw json.RawMessage) (time.Time, bool) {
+	var doc lastUseDoc
+	if json.Unmarshal(raw, &doc) != nil || doc.At.IsZero() {
+		return time.Time{}, false
+	}
+	return doc.At, true
+}
+
 // sharedUse returns the last use of key that the shared store holds;
-// err when the store did not answer (whether it holds one is not known).
+// err when the store did not answer, or errUseUnread when what it holds
+// does not read (whether it holds one, or when, is not known).
 func (r *Retainer) sharedUse(ctx context.Context, key string) (time.Time, bool, error) {
 	raw, _, err := r.shared.GetMeta(ctx, lastUsePrefix+key)
 	if err != nil || raw == nil {
 		return time.Time{}, false, err
 	}
-	var doc lastUseDoc
-	if json.Unmarshal(raw, &doc) != nil {
-		return time.Time{}, false, nil
+	at, ok := readUse(raw)
+	if !ok {
+		return time.Time{}, false, errUseUnread
 	}
-	return doc.At, true, nil
+	return at, true, nil
 }
 
 // lastUses returns the last use of every version that has one: written
-// ones, and those not written yet; an error when the written ones could
-// not be read whole.
-func (r *Retainer) lastUses() (map[string]time.Time, error) {
-	last := map[string]time.Time{}
-	err := r.store.ScanMeta(lastUsePrefix, func(key string, _ time.Time, raw json.RawMessage) error {
-		var doc lastUseDoc
-		if json.Unmarshal(raw, &doc) == nil {
-			last[strings.TrimPrefix(key, lastUsePrefix)] = doc.At
+// ones, and those not written yet; and the versions whose written last
+// use does not read (not known: not one of no use); an error when the
+// written ones could not be read whole.
+func (r *Retainer) lastUses() (last map[string]time.Time, unread map[string]bool, err error) {
+	last, unread = map[string]time.Time{}, map[string]bool{}
+	err = r.store.ScanMeta(lastUsePrefix, func(key string, _ time.Time, raw json.RawMessage) error {
+		key = strings.TrimPrefix(key, lastUsePrefix)
+		if at, ok := readUse(raw); ok {
+			last[key] = at
+		} else {
+			unread[key] = true
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	r.uses.merge(last)
-	return last, nil
+	return last, unread, nil
 }

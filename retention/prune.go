@@ -240,13 +240,13 @@ func (r *Retainer) byRules(hs []*held) map[*held]string {
 		}
 	}
 	if d := r.cfg.UnusedAfter; d > 0 {
-		last, err := r.lastUses()
+		last, unread, err := r.lastUses()
 		if err != nil { // a version whose use was not read would count from when it was cached
 			r.log.Warn("the last use of versions could not be read; the unused rule removes nothing in this pass", "error", err)
 			return out
 		}
 		now := r.now()
-		unanswered := 0
+		unanswered, notRead := 0, 0
 		for _, h := range hs {
 			if _, ok := out[h]; ok || len(h.cached) == 0 || !h.Refetch || h.pinnedBy != "" {
 				continue
@@ -260,10 +260,18 @@ func (r *Retainer) byRules(hs []*held) map[*held]string {
 			if now.Sub(at) < d {
 				continue
 			}
+			if unread[h.Key] { // when it was last used is not known
+				notRead++
+				continue
+			}
 			if r.shared != nil { // a download on another replica counts
 				ctx, cancel := context.WithTimeout(context.Background(), sharedUseTimeout)
 				theirs, ok, err := r.sharedUse(ctx, h.Key)
 				cancel()
+				if errors.Is(err, errUseUnread) {
+					notRead++
+					continue
+				}
 				if err != nil {
 					unanswered++ // not known: a later pass decides
 					continue
@@ -273,6 +281,10 @@ func (r *Retainer) byRules(hs []*held) map[*held]string {
 				}
 			}
 			out[h] = RuleUnused
+		}
+		if notRead > 0 {
+			r.log.Warn("the last use of versions does not read (damaged, or written by a newer release); the unused rule removes none of them until a download writes it again",
+				"versions", notRead)
 		}
 		if unanswered > 0 {
 			r.log.Warn("the shared store did not answer for the last use of versions; the unused rule removes none of them until it does",
