@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/tfmirror/tfmirror/v2/cache"
 )
 
 // lastUsePrefix keys the last use of a version: lastuse/package/ADDR/V
@@ -35,9 +37,15 @@ type useLog struct {
 	writing map[string]time.Time
 }
 
+// record keeps at as the last use of key unless a later one is kept: a
+// clock set back (a wrong time, corrected later) does not make a last
+// use earlier. Times compare by the wall clock (Round(0)), as written.
 func (u *useLog) record(key string, at time.Time) {
+	at = at.Round(0)
 	u.mu.Lock()
-	u.pending[key] = at
+	if !u.pending[key].After(at) {
+		u.pending[key] = at
+	}
 	u.mu.Unlock()
 }
 
@@ -71,12 +79,12 @@ func (u *useLog) written(uses map[string]time.Time) {
 	}
 }
 
-// retry puts back a use that could not be written, unless a newer one
+// retry puts back a use that could not be written, unless a later one
 // was recorded since.
 func (u *useLog) retry(key string, at time.Time) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if _, newer := u.pending[key]; !newer {
+	if !u.pending[key].After(at) {
 		u.pending[key] = at
 	}
 }
@@ -95,12 +103,24 @@ func (u *useLog) merge(last map[string]time.Time) {
 	}
 }
 
-// flush writes the last uses recorded since the previous flush.
+// flush writes the last uses recorded since the previous flush, each
+// unless the cache holds a later one (written before the clock was set
+// back), as shareUses does in the shared store.
 func (r *Retainer) flush() {
 	uses := r.uses.take()
 	var failed int
 	for key, at := range uses {
-		if err := r.store.PutMeta(lastUsePrefix+key, lastUseDoc{At: at}); err != nil {
+		var raw json.RawMessage
+		_, err := r.store.GetMeta(lastUsePrefix+key, &raw)
+		if errors.Is(err, cache.ErrNotFound) {
+			err = nil
+		} else if stored, ok := readUse(raw); err == nil && ok && stored.After(at) {
+			continue
+		}
+		if err == nil {
+			err = r.store.PutMeta(lastUsePrefix+key, lastUseDoc{At: at})
+		}
+		if err != nil {
 			failed++
 			r.uses.retry(key, at) // tried again next time
 		}

@@ -259,6 +259,7 @@ type CLI interface {
 // Records is where retention keeps the last use of versions: the cache's
 // records. *cache.Store implements it.
 type Records interface {
+	GetMeta(key string, v any) (time.Time, error)
 	PutMeta(key string, v any) error
 	ScanMeta(prefix string, fn func(key string, storedAt time.Time, raw json.RawMessage) error) error
 }
