@@ -16,6 +16,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/internal/redact"
 )
 
 // Module is one registry module asked for, with everything that asked
@@ -113,7 +114,7 @@ func (rs *remoteCalls) add(c remoteCall) error {
 			rs.list[i].calls++
 			return nil
 		}
-		if err := rs.checkOthers(c.where, fmt.Sprintf("module source %q", c.source)); err != nil {
+		if err := rs.checkOthers(c.where, fmt.Sprintf("module source %q", c.shown())); err != nil {
 			return err
 		}
 		if rs.others == nil {
@@ -221,12 +222,18 @@ func (s *Spec) addModule(addr addrs.Module, sels []Selection, subdir string) *Mo
 func (s *Spec) addRemoteCalls(calls []remoteCall) {
 	for _, c := range calls {
 		if c.module == nil {
-			s.AddUnmirrorable(c.where + ": " + c.source)
+			s.AddUnmirrorable(c.where + ": " + c.shown())
 			continue
 		}
 		s.addModule(*c.module, []Selection{c.selection()}, c.subdir)
 	}
 }
+
+// shown is c's source as sync lists and reports it: without the
+// credentials a URL may carry (a git:: URL's user:token@, a pre-signed
+// URL's signature), which the clients need and the operator's output,
+// often a CI log many read, must not hold (redact.Location).
+func (c remoteCall) shown() string { return redact.Location(c.source) }
 
 // selection is what a module call selects: the newest version meeting
 // its constraint, as Terraform installs.
@@ -303,7 +310,7 @@ func (s *Spec) readModuleDir(ctx context.Context, root, dir, what string, maxCal
 	subdirs := map[[2]string]bool{} // address, subdirectory
 	for _, c := range t.remotes.list {
 		if c.module == nil {
-			md.Sources = append(md.Sources, what+": "+c.source)
+			md.Sources = append(md.Sources, what+": "+c.shown())
 			continue
 		}
 		md.Calls = append(md.Calls, callOf(c))
@@ -375,7 +382,7 @@ func remoteModule(ctx context.Context, sc *staticScope, what, src string, attrs 
 // argument, which only a registry module takes: both clients refuse the
 // block, taking the source for a registry address that does not parse.
 func versionNeedsRegistry(a *hcl.Attribute, what, src string) error {
-	return posError(a.Range, "%s: source %q is no module registry address, yet the block has a version argument, which only a registry module takes (the clients refuse it too)", what, src)
+	return posError(a.Range, "%s: source %q is no module registry address, yet the block has a version argument, which only a registry module takes (the clients refuse it too)", what, redact.Location(src))
 }
 
 // registrySource reports whether src is a module registry address, as
