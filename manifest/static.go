@@ -70,6 +70,9 @@ type staticScope struct {
 	// funcs are the functions of the whole tree (functions), made once
 	// with its root scope.
 	funcs map[string]function.Function
+	// budget is what the function calls of the expression being
+	// evaluated returned (staticsize.go), shared as funcs is.
+	budget *staticBudget
 
 	read    bool
 	loadErr error
@@ -123,7 +126,8 @@ func rootScope(dir string, files []string, inputs []Input) *staticScope {
 	if abs, err := filepath.Abs(dir); err == nil {
 		dir = abs // as the local modules' directories are
 	}
-	return &staticScope{dir: dir, root: dir, files: files, inputs: inputs, isRoot: true, funcs: functions(dir)}
+	budget := &staticBudget{}
+	return &staticScope{dir: dir, root: dir, files: files, inputs: inputs, isRoot: true, funcs: boundedFunctions(functions(dir), budget), budget: budget}
 }
 
 // readGiven reads the values given for a root module's variables
@@ -195,7 +199,7 @@ func (sc *staticScope) childScope(ctx context.Context, what string, rng hcl.Rang
 	if sc == nil {
 		return nil, ""
 	}
-	child = &staticScope{dir: dir, root: sc.root, args: map[string]argValue{}, caller: fmt.Sprintf("%s at %s", what, where(rng)), depth: sc.depth + 1, funcs: sc.funcs}
+	child = &staticScope{dir: dir, root: sc.root, args: map[string]argValue{}, caller: fmt.Sprintf("%s at %s", what, where(rng)), depth: sc.depth + 1, funcs: sc.funcs, budget: sc.budget}
 	names := make([]string, 0, len(args))
 	for name := range args {
 		if !moduleMetaArgs[name] {
@@ -319,11 +323,19 @@ func (sc *staticScope) value(ctx context.Context, expr hcl.Expression) (cty.Valu
 			return cty.NilVal, posError(t.SourceRange(), "%s is not known when modules are installed: a module's source and version may refer to variables, locals, path and terraform.workspace only", root)
 		}
 	}
+	metered(expr)
+	if err := checkReferences(expr, vars, locals); err != nil {
+		return cty.NilVal, err
+	}
 	ectx.Variables["var"] = cty.ObjectVal(vars)
 	ectx.Variables["local"] = cty.ObjectVal(locals)
+	sc.budget.used = 0
 	v, diags := expr.Value(ectx)
 	if diags.HasErrors() {
 		return cty.NilVal, diagError(diags)
+	}
+	if staticSize(v, maxStaticSize) > maxStaticSize {
+		return cty.NilVal, tooLarge(expr.Range(), "its value")
 	}
 	if !v.IsWhollyKnown() {
 		return cty.NilVal, posError(expr.Range(), "not known when modules are installed")
