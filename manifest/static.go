@@ -629,7 +629,8 @@ func workspace(root string) string {
 }
 
 // functions are staticFunctions and file, which reads a path relative to
-// the root module's directory root, as tofu init run there does.
+// the root module's directory root, as tofu init run there does, of that
+// directory only (where tofu init reads any file).
 func functions(root string) map[string]function.Function {
 	fs := make(map[string]function.Function, len(staticFunctions)+1)
 	for name, f := range staticFunctions {
@@ -643,7 +644,21 @@ func functions(root string) map[string]function.Function {
 			if !filepath.IsAbs(path) {
 				path = filepath.Join(root, path)
 			}
-			b, err := inputfile.ReadOperator(path, hclfile.MaxBytes)
+			// Within the directory given, its links resolved: the
+			// configuration may be a stranger's, and sync runs as the
+			// mirror's user, who may read its secrets.
+			real, err := filepath.EvalSymlinks(path)
+			if err != nil {
+				return cty.NilVal, err
+			}
+			realRoot, err := filepath.EvalSymlinks(root)
+			if err != nil {
+				return cty.NilVal, err
+			}
+			if !within(realRoot, real) {
+				return cty.NilVal, fmt.Errorf("%s is outside the configuration directory %s (or leads out of it): file() reads the files of the directory sync is given only", args[0].AsString(), root)
+			}
+			b, err := inputfile.ReadOperator(real, hclfile.MaxBytes)
 			if err != nil {
 				return cty.NilVal, err
 			}
