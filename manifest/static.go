@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -318,7 +319,11 @@ func (sc *staticScope) value(ctx context.Context, expr hcl.Expression) (cty.Valu
 				"cwd":    cty.StringVal(filepath.ToSlash(sc.root)),
 			})
 		case "terraform", "tofu":
-			ectx.Variables[root] = cty.ObjectVal(map[string]cty.Value{"workspace": cty.StringVal(workspace(sc.root))})
+			ws, err := workspace(sc.root)
+			if err != nil {
+				return cty.NilVal, posError(t.SourceRange(), "%s.workspace: %v", root, err)
+			}
+			ectx.Variables[root] = cty.ObjectVal(map[string]cty.Value{"workspace": cty.StringVal(ws)})
 		default:
 			return cty.NilVal, posError(t.SourceRange(), "%s is not known when modules are installed: a module's source and version may refer to variables, locals, path and terraform.workspace only", root)
 		}
@@ -614,18 +619,52 @@ var sumFunc = function.New(&function.Spec{
 	},
 })
 
+// inConfiguration is path, its links resolved, when it is within the
+// root module's directory root (its links resolved): the configuration
+// may be a stranger's, and sync runs as the mirror's user, who may read
+// the mirror's secrets.
+func inConfiguration(root, path string) (string, error) {
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return "", err
+	}
+	realRoot, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return "", err
+	}
+	if !within(realRoot, real) {
+		return "", fmt.Errorf("outside the configuration directory %s (or leads out of it)", root)
+	}
+	return real, nil
+}
+
+// maxWorkspaceFile bounds what is read of .terraform/environment.
+const maxWorkspaceFile = 1024
+
 // workspace is the workspace tofu init in the root module's directory
 // root has selected: TF_WORKSPACE, else the one its .terraform directory
-// names, else "default".
-func workspace(root string) string {
+// names, else "default". The file is read as an operator's file is
+// (no FIFO, no device), within root, up to maxWorkspaceFile bytes.
+func workspace(root string) (string, error) {
 	if ws := os.Getenv("TF_WORKSPACE"); ws != "" {
-		return ws
+		return ws, nil
 	}
-	b, err := os.ReadFile(filepath.Join(root, ".terraform", "environment"))
-	if ws := strings.TrimSpace(string(b)); err == nil && ws != "" && len(ws) < 256 {
-		return ws
+	path := filepath.Join(root, ".terraform", "environment")
+	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+		return "default", nil
 	}
-	return "default"
+	real, err := inConfiguration(root, path)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	b, err := inputfile.ReadOperator(real, maxWorkspaceFile)
+	if err != nil {
+		return "", err
+	}
+	if ws := strings.TrimSpace(string(b)); ws != "" && len(ws) < 256 {
+		return ws, nil
+	}
+	return "default", nil
 }
 
 // functions are staticFunctions and file, which reads a path relative to
@@ -644,19 +683,9 @@ func functions(root string) map[string]function.Function {
 			if !filepath.IsAbs(path) {
 				path = filepath.Join(root, path)
 			}
-			// Within the directory given, its links resolved: the
-			// configuration may be a stranger's, and sync runs as the
-			// mirror's user, who may read its secrets.
-			real, err := filepath.EvalSymlinks(path)
+			real, err := inConfiguration(root, path)
 			if err != nil {
-				return cty.NilVal, err
-			}
-			realRoot, err := filepath.EvalSymlinks(root)
-			if err != nil {
-				return cty.NilVal, err
-			}
-			if !within(realRoot, real) {
-				return cty.NilVal, fmt.Errorf("%s is outside the configuration directory %s (or leads out of it): file() reads the files of the directory sync is given only", args[0].AsString(), root)
+				return cty.NilVal, fmt.Errorf("%s: %w: file() reads the files of the directory sync is given only", args[0].AsString(), err)
 			}
 			b, err := inputfile.ReadOperator(real, hclfile.MaxBytes)
 			if err != nil {
