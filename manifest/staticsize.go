@@ -272,3 +272,29 @@ func metered(expr hcl.Expression) {
 		return nil
 	})
 }
+
+// nativeOf is expr, or, for a JSON string that is a template, the
+// template parsed as HCL's JSON reading parses it when it evaluates it
+// (its position one byte on, past the quote): native, so that metered
+// reaches its for expressions. A JSON array or object is expr itself.
+func nativeOf(expr hcl.Expression) hcl.Expression {
+	if _, native := expr.(hclsyntax.Expression); native {
+		return expr
+	}
+	v, diags := expr.Value(nil) // a JSON string, read as text
+	if diags.HasErrors() || v.IsNull() || !v.IsKnown() || v.Type() != cty.String {
+		return expr
+	}
+	s := v.AsString()
+	if !strings.Contains(s, "${") && !strings.Contains(s, "%{") {
+		return expr
+	}
+	start := expr.Range().Start
+	start.Byte++
+	start.Column++
+	t, diags := hclsyntax.ParseTemplate([]byte(s), expr.Range().Filename, start)
+	if diags.HasErrors() {
+		return expr // as JSON's reading refuses it
+	}
+	return t
+}

@@ -70,3 +70,26 @@ func TestStaticEvaluationBoundsForExpressions(t *testing.T) {
 		t.Errorf("the evaluation allocated %d MiB before it was refused", allocated>>20)
 	}
 }
+
+// TestStaticEvaluationBoundsJSONForExpressions: so do those of a
+// .tf.json file's template, which HCL's JSON reading parses and
+// evaluates itself.
+func TestStaticEvaluationBoundsJSONForExpressions(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"locals.tf.json": `{"locals": {"l": "${tolist(range(200))}",
+"p": "${[for i in local.l : [for j in local.l : [for k in local.l : k]]]}"}}`,
+		"main.tf": "module \"m\" {\n  source = length(local.p) > 0 ? \"hashicorp/consul/aws\" : \"\"\n}\n",
+	})
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := LoadFor(OpenTofu, nil, dir)
+	runtime.ReadMemStats(&after)
+	allocated := after.TotalAlloc - before.TotalAlloc
+	t.Logf("%v; %d MiB allocated", err, allocated>>20)
+	if err == nil || !strings.Contains(err.Error(), "locals.tf.json:2") {
+		t.Errorf("the refusal does not name the for expression's file:line: %v", err)
+	}
+	if allocated > 256<<20 {
+		t.Errorf("the evaluation allocated %d MiB before it was refused", allocated>>20)
+	}
+}
