@@ -10,10 +10,12 @@ import (
 	"log"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/apparentlymart/go-versions/versions"
 	"github.com/dustin/go-humanize"
@@ -345,6 +347,25 @@ func shown(s string) string {
 	return b.String()
 }
 
+// maxConstraintShown is how much of a version constraint a failure
+// quotes.
+const maxConstraintShown = 200
+
+// quotedConstraint is the version constraint c quoted for a failure, as
+// far as maxConstraintShown bytes, then its length: a stranger's
+// configuration may write one of megabytes (or thousands of distinct
+// constraints, which a selection joins).
+func quotedConstraint(c string) string {
+	if len(c) <= maxConstraintShown {
+		return strconv.Quote(c)
+	}
+	cut := maxConstraintShown
+	for cut > 0 && !utf8.RuneStart(c[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s (%d bytes in all)", strconv.Quote(c[:cut]+"..."), len(c))
+}
+
 // shownLines is s as shown, line by line: its line breaks kept, every
 // other control character written as an escape.
 func shownLines(s string) string {
@@ -499,7 +520,7 @@ func (r *syncRun) planProvider(ctx context.Context, p *manifest.Provider) syncPl
 		got, skipped := selectServed(sel, available, held, p.Address.String())
 		plan.skipped = appendMissing(plan.skipped, skipped...)
 		if len(got) == 0 && len(skipped) == 0 {
-			plan.failures = append(plan.failures, fmt.Sprintf("%s: no version matches %q (%s)", p.Address, sel.Text, askedBy(sel, "asked %d times")))
+			plan.failures = append(plan.failures, fmt.Sprintf("%s: no version matches %s (%s)", p.Address, quotedConstraint(sel.Text), askedBy(sel, "asked %d times")))
 		}
 		for _, v := range got {
 			if !slices.ContainsFunc(selected, v.Same) {

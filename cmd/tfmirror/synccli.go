@@ -77,7 +77,7 @@ func (r *syncRun) syncCLIs(ctx context.Context, spec *manifest.Spec) cliSync {
 			got, skipped := selectServed(sel, available, held, "cli "+c.Product)
 			res.skipped = appendMissing(res.skipped, skipped...)
 			if len(got) == 0 && len(skipped) == 0 {
-				res.failures = append(res.failures, fmt.Sprintf("cli %s: no version matches %q (%s)", c.Product, sel.Text, sel.Where))
+				res.failures = append(res.failures, fmt.Sprintf("cli %s: no version matches %s (%s)", c.Product, quotedConstraint(sel.Text), sel.Where))
 			}
 			for _, v := range got {
 				chosen[v.String()] = true

@@ -198,7 +198,7 @@ func (r *syncRun) syncModules(ctx context.Context, spec *manifest.Spec) moduleSy
 			got, skipped := selectServed(sel, available, held, "module "+m.Address.String())
 			res.skipped = appendMissing(res.skipped, skipped...)
 			if len(got) == 0 && len(skipped) == 0 {
-				res.failures = append(res.failures, fmt.Sprintf("module %s: no version matches %q (%s)", m.Address, sel.Text, askedBy(sel, "%d calls")))
+				res.failures = append(res.failures, fmt.Sprintf("module %s: no version matches %s (%s)", m.Address, quotedConstraint(sel.Text), askedBy(sel, "%d calls")))
 			}
 			if sel.Latest == 1 && len(got) > 0 {
 				res.chosen[[2]string{m.Address.String(), sel.Text}] = got[0]
