@@ -288,6 +288,9 @@ func (sc *staticScope) templated(expr hcl.Expression, v cty.Value) bool {
 // value evaluates expr in sc.
 func (sc *staticScope) value(ctx context.Context, expr hcl.Expression) (cty.Value, error) {
 	expr = nativeOf(expr)
+	if err := hugeLiteral(expr); err != nil {
+		return cty.NilVal, err
+	}
 	ectx := &hcl.EvalContext{Variables: map[string]cty.Value{}, Functions: sc.funcs}
 	vars, locals := map[string]cty.Value{}, map[string]cty.Value{}
 	for _, t := range expr.Variables() {

@@ -41,6 +41,12 @@ func staticSize(v cty.Value, limit int) int {
 	switch {
 	case ty == cty.String:
 		return len(v.AsString())
+	case ty == cty.Number:
+		// Beyond 10^±308 a number takes minutes to turn into text.
+		if exp := v.AsBigFloat().MantExp(nil); exp > hclfile.MaxNumberExp || exp < -hclfile.MaxNumberExp {
+			return limit + 1
+		}
+		return staticElementSize
 	case ty.IsPrimitiveType():
 		return staticElementSize
 	case ty.IsListType() || ty.IsSetType() || ty.IsTupleType() || ty.IsMapType() || ty.IsObjectType():
@@ -297,4 +303,25 @@ func nativeOf(expr hcl.Expression) hcl.Expression {
 		return expr // as JSON's reading refuses it
 	}
 	return t
+}
+
+// hugeLiteral refuses expr (of the native syntax) when it writes a
+// number beyond 10^±308 (hclfile.MaxNumberExp), as hclfile.Value does,
+// before it is evaluated: "${1e3000000}" took seconds to turn into
+// text, and made a message of megabytes.
+func hugeLiteral(expr hcl.Expression) error {
+	node, ok := expr.(hclsyntax.Node)
+	if !ok {
+		return nil
+	}
+	var err error
+	hclsyntax.VisitAll(node, func(n hclsyntax.Node) hcl.Diagnostics {
+		if lit, ok := n.(*hclsyntax.LiteralValueExpr); ok && err == nil && lit.Val.Type() == cty.Number && !lit.Val.IsNull() {
+			if exp := lit.Val.AsBigFloat().MantExp(nil); exp > hclfile.MaxNumberExp || exp < -hclfile.MaxNumberExp {
+				err = posError(lit.SrcRange, "a number beyond 10^±308 is not evaluated (its binary exponent is %d)", exp)
+			}
+		}
+		return nil
+	})
+	return err
 }
