@@ -51,45 +51,32 @@ func TestStaticEvaluationBoundsValues(t *testing.T) {
 // TestStaticEvaluationBoundsForExpressions: for expressions nested in
 // one another make their elements one by one, each counted against the
 // bound as it is made: one of a few lines would make millions before
-// the value's size could be checked.
+// the value's size could be checked. So do those of a .tf.json file's
+// template, which HCL's JSON reading parses and evaluates itself.
 func TestStaticEvaluationBoundsForExpressions(t *testing.T) {
-	dir := writeFiles(t, map[string]string{
-		"locals.tf": "locals {\n  l = tolist(range(200))\n  p = [for i in local.l : [for j in local.l : [for k in local.l : k]]]\n}\n",
-		"main.tf":   "module \"m\" {\n  source = length(local.p) > 0 ? \"hashicorp/consul/aws\" : \"\"\n}\n",
-	})
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	_, err := LoadFor(OpenTofu, nil, dir)
-	runtime.ReadMemStats(&after)
-	allocated := after.TotalAlloc - before.TotalAlloc
-	t.Logf("%v; %d MiB allocated", err, allocated>>20)
-	if err == nil || !strings.Contains(err.Error(), "locals.tf:3") {
-		t.Errorf("the refusal does not name the for expression's file:line: %v", err)
-	}
-	if allocated > 256<<20 {
-		t.Errorf("the evaluation allocated %d MiB before it was refused", allocated>>20)
-	}
-}
-
-// TestStaticEvaluationBoundsJSONForExpressions: so do those of a
-// .tf.json file's template, which HCL's JSON reading parses and
-// evaluates itself.
-func TestStaticEvaluationBoundsJSONForExpressions(t *testing.T) {
-	dir := writeFiles(t, map[string]string{
-		"locals.tf.json": `{"locals": {"l": "${tolist(range(200))}",
-"p": "${[for i in local.l : [for j in local.l : [for k in local.l : k]]]}"}}`,
-		"main.tf": "module \"m\" {\n  source = length(local.p) > 0 ? \"hashicorp/consul/aws\" : \"\"\n}\n",
-	})
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	_, err := LoadFor(OpenTofu, nil, dir)
-	runtime.ReadMemStats(&after)
-	allocated := after.TotalAlloc - before.TotalAlloc
-	t.Logf("%v; %d MiB allocated", err, allocated>>20)
-	if err == nil || !strings.Contains(err.Error(), "locals.tf.json:2") {
-		t.Errorf("the refusal does not name the for expression's file:line: %v", err)
-	}
-	if allocated > 256<<20 {
-		t.Errorf("the evaluation allocated %d MiB before it was refused", allocated>>20)
+	const main = "module \"m\" {\n  source = length(local.p) > 0 ? \"hashicorp/consul/aws\" : \"\"\n}\n"
+	for _, tt := range []struct {
+		name, file, locals, wantAt string
+	}{
+		{"native syntax", "locals.tf",
+			"locals {\n  l = tolist(range(200))\n  p = [for i in local.l : [for j in local.l : [for k in local.l : k]]]\n}\n", "locals.tf:3"},
+		{"JSON template", "locals.tf.json", `{"locals": {"l": "${tolist(range(200))}",
+"p": "${[for i in local.l : [for j in local.l : [for k in local.l : k]]]}"}}`, "locals.tf.json:2"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := writeFiles(t, map[string]string{tt.file: tt.locals, "main.tf": main})
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			_, err := LoadFor(OpenTofu, nil, dir)
+			runtime.ReadMemStats(&after)
+			allocated := after.TotalAlloc - before.TotalAlloc
+			t.Logf("%v; %d MiB allocated", err, allocated>>20)
+			if err == nil || !strings.Contains(err.Error(), tt.wantAt) {
+				t.Errorf("the refusal does not name the for expression's file:line (%s): %v", tt.wantAt, err)
+			}
+			if allocated > 256<<20 {
+				t.Errorf("the evaluation allocated %d MiB before it was refused", allocated>>20)
+			}
+		})
 	}
 }
