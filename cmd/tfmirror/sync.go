@@ -325,27 +325,35 @@ func appendMissing(list []string, add ...string) []string {
 	return list
 }
 
-// shown is s as sync prints it: its control characters (of a stranger's
-// file name or string, in a failure) written as escapes, never sent to
-// the terminal, which would obey them (an escape sequence sets its title,
-// or its clipboard).
+// shown is s as sync prints it: its control and format characters (of a
+// stranger's file name or string, in a failure) written as escapes, never
+// sent to the terminal, which would obey them (an escape sequence sets its
+// title, or its clipboard; a bidirectional override shows the text after
+// it reversed).
 func shown(s string) string {
-	if !strings.ContainsFunc(s, unicode.IsControl) {
+	if !strings.ContainsFunc(s, escapedWhenShown) {
 		return s
 	}
 	var b strings.Builder
 	for _, r := range s {
 		switch {
-		case !unicode.IsControl(r):
+		case !escapedWhenShown(r):
 			b.WriteRune(r)
 		case r < 0x100:
 			fmt.Fprintf(&b, `\x%02x`, r)
-		default:
+		case r <= 0xffff:
 			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			fmt.Fprintf(&b, `\U%08x`, r) // a language tag, U+E0001
 		}
 	}
 	return b.String()
 }
+
+// escapedWhenShown reports whether shown writes r as an escape: a control
+// character (C0, DEL, C1) or a format character (Cf: bidirectional
+// controls, zero-width characters).
+func escapedWhenShown(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) }
 
 // maxConstraintShown is how much of a version constraint a failure
 // quotes.

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
 )
@@ -63,5 +64,39 @@ func TestSyncListsUnmirrorableSourcesOfPackages(t *testing.T) {
 	want := "not a registry module, fetched by the clients themselves (use a registry address to mirror it): module " + m + " 1.0.0: git::https://git.example.test/x.git?ref=v1"
 	if !strings.Contains(status.String(), want) {
 		t.Errorf("sync did not list the package's git:: source; printed:\n%s%s", out.String(), status.String())
+	}
+}
+
+// TestSyncPrintsNoFormatCharacters: the format characters of a stranger's
+// file name or string (a bidirectional override or isolate, which makes a
+// terminal show the text after it reversed, so that a failure reads as
+// naming another file; a zero-width joiner) reach the operator's terminal
+// as escapes too, as its control characters do, where sync printed them
+// as they were.
+func TestSyncPrintsNoFormatCharacters(t *testing.T) {
+	const evil = "registry.terraform.io/acme/evil/aws"
+	ops := &slowModuleOps{files: map[string]map[string]string{
+		evil: {
+			"main.tf":                         "# module\n",
+			"bad\u202eft.niam\u2066\u200d.tf": "module \"y\" {\n",
+		},
+	}}
+	dir := t.TempDir()
+	spec := moduleSpec(t, dir, evil)
+	var out, status bytes.Buffer
+	r := &syncRun{cfg: syncConfig{Config: settings.Config{DataDir: dir}}, ops: ops, out: &out, status: &status, now: time.Now}
+	r.cfg.ModuleTimeout = time.Minute
+	if r.runProviders(context.Background(), spec) {
+		t.Errorf("sync succeeded with a package that does not parse")
+	}
+	printed := out.String() + status.String()
+	t.Logf("printed:\n%s", printed)
+	if !strings.Contains(printed, `bad\u202eft.niam\u2066\u200d.tf`) {
+		t.Errorf("the failure does not name the file with its format characters escaped")
+	}
+	for _, c := range printed {
+		if unicode.Is(unicode.Cf, c) {
+			t.Fatalf("sync printed the format character %U", c)
+		}
 	}
 }
