@@ -82,6 +82,26 @@ func TestStatusJSON(t *testing.T) {
 	}
 }
 
+// TestStatusPageNotFramed: the status page says no other site may show it
+// in a frame (Content-Security-Policy's frame-ancestors, which default-src
+// does not stand for, and X-Frame-Options for browsers without it), where
+// any page could frame it and lay its own text over it (clickjacking: a
+// configuration snippet to copy that is not the mirror's).
+func TestStatusPageNotFramed(t *testing.T) {
+	t.Parallel()
+	h := statusHarness(t, Config{})
+	r := h.get("/")
+	if r.status != 200 {
+		t.Fatalf("status %d: %s", r.status, r.body)
+	}
+	if csp := r.header.Get("Content-Security-Policy"); !strings.Contains(csp, "frame-ancestors 'none'") {
+		t.Errorf("Content-Security-Policy %q: no frame-ancestors 'none'", csp)
+	}
+	if xfo := r.header.Get("X-Frame-Options"); xfo != "DENY" {
+		t.Errorf("X-Frame-Options %q, want DENY", xfo)
+	}
+}
+
 func TestStatusHTML(t *testing.T) {
 	t.Parallel()
 	h := statusHarness(t, Config{})
