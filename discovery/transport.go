@@ -398,11 +398,14 @@ func drain(body io.ReadCloser) {
 // It is where every operation's error passes: the origin's token (the
 // one credential an operation sends to host, transport.token) is
 // replaced in it (redact.Credentials), as the origin's answer that an
-// error quotes (a location, a platform) may echo it.
+// error quotes (a location, a platform) may echo it. Its text is then
+// cut to MaxErrorText bytes (bounded): the answer may be a document's
+// worth.
 func (t *transport) observe(host svchost.Hostname, op string, start time.Time, err *error) {
 	if t.credentials != nil {
 		*err = redact.Credentials(*err, t.credentials(host))
 	}
+	*err = bounded(*err)
 	var oe *OriginError
 	if op != OpDiscovery && errors.As(*err, &oe) && oe.Op == OpDiscovery {
 		return
