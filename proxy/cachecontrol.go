@@ -138,11 +138,12 @@ func writeFile(w http.ResponseWriter, r *http.Request, doc document, contentType
 // preconditions and Range are answered as for a cached file
 // (ServeCached, fail answering a Range the document cannot satisfy), a
 // HEAD the headers of the GET. The caller sets Content-Type and
-// Cache-Control.
+// Cache-Control; the answer says nosniff, as writeFile's do.
 func ServeDocument(w http.ResponseWriter, r *http.Request, body []byte, fail ErrorFunc) {
 	if body == nil {
 		body = []byte{}
 	}
+	w.Header()["X-Content-Type-Options"] = nosniff
 	sendDocument(w, r, newDocument(body), fail)
 }
 

@@ -239,6 +239,13 @@ func (d *Door) writeJSON(w http.ResponseWriter, r *http.Request, v any, stale bo
 func (d *Door) write(w http.ResponseWriter, r *http.Request, contentType string, body []byte, stale bool) {
 	h := w.Header()
 	h.Set("Content-Type", contentType)
+	if strings.HasPrefix(contentType, "text/html") {
+		// A listing is a page of the mirror's origin, as the status
+		// page is, and says what it says: no script, style or frame,
+		// and no site frames it.
+		h.Set("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'")
+		h.Set("X-Frame-Options", "DENY")
+	}
 	proxy.MarkStale(w, stale) // as the provider and module doors mark theirs
 	if stale {
 		h.Set("Cache-Control", "no-cache")

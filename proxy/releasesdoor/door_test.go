@@ -1192,3 +1192,36 @@ func TestEscapedPathsReadDecoded(t *testing.T) {
 		}
 	}
 }
+
+// TestListingsLockedDown: the door's HTML listings, pages on the mirror's
+// own origin (the status page's) that name what an origin lists, say what
+// the status page says: no script, style or frame of any source
+// (Content-Security-Policy), none framing them, and nosniff; and its
+// other documents (index.json, SHA256SUMS, a text an origin signed) say
+// nosniff, so that a browser takes none for a page of its own. It sent
+// them with none of these.
+func TestListingsLockedDown(t *testing.T) {
+	r := newRig(t, nil)
+	for _, path := range []string{"/releases/hashicorp/terraform/", "/releases/hashicorp/terraform/1.6.0/"} {
+		status, _, hdr := r.get(t, path)
+		if status != 200 {
+			t.Fatalf("%s: %d", path, status)
+		}
+		csp := hdr.Get("Content-Security-Policy")
+		for _, want := range []string{"default-src 'none'", "frame-ancestors 'none'"} {
+			if !strings.Contains(csp, want) {
+				t.Errorf("%s: Content-Security-Policy %q lacks %s", path, csp, want)
+			}
+		}
+		if xfo := hdr.Get("X-Frame-Options"); xfo != "DENY" {
+			t.Errorf("%s: X-Frame-Options %q, want DENY", path, xfo)
+		}
+	}
+	for _, path := range []string{"/releases/hashicorp/terraform/", "/releases/hashicorp/terraform/index.json",
+		"/releases/hashicorp/terraform/1.6.0/terraform_1.6.0_SHA256SUMS"} {
+		status, _, hdr := r.get(t, path)
+		if status != 200 || hdr.Get("X-Content-Type-Options") != "nosniff" {
+			t.Errorf("%s: %d, X-Content-Type-Options %q, want nosniff", path, status, hdr.Get("X-Content-Type-Options"))
+		}
+	}
+}
