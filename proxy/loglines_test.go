@@ -83,3 +83,38 @@ type mirrorErrorsDoor struct{ http.Handler }
 func (mirrorErrorsDoor) AnswerError(w http.ResponseWriter, _ *http.Request, err error) {
 	writeError(w, err)
 }
+
+// TestAccessLogUserAgentSendsNoTerminalControls: a User-Agent's C1
+// control characters (U+009B, a CSI; U+009D, an OSC: as UTF-8 they are
+// bytes a header may carry) and its format characters (U+202E, which
+// shows what follows reversed) reach the JSON access log escaped, as
+// text, where the log wrote them as they came (JSON escapes only the C0
+// ones), and a terminal tailing it (xterm takes C1 controls in UTF-8)
+// obeyed them: a cleared screen, a title of the client's.
+func TestAccessLogUserAgentSendsNoTerminalControls(t *testing.T) {
+	t.Parallel()
+	var out logbuf.Buffer
+	logger := slog.New(jsonlog.New(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	h := newHarness(t, harnessOptions{cfg: Config{Logger: logger}})
+	srv := httptest.NewServer(Instrument(h.server, logger, nil))
+	t.Cleanup(srv.Close)
+	req, err := http.NewRequest(http.MethodGet, srv.URL+"/", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("User-Agent", "curl/8\u009b2J\u009d0;owned\u009c\u202eevil")
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	log := out.String()
+	if !strings.Contains(log, `curl/8`) {
+		t.Fatalf("no access log line names the User-Agent:\n%s", log)
+	}
+	for _, r := range log {
+		if r >= 0x80 && r <= 0x9f || r == '\u202e' {
+			t.Errorf("the access log wrote %U as it came:\n%q", r, log)
+		}
+	}
+}
