@@ -14,9 +14,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode"
 
 	"github.com/tfmirror/tfmirror/v2/cache"
+	"github.com/tfmirror/tfmirror/v2/internal/logbound"
 	"github.com/tfmirror/tfmirror/v2/oci"
 	"github.com/tfmirror/tfmirror/v2/proxy/httperr"
 )
@@ -164,7 +164,7 @@ func Instrument(next http.Handler, log *slog.Logger, obs RequestObserver) http.H
 				id: id, method: loggedMethod(r), path: logged(r.URL.EscapedPath(), maxLoggedPath), route: route,
 				status: status, bytes: sent, duration: d,
 				cache: firstValue(w.Header(), "X-Tfmirror-Cache"), aborted: aborted,
-				userAgent: escapedControls(logged(r.UserAgent(), maxLoggedUserAgent)),
+				userAgent: logbound.Escaped(logged(r.UserAgent(), maxLoggedUserAgent)),
 				client:    clientText(r),
 			}
 			// As log.LogAttrs, without looking up the caller's program
@@ -273,31 +273,6 @@ func logged(s string, limit int) string {
 	}
 	return s[:limit] + "...(cut)"
 }
-
-// escapedControls is s with its control characters (C0, DEL, C1) and
-// format characters (a bidirectional override) written as \u escapes, as
-// text: JSON escapes only the C0 ones, and a terminal showing the log
-// obeys a C1 control written as UTF-8 (U+009B is a CSI) as it obeys an
-// escape sequence. s is returned as it is when it has none.
-func escapedControls(s string) string {
-	if !strings.ContainsFunc(s, controlOrFormat) {
-		return s
-	}
-	var b strings.Builder
-	for _, r := range s {
-		switch {
-		case controlOrFormat(r) && r <= 0xffff:
-			fmt.Fprintf(&b, `\u%04x`, r)
-		case controlOrFormat(r):
-			fmt.Fprintf(&b, `\U%08x`, r) // a language tag, U+E0001
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
-
-func controlOrFormat(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) }
 
 // firstValue is h.Get(key) for a key already in canonical form.
 func firstValue(h http.Header, key string) string {

@@ -14,7 +14,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/apparentlymart/go-versions/versions"
@@ -25,6 +24,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
 	"github.com/tfmirror/tfmirror/v2/internal/hclfile"
 	"github.com/tfmirror/tfmirror/v2/internal/inputfile"
+	"github.com/tfmirror/tfmirror/v2/internal/logbound"
 	"github.com/tfmirror/tfmirror/v2/internal/logwriter"
 	"github.com/tfmirror/tfmirror/v2/manifest"
 	"github.com/tfmirror/tfmirror/v2/policy"
@@ -327,33 +327,8 @@ func appendMissing(list []string, add ...string) []string {
 
 // shown is s as sync prints it: its control and format characters (of a
 // stranger's file name or string, in a failure) written as escapes, never
-// sent to the terminal, which would obey them (an escape sequence sets its
-// title, or its clipboard; a bidirectional override shows the text after
-// it reversed).
-func shown(s string) string {
-	if !strings.ContainsFunc(s, escapedWhenShown) {
-		return s
-	}
-	var b strings.Builder
-	for _, r := range s {
-		switch {
-		case !escapedWhenShown(r):
-			b.WriteRune(r)
-		case r < 0x100:
-			fmt.Fprintf(&b, `\x%02x`, r)
-		case r <= 0xffff:
-			fmt.Fprintf(&b, `\u%04x`, r)
-		default:
-			fmt.Fprintf(&b, `\U%08x`, r) // a language tag, U+E0001
-		}
-	}
-	return b.String()
-}
-
-// escapedWhenShown reports whether shown writes r as an escape: a control
-// character (C0, DEL, C1) or a format character (Cf: bidirectional
-// controls, zero-width characters).
-func escapedWhenShown(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) }
+// sent to the terminal, which would obey them (logbound.Escaped).
+func shown(s string) string { return logbound.Escaped(s) }
 
 // maxConstraintShown is how much of a version constraint a failure
 // quotes.

@@ -1,8 +1,9 @@
 // Package logbound owns one small thing: what strangers can make the
 // mirror log, kept within a bound so that it cannot fill the log:
 // warnings they can cause as many of as they like (a refusal of a
-// made-up name, a wrong token), and a string of theirs quoted in a
-// message (Cut).
+// made-up name, a wrong token), a string of theirs quoted in a message
+// (Cut), and the characters of one that a terminal showing it would obey
+// (Escaped).
 //
 // A Warnings logs at warn (or the level its caller gives) a burst at
 // once and then at a steady rate; the warnings beyond the bound are
@@ -18,6 +19,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"golang.org/x/time/rate"
 )
@@ -75,3 +77,33 @@ func Cut(s string, max int) string {
 	}
 	return strings.ToValidUTF8(s[:max], "") + fmt.Sprintf("... (%d bytes more)", len(s)-max)
 }
+
+// Escaped is s with its control characters (C0, DEL, C1) and format
+// characters (Cf: a bidirectional override or isolate, a zero-width
+// character) written as escapes, \xHH below U+0100, else \uHHHH or
+// \UHHHHHHHH: a terminal showing s obeys none of them (an escape
+// sequence or a C1 control written as UTF-8 sets its title or clears
+// it; a bidirectional override shows the text after it reversed). JSON
+// escapes the C0 ones only. s itself when it has none.
+func Escaped(s string) string {
+	if !strings.ContainsFunc(s, escaped) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case !escaped(r):
+			b.WriteRune(r)
+		case r < 0x100:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case r <= 0xffff:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			fmt.Fprintf(&b, `\U%08x`, r) // a language tag, U+E0001
+		}
+	}
+	return b.String()
+}
+
+// escaped reports whether Escaped writes r as an escape.
+func escaped(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) }

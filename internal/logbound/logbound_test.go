@@ -89,3 +89,20 @@ func TestCut(t *testing.T) {
 		}
 	}
 }
+
+// Escaped writes every control and format character as an escape a
+// terminal shows as text, and leaves the rest, and a string without
+// them, as it is.
+func TestEscaped(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"plain/1.0 (ünïcode)", "plain/1.0 (ünïcode)"},
+		{"title\x1b]0;owned\x07", `title\x1b]0;owned\x07`},
+		{"csi\u009b2J", `csi\x9b2J`},
+		{"bad\u202eft.niam\u2066\u200d.tf", `bad\u202eft.niam\u2066\u200d.tf`},
+		{"tag\U000E0001", `tag\U000e0001`},
+	} {
+		if got := Escaped(tc.in); got != tc.want {
+			t.Errorf("Escaped(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
