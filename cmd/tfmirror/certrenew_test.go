@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
 	"github.com/tfmirror/tfmirror/v2/internal/certs"
 )
 
@@ -198,5 +199,38 @@ func TestGeneratedCARenewedWhileServing(t *testing.T) {
 	}
 	if !strings.Contains(logged.String(), caReplacedWarning) || !strings.Contains(logged.String(), "level=WARN") {
 		t.Errorf("the new CA was not warned of; logged:\n%s", logged.String())
+	}
+}
+
+// TestGeneratedCertificateNotValidYetRenewedWhileServing: a certificate
+// the serve issued while the clock was ahead (a reload's new public URL,
+// before NTP set the clock right) is issued again at the first handshake
+// that finds it not valid yet, from the same CA, where it was served on,
+// refused by every client, until the clock caught up with it.
+func TestGeneratedCertificateNotValidYetRenewedWhileServing(t *testing.T) {
+	data := t.TempDir()
+	m, clock := clockedTLS(t, "--data-dir", data)
+	right := *clock.Load()
+	ahead := right.Add(48 * time.Hour)
+	clock.Store(&ahead)
+	use, err := m.reissueCert(settings.Config{DataDir: data, PublicURL: "https://mirror.example.test/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	use()
+	clock.Store(&right)
+	c, err := m.tls.GetCertificate(&tls.ClientHelloInfo{ServerName: "mirror.example.test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := x509.ParseCertificate(c.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if right.Before(leaf.NotBefore) {
+		t.Fatalf("once the clock is set right, the serve hands out a certificate valid from %s only", leaf.NotBefore)
+	}
+	if err := leaf.VerifyHostname("mirror.example.test"); err != nil {
+		t.Errorf("the certificate issued again: %v", err)
 	}
 }

@@ -95,6 +95,11 @@ type server struct {
 	// makes its issues one at a time (renewIfDue, reissueCert).
 	certNames atomic.Pointer[[]string]
 	renewAt   atomic.Int64
+	// notBefore is when the generated certificate in force becomes valid
+	// (Unix nanoseconds): one issued while the clock was ahead is issued
+	// again at a handshake before then (renewIfDue); 0 once a renewal
+	// failed, which renewAt tries again.
+	notBefore atomic.Int64
 	certMu    sync.Mutex
 	// now is the clock of the generated certificate; nil: time.Now.
 	now func() time.Time
@@ -422,6 +427,15 @@ func (m *server) serveGenerated(pair *tls.Certificate, hosts []string) {
 	m.cert.Store(pair)
 	m.certNames.Store(&hosts)
 	m.renewAt.Store(certs.RenewAt(pair.Leaf).UnixNano())
+	m.notBefore.Store(pair.Leaf.NotBefore.UnixNano())
+}
+
+// certDue says the generated certificate in force is to be issued again
+// at now: its renewal time has come, or it is not valid yet (issued while
+// the clock was ahead, and every client refuses it).
+func (m *server) certDue(now time.Time) bool {
+	at := m.renewAt.Load()
+	return at != 0 && (now.UnixNano() >= at || now.UnixNano() < m.notBefore.Load())
 }
 
 // renewIfDue issues the generated certificate again, from the same CA
@@ -429,15 +443,16 @@ func (m *server) serveGenerated(pair *tls.Certificate, hosts []string) {
 // weeks before it expires), in the handshake that finds it due; the
 // handshakes meanwhile get the one in force. Checked at start only, a
 // certificate reused with a month left expired under a serve that ran
-// longer, and every client was refused until a restart. A renewal that
-// fails is logged and tried again an hour later.
+// longer, and every client was refused until a restart. One not valid
+// yet (issued while the clock was ahead, then set right) is issued again
+// the same way (certDue). A renewal that fails is logged and tried again
+// an hour later.
 func (m *server) renewIfDue() {
-	at := m.renewAt.Load()
-	if at == 0 || m.clock().UnixNano() < at || !m.certMu.TryLock() {
+	if !m.certDue(m.clock()) || !m.certMu.TryLock() {
 		return
 	}
 	defer m.certMu.Unlock()
-	if m.renewAt.Load() != at {
+	if !m.certDue(m.clock()) {
 		return // renewed since
 	}
 	hosts, now := *m.certNames.Load(), m.clock()
@@ -446,6 +461,7 @@ func (m *server) renewIfDue() {
 		err = m.useGenerated(files, hosts)
 	}
 	if err != nil {
+		m.notBefore.Store(0)
 		m.renewAt.Store(now.Add(time.Hour).UnixNano())
 		m.log.Error("renewing the server certificate from the generated local CA failed; the certificate in force stays, tried again in an hour",
 			"expires", m.cert.Load().Leaf.NotAfter, "error", err)

@@ -63,7 +63,7 @@ type Files struct {
 // returns their paths. Existing files are reused, so clients that trusted
 // the CA once keep trusting the mirror across restarts. The CA is generated
 // only when absent; the server certificate is re-issued from it when it is
-// missing, expiring, or does not cover hosts.
+// missing, expiring, not valid yet at now, or does not cover hosts.
 func Ensure(dir string, hosts []string, now time.Time) (Files, error) {
 	if len(hosts) == 0 {
 		return Files{}, errors.New("certs: at least one host name is required")
@@ -169,7 +169,9 @@ func loadOrCreateCA(dir string, now time.Time) (ca *x509.Certificate, key *ecdsa
 func RenewAt(leaf *x509.Certificate) time.Time { return leaf.NotAfter.Add(-renewBefore) }
 
 // serverUsable says the server certificate at certPath, with its key at
-// keyPath, is one ca issued for hosts and not due for renewal at now.
+// keyPath, is one ca issued for hosts, valid at now (not one issued
+// while the clock was ahead, which clients refuse until then) and not
+// due for renewal at now.
 // Its files are read as the CA's are: one that is no regular file (a
 // FIFO) is not usable, and is replaced, never waited on.
 func serverUsable(certPath, keyPath string, ca *x509.Certificate, hosts []string, now time.Time) bool {
@@ -189,7 +191,7 @@ func serverUsable(certPath, keyPath string, ca *x509.Certificate, hosts []string
 	if err != nil || leaf.CheckSignatureFrom(ca) != nil {
 		return false
 	}
-	if now.After(RenewAt(leaf)) {
+	if now.After(RenewAt(leaf)) || now.Before(leaf.NotBefore) {
 		return false
 	}
 	for _, h := range hosts {

@@ -242,3 +242,45 @@ func TestCAKeyModeChecked(t *testing.T) {
 		}
 	}
 }
+
+// TestServerCertificateNotValidYetReissued: a server certificate issued
+// while the clock was ahead (a VM's clock before NTP set it right, a
+// renewal or a new public URL then) is not valid yet once the clock is
+// right, and every client refuses it: Ensure issues it again, from the
+// same CA, valid now, where it reused it (it expires late enough) and
+// restarts served it until the clock caught up.
+func TestServerCertificateNotValidYetReissued(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Now()
+	first, err := Ensure(dir, []string{"localhost"}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caBefore, _ := os.ReadFile(first.CA)
+	// The clock runs two days ahead when the certificate is issued again
+	// for a new name; then it is set right.
+	if _, err := Ensure(dir, []string{"localhost", "mirror.internal"}, now.Add(48*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Ensure(dir, []string{"localhost", "mirror.internal"}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !f.Created {
+		t.Error("a server certificate not valid yet was reused")
+	}
+	pair, err := tls.LoadX509KeyPair(f.Cert, f.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if now.Before(leaf.NotBefore) {
+		t.Errorf("the server certificate is valid from %v, after now (%v)", leaf.NotBefore, now)
+	}
+	if caNow, _ := os.ReadFile(f.CA); string(caNow) != string(caBefore) {
+		t.Error("the CA changed; clients would have to trust it again")
+	}
+}
