@@ -24,6 +24,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/tfmirror/tfmirror/v2/internal/dirsync"
 	"github.com/tfmirror/tfmirror/v2/internal/inputfile"
 )
 
@@ -270,10 +271,11 @@ var createTemp = os.CreateTemp
 
 // writeAll writes files (a key and its certificate) together: each to a
 // temporary file beside its path first, synced, and only once all are
-// written are they renamed into place, in order. A crash never leaves a
-// truncated certificate or key, and a write that fails (a full disk)
-// leaves none of them, never a new key beside the certificate of the
-// one it replaced.
+// written are they renamed into place, in order, and their directories
+// synced. A crash never leaves a truncated certificate or key, a write
+// that fails (a full disk) leaves none of them, never a new key beside
+// the certificate of the one it replaced, and a power loss once it
+// returned does not take back the CA clients were told to trust.
 func writeAll(files ...file) error {
 	tmps := make([]string, 0, len(files))
 	defer func() {
@@ -290,13 +292,25 @@ func writeAll(files ...file) error {
 			return err
 		}
 	}
+	var dirs []string
 	for i, f := range files {
 		if err := os.Rename(tmps[i], f.path); err != nil {
 			return fmt.Errorf("certs: %w", err)
 		}
+		if d := filepath.Dir(f.path); !slices.Contains(dirs, d) {
+			dirs = append(dirs, d)
+		}
+	}
+	for _, d := range dirs {
+		if err := syncDir(d); err != nil {
+			return fmt.Errorf("certs: syncing %s: %w", d, err)
+		}
 	}
 	return nil
 }
+
+// syncDir makes the names in the directory dir durable; a var, for tests.
+var syncDir = dirsync.Sync
 
 // stage writes f to a temporary file beside its path, and returns its
 // name (also when writing it failed, for the caller to remove).

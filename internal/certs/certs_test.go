@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tfmirror/tfmirror/v2/internal/dirsync"
 	"github.com/tfmirror/tfmirror/v2/internal/inputfile"
 )
 
@@ -282,5 +283,42 @@ func TestServerCertificateNotValidYetReissued(t *testing.T) {
 	}
 	if caNow, _ := os.ReadFile(f.CA); string(caNow) != string(caBefore) {
 		t.Error("the CA changed; clients would have to trust it again")
+	}
+}
+
+// TestGeneratedFilesNamesSynced: once the CA's files (and the server
+// certificate's) are renamed into place, the directory is synced, so
+// that a power loss does not take back the CA clients were just told
+// to trust (a new one made at the next start, which none trusts), nor
+// leave a key renamed in beside the certificate of the key before it.
+func TestGeneratedFilesNamesSynced(t *testing.T) {
+	dir := t.TempDir()
+	var synced []string
+	syncDir = func(d string) error {
+		// What the renames put there is in place when the sync runs.
+		for _, name := range []string{CAFile, CAKeyFile} {
+			if _, err := os.Stat(filepath.Join(d, name)); err != nil {
+				t.Errorf("synced %s before %s was there: %v", d, name, err)
+			}
+		}
+		synced = append(synced, d)
+		return nil
+	}
+	defer func() { syncDir = dirsync.Sync }()
+	if _, err := Ensure(dir, []string{"localhost"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if len(synced) < 2 {
+		t.Errorf("the directory was synced %d times after making a CA and a server certificate, want once for each", len(synced))
+	}
+	for _, d := range synced {
+		if d != dir {
+			t.Errorf("synced %s, want %s", d, dir)
+		}
+	}
+	failed := errors.New("I/O error")
+	syncDir = func(string) error { return failed }
+	if _, err := Ensure(dir, []string{"localhost", "mirror.internal"}, time.Now()); !errors.Is(err, failed) {
+		t.Errorf("Ensure whose directory sync failed: %v, want the failure", err)
 	}
 }
