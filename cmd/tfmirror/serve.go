@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -374,6 +375,25 @@ func (m *server) setupTLS() error {
 	return nil
 }
 
+// shellWord is path as one word of a POSIX shell's command line, to be
+// copied from the log and run: as it is when it holds only characters no
+// shell reads apart, otherwise in single quotes (a quote in it closed,
+// escaped and opened again), so that a data directory with a space or a
+// quote in its path sets the whole path. On Windows, whose shells read
+// no such quotes, it is path as it is.
+func shellWord(path string) string {
+	if runtime.GOOS == "windows" {
+		return path
+	}
+	safe := func(r rune) bool {
+		return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("/._-+,:@%=", r)
+	}
+	if path != "" && !strings.ContainsFunc(path, func(r rune) bool { return !safe(r) }) {
+		return path
+	}
+	return "'" + strings.ReplaceAll(path, "'", `'\''`) + "'"
+}
+
 // warnOutOfDate warns, at start, that the operator's certificate at path
 // (its leaf) has expired or is not valid yet at now: it is served all
 // the same, as before, and every client refuses it.
@@ -730,7 +750,7 @@ func (m *server) serve(ctx context.Context, ln net.Listener) error {
 		"url", scheme+"://"+displayAddr(ln.Addr())+"/", "allowed_origins", m.cfg.AllowedOrigins)
 	warnNoPublicURL(m.log, m.cfg, ln.Addr())
 	if m.caFile != "" {
-		m.log.Info("TLS uses a generated local CA; clients must trust it: export SSL_CERT_FILE="+m.caFile,
+		m.log.Info("TLS uses a generated local CA; clients must trust it: export SSL_CERT_FILE="+shellWord(m.caFile),
 			"ca_file", m.caFile)
 	}
 	select {
