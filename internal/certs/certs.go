@@ -72,6 +72,7 @@ func Ensure(dir string, hosts []string, now time.Time) (Files, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return Files{}, fmt.Errorf("certs: %w", err)
 	}
+	removeLeftovers(dir)
 	f := Files{
 		CA:   filepath.Join(dir, CAFile),
 		Cert: filepath.Join(dir, ServerFile),
@@ -311,6 +312,25 @@ func writeAll(files ...file) error {
 
 // syncDir makes the names in the directory dir durable; a var, for tests.
 var syncDir = dirsync.Sync
+
+// leftoverAge is the age from which removeLeftovers takes a temporary
+// file of stage's for one a killed process left: writing one takes
+// milliseconds, and another process may be writing it now.
+const leftoverAge = time.Minute
+
+// removeLeftovers removes from dir the temporary files of stage's that a
+// process killed while it wrote left there (a copy of a private key in
+// some), once leftoverAge old; what it cannot remove stays.
+func removeLeftovers(dir string) {
+	for _, name := range []string{CAFile, CAKeyFile, ServerFile, ServerKeyFile} {
+		found, _ := filepath.Glob(filepath.Join(dir, ".tmp-"+name+"-*"))
+		for _, path := range found {
+			if info, err := os.Lstat(path); err == nil && info.Mode().IsRegular() && time.Since(info.ModTime()) >= leftoverAge {
+				os.Remove(path)
+			}
+		}
+	}
+}
 
 // stage writes f to a temporary file beside its path, and returns its
 // name (also when writing it failed, for the caller to remove).

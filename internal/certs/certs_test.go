@@ -322,3 +322,47 @@ func TestGeneratedFilesNamesSynced(t *testing.T) {
 		t.Errorf("Ensure whose directory sync failed: %v, want the failure", err)
 	}
 }
+
+// TestLeftoverKeyCopiesRemoved: the temporary files of a process killed
+// while it wrote the generated keys (a copy of the CA's private key, of
+// the server's) are removed at the next Ensure once a minute old, where
+// they stayed for ever beside the files, a copy of the CA key outliving
+// the CA it signs for (replaced, or removed to have a new one made); a
+// fresh one, another process's write under way, is left alone.
+func TestLeftoverKeyCopiesRemoved(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := Ensure(dir, []string{"localhost"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	key, err := os.ReadFile(filepath.Join(dir, CAKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-2 * time.Minute)
+	var stale []string
+	for _, name := range []string{CAKeyFile, CAFile, ServerKeyFile, ServerFile} {
+		path := filepath.Join(dir, ".tmp-"+name+"-123456")
+		if err := os.WriteFile(path, key, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(path, old, old); err != nil {
+			t.Fatal(err)
+		}
+		stale = append(stale, path)
+	}
+	fresh := filepath.Join(dir, ".tmp-"+CAKeyFile+"-654321")
+	if err := os.WriteFile(fresh, key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Ensure(dir, []string{"localhost"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range stale {
+		if _, err := os.Lstat(path); err == nil {
+			t.Errorf("%s, left by a killed write, is still there", filepath.Base(path))
+		}
+	}
+	if _, err := os.Lstat(fresh); err != nil {
+		t.Errorf("%s, a write under way, was removed: %v", filepath.Base(fresh), err)
+	}
+}
