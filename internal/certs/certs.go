@@ -95,7 +95,9 @@ func Ensure(dir string, hosts []string, now time.Time) (Files, error) {
 
 // loadOrCreateCA reads the CA of dir, or makes one when dir has none
 // (neither of its files); replaced says a CA there was replaced by a new
-// one: weeks before it expired, or not a CA of the kind it makes. One of its two files without the other
+// one: weeks before it expired (also when the key there is the new one of
+// a replacement cut short, beside the old certificate: caDue), or not a
+// CA of the kind it makes. One of its two files without the other
 // is refused, naming the one missing and what to do: a new CA would
 // replace the one clients trust. The key, a secret the mirror trusts, is
 // read as the operator's keys are (inputfile.ReadTrusted): one that users
@@ -122,7 +124,13 @@ func loadOrCreateCA(dir string, now time.Time) (ca *x509.Certificate, key *ecdsa
 	default:
 		pair, err := tls.X509KeyPair(certPEM, keyPEM)
 		if err != nil {
-			return nil, nil, false, fmt.Errorf("certs: reading CA in %s: %w", dir, err)
+			if !caDue(certPEM, now) {
+				return nil, nil, false, fmt.Errorf("certs: reading CA in %s: %w", dir, err)
+			}
+			// The replacement of a CA due for it, cut short between its
+			// key and its certificate: made again.
+			replaced = true
+			break
 		}
 		cert, perr := x509.ParseCertificate(pair.Certificate[0])
 		key, ok := pair.PrivateKey.(*ecdsa.PrivateKey)
@@ -163,6 +171,20 @@ func loadOrCreateCA(dir string, now time.Time) (ca *x509.Certificate, key *ecdsa
 		return nil, nil, false, err
 	}
 	return cert, key, replaced, nil
+}
+
+// caDue says certPEM is a CA's certificate due for replacement at now
+// (renewBefore its end): one whose key does not match it is the
+// replacement of a process killed between the new key and the new
+// certificate (writeAll renames the key first), which Ensure makes again
+// rather than refuse every start for.
+func caDue(certPEM []byte, now time.Time) bool {
+	block, _ := pem.Decode(certPEM)
+	if block == nil || block.Type != "CERTIFICATE" {
+		return false
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	return err == nil && cert.IsCA && !now.Before(cert.NotAfter.Add(-renewBefore))
 }
 
 // RenewAt is when Ensure stops reusing the server certificate leaf and

@@ -1,6 +1,9 @@
 package certs
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
@@ -364,5 +367,60 @@ func TestLeftoverKeyCopiesRemoved(t *testing.T) {
 	}
 	if _, err := os.Lstat(fresh); err != nil {
 		t.Errorf("%s, a write under way, was removed: %v", filepath.Base(fresh), err)
+	}
+}
+
+// TestCAReplacementCutShortIsMadeAgain: a process killed while it
+// replaced the CA due to expire, between putting the new key in place
+// and the new certificate, leaves the new key beside the old CA's
+// certificate; the next Ensure makes the new CA again (as the killed one
+// was doing), where every start was refused for a key that does not
+// match its certificate, and the mirror did not start again until
+// someone removed the files. A key that does not match a CA not due for
+// replacement stays refused: no crash leaves one.
+func TestCAReplacementCutShortIsMadeAgain(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Now()
+	first, err := Ensure(dir, []string{"localhost"}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caPEM, _ := os.ReadFile(first.CA)
+	block, _ := pem.Decode(caPEM)
+	ca, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newKey := func() {
+		t.Helper()
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kf, err := keyFile(filepath.Join(dir, CAKeyFile), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := writeAll(kf); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	newKey()
+	if _, err := Ensure(dir, []string{"localhost"}, now); err == nil {
+		t.Error("a CA key that does not match a CA not due for replacement was taken")
+	}
+
+	due := ca.NotAfter.Add(-10 * 24 * time.Hour)
+	newKey()
+	f, err := Ensure(dir, []string{"localhost"}, due)
+	if err != nil {
+		t.Fatalf("Ensure after a replacement of the CA cut short: %v", err)
+	}
+	if !f.CAReplaced {
+		t.Error("the CA was not said replaced")
+	}
+	if _, err := tls.LoadX509KeyPair(f.CA, filepath.Join(dir, CAKeyFile)); err != nil {
+		t.Errorf("the CA made again: %v", err)
 	}
 }
