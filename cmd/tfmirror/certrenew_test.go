@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -232,5 +233,60 @@ func TestGeneratedCertificateNotValidYetRenewedWhileServing(t *testing.T) {
 	}
 	if err := leaf.VerifyHostname("mirror.example.test"); err != nil {
 		t.Errorf("the certificate issued again: %v", err)
+	}
+}
+
+// TestStartKeepsAValidCertificateItCannotRenew: a serve started when its
+// generated certificate is due for renewal (weeks before it expires) on
+// a data directory it cannot write (a full disk, a file system
+// remounted read-only) serves the certificate there, still valid, with
+// a warning, and tries the renewal again later, where it refused to
+// start over a renewal that could wait. A first start that cannot write
+// the CA still fails.
+func TestStartKeepsAValidCertificateItCannotRenew(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("makes the tls directory immutable (chattr +i), which takes root")
+	}
+	if _, err := exec.LookPath("chattr"); err != nil {
+		t.Skip("no chattr")
+	}
+	data := t.TempDir()
+	first, clock := clockedTLS(t, "--data-dir", data)
+	leaf := first.cert.Load().Leaf
+	tlsDir := filepath.Join(data, "tls")
+	if out, err := exec.Command("chattr", "+i", tlsDir).CombinedOutput(); err != nil {
+		t.Skipf("chattr +i: %v: %s", err, out)
+	}
+	defer exec.Command("chattr", "-i", tlsDir).Run()
+
+	due := leaf.NotAfter.Add(-20 * 24 * time.Hour)
+	clock.Store(&due)
+	var logged bytes.Buffer
+	m := &server{cfg: first.cfg, log: slog.New(slog.NewTextHandler(&logged, nil)), now: func() time.Time { return *clock.Load() }}
+	if err := m.setupTLS(); err != nil {
+		t.Fatalf("a start whose certificate, valid for 20 more days, cannot be renewed: %v", err)
+	}
+	if m.tls == nil || m.caFile == "" {
+		t.Fatal("the start serves no TLS, or names no CA for clients to trust")
+	}
+	if got, err := m.tls.GetCertificate(&tls.ClientHelloInfo{}); err != nil || !bytes.Equal(got.Leaf.Raw, leaf.Raw) {
+		t.Error("the start serves another certificate than the one there")
+	}
+	if !strings.Contains(logged.String(), "level=WARN") || !strings.Contains(logged.String(), "renew") {
+		t.Errorf("the start said nothing of the renewal it could not make:\n%s", logged.String())
+	}
+	if at := time.Unix(0, m.renewAt.Load()); !at.After(due) || at.After(due.Add(2*time.Hour)) {
+		t.Errorf("the renewal is tried again at %s, want within hours of %s", at, due)
+	}
+
+	empty := t.TempDir()
+	if out, err := exec.Command("chattr", "+i", empty).CombinedOutput(); err != nil {
+		t.Fatalf("chattr +i: %v: %s", err, out)
+	}
+	defer exec.Command("chattr", "-i", empty).Run()
+	cfg := first.cfg
+	cfg.DataDir = empty
+	if err := (&server{cfg: cfg, log: slog.New(slog.NewTextHandler(io.Discard, nil))}).setupTLS(); err == nil {
+		t.Error("a first start that could not write the CA started")
 	}
 }

@@ -343,18 +343,27 @@ func logTrustedProxies(log *slog.Logger, cfg settings.Config, trusted []netip.Pr
 func (m *server) setupTLS() error {
 	if m.cfg.TLSCert == "" {
 		hosts := certHosts(m.cfg)
-		files, err := m.ensureCert(hosts, m.clock())
-		if err != nil {
-			return err
-		}
-		if files.Created {
-			m.log.Info("issued a server certificate from the generated local CA", "names", hosts)
-		}
-		if m.caFile, err = filepath.Abs(files.CA); err != nil {
-			return err
-		}
-		if err := m.useGenerated(files, hosts); err != nil {
-			return err
+		if files, err := m.ensureCert(hosts, m.clock()); err != nil {
+			pair, caFile, kerr := unrenewedCert(m.cfg.DataDir, hosts, m.clock(), err, m.log)
+			if kerr != nil {
+				return kerr
+			}
+			m.caFile = caFile
+			m.serveGenerated(pair, hosts)
+			m.notBefore.Store(0)
+			m.renewAt.Store(m.clock().Add(time.Hour).UnixNano())
+			m.log.Warn("renewing the server certificate from the generated local CA failed; the certificate there, still valid, is served, tried again in an hour",
+				"expires", pair.Leaf.NotAfter, "error", err)
+		} else {
+			if files.Created {
+				m.log.Info("issued a server certificate from the generated local CA", "names", hosts)
+			}
+			if m.caFile, err = filepath.Abs(files.CA); err != nil {
+				return err
+			}
+			if err := m.useGenerated(files, hosts); err != nil {
+				return err
+			}
 		}
 	} else {
 		pair, err := loadKeyPair(m.cfg.TLSCert, m.cfg.TLSKey)
@@ -407,6 +416,32 @@ func warnOutOfDate(log *slog.Logger, path string, leaf *x509.Certificate, now ti
 		log.Warn("the certificate served (--tls-cert "+path+") is not valid before "+leaf.NotBefore.UTC().Format(time.RFC3339)+
 			": clients refuse it until then; check this machine's clock, or put another in its place and restart", "tls_cert", path, "not_before", leaf.NotBefore)
 	}
+}
+
+// unrenewedCert is what setupTLS serves when err stopped it issuing the
+// generated certificate of dataDir for hosts again at start: when it
+// could not be written (a full disk, a file system mounted read-only:
+// *certs.WriteError) and the one there is still valid at now and names
+// hosts (a renewal due weeks before its end), that one, and the absolute
+// path of its CA, to serve, with a warning, renewIfDue trying again an
+// hour later; otherwise err, which stops the start.
+func unrenewedCert(dataDir string, hosts []string, now time.Time, err error, log *slog.Logger) (*tls.Certificate, string, error) {
+	var we *certs.WriteError
+	if !errors.As(err, &we) {
+		return nil, "", err
+	}
+	dir := filepath.Join(dataDir, "tls")
+	files := certs.Files{CA: filepath.Join(dir, certs.CAFile), Cert: filepath.Join(dir, certs.ServerFile), Key: filepath.Join(dir, certs.ServerKeyFile)}
+	pair, lerr := loadGenerated(files, log)
+	if lerr != nil || now.Before(pair.Leaf.NotBefore) || !now.Before(pair.Leaf.NotAfter) ||
+		slices.ContainsFunc(hosts, func(h string) bool { return pair.Leaf.VerifyHostname(h) != nil }) {
+		return nil, "", err
+	}
+	caFile, lerr := filepath.Abs(files.CA)
+	if lerr != nil {
+		return nil, "", err
+	}
+	return pair, caFile, nil
 }
 
 // useGenerated serves the generated certificate of files, issued for

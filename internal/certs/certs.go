@@ -282,6 +282,18 @@ func pemBlock(typ string, der []byte) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der})
 }
 
+// WriteError is Ensure's error when it could not write a file it made
+// (a full disk, a file system mounted read-only): what was there before
+// is as it was, and may still be used.
+type WriteError struct {
+	Path string
+	Err  error
+}
+
+func (e *WriteError) Error() string { return fmt.Sprintf("certs: writing %s: %v", e.Path, e.Err) }
+
+func (e *WriteError) Unwrap() error { return e.Err }
+
 // file is a file writeAll writes: its path, content and mode.
 type file struct {
 	path string
@@ -318,7 +330,7 @@ func writeAll(files ...file) error {
 	var dirs []string
 	for i, f := range files {
 		if err := os.Rename(tmps[i], f.path); err != nil {
-			return fmt.Errorf("certs: %w", err)
+			return &WriteError{f.path, err}
 		}
 		if d := filepath.Dir(f.path); !slices.Contains(dirs, d) {
 			dirs = append(dirs, d)
@@ -326,7 +338,7 @@ func writeAll(files ...file) error {
 	}
 	for _, d := range dirs {
 		if err := syncDir(d); err != nil {
-			return fmt.Errorf("certs: syncing %s: %w", d, err)
+			return &WriteError{d, err}
 		}
 	}
 	return nil
@@ -359,7 +371,7 @@ func removeLeftovers(dir string) {
 func stage(f file) (string, error) {
 	tmp, err := createTemp(filepath.Dir(f.path), ".tmp-"+filepath.Base(f.path)+"-*")
 	if err != nil {
-		return "", fmt.Errorf("certs: %w", err)
+		return "", &WriteError{f.path, err}
 	}
 	err = tmp.Chmod(f.mode)
 	if err == nil {
@@ -372,7 +384,7 @@ func stage(f file) (string, error) {
 		err = cerr
 	}
 	if err != nil {
-		return tmp.Name(), fmt.Errorf("certs: writing %s: %w", f.path, err)
+		return tmp.Name(), &WriteError{f.path, err}
 	}
 	return tmp.Name(), nil
 }
