@@ -290,3 +290,35 @@ func TestStartKeepsAValidCertificateItCannotRenew(t *testing.T) {
 		t.Error("a first start that could not write the CA started")
 	}
 }
+
+// TestCAReplacedWarningNamesTheCAAbsolute: the warning that the
+// generated CA was replaced, and that clients must trust the new one,
+// names its file by its absolute path, as the start's SSL_CERT_FILE line
+// does, also for a data directory given relative, where it named it
+// relative to the serve's working directory, which the operator reading
+// the log (or a client's machine) does not share.
+func TestCAReplacedWarningNamesTheCAAbsolute(t *testing.T) {
+	base := t.TempDir()
+	t.Chdir(base)
+	m, clock := clockedTLS(t, "--data-dir", "data")
+	var logged bytes.Buffer
+	m.log = slog.New(slog.NewJSONHandler(&logged, nil))
+	caPEM, err := os.ReadFile(filepath.Join(base, "data", "tls", certs.CAFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(caPEM)
+	ca, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	due := ca.NotAfter.Add(-10 * 24 * time.Hour)
+	clock.Store(&due)
+	if _, err := m.tls.GetCertificate(&tls.ClientHelloInfo{ServerName: "localhost"}); err != nil {
+		t.Fatal(err)
+	}
+	want := filepath.Join(base, "data", "tls", certs.CAFile)
+	if !strings.Contains(logged.String(), "replaced") || !strings.Contains(logged.String(), `"ca_file":"`+want+`"`) {
+		t.Errorf("the CA replaced, the log names it otherwise than %s:\n%s", want, logged.String())
+	}
+}

@@ -537,7 +537,11 @@ func (m *server) ensureCert(hosts []string, now time.Time) (certs.Files, error) 
 	makeOwnOnly(filepath.Join(dir, certs.CAKeyFile), m.log)
 	files, err := certs.Ensure(dir, hosts, now)
 	if err == nil && files.CAReplaced {
-		m.log.Warn(caReplacedWarning, "ca_file", files.CA)
+		caFile := files.CA
+		if abs, aerr := filepath.Abs(caFile); aerr == nil {
+			caFile = abs // as the start's SSL_CERT_FILE line names it
+		}
+		m.log.Warn(caReplacedWarning, "ca_file", caFile)
 	}
 	return files, err
 }
