@@ -321,15 +321,12 @@ type boundedError struct {
 func (e *boundedError) Error() string { return e.msg }
 func (e *boundedError) Unwrap() error { return e.err }
 
-// bounded is err with its text cut to MaxErrorText bytes, on a
-// character's boundary, saying how many it cut; err itself when its text
-// fits, nil for nil. It is applied once the credentials are replaced in
+// bounded is err, not nil, with its text cut to MaxErrorText bytes, on
+// a character's boundary, saying how many it cut; err itself when its
+// text fits. It is applied once the credentials are replaced in
 // the text (redact.Credentials), never before, so that no cut leaves part
 // of a credential that the replacement would not find.
 func bounded(err error) error {
-	if err == nil {
-		return nil
-	}
 	msg := err.Error()
 	if len(msg) <= MaxErrorText {
 		return err

@@ -405,7 +405,9 @@ func (t *transport) observe(host svchost.Hostname, op string, start time.Time, e
 	if t.credentials != nil {
 		*err = redact.Credentials(*err, t.credentials(host))
 	}
-	*err = bounded(*err)
+	if *err != nil {
+		*err = bounded(*err)
+	}
 	var oe *OriginError
 	if op != OpDiscovery && errors.As(*err, &oe) && oe.Op == OpDiscovery {
 		return
