@@ -13,34 +13,41 @@ import (
 
 // TestSyncPrintsNoControlCharacters: what sync prints of a stranger's
 // package (its file names, its configuration's strings, in a failure)
-// reaches the operator's terminal with its control characters shown, not
-// sent: a file named with an escape sequence (which sets the terminal's
-// title, or its clipboard) is printed as \x1b... .
+// reaches the operator's terminal with its control and format characters
+// shown, not sent: a file named with an escape sequence (which sets the
+// terminal's title, or its clipboard) is printed as \x1b... ; one named
+// with a bidirectional override or isolate (which shows the text after it
+// reversed, so that a failure reads as naming another file) or a
+// zero-width joiner as \u202e... .
 func TestSyncPrintsNoControlCharacters(t *testing.T) {
 	const evil = "registry.terraform.io/acme/evil/aws"
-	ops := &slowModuleOps{files: map[string]map[string]string{
-		evil: {
-			"main.tf":                         "# module\n",
-			"title\x1b]0;pwned\x07\x1b[2J.tf": "module \"y\" {\n",
-		},
-	}}
-	dir := t.TempDir()
-	spec := moduleSpec(t, dir, evil)
-	var out, status bytes.Buffer
-	r := &syncRun{cfg: syncConfig{Config: settings.Config{DataDir: dir}}, ops: ops, out: &out, status: &status, now: time.Now}
-	r.cfg.ModuleTimeout = time.Minute
-	if r.runProviders(context.Background(), spec) {
-		t.Errorf("sync succeeded with a package that does not parse")
-	}
-	printed := out.String() + status.String()
-	t.Logf("printed:\n%s", printed)
-	if !strings.Contains(printed, "failed") {
-		t.Fatalf("no failure printed")
-	}
-	for _, c := range printed {
-		if c < 0x20 && c != '\n' || c == 0x7f || c >= 0x80 && c <= 0x9f {
-			t.Fatalf("sync printed the control character %U", c)
-		}
+	for _, tc := range []struct{ name, file, shown string }{
+		{"escape sequences", "title\x1b]0;pwned\x07\x1b[2J.tf", `title\x1b]0;pwned\x07\x1b[2J.tf`},
+		{"format characters", "bad\u202eft.niam\u2066\u200d.tf", `bad\u202eft.niam\u2066\u200d.tf`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ops := &slowModuleOps{files: map[string]map[string]string{
+				evil: {"main.tf": "# module\n", tc.file: "module \"y\" {\n"},
+			}}
+			dir := t.TempDir()
+			spec := moduleSpec(t, dir, evil)
+			var out, status bytes.Buffer
+			r := &syncRun{cfg: syncConfig{Config: settings.Config{DataDir: dir}}, ops: ops, out: &out, status: &status, now: time.Now}
+			r.cfg.ModuleTimeout = time.Minute
+			if r.runProviders(context.Background(), spec) {
+				t.Errorf("sync succeeded with a package that does not parse")
+			}
+			printed := out.String() + status.String()
+			t.Logf("printed:\n%s", printed)
+			if !strings.Contains(printed, tc.shown) {
+				t.Errorf("the failure does not name the file as %s", tc.shown)
+			}
+			for _, c := range printed {
+				if c != '\n' && unicode.IsControl(c) || unicode.Is(unicode.Cf, c) {
+					t.Fatalf("sync printed the character %U", c)
+				}
+			}
+		})
 	}
 }
 
@@ -64,39 +71,5 @@ func TestSyncListsUnmirrorableSourcesOfPackages(t *testing.T) {
 	want := "not a registry module, fetched by the clients themselves (use a registry address to mirror it): module " + m + " 1.0.0: git::https://git.example.test/x.git?ref=v1"
 	if !strings.Contains(status.String(), want) {
 		t.Errorf("sync did not list the package's git:: source; printed:\n%s%s", out.String(), status.String())
-	}
-}
-
-// TestSyncPrintsNoFormatCharacters: the format characters of a stranger's
-// file name or string (a bidirectional override or isolate, which makes a
-// terminal show the text after it reversed, so that a failure reads as
-// naming another file; a zero-width joiner) reach the operator's terminal
-// as escapes too, as its control characters do, where sync printed them
-// as they were.
-func TestSyncPrintsNoFormatCharacters(t *testing.T) {
-	const evil = "registry.terraform.io/acme/evil/aws"
-	ops := &slowModuleOps{files: map[string]map[string]string{
-		evil: {
-			"main.tf":                         "# module\n",
-			"bad\u202eft.niam\u2066\u200d.tf": "module \"y\" {\n",
-		},
-	}}
-	dir := t.TempDir()
-	spec := moduleSpec(t, dir, evil)
-	var out, status bytes.Buffer
-	r := &syncRun{cfg: syncConfig{Config: settings.Config{DataDir: dir}}, ops: ops, out: &out, status: &status, now: time.Now}
-	r.cfg.ModuleTimeout = time.Minute
-	if r.runProviders(context.Background(), spec) {
-		t.Errorf("sync succeeded with a package that does not parse")
-	}
-	printed := out.String() + status.String()
-	t.Logf("printed:\n%s", printed)
-	if !strings.Contains(printed, `bad\u202eft.niam\u2066\u200d.tf`) {
-		t.Errorf("the failure does not name the file with its format characters escaped")
-	}
-	for _, c := range printed {
-		if unicode.Is(unicode.Cf, c) {
-			t.Fatalf("sync printed the format character %U", c)
-		}
 	}
 }
