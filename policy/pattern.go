@@ -224,21 +224,38 @@ func addressKey(k Kind, s string) (key, error) {
 	return a, nil
 }
 
-// plainPart reports whether s is already in its compared form: lowercase
-// ASCII letters, digits, dashes, underscores, and in a host dots (a host
-// with a port, uppercase or non-ASCII goes through the parser).
+// plainPart reports whether s, a part of an address (host: its first), is
+// already in its compared form: lowercase ASCII letters, digits, dashes, underscores,
+// and in a host dots (a host with a port, uppercase or non-ASCII goes
+// through the parser). A host goes through the parser too when a label
+// of it is empty (a trailing dot: the same host as without it, to DNS,
+// which the front doors refuse; a leading dot, "a..b") or in punycode
+// ("xn--": the parser reads it back to its normal form, or refuses one
+// that is no host's), so that the quick read takes no spelling the
+// parser refuses for an address of its own, which no rule names.
 func plainPart(s string, host bool) bool {
+	label := 0 // where the host's current label starts
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch {
 		case c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '-':
 		case c == '.' && host:
+			if i == label {
+				return false
+			}
+			label = i + 1
 		case c == '_' && !host:
 		default:
 			return false
 		}
 	}
-	return true
+	if !host {
+		return true
+	}
+	if label == len(s) {
+		return false
+	}
+	return !strings.Contains(s, "xn--")
 }
 
 // index finds the patterns that match an address among many, without
