@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/internal/logbound"
 )
 
 // The client lives beside the server: the routes, the request and answer
@@ -268,11 +269,15 @@ func earlier(err error, does string) error {
 	return err
 }
 
-// DecodeError turns a failed admin answer into an error.
+// DecodeError turns a failed admin answer into an error. Its message,
+// which may quote what the serve read of a stranger (a record, an
+// origin's answer), has its control and format characters escaped, its
+// line breaks kept (logbound.EscapedLines): the commands print it as it
+// is, to a terminal that would obey them.
 func DecodeError(status int, body []byte) error {
 	var ae ErrorBody
 	if json.Unmarshal(body, &ae) != nil || ae.Error == "" {
 		return &CallError{Status: status, Msg: fmt.Sprintf("admin API status %d: %q", status, body), Raw: true}
 	}
-	return &CallError{Status: status, Msg: ae.Error}
+	return &CallError{Status: status, Msg: logbound.EscapedLines(ae.Error)}
 }

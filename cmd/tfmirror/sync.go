@@ -350,14 +350,9 @@ func quotedConstraint(c string) string {
 }
 
 // shownLines is s as shown, line by line: its line breaks kept, every
-// other control character written as an escape.
-func shownLines(s string) string {
-	lines := strings.Split(s, "\n")
-	for i, l := range lines {
-		lines[i] = shown(l)
-	}
-	return strings.Join(lines, "\n")
-}
+// other control and format character written as an escape
+// (logbound.EscapedLines).
+func shownLines(s string) string { return logbound.EscapedLines(s) }
 
 // run syncs spec and reports; it returns whether everything asked for was done.
 func (r *syncRun) run(ctx context.Context, spec *manifest.Spec) bool {

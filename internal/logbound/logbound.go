@@ -105,5 +105,19 @@ func Escaped(s string) string {
 	return b.String()
 }
 
+// EscapedLines is s Escaped line by line: its line breaks kept (a
+// message that names a thing a line), every other control character
+// and format character written as an escape.
+func EscapedLines(s string) string {
+	if !strings.ContainsFunc(s, func(r rune) bool { return r != '\n' && escaped(r) }) {
+		return s
+	}
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = Escaped(l)
+	}
+	return strings.Join(lines, "\n")
+}
+
 // escaped reports whether Escaped writes r as an escape.
 func escaped(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) }
