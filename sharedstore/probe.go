@@ -178,27 +178,26 @@ func (s *Store) Health() (setAside, failing error) {
 	s.condMu.Unlock()
 	s.mu.Lock()
 	failures, last := s.failures, s.lastErr
-	s.mu.Unlock()
-	if failures > 0 && last != nil {
-		calls := "the last call failed"
-		if failures > 1 {
-			calls = fmt.Sprintf("the last %d calls failed", failures)
-		}
-		failing = fmt.Errorf("%s, the last with %s (the log has its error); still asked, it is set aside after %d failures in a row",
-			calls, failureKind(last), s.cfg.BreakerThreshold)
-	}
-	s.mu.Lock()
 	writes, lastWrite := s.writeFailures, s.lastWriteErr
 	s.mu.Unlock()
-	if failing == nil && writes > 0 && lastWrite != nil {
-		calls := "the last write failed"
-		if writes > 1 {
-			calls = fmt.Sprintf("the last %d writes failed", writes)
-		}
+	switch {
+	case failures > 0 && last != nil:
+		failing = fmt.Errorf("%s, the last with %s (the log has its error); still asked, it is set aside after %d failures in a row",
+			lastFailed(failures, "call"), failureKind(last), s.cfg.BreakerThreshold)
+	case writes > 0 && lastWrite != nil:
 		failing = fmt.Errorf("%s, the last with %s (the log has its error), while its reads answer: what this replica fetches is not shared with the others",
-			calls, failureKind(lastWrite))
+			lastFailed(writes, "write"), failureKind(lastWrite))
 	}
 	return setAside, failing
+}
+
+// lastFailed says that the last n of what failed: "the last call failed",
+// "the last 3 writes failed".
+func lastFailed(n int, what string) string {
+	if n == 1 {
+		return "the last " + what + " failed"
+	}
+	return fmt.Sprintf("the last %d %ss failed", n, what)
 }
 
 // failureKind says what kind of failure err is, naming nothing of where
