@@ -325,8 +325,8 @@ func (e *env) startReference(ctx context.Context) error {
 		return err
 	}
 	var err error
-	e.nginx, err = startNginx(ctx, e.cfg.Nginx, e.dir, root,
-		filepath.Join(e.dir, "tls", certs.ServerFile), filepath.Join(e.dir, "tls", certs.ServerKeyFile))
+	tlsFiles := certs.In(filepath.Join(e.dir, "tls"))
+	e.nginx, err = startNginx(ctx, e.cfg.Nginx, e.dir, root, tlsFiles.Cert, tlsFiles.Key)
 	return err
 }
 

@@ -430,8 +430,7 @@ func unrenewedCert(dataDir string, hosts []string, now time.Time, err error, log
 	if !errors.As(err, &we) {
 		return nil, "", err
 	}
-	dir := filepath.Join(dataDir, "tls")
-	files := certs.Files{CA: filepath.Join(dir, certs.CAFile), Cert: filepath.Join(dir, certs.ServerFile), Key: filepath.Join(dir, certs.ServerKeyFile)}
+	files := certs.In(filepath.Join(dataDir, "tls"))
 	pair, lerr := loadGenerated(files, log)
 	if lerr != nil || now.Before(pair.Leaf.NotBefore) || !now.Before(pair.Leaf.NotAfter) ||
 		slices.ContainsFunc(hosts, func(h string) bool { return pair.Leaf.VerifyHostname(h) != nil }) {

@@ -59,6 +59,15 @@ type Files struct {
 	CAReplaced bool
 }
 
+// In names the files Ensure keeps in dir, whether they exist or not.
+func In(dir string) Files {
+	return Files{
+		CA:   filepath.Join(dir, CAFile),
+		Cert: filepath.Join(dir, ServerFile),
+		Key:  filepath.Join(dir, ServerKeyFile),
+	}
+}
+
 // Ensure makes sure dir holds a CA and a server certificate valid for every
 // name in hosts (DNS names or IP addresses) for at least 30 more days, and
 // returns their paths. Existing files are reused, so clients that trusted
@@ -73,11 +82,7 @@ func Ensure(dir string, hosts []string, now time.Time) (Files, error) {
 		return Files{}, fmt.Errorf("certs: %w", err)
 	}
 	removeLeftovers(dir)
-	f := Files{
-		CA:   filepath.Join(dir, CAFile),
-		Cert: filepath.Join(dir, ServerFile),
-		Key:  filepath.Join(dir, ServerKeyFile),
-	}
+	f := In(dir)
 	caCert, caKey, replaced, err := loadOrCreateCA(dir, now)
 	if err != nil {
 		return Files{}, err
