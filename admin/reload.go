@@ -4,13 +4,14 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/tfmirror/tfmirror/v2/proxy/httperr"
 )
 
 // ReloadRequest asks the serving process to read its configuration file
-// (its client tokens file, and the files of the keys imports trust) again,
-// as on SIGHUP.
+// (its client tokens file, the files of the keys imports trust, and its
+// TLS certificate's files) again, as on SIGHUP.
 type ReloadRequest struct{}
 
 // Reloaded is what a reload put in force.
@@ -36,6 +37,10 @@ type Reloaded struct {
 	// publisher keys) after their files were read again; absent when
 	// none are configured.
 	TrustedKeys *int `json:"trusted_keys,omitempty"`
+	// Certificate is when the operator's TLS certificate (--tls-cert)
+	// put in force expires, when its files held a new one; absent when
+	// they did not, and without one.
+	Certificate *time.Time `json:"certificate_expires,omitempty"`
 }
 
 // SettingChange is one setting a reload found changed; Old and New are

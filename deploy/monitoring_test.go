@@ -37,6 +37,8 @@ func registered(t *testing.T) map[string]bool {
 		Cache:   func() (int, int64) { return 0, 0 },
 		Disk:    func() (int64, int64, bool) { return 0, 0, true },
 		Damaged: func() int { return 0 },
+		// TLS served: its expiry gauge.
+		Certificate: func() time.Time { return time.Now() },
 	})
 	if err != nil {
 		t.Fatal(err)

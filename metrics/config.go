@@ -10,7 +10,8 @@ var ReloadOutcomes = []string{"applied", "refused"}
 // reloadMetrics are the collectors of one file's reloads: a counter of
 // reloads by outcome, and a gauge of whether the last reading is in
 // force. The configuration file's (settings.ReloadMetrics), the client
-// tokens file's and the trusted keys files' are three of them.
+// tokens file's, the trusted keys files' and the TLS certificate's are
+// four of them.
 type reloadMetrics struct {
 	reloads *prometheus.CounterVec
 	inForce prometheus.Gauge
@@ -57,6 +58,12 @@ func (rm *reloadMetrics) trustCollectors() []prometheus.Collector {
 		"1 when the last reading of the files of the keys imports trust (at start, or on a reload) was put in force; 0 when the last reload was refused, so that the keys on disk are not those in force (a key removed from its file to revoke it is still trusted).")
 }
 
+func (rm *reloadMetrics) certCollectors() []prometheus.Collector {
+	return rm.collectors("tfmirror_tls_certificate",
+		"Certificates of the mirror's port put in force while it serves, by outcome: applied, or refused (the certificate in force stays). The operator's certificate (--tls-cert) is read again when its files change (checked once a minute, and at tfmirror reload or SIGHUP); the generated one is issued again weeks before it expires.",
+		"1 when the last certificate read or issued while serving was put in force (and at start); 0 when it was refused: the operator's files hold a certificate that is not served (its key another's, expired), or the generated one could not be issued again and the one in force draws near its end.")
+}
+
 // ConfigReload counts a reload of the configuration file with outcome,
 // one of ReloadOutcomes; tfmirror_config_last_reload_successful follows
 // the outcome.
@@ -71,3 +78,8 @@ func (m *Metrics) TokensReload(outcome string) { m.tokens.count(outcome) }
 // with outcome, one of ReloadOutcomes;
 // tfmirror_trusted_keys_last_reload_successful follows the outcome.
 func (m *Metrics) TrustReload(outcome string) { m.trust.count(outcome) }
+
+// CertificateReload counts a certificate of the mirror's port read or
+// issued while serving with outcome, one of ReloadOutcomes;
+// tfmirror_tls_certificate_last_reload_successful follows the outcome.
+func (m *Metrics) CertificateReload(outcome string) { m.cert.count(outcome) }

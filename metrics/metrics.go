@@ -97,6 +97,7 @@ type Metrics struct {
 	config            reloadMetrics     // config.go: the configuration file's reloads
 	tokens            reloadMetrics     // config.go: the client tokens file's reloads
 	trust             reloadMetrics     // config.go: the trusted keys files' reloads
+	cert              reloadMetrics     // config.go: the TLS certificate's reloads
 	policy            policyMetrics     // policy.go
 	releases          releasesMetrics   // releases.go
 	auth              authMetrics       // auth.go
@@ -183,6 +184,11 @@ type Options struct {
 	// cooldown passes without a call to tell of it). Default nil: the
 	// gauge is what SharedStoreDown last said.
 	SharedDown func() bool
+	// Certificate, if set, backs
+	// tfmirror_tls_certificate_expiry_timestamp_seconds: when the
+	// certificate served expires, read at scrape time. Default nil (no
+	// TLS): no such gauge.
+	Certificate func() time.Time
 }
 
 // BudgetStats reports the cache's disk-budget counters, read at scrape time.
@@ -324,6 +330,7 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 	cs = append(cs, m.config.configCollectors()...)
 	cs = append(cs, m.tokens.tokensCollectors()...)
 	cs = append(cs, m.trust.trustCollectors()...)
+	cs = append(cs, m.cert.certCollectors()...)
 	cs = append(cs, m.policy.collectors()...)
 	cs = append(cs, m.releases.collectors()...)
 	cs = append(cs, m.auth.collectors()...)
@@ -337,6 +344,16 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 				Name: "tfmirror_cache_stored_bytes", Help: "Bytes of archives held in the cache.",
 			}, func() float64 { _, b := opts.Cache(); return float64(b) }),
 		)
+	}
+	if opts.Certificate != nil {
+		cs = append(cs, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "tfmirror_tls_certificate_expiry_timestamp_seconds", Help: "When the certificate the mirror's port serves expires (Unix seconds): the operator's (--tls-cert) as last put in force, or the generated one. Absent with --insecure-http.",
+		}, func() float64 {
+			if t := opts.Certificate(); !t.IsZero() {
+				return float64(t.Unix())
+			}
+			return 0
+		}))
 	}
 	if opts.Damaged != nil {
 		cs = append(cs, prometheus.NewGaugeFunc(prometheus.GaugeOpts{

@@ -211,8 +211,9 @@ func (m *server) reloadOn(ctx context.Context, hup <-chan os.Signal) (stop func(
 }
 
 // reload reads the configuration file again (when there is one), the
-// client tokens file (when client authentication is on) and the files of
-// the keys imports trust (when there are), and says what changed: SIGHUP
+// client tokens file (when client authentication is on), the files of
+// the keys imports trust (when there are) and the operator's TLS
+// certificate files (when there are), and says what changed: SIGHUP
 // and tfmirror reload (the admin API's reload) both come here. A file
 // refused leaves what it configures as it was; the error says why, and
 // each file is read whatever became of the others. The outcome is the
@@ -231,9 +232,9 @@ func (m *server) reload() (admin.Reloaded, error) {
 	var inForce []string // what each file put in force says, for an error
 	conf := m.conf.Load()
 	withFile, withTrust := m.reloadsFiles()
-	if !withFile && m.auth == nil && !withTrust {
+	if !withFile && m.auth == nil && !withTrust && m.opCert == nil {
 		return out, &httperr.RequestError{Status: http.StatusConflict,
-			Msg: "nothing to reload: tfmirror serve runs without a configuration file (--config, TFMIRROR_CONFIG), without a client tokens file and without trusted keys"}
+			Msg: "nothing to reload: tfmirror serve runs without a configuration file (--config, TFMIRROR_CONFIG), without a client tokens file, without trusted keys and without a certificate of the operator's (--tls-cert)"}
 	}
 	out.Settings, out.Parts = []admin.SettingChange{}, []admin.PartChange{}
 	if withFile {
@@ -279,6 +280,15 @@ func (m *server) reload() (admin.Reloaded, error) {
 		} else {
 			out.TrustedKeys = &n
 			inForce = append(inForce, fmt.Sprintf("trusted keys put in force (%s)", counted(n, "key")))
+		}
+	}
+	if m.opCert != nil {
+		if changed, err := m.opCert.recheck(); err != nil {
+			errs = append(errs, fmt.Errorf("TLS certificate %s refused; the certificate in force stays: %w", m.cfg.TLSCert, err))
+		} else if changed {
+			expires := m.cert.Load().Leaf.NotAfter.UTC()
+			out.Certificate = &expires
+			inForce = append(inForce, fmt.Sprintf("TLS certificate %s put in force (expires %s)", m.cfg.TLSCert, expires.Format(time.RFC3339)))
 		}
 	}
 	err := errors.Join(errs...)

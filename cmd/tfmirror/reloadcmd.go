@@ -181,6 +181,9 @@ func printReloaded(w io.Writer, res admin.Reloaded) {
 	if res.TrustedKeys != nil {
 		fmt.Fprintf(w, "keys imports trust: %d in force\n", *res.TrustedKeys)
 	}
+	if res.Certificate != nil {
+		fmt.Fprintf(w, "TLS certificate: a new one in force, expires %s\n", res.Certificate.UTC().Format(time.RFC3339))
+	}
 }
 
 // shownValue quotes a setting's value, so that an empty one shows.

@@ -90,6 +90,10 @@ type server struct {
 	// URL whose host it does not name (reissueCert), and before it
 	// expires (renewIfDue).
 	cert atomic.Pointer[tls.Certificate]
+	// opCert follows the operator's certificate files (--tls-cert) and
+	// puts in force one renewed there (opcert.go); nil with the
+	// generated certificate, and without TLS.
+	opCert *operatorCert
 	// certNames are the names the generated certificate in force was
 	// issued for, and renewAt when it is issued again (certs.RenewAt, in
 	// Unix nanoseconds; 0: never, an operator's certificate); certMu
@@ -171,8 +175,9 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 		Budget: func() (waits, refused int64) { return m.store.BudgetStats() },
 		// The breakers as they are at the scrape: a cooldown passes
 		// without a request to tell of it.
-		Circuits:   func(origin string) bool { return m.origin.Circuit(origin).FailsFast() },
-		SharedDown: func() bool { return m.shared != nil && m.shared.Status() != nil },
+		Circuits:    func(origin string) bool { return m.origin.Circuit(origin).FailsFast() },
+		SharedDown:  func() bool { return m.shared != nil && m.shared.Status() != nil },
+		Certificate: servedCertExpiry(cfg, &m.cert),
 	})
 	if err != nil {
 		return nil, err
@@ -366,17 +371,21 @@ func (m *server) setupTLS() error {
 			}
 		}
 	} else {
-		pair, err := loadKeyPair(m.cfg.TLSCert, m.cfg.TLSKey)
+		var count func(string)
+		if m.metrics != nil {
+			count = m.metrics.CertificateReload
+		}
+		oc, err := startOperatorCert(m.cfg, &m.cert, m.clock, m.log, count)
 		if err != nil {
 			return err
 		}
-		warnOutOfDate(m.log, m.cfg.TLSCert, pair.Leaf, m.clock())
-		m.cert.Store(&pair)
+		m.opCert = oc
 	}
 	m.tls = &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 			m.renewIfDue()
+			m.opCert.recheckIfDue()
 			return m.cert.Load(), nil
 		},
 		NextProtos: nextProtos(m.cfg.HTTP2),
@@ -455,8 +464,8 @@ func (m *server) useGenerated(files certs.Files, hosts []string) error {
 	return nil
 }
 
-// loadGenerated reads the generated certificate of files, with its leaf
-// parsed. Its key is a file tfmirror wrote in its data directory, read
+// loadGenerated reads the generated certificate of files (its leaf
+// parsed, as parseKeyPair's). Its key is a file tfmirror wrote in its data directory, read
 // as readOwnFile reads one: group-writable and this user's (a kubelet's
 // fsGroup walk at each mount, a restore), it is made its owner's only
 // and logged to log, not refused at every start.
@@ -466,11 +475,6 @@ func loadGenerated(files certs.Files, log *slog.Logger) (*tls.Certificate, error
 	})
 	if err != nil {
 		return nil, err
-	}
-	if pair.Leaf == nil {
-		if pair.Leaf, err = x509.ParseCertificate(pair.Certificate[0]); err != nil {
-			return nil, fmt.Errorf("loading TLS certificate %s: %w", files.Cert, err)
-		}
 	}
 	return &pair, nil
 }
@@ -519,9 +523,15 @@ func (m *server) renewIfDue() {
 		m.renewAt.Store(now.Add(time.Hour).UnixNano())
 		m.log.Error("renewing the server certificate from the generated local CA failed; the certificate in force stays, tried again in an hour",
 			"expires", m.cert.Load().Leaf.NotAfter, "error", err)
+		if m.metrics != nil {
+			m.metrics.CertificateReload("refused")
+		}
 		return
 	}
 	m.log.Info("renewed the server certificate from the generated local CA", "names", hosts, "expires", m.cert.Load().Leaf.NotAfter)
+	if m.metrics != nil {
+		m.metrics.CertificateReload("applied")
+	}
 }
 
 // ensureCert has the generated CA of the data directory's tls/ issue a
@@ -618,17 +628,18 @@ func (m *server) certMisses(publicURL string) string {
 		host, m.cfg.TLSCert)
 }
 
-// loadKeyPair reads the certificate chain and the private key served, as
-// every operator's file is read (internal/inputfile): never waiting on a
-// FIFO, within bounds, and the key, a secret, refused when users other
-// than its owner may write it.
+// loadKeyPair reads the operator's certificate chain and private key
+// (readOperatorPair).
 func loadKeyPair(certFile, keyFile string) (tls.Certificate, error) {
-	return readKeyPair(certFile, keyFile, func(path string) ([]byte, error) {
-		return inputfile.ReadTrusted(path, maxKeyFileBytes)
-	})
+	cert, key, err := readOperatorPair(certFile, keyFile)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return parseKeyPair(certFile, keyFile, cert, key)
 }
 
-// readKeyPair is loadKeyPair with the key read by readKey.
+// readKeyPair reads a certificate chain and its key, the key read by
+// readKey.
 func readKeyPair(certFile, keyFile string, readKey func(path string) ([]byte, error)) (tls.Certificate, error) {
 	cert, err := inputfile.ReadOperator(certFile, maxCertFileBytes)
 	if err != nil {
@@ -638,9 +649,20 @@ func readKeyPair(certFile, keyFile string, readKey func(path string) ([]byte, er
 	if err != nil {
 		return tls.Certificate{}, fmt.Errorf("loading TLS certificate's key: %w", err)
 	}
+	return parseKeyPair(certFile, keyFile, cert, key)
+}
+
+// parseKeyPair is the certificate chain and key read from certFile and
+// keyFile, its leaf parsed.
+func parseKeyPair(certFile, keyFile string, cert, key []byte) (tls.Certificate, error) {
 	pair, err := tls.X509KeyPair(cert, key)
 	if err != nil {
 		return tls.Certificate{}, fmt.Errorf("loading TLS certificate %s and key %s: %w", certFile, keyFile, err)
+	}
+	if pair.Leaf == nil {
+		if pair.Leaf, err = x509.ParseCertificate(pair.Certificate[0]); err != nil {
+			return tls.Certificate{}, fmt.Errorf("loading TLS certificate %s: %w", certFile, err)
+		}
 	}
 	return pair, nil
 }

@@ -1,0 +1,175 @@
+package main
+
+import (
+	"bytes"
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
+	"github.com/tfmirror/tfmirror/v2/internal/inputfile"
+)
+
+// certCheckEvery is how often, at most, the handshakes look whether the
+// operator's certificate files (--tls-cert, --tls-key) changed.
+const certCheckEvery = time.Minute
+
+// operatorCert follows the operator's certificate files while the mirror
+// serves, so that a certificate renewed in their place (cert-manager
+// writing its Secret, which the kubelet updates in the pod; certbot's
+// deploy hook) is served without a restart: a handshake reads the files
+// again once a minute at most (recheckIfDue), and tfmirror reload
+// (SIGHUP) reads them at once (recheck). What they hold is put in force
+// when it changed and is a certificate with its key that is valid now; a
+// pair that is not (a key of another certificate, half of a copy, one
+// expired) is logged and counted once, and the certificate in force
+// stays.
+type operatorCert struct {
+	certFile, keyFile string
+	served            *atomic.Pointer[tls.Certificate] // what the handshakes serve
+	now               func() time.Time
+	log               *slog.Logger
+	count             func(outcome string) // a reading put in force or refused; nil: not counted
+	// checked is when the files were last read (Unix nanoseconds).
+	checked atomic.Int64
+	mu      sync.Mutex // one reading at a time; guards the fields below
+	// inForce are the files' bytes the certificate in force was read
+	// from; refused, the last bytes refused, and why.
+	inForce, refused [2][]byte
+	refusedErr       error
+}
+
+// startOperatorCert reads the operator's certificate files (cfg's
+// --tls-cert and --tls-key), serves their certificate in served, and
+// follows the files from then on, on the clock now; count, when not nil,
+// counts each reading put in force or refused.
+func startOperatorCert(cfg settings.Config, served *atomic.Pointer[tls.Certificate], now func() time.Time, log *slog.Logger, count func(string)) (*operatorCert, error) {
+	cert, key, err := readOperatorPair(cfg.TLSCert, cfg.TLSKey)
+	if err != nil {
+		return nil, err
+	}
+	pair, err := parseKeyPair(cfg.TLSCert, cfg.TLSKey, cert, key)
+	if err != nil {
+		return nil, err
+	}
+	warnOutOfDate(log, cfg.TLSCert, pair.Leaf, now())
+	oc := &operatorCert{certFile: cfg.TLSCert, keyFile: cfg.TLSKey, served: served, now: now, log: log, count: count,
+		inForce: [2][]byte{cert, key}}
+	oc.checked.Store(now().UnixNano())
+	served.Store(&pair)
+	return oc, nil
+}
+
+// readOperatorPair reads the operator's certificate and key files, as
+// every operator's file is read (internal/inputfile): never waiting on a
+// FIFO, within bounds, and the key, a secret, refused when users other
+// than its owner may write it.
+func readOperatorPair(certFile, keyFile string) (cert, key []byte, err error) {
+	cert, err = inputfile.ReadOperator(certFile, maxCertFileBytes)
+	if err != nil {
+		return nil, nil, fmt.Errorf("loading TLS certificate: %w", err)
+	}
+	key, err = inputfile.ReadTrusted(keyFile, maxKeyFileBytes)
+	if err != nil {
+		return nil, nil, fmt.Errorf("loading TLS certificate's key: %w", err)
+	}
+	return cert, key, nil
+}
+
+// recheckIfDue reads the files again (recheck) when the last reading is
+// certCheckEvery old, in the handshake that finds it so; the handshakes
+// meanwhile get the certificate in force, and none waits for another's
+// reading. On nil, it does nothing (the generated certificate, or none).
+func (oc *operatorCert) recheckIfDue() {
+	if oc == nil || oc.now().UnixNano()-oc.checked.Load() < int64(certCheckEvery) || !oc.mu.TryLock() {
+		return
+	}
+	defer oc.mu.Unlock()
+	if oc.now().UnixNano()-oc.checked.Load() < int64(certCheckEvery) {
+		return // read since
+	}
+	_, _ = oc.recheckLocked()
+}
+
+// recheck reads the files again now, for tfmirror reload: changed says a
+// new certificate was put in force; an error, that they hold one that is
+// refused, and the certificate in force stays.
+func (oc *operatorCert) recheck() (changed bool, err error) {
+	oc.mu.Lock()
+	defer oc.mu.Unlock()
+	return oc.recheckLocked()
+}
+
+// recheckLocked is recheck, under oc.mu. A refusal is logged and counted
+// when it is met first, not at each reading of the same bytes refused for
+// the same reason.
+func (oc *operatorCert) recheckLocked() (changed bool, err error) {
+	now := oc.now()
+	oc.checked.Store(now.UnixNano())
+	cert, key, err := readOperatorPair(oc.certFile, oc.keyFile)
+	if err == nil && bytes.Equal(cert, oc.inForce[0]) && bytes.Equal(key, oc.inForce[1]) {
+		return false, nil
+	}
+	var pair tls.Certificate
+	if err == nil {
+		pair, err = parseKeyPair(oc.certFile, oc.keyFile, cert, key)
+	}
+	if err == nil {
+		err = notValidAt(oc.certFile, pair, now)
+	}
+	if err != nil {
+		if oc.refusedErr != nil && err.Error() == oc.refusedErr.Error() &&
+			bytes.Equal(cert, oc.refused[0]) && bytes.Equal(key, oc.refused[1]) {
+			return false, err // logged and counted when met first
+		}
+		oc.refused, oc.refusedErr = [2][]byte{cert, key}, err
+		oc.log.Error("the operator's certificate files changed and were refused; the certificate in force stays",
+			"tls_cert", oc.certFile, "tls_key", oc.keyFile, "error", err)
+		oc.counted("refused")
+		return false, err
+	}
+	oc.inForce, oc.refused, oc.refusedErr = [2][]byte{cert, key}, [2][]byte{}, nil
+	oc.served.Store(&pair)
+	oc.log.Info("put in force the certificate read again from the operator's files",
+		"tls_cert", oc.certFile, "expires", pair.Leaf.NotAfter)
+	oc.counted("applied")
+	return true, nil
+}
+
+// counted counts a reading with outcome, when oc counts them.
+func (oc *operatorCert) counted(outcome string) {
+	if oc.count != nil {
+		oc.count(outcome)
+	}
+}
+
+// notValidAt refuses a certificate read again that is expired or not
+// valid yet at now: the one in force would be replaced by one every
+// client refuses.
+func notValidAt(certFile string, pair tls.Certificate, now time.Time) error {
+	switch leaf := pair.Leaf; {
+	case now.After(leaf.NotAfter):
+		return fmt.Errorf("the certificate in %s expired on %s", certFile, leaf.NotAfter.UTC().Format(time.RFC3339))
+	case now.Before(leaf.NotBefore):
+		return fmt.Errorf("the certificate in %s is not valid before %s (check this machine's clock)", certFile, leaf.NotBefore.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// servedCertExpiry is when the certificate in cert expires, for the
+// metrics to read at scrape time; nil with --insecure-http, which serves
+// none.
+func servedCertExpiry(cfg settings.Config, cert *atomic.Pointer[tls.Certificate]) func() time.Time {
+	if cfg.InsecureHTTP {
+		return nil
+	}
+	return func() time.Time {
+		if c := cert.Load(); c != nil && c.Leaf != nil {
+			return c.Leaf.NotAfter
+		}
+		return time.Time{}
+	}
+}
