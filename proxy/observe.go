@@ -442,6 +442,11 @@ type HealthSource struct {
 	// shared store failed authentication since start (ignored, taken from
 	// the origin instead). Default nil: not shown.
 	SharedRejected func() int64
+	// Certificate, when set, returns when the certificate the mirror's
+	// port serves expires, and whether the last one read from the
+	// operator's files or issued from the generated CA while serving was
+	// refused (the one in force stays). Default nil: no TLS.
+	Certificate func() (expires time.Time, refused bool)
 	// Now is the clock of Readyz's checks (the status page uses its
 	// server's). Default time.Now.
 	Now func() time.Time
@@ -566,9 +571,22 @@ type Health struct {
 	// again when asked for; absent when the page has no health source.
 	// The status page sets it, not Check (it is not /readyz's).
 	DamagedArchives *int `json:"damaged_archives,omitempty"`
+	// CertificateExpires is when the certificate the mirror's port serves
+	// expires; CertificateExpiresSoon, that it does within
+	// CertificateWarnBefore; CertificateRefused, that the last one read
+	// or issued while serving was refused (HealthSource.Certificate).
+	// Absent without TLS. The status page sets them, not Check.
+	CertificateExpires     *time.Time `json:"certificate_expires,omitempty"`
+	CertificateExpiresSoon bool       `json:"certificate_expires_soon,omitempty"`
+	CertificateRefused     bool       `json:"certificate_refused,omitempty"`
 
 	cacheErr error // for /readyz's log
 }
+
+// CertificateWarnBefore is how long before the certificate served
+// expires the status page warns of it, as the alert
+// TfmirrorTLSCertificateExpiresSoon does.
+const CertificateWarnBefore = 14 * 24 * time.Hour
 
 // healthWriteFailed is why the cache is not writable when its database
 // failed the test write or read (Store.Ping), not the disk's room: the log

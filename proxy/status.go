@@ -439,6 +439,11 @@ func (s *statusPage) status(r *http.Request) (*Status, error) {
 	if s.cfg.Health != nil {
 		n := s.cfg.Health.Store.DamagedArchives()
 		st.Health.DamagedArchives = &n
+		if s.cfg.Health.Certificate != nil {
+			expires, refused := s.cfg.Health.Certificate()
+			st.Health.CertificateExpires, st.Health.CertificateRefused = &expires, refused
+			st.Health.CertificateExpiresSoon = expires.Sub(s.cfg.Now()) < CertificateWarnBefore
+		}
 	}
 	st.Origins = s.originRows(ecfg.AllowedOrigins)
 	st.OriginTrouble = originTrouble(st.Origins)

@@ -313,7 +313,7 @@ func TestStatusHealthHTML(t *testing.T) {
 	}{
 		{name: "healthy, online, no shared store",
 			want:    []string{`<li id="health-cache">Cache: <span class="ok">writable</span>.</li>`, `<li id="health-offline">Online:`},
-			notWant: []string{`id="health-shared"`, "Sealed", `id="health-damaged"`, `id="health-shared-store"`}},
+			notWant: []string{`id="health-shared"`, "Sealed", `id="health-damaged"`, `id="health-shared-store"`, `id="health-certificate"`}},
 		{name: "shared store failing",
 			health:  &HealthSource{Store: fakeHealthStore{free: -1, reserve: -1}, Shared: failingShared(errors.New("the last call failed, the last with a timeout"))},
 			want:    []string{`<li id="health-shared">Shared store: <span class="warn">failing</span>: the last call failed, the last with a timeout.</li>`},
@@ -334,6 +334,15 @@ func TestStatusHealthHTML(t *testing.T) {
 		{name: "size limit",
 			health: &HealthSource{Store: budgetHealthStore{fakeHealthStore{free: 5 << 30, reserve: 1 << 30}, 300 << 20, 284 << 20}},
 			want:   []string{`Cache: <span class="ok">writable</span>; 5.0 GiB free on its disk, writes stop below 1.0 GiB; the data directory takes 300 MiB of its 284 MiB budget.</li>`}},
+		{name: "certificate expiring in months",
+			health:  &HealthSource{Store: fakeHealthStore{free: -1, reserve: -1}, Certificate: servedCert(100*24*time.Hour, false)},
+			want:    []string{`<li id="health-certificate">TLS certificate served: expires ` + time.Now().Add(100*24*time.Hour).UTC().Format("2006-01-02")},
+			notWant: []string{"within 14 days", "was refused", "Certificates clients can check"}},
+		{name: "certificate expiring within days, its renewal refused",
+			health: &HealthSource{Store: fakeHealthStore{free: -1, reserve: -1}, Certificate: servedCert(3*24*time.Hour, true)},
+			want: []string{`TLS certificate served: expires <span class="bad">` + time.Now().Add(3*24*time.Hour).UTC().Format("2006-01-02"),
+				"</span>, within 14 days: every client refuses the mirror once it has expired; ",
+				`<span class="bad">the last one read from the operator's files, or issued from the generated CA, was refused</span>, and the one in force stays (the log says why) (docs/operations.md, &ldquo;Certificates clients can check&rdquo;).</li>`}},
 		{name: "sealed, shared store up", offline: true,
 			health: &HealthSource{Store: fakeHealthStore{free: 5 << 30, reserve: 1 << 30}, Shared: reachableShared},
 			want: []string{`Cache: <span class="ok">writable</span>; 5.0 GiB free on its disk, writes stop below 1.0 GiB.</li>`,
@@ -359,6 +368,13 @@ func TestStatusHealthHTML(t *testing.T) {
 			}
 		})
 	}
+}
+
+// servedCert is a HealthSource.Certificate: a certificate expiring in
+// left, refused or not.
+func servedCert(left time.Duration, refused bool) func() (time.Time, bool) {
+	expires := time.Now().Add(left)
+	return func() (time.Time, bool) { return expires, refused }
 }
 
 // countingStore counts the status page's pings of the cache.

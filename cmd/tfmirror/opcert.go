@@ -11,6 +11,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
 	"github.com/tfmirror/tfmirror/v2/internal/inputfile"
+	"github.com/tfmirror/tfmirror/v2/metrics"
 )
 
 // certCheckEvery is how often, at most, the handshakes look whether the
@@ -171,5 +172,22 @@ func servedCertExpiry(cfg settings.Config, cert *atomic.Pointer[tls.Certificate]
 			return c.Leaf.NotAfter
 		}
 		return time.Time{}
+	}
+}
+
+// certOutcome is what became of the last certificate of the mirror's port
+// read (the operator's files) or issued (the generated CA) while serving,
+// for the status page, counted in the metrics.
+type certOutcome struct {
+	metrics *metrics.Metrics // nil: not counted
+	refused atomic.Bool
+}
+
+// count records a certificate put in force ("applied") or refused
+// ("refused"), one of metrics.ReloadOutcomes.
+func (c *certOutcome) count(outcome string) {
+	c.refused.Store(outcome == "refused")
+	if c.metrics != nil {
+		c.metrics.CertificateReload(outcome)
 	}
 }

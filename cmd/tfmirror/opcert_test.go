@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"encoding/pem"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -127,6 +130,25 @@ func TestOperatorCertificateRenewedInPlaceIsServed(t *testing.T) {
 		wantServed("the files holding a certificate and another's key", certB)
 	}
 	wantCounted("a certificate with another's key", 1, 1, 0)
+	wantStatus := func(when string, refused bool, pemCert []byte) {
+		t.Helper()
+		rec := httptest.NewRecorder()
+		m.handler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/?format=json", nil))
+		var st struct {
+			Health struct {
+				Expires time.Time `json:"certificate_expires"`
+				Refused bool      `json:"certificate_refused"`
+			} `json:"health"`
+		}
+		if err := json.Unmarshal(rec.Body.Bytes(), &st); err != nil {
+			t.Fatalf("%s: status page: %v\n%s", when, err, rec.Body)
+		}
+		if !st.Health.Expires.Equal(leafOf(pemCert).NotAfter) || st.Health.Refused != refused {
+			t.Errorf("%s: the status page says the certificate expires %s, refused %v; want %s, %v",
+				when, st.Health.Expires, st.Health.Refused, leafOf(pemCert).NotAfter, refused)
+		}
+	}
+	wantStatus("a certificate with another's key", true, certB)
 	res, err := m.reload()
 	if err == nil || !strings.Contains(err.Error(), "TLS certificate "+certFile+" refused") || res.Certificate != nil {
 		t.Errorf("tfmirror reload of a certificate with another's key: %+v, %v; want it refused, naming the file", res, err)
@@ -153,6 +175,7 @@ func TestOperatorCertificateRenewedInPlaceIsServed(t *testing.T) {
 	}
 	wantServed("after tfmirror reload", certC)
 	wantCounted("after tfmirror reload", 2, 2, 1)
+	wantStatus("after tfmirror reload", false, certC)
 
 	// Nothing changed: a reload says nothing of it, and counts nothing.
 	if res, err := m.reload(); err != nil || res.Certificate != nil {

@@ -94,6 +94,9 @@ type server struct {
 	// puts in force one renewed there (opcert.go); nil with the
 	// generated certificate, and without TLS.
 	opCert *operatorCert
+	// certOutcome is the outcome of the last certificate read or issued
+	// while serving (opcert.go).
+	certOutcome certOutcome
 	// certNames are the names the generated certificate in force was
 	// issued for, and renewAt when it is issued again (certs.RenewAt, in
 	// Unix nanoseconds; 0: never, an operator's certificate); certMu
@@ -182,6 +185,7 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 	if err != nil {
 		return nil, err
 	}
+	m.certOutcome.metrics = m.metrics
 	// The status page's origin rows: told of each origin request by the
 	// origin client, of each client request by the handler (below), and
 	// reading the origins' circuit breakers.
@@ -237,6 +241,11 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 	// One source of the mirror's own state, for /readyz and the status page.
 	health := &proxy.HealthSource{Store: m.store, Log: logger}
 	m.health = health
+	if m.tls != nil {
+		health.Certificate = func() (time.Time, bool) {
+			return m.cert.Load().Leaf.NotAfter, m.certOutcome.refused.Load()
+		}
+	}
 	if m.shared != nil {
 		health.Shared = m.shared.Health
 		health.SharedRejected = m.shared.Rejected
@@ -371,11 +380,7 @@ func (m *server) setupTLS() error {
 			}
 		}
 	} else {
-		var count func(string)
-		if m.metrics != nil {
-			count = m.metrics.CertificateReload
-		}
-		oc, err := startOperatorCert(m.cfg, &m.cert, m.clock, m.log, count)
+		oc, err := startOperatorCert(m.cfg, &m.cert, m.clock, m.log, m.certOutcome.count)
 		if err != nil {
 			return err
 		}
@@ -523,15 +528,11 @@ func (m *server) renewIfDue() {
 		m.renewAt.Store(now.Add(time.Hour).UnixNano())
 		m.log.Error("renewing the server certificate from the generated local CA failed; the certificate in force stays, tried again in an hour",
 			"expires", m.cert.Load().Leaf.NotAfter, "error", err)
-		if m.metrics != nil {
-			m.metrics.CertificateReload("refused")
-		}
+		m.certOutcome.count("refused")
 		return
 	}
 	m.log.Info("renewed the server certificate from the generated local CA", "names", hosts, "expires", m.cert.Load().Leaf.NotAfter)
-	if m.metrics != nil {
-		m.metrics.CertificateReload("applied")
-	}
+	m.certOutcome.count("applied")
 }
 
 // ensureCert has the generated CA of the data directory's tls/ issue a
