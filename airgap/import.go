@@ -236,7 +236,7 @@ func openBundle(dir string, opts ImportOptions) *bundle {
 		}
 	case errors.Is(err, errNoManifest):
 		b.hasManifest = false
-		b.why = fmt.Sprintf("%s has no signed manifest %s (a bundle made by tfmirror 1.x, or a plain directory): from it, only versions whose SHA256SUMS is signed by a key pinned for their namespace are imported (--trusted-publisher-keys)",
+		b.why = fmt.Sprintf("%s has no signed manifest %s (a bundle made by tfmirror 1.x, an export into a directory interrupted before it signed its manifest (export again), or a plain directory): from it, only versions whose SHA256SUMS is signed by a key pinned for their namespace are imported (--trusted-publisher-keys)",
 			b.shown, manifestName)
 	case errors.As(err, &merr):
 		b.why = fmt.Sprintf("the manifest %s %s", filepath.Join(b.shown, manifestName), merr.Msg)
