@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/url"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -128,6 +130,11 @@ func openEngine(cfg settings.Config, logger *slog.Logger, o overrides, met *metr
 	if errors.Is(err, syscall.EWOULDBLOCK) {
 		// The cache's directory lock is held: say by whom, and what to do.
 		return nil, fmt.Errorf("opening cache: %w (another tfmirror holds the data directory %s: a serve, or a command such as sync that opened it; stop it, or give this one another --data-dir)", err, cfg.DataDir)
+	}
+	if err != nil && cacheUnreadable(err) {
+		// Badger refused what it found in the directory: say what that
+		// means for the mirror, and what to do.
+		return nil, fmt.Errorf("opening cache: %w (the cache %s could not be read: unless the error names a permission or a full disk, its files are damaged or of a format this release does not read; stop tfmirror, move %s aside and start again: an empty cache is made, what the origins serve is fetched again, and what was imported must be imported again)", err, copts.Dir, copts.Dir)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("opening cache: %w", err)
@@ -285,6 +292,17 @@ func openEngine(cfg settings.Config, logger *slog.Logger, o overrides, met *metr
 		return serr
 	}
 	return parts, nil
+}
+
+// cacheUnreadable says whether err, cache.Open's, is the database's
+// refusal of what it found in the cache directory (a manifest, key
+// registry or log file damaged, or of a format this release does not
+// read) rather than of the directory: its lock held, a permission, a full
+// disk. The database does not always keep the cause of its errors, so
+// the message that says what to do names these too.
+func cacheUnreadable(err error) bool {
+	return !errors.Is(err, syscall.EWOULDBLOCK) && !strings.Contains(err.Error(), "Cannot acquire directory lock") &&
+		!errors.Is(err, fs.ErrPermission) && !errors.Is(err, syscall.ENOSPC)
 }
 
 // moduleLimits are the engine's module limits.
