@@ -256,6 +256,14 @@ func writeManifest(key *ExportKey, ef *exportFiles) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("signing the manifest: %w", err)
 	}
+	// An earlier export's signature goes first: beside the new manifest
+	// it would read, at an import, as a manifest changed after it was
+	// signed, and refuse the whole bundle so. An export killed between
+	// the two writes leaves a manifest without signature, which an
+	// import says to export again.
+	if err := ef.dir.remove(filepath.Join(out, manifestSigName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
 	// Every file the manifest names is on disk, under its name, before
 	// the manifest is; the manifest is, before the export says it is
 	// done (outDir.syncDirs).
@@ -263,6 +271,9 @@ func writeManifest(key *ExportKey, ef *exportFiles) ([]string, error) {
 		return nil, err
 	}
 	if _, err := ef.dir.writeIfChanged(filepath.Join(out, manifestName), data, 0o644); err != nil {
+		return nil, err
+	}
+	if err := beforeSignature(); err != nil {
 		return nil, err
 	}
 	if _, err := ef.dir.writeIfChanged(filepath.Join(out, manifestSigName), sig, 0o644); err != nil {
@@ -273,6 +284,10 @@ func writeManifest(key *ExportKey, ef *exportFiles) ([]string, error) {
 	}
 	return unlisted, nil
 }
+
+// beforeSignature is called between the writes of an export's manifest
+// and of its signature; a var, for tests (an export killed there).
+var beforeSignature = func() error { return nil }
 
 // errNoManifest is readManifest's error for a directory without manifest.
 var errNoManifest = errors.New("no manifest")
@@ -305,7 +320,7 @@ func readManifestWith(read func(path string, limit int64) ([]byte, error), dir s
 	case errors.Is(derr, os.ErrNotExist):
 		return nil, &manifestError{Msg: "is missing, but its signature " + manifestSigName + " is there"}
 	case errors.Is(serr, os.ErrNotExist):
-		return nil, &manifestError{Msg: "has no signature " + manifestSigName + " beside it"}
+		return nil, &manifestError{Msg: "has no signature " + manifestSigName + " beside it (an export into the directory interrupted before it signed its manifest: export again)"}
 	case derr != nil:
 		return nil, derr
 	case serr != nil:

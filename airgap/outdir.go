@@ -361,16 +361,23 @@ func (o *outDir) readDir(path string) ([]fs.DirEntry, error) {
 }
 
 // remove removes the file at path under OUT (a link there is removed
-// itself, not what it leads to).
+// itself, not what it leads to); the next syncDirs makes it durable.
 func (o *outDir) remove(path string) error {
 	name, err := o.name(path)
 	if err != nil {
 		return err
 	}
-	if err := o.dirs(filepath.Dir(name), false); err != nil {
+	dir := filepath.Dir(name)
+	if err := o.dirs(dir, false); err != nil {
 		return err
 	}
-	return o.shownErr(o.root.Remove(name))
+	if err := o.root.Remove(name); err != nil {
+		return o.shownErr(err)
+	}
+	o.mu.Lock()
+	o.dirty[dir] = true
+	o.mu.Unlock()
+	return nil
 }
 
 // write writes the file at path under OUT (its directory there already,
