@@ -3,6 +3,7 @@ package deploy_test
 import (
 	"debug/elf"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"regexp"
@@ -33,7 +34,12 @@ type goreleaserConfig struct {
 		ModTime string   `json:"mod_timestamp"`
 	} `json:"builds"`
 	Archives []struct {
-		NameTemplate string `json:"name_template"`
+		NameTemplate    string   `json:"name_template"`
+		Formats         []string `json:"formats"`
+		FormatOverrides []struct {
+			Goos    string   `json:"goos"`
+			Formats []string `json:"formats"`
+		} `json:"format_overrides"`
 	} `json:"archives"`
 	Checksum struct {
 		NameTemplate string `json:"name_template"`
@@ -257,6 +263,62 @@ func TestWorkflowsGo(t *testing.T) {
 			}
 			if n == 0 {
 				t.Errorf("%s sets up no Go", wf)
+			}
+		}
+	}
+}
+
+// TestInstallDocsArchiveNames checks the download commands of
+// docs/install.md and the README against the archives the release makes:
+// a command that fetches tfmirror_${VERSION}_${OS}_${ARCH}.tar.gz names
+// (in its OS= line) no system whose archive is of another format
+// (.goreleaser.yaml's format_overrides: a .zip for windows), where curl -f
+// would fail with 404 on a name the release does not publish; and each
+// file names that other format's archive for those who need it.
+func TestInstallDocsArchiveNames(t *testing.T) {
+	t.Parallel()
+	c, err := readGoreleaser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Archives) != 1 || len(c.Archives[0].Formats) != 1 || c.Archives[0].NameTemplate != "{{ .ProjectName }}_{{ .Version }}_{{ .Os }}_{{ .Arch }}" {
+		t.Fatalf(".goreleaser.yaml: archives %+v, not as this test reads them", c.Archives)
+	}
+	format := map[string]string{}
+	for _, goos := range c.Builds[0].Goos {
+		format[goos] = c.Archives[0].Formats[0]
+	}
+	for _, o := range c.Archives[0].FormatOverrides {
+		format[o.Goos] = o.Formats[0]
+	}
+	download := regexp.MustCompile(`tfmirror_\$\{VERSION\}_\$\{OS\}_\$\{ARCH\}\.(tar\.gz|zip)\b`)
+	for _, file := range []string{"../docs/install.md", "../README.md"} {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := string(data)
+		for _, block := range regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(text, -1) {
+			exts := map[string]bool{}
+			for _, m := range download.FindAllStringSubmatch(block[1], -1) {
+				exts[m[1]] = true
+			}
+			osLine := regexp.MustCompile(`(?m)^.*\bOS=\w+.*$`).FindString(block[1])
+			if len(exts) == 0 || osLine == "" {
+				continue
+			}
+			for _, word := range regexp.MustCompile(`\w+`).FindAllString(osLine, -1) {
+				if f, ok := format[word]; ok && !exts[f] {
+					t.Errorf("%s: %q offers %s, whose archive is a .%s, to a command that fetches %v", file, strings.TrimSpace(osLine), word, f, slices.Sorted(maps.Keys(exts)))
+				}
+			}
+		}
+		if !download.MatchString(text) {
+			continue
+		}
+		for goos, f := range format {
+			if f != c.Archives[0].Formats[0] && !strings.Contains(text, "tfmirror_${VERSION}_"+goos+"_${ARCH}."+f) {
+				t.Errorf("%s names no %s archive, tfmirror_${VERSION}_%s_${ARCH}.%s (.goreleaser.yaml's format_overrides)", file, goos, goos, f)
 			}
 		}
 	}
