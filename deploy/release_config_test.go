@@ -1,11 +1,13 @@
 package deploy_test
 
 import (
+	"bytes"
 	"debug/elf"
 	"fmt"
 	"maps"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"slices"
@@ -321,5 +323,106 @@ func TestInstallDocsArchiveNames(t *testing.T) {
 				t.Errorf("%s names no %s archive, tfmirror_${VERSION}_%s_${ARCH}.%s (.goreleaser.yaml's format_overrides)", file, goos, goos, f)
 			}
 		}
+	}
+}
+
+// TestSBOMIndependentOfTool runs the SBOM command of .goreleaser.yaml (for
+// linux/amd64) with two builds of cyclonedx-gomod that differ in their
+// bytes, as the release workflow's (built on its runner) and a user's
+// rebuilding a release (docs/install.md) do, and checks that they write
+// the same document: SHA256SUMS lists the SBOMs, so an SBOM that records
+// its tool's own hashes (cyclonedx-gomod puts them in metadata.tools)
+// makes a rebuild's SHA256SUMS differ from the published one however
+// reproducible the archives are.
+func TestSBOMIndependentOfTool(t *testing.T) {
+	cyclonedx := os.Getenv("TFMIRROR_CYCLONEDX_GOMOD")
+	if cyclonedx == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("TFMIRROR_CYCLONEDX_GOMOD is not set (.ci/run installs it)")
+		}
+		t.Skip("TFMIRROR_CYCLONEDX_GOMOD not set (.ci/run installs it)")
+	}
+	t.Parallel()
+	data, err := os.ReadFile("../.goreleaser.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c struct {
+		Sboms []struct {
+			Cmd       string   `json:"cmd"`
+			Documents []string `json:"documents"`
+			Env       []string `json:"env"`
+			Args      []string `json:"args"`
+		} `json:"sboms"`
+	}
+	if err := yaml.Unmarshal(data, &c); err != nil || len(c.Sboms) != 1 || len(c.Sboms[0].Documents) != 1 {
+		t.Fatalf(".goreleaser.yaml: sboms %+v (%v): want one, of one document", c.Sboms, err)
+	}
+	s := c.Sboms[0]
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tool, err := os.ReadFile(cyclonedx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// GoReleaser's templates and variables, as it sets them for the
+	// linux/amd64 archive; the command runs in dist/, a directory of the
+	// module's root.
+	expand := func(v string) string {
+		v = regexp.MustCompile(`\{\{\s*envOrDefault "\w+" ""\s*\}\}`).ReplaceAllString(v, "")
+		v = strings.NewReplacer("{{ .Os }}", "linux", "{{ .Arch }}", "amd64", "{{ .ArtifactName }}", "tfmirror_linux_amd64.tar.gz").Replace(v)
+		return os.Expand(v, func(k string) string {
+			if k == "document" {
+				return "tfmirror_linux_amd64.tar.gz.cdx.json"
+			}
+			return "$" + k
+		})
+	}
+	run := func(name string, extra []byte) []byte {
+		dir := filepath.Join(t.TempDir(), name)
+		bin, dist := filepath.Join(dir, "bin"), filepath.Join(root, "dist-sbomtest-"+name)
+		if err := os.MkdirAll(bin, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(bin, "cyclonedx-gomod"), append(slices.Clip(tool), extra...), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Mkdir(dist, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(dist) })
+		var args []string
+		for _, a := range s.Args {
+			args = append(args, expand(a))
+		}
+		cmd := exec.Command(s.Cmd, args...)
+		if s.Cmd == "cyclonedx-gomod" {
+			// exec.Command looked it up in the test's PATH.
+			cmd.Path, cmd.Err = filepath.Join(bin, s.Cmd), nil
+		}
+		cmd.Dir = dist
+		cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"), "GOWORK=off", "document="+expand("$document"))
+		for _, e := range s.Env {
+			if e = expand(e); !strings.HasSuffix(e, "=") {
+				cmd.Env = append(cmd.Env, e)
+			}
+		}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s %q: %v\n%s", s.Cmd, args, err, out)
+		}
+		doc, err := os.ReadFile(filepath.Join(dist, expand(s.Documents[0])))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return doc
+	}
+	a, b := run("a", nil), run("b", []byte("another build"))
+	if !bytes.Equal(a, b) {
+		t.Errorf("the SBOM differs with another build of cyclonedx-gomod (%d and %d bytes): a rebuild's SHA256SUMS would not be the release's", len(a), len(b))
+	}
+	if !bytes.Contains(a, []byte(`"github.com/gorilla/mux"`)) {
+		t.Errorf("the SBOM does not list github.com/gorilla/mux:\n%.2000s", a)
 	}
 }
