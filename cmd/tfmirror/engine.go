@@ -297,12 +297,17 @@ func openEngine(cfg settings.Config, logger *slog.Logger, o overrides, met *metr
 // cacheUnreadable says whether err, cache.Open's, is the database's
 // refusal of what it found in the cache directory (a manifest, key
 // registry or log file damaged, or of a format this release does not
-// read) rather than of the directory: its lock held, a permission, a full
-// disk. The database does not always keep the cause of its errors, so
-// the message that says what to do names these too.
+// read) rather than of the directory or the machine: its lock held, a
+// permission, a full disk, too many open files, no memory. The database
+// does not always keep the cause of its errors, so the message that says
+// what to do names these too.
 func cacheUnreadable(err error) bool {
-	return !errors.Is(err, syscall.EWOULDBLOCK) && !strings.Contains(err.Error(), "Cannot acquire directory lock") &&
-		!errors.Is(err, fs.ErrPermission) && !errors.Is(err, syscall.ENOSPC)
+	for _, other := range []error{syscall.EWOULDBLOCK, fs.ErrPermission, syscall.ENOSPC, syscall.EMFILE, syscall.ENFILE, syscall.ENOMEM} {
+		if errors.Is(err, other) {
+			return false
+		}
+	}
+	return !strings.Contains(err.Error(), "Cannot acquire directory lock")
 }
 
 // moduleLimits are the engine's module limits.
