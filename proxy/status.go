@@ -20,6 +20,7 @@ import (
 	"github.com/dustin/go-humanize"
 	svchost "github.com/hashicorp/terraform-svchost"
 
+	"github.com/tfmirror/tfmirror/v2/internal/logbound"
 	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/mirror/cachecheck"
 	"github.com/tfmirror/tfmirror/v2/mirror/modules"
@@ -291,12 +292,17 @@ type statusQuery struct {
 // parseStatusQuery reads ?prefix=, ?after=, ?module_after= and ?limit=.
 func parseStatusQuery(r *http.Request) (statusQuery, error) {
 	v := r.URL.Query()
-	q := statusQuery{Prefix: strings.ToLower(v.Get("prefix")), After: v.Get("after"), ModuleAfter: v.Get("module_after"), Limit: statusDefaultLimit}
+	q := statusQuery{Prefix: v.Get("prefix"), After: v.Get("after"), ModuleAfter: v.Get("module_after"), Limit: statusDefaultLimit}
 	for _, p := range []string{q.Prefix, q.After, q.ModuleAfter} {
 		if len(p) > 512 {
 			return q, httperr.BadRequest("status page: prefix and cursors are at most 512 bytes")
 		}
+		// No address holds one; the page would show it back.
+		if !utf8.ValidString(p) || logbound.Escaped(p) != p {
+			return q, httperr.BadRequest("status page: prefix and cursors are UTF-8 without control or format characters")
+		}
 	}
+	q.Prefix = strings.ToLower(q.Prefix)
 	if l := v.Get("limit"); l != "" {
 		n, err := strconv.Atoi(l)
 		if err != nil || n < 1 || n > statusMaxLimit {

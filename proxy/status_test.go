@@ -647,7 +647,11 @@ func TestStatusPages(t *testing.T) {
 		t.Errorf("HTML page with more versions than the limit has no next link: %d\n%s", r.status, r.body)
 	}
 
-	for _, bad := range []string{"limit=0", "limit=1001", "limit=x", "after=" + strings.Repeat("a", 513)} {
+	// A prefix or cursor with a control or format character (a
+	// right-to-left override, shown back on the page as the address
+	// looked for) matches no address and is refused.
+	for _, bad := range []string{"limit=0", "limit=1001", "limit=x", "after=" + strings.Repeat("a", 513),
+		"prefix=" + url.QueryEscape("registry.terraform.io/‮moc.live"), "after=%00", "module_after=" + url.QueryEscape("a​b"), "prefix=%ff"} {
 		if r := h.get("/?format=json&" + bad); r.status != 400 {
 			t.Errorf("?%s: status %d, want 400", bad, r.status)
 		}
