@@ -557,7 +557,7 @@ func (m *server) ensureCert(hosts []string, now time.Time) (certs.Files, error) 
 }
 
 // caReplacedWarning is logged when the generated local CA is replaced.
-const caReplacedWarning = "the generated local CA was replaced by a new one (the one there was due to expire, or not a CA of the kind tfmirror makes): clients that trust the old ca.pem refuse the mirror until they trust the new one"
+const caReplacedWarning = "the generated local CA was replaced by a new one (the one there was due to expire, not valid yet, or not a CA of the kind tfmirror makes): clients that trust the old ca.pem refuse the mirror until they trust the new one"
 
 // clock is the time of the generated certificate (server.now).
 func (m *server) clock() time.Time {

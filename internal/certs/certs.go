@@ -71,9 +71,11 @@ func In(dir string) Files {
 // Ensure makes sure dir holds a CA and a server certificate valid for every
 // name in hosts (DNS names or IP addresses) for at least 30 more days, and
 // returns their paths. Existing files are reused, so clients that trusted
-// the CA once keep trusting the mirror across restarts. The CA is generated
-// only when absent; the server certificate is re-issued from it when it is
-// missing, expiring, not valid yet at now, or does not cover hosts.
+// the CA once keep trusting the mirror across restarts. The CA is made
+// when absent, and made again (Files.CAReplaced) when it expires within
+// 30 days or is not valid yet at now; the server certificate is issued
+// again from it when it is missing, expiring, not valid yet at now, or
+// does not cover hosts.
 func Ensure(dir string, hosts []string, now time.Time) (Files, error) {
 	if len(hosts) == 0 {
 		return Files{}, errors.New("certs: at least one host name is required")
@@ -100,10 +102,10 @@ func Ensure(dir string, hosts []string, now time.Time) (Files, error) {
 
 // loadOrCreateCA reads the CA of dir, or makes one when dir has none
 // (neither of its files); replaced says a CA there was replaced by a new
-// one: weeks before it expired (also when the key there is the new one of
-// a replacement cut short, beside the old certificate: caDue), or not a
-// CA of the kind it makes. One of its two files without the other
-// is refused, naming the one missing and what to do: a new CA would
+// one: weeks before it expired, or not valid yet (also when the key
+// there is the new one of a replacement cut short, beside the old
+// certificate: caDue), or not a CA of the kind it makes. One of its two
+// files without the other is refused, naming the one missing and what to do: a new CA would
 // replace the one clients trust. The key, a secret the mirror trusts, is
 // read as the operator's keys are (inputfile.ReadTrusted): one that users
 // other than its owner may write is refused, and kept.
@@ -139,7 +141,7 @@ func loadOrCreateCA(dir string, now time.Time) (ca *x509.Certificate, key *ecdsa
 		}
 		cert, perr := x509.ParseCertificate(pair.Certificate[0])
 		key, ok := pair.PrivateKey.(*ecdsa.PrivateKey)
-		if perr == nil && ok && cert.IsCA && now.Before(cert.NotAfter.Add(-renewBefore)) {
+		if perr == nil && ok && cert.IsCA && !caDueAt(cert, now) {
 			return cert, key, false, nil
 		}
 		replaced = true
@@ -179,7 +181,7 @@ func loadOrCreateCA(dir string, now time.Time) (ca *x509.Certificate, key *ecdsa
 }
 
 // caDue says certPEM is a CA's certificate due for replacement at now
-// (renewBefore its end): one whose key does not match it is the
+// (caDueAt): one whose key does not match it is the
 // replacement of a process killed between the new key and the new
 // certificate (writeAll renames the key first), which Ensure makes again
 // rather than refuse every start for.
@@ -189,7 +191,14 @@ func caDue(certPEM []byte, now time.Time) bool {
 		return false
 	}
 	cert, err := x509.ParseCertificate(block.Bytes)
-	return err == nil && cert.IsCA && !now.Before(cert.NotAfter.Add(-renewBefore))
+	return err == nil && cert.IsCA && caDueAt(cert, now)
+}
+
+// caDueAt says the CA cert is to be replaced at now: it ends within
+// renewBefore, or it is not valid yet (made while the clock was ahead),
+// and every client refuses what it issues until it is.
+func caDueAt(cert *x509.Certificate, now time.Time) bool {
+	return !now.Before(cert.NotAfter.Add(-renewBefore)) || now.Before(cert.NotBefore)
 }
 
 // RenewAt is when Ensure stops reusing the server certificate leaf and

@@ -289,6 +289,48 @@ func TestServerCertificateNotValidYetReissued(t *testing.T) {
 	}
 }
 
+// TestCANotValidYetReplaced: a CA made while the clock was ahead (a VM's
+// first start before NTP set its clock right) is not valid yet once the
+// clock is right, and every client refuses every certificate it issues
+// until its own start comes: Ensure makes a new CA, valid now, and says
+// it replaced the one there (serve warns that clients must trust the
+// new ca.pem), where it kept it and the mirror was refused by all.
+func TestCANotValidYetReplaced(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Now()
+	if _, err := Ensure(dir, []string{"localhost"}, now.Add(200*24*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Ensure(dir, []string{"localhost"}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !f.CAReplaced {
+		t.Error("a CA not valid yet was kept, not said to be replaced")
+	}
+	caPEM, err := os.ReadFile(f.CA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(caPEM)
+	pair, err := tls.LoadX509KeyPair(f.Cert, f.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, DNSName: "localhost", CurrentTime: now}); err != nil {
+		t.Errorf("the server certificate, checked against ca.pem now: %v", err)
+	}
+	// Once replaced, it is kept.
+	if again, err := Ensure(dir, []string{"localhost"}, now); err != nil || again.CAReplaced {
+		t.Errorf("a second Ensure: replaced %v, %v", again.CAReplaced, err)
+	}
+}
+
 // TestGeneratedFilesNamesSynced: once the CA's files (and the server
 // certificate's) are renamed into place, the directory is synced, so
 // that a power loss does not take back the CA clients were just told
