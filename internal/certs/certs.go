@@ -116,6 +116,10 @@ func loadOrCreateCA(dir string, now time.Time) (ca *x509.Certificate, key *ecdsa
 	certMissing, keyMissing := errors.Is(cerr, fs.ErrNotExist), errors.Is(kerr, fs.ErrNotExist)
 	switch {
 	case certMissing && keyMissing:
+	case certMissing && !exists(filepath.Join(dir, ServerFile)):
+		// The first CA's making cut short between its key and its
+		// certificate (writeAll renames the key first): nothing was
+		// issued from it, no client trusts it. Made again.
 	case certMissing || keyMissing:
 		there, missing := certPath, keyPath
 		if certMissing {
@@ -410,4 +414,10 @@ func serial() *big.Int {
 		panic(err)
 	}
 	return n
+}
+
+// exists says whether something is at path.
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
 }

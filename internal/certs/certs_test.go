@@ -331,6 +331,35 @@ func TestCANotValidYetReplaced(t *testing.T) {
 	}
 }
 
+// TestFirstCACutShortIsMadeAgain: a first start killed while it made the
+// CA, between putting its key in place and its certificate, leaves the
+// key alone, with no server certificate issued from it: the next Ensure
+// makes the CA, where every start was refused for a certificate missing
+// beside its key until someone removed the key. Once a server
+// certificate was issued, a CA certificate missing is refused as before:
+// clients may trust it.
+func TestFirstCACutShortIsMadeAgain(t *testing.T) {
+	dir := t.TempDir()
+	f, err := Ensure(dir, []string{"localhost"}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{f.CA, f.Cert, f.Key} {
+		if err := os.Remove(path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if f, err = Ensure(dir, []string{"localhost"}, time.Now()); err != nil || !f.Created {
+		t.Fatalf("Ensure after a first start cut short between the CA's key and its certificate: %+v, %v", f, err)
+	}
+	if err := os.Remove(f.CA); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Ensure(dir, []string{"localhost"}, time.Now()); err == nil || !strings.Contains(err.Error(), "is missing while") {
+		t.Errorf("Ensure with ca.pem missing beside a server certificate issued from it: %v, want it refused", err)
+	}
+}
+
 // TestGeneratedFilesNamesSynced: once the CA's files (and the server
 // certificate's) are renamed into place, the directory is synced, so
 // that a power loss does not take back the CA clients were just told
