@@ -7,7 +7,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/tfmirror/tfmirror/v2/internal/logbound"
 )
 
 var (
@@ -306,35 +307,7 @@ func statusText(code int) string {
 
 // MaxErrorText is the most bytes of an operation's error text (Client's
 // methods): what an origin's answer puts into it (a platform it names, a
-// URL it gives, as much as a document holds) is cut past it, so that one
-// answer cannot make a log line, a client's 502 or the status page's row
-// of a megabyte.
-const MaxErrorText = 4 << 10
-
-// boundedError is an error whose text was cut to MaxErrorText bytes;
-// errors.Is and errors.As see the error it cut.
-type boundedError struct {
-	err error
-	msg string
-}
-
-func (e *boundedError) Error() string { return e.msg }
-func (e *boundedError) Unwrap() error { return e.err }
-
-// bounded is err, not nil, with its text cut to MaxErrorText bytes, on
-// a character's boundary, saying how many it cut; err itself when its
-// text fits. It is applied once the credentials are replaced in
-// the text (redact.Credentials), never before, so that no cut leaves part
-// of a credential that the replacement would not find.
-func bounded(err error) error {
-	msg := err.Error()
-	if len(msg) <= MaxErrorText {
-		return err
-	}
-	// " ... (N bytes cut)" takes at most 40 bytes.
-	keep := MaxErrorText - 40
-	for keep > 0 && !utf8.RuneStart(msg[keep]) {
-		keep--
-	}
-	return &boundedError{err: err, msg: msg[:keep] + fmt.Sprintf(" ... (%d bytes cut)", len(msg)-keep)}
-}
+// URL it gives, as much as a document holds) is cut past it
+// (logbound.CutError), once the credentials are replaced in the text
+// (redact.Credentials).
+const MaxErrorText = logbound.MaxErrorText

@@ -40,7 +40,7 @@ func TestOriginTextInErrorsBounded(t *testing.T) {
 			if len(msg) > MaxErrorText {
 				t.Fatalf("error of %d bytes, more than %d: %.200s...", len(msg), MaxErrorText, msg)
 			}
-			if !strings.Contains(msg, name) || !strings.Contains(msg, "bytes cut") {
+			if !strings.Contains(msg, name) || !strings.Contains(msg, "bytes more") {
 				t.Errorf("error does not name %s and say it was cut: %.300s", name, msg)
 			}
 			if !utf8.ValidString(msg) {

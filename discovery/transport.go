@@ -22,6 +22,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/discovery/modsource"
+	"github.com/tfmirror/tfmirror/v2/internal/logbound"
 	"github.com/tfmirror/tfmirror/v2/internal/redact"
 )
 
@@ -399,14 +400,14 @@ func drain(body io.ReadCloser) {
 // one credential an operation sends to host, transport.token) is
 // replaced in it (redact.Credentials), as the origin's answer that an
 // error quotes (a location, a platform) may echo it. Its text is then
-// cut to MaxErrorText bytes (bounded): the answer may be a document's
-// worth.
+// cut to MaxErrorText bytes (logbound.CutError): the answer may be a
+// document's worth.
 func (t *transport) observe(host svchost.Hostname, op string, start time.Time, err *error) {
 	if t.credentials != nil {
 		*err = redact.Credentials(*err, t.credentials(host))
 	}
 	if *err != nil {
-		*err = bounded(*err)
+		*err = logbound.CutError(*err, MaxErrorText)
 	}
 	var oe *OriginError
 	if op != OpDiscovery && errors.As(*err, &oe) && oe.Op == OpDiscovery {

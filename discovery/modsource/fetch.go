@@ -21,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tfmirror/tfmirror/v2/internal/logbound"
 	"github.com/tfmirror/tfmirror/v2/internal/redact"
 	"github.com/tfmirror/tfmirror/v2/internal/safetree"
 	"github.com/tfmirror/tfmirror/v2/internal/scratch"
@@ -216,11 +217,16 @@ type Result struct {
 // context's client records them: redact.Sent): what a source host
 // answers (an error page, a Git ERR line or sideband message, an
 // archive entry's name) may echo one, and any error here may quote that;
-// each such credential is replaced by "REDACTED".
+// each such credential is replaced by "REDACTED". Its text is then cut
+// to logbound.MaxErrorText bytes: a Git server's ERR line or sideband
+// message may be 64 KiB, as may an error page.
 func (f *Fetcher) Fetch(ctx context.Context, a Address, dst io.Writer) (Result, error) {
 	ctx = redact.Sending(ctx)
 	res, err := f.fetch(ctx, a, dst)
-	return res, redact.SentError(ctx, err)
+	if err = redact.SentError(ctx, err); err != nil {
+		err = logbound.CutError(err, logbound.MaxErrorText)
+	}
+	return res, err
 }
 
 func (f *Fetcher) fetch(ctx context.Context, a Address, dst io.Writer) (Result, error) {

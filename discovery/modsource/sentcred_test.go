@@ -11,7 +11,9 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
+	"github.com/tfmirror/tfmirror/v2/internal/logbound"
 	"github.com/tfmirror/tfmirror/v2/internal/redact"
 )
 
@@ -62,6 +64,47 @@ func TestGitAnswerEchoingCredentialNotInError(t *testing.T) {
 			err := fetchWithout(t, &Fetcher{HTTP: c, Limits: defaultLimits, TempDir: t.TempDir()}, "git::"+srv.URL+"/repo.git?ref=v1")
 			if !strings.Contains(err.Error(), "/repo.git") {
 				t.Errorf("the error does not name the repository: %v", err)
+			}
+		})
+	}
+}
+
+// TestGitAnswerErrorTextBounded: a Git server's ERR line or sideband
+// message of 60 KiB (a pkt-line holds up to 65516 bytes) fails the fetch
+// with an error of logbound.MaxErrorText bytes at most that still names
+// the repository, and still says what it quotes, cut, where go-git's
+// error quoted it whole into the log line, the client's 502 and the
+// status page's row.
+func TestGitAnswerErrorTextBounded(t *testing.T) {
+	const head = "0123456789abcdef0123456789abcdef01234567"
+	long := "denied: " + strings.Repeat("é", 30000)
+	for name, g := range map[string]*fakeGit{
+		"ERR in the ref advertisement": {head: head, refsPage: func(w http.ResponseWriter) {
+			w.Header().Set("Content-Type", "application/x-git-upload-pack-advertisement")
+			pktLine(w, "# service=git-upload-pack\n")
+			io.WriteString(w, "0000")
+			pktLine(w, "ERR "+long+"\n")
+		}},
+		"sideband error": {head: head, refs: []string{"refs/tags/v1"}, caps: "shallow no-progress side-band-64k",
+			sendPack: func(w io.Writer, _ *http.Request) { pktLine(w, "\x03"+long+"\n"); io.WriteString(w, "0000") }},
+	} {
+		t.Run(name, func(t *testing.T) {
+			srv := httptest.NewTLSServer(g)
+			defer srv.Close()
+			a, err := Parse("git::" + srv.URL + "/repo.git?ref=v1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = (&Fetcher{HTTP: srv.Client(), Limits: defaultLimits, TempDir: t.TempDir()}).Fetch(t.Context(), a, io.Discard)
+			if err == nil {
+				t.Fatal("the fetch succeeded")
+			}
+			msg := err.Error()
+			if len(msg) > logbound.MaxErrorText || !utf8.ValidString(msg) {
+				t.Errorf("error of %d bytes (valid UTF-8: %v), want at most %d: %.200s...", len(msg), utf8.ValidString(msg), logbound.MaxErrorText, msg)
+			}
+			if !strings.Contains(msg, "/repo.git") || !strings.Contains(msg, "denied: ") {
+				t.Errorf("the error does not name the repository and what the server said: %.300s", msg)
 			}
 		})
 	}

@@ -78,6 +78,35 @@ func Cut(s string, max int) string {
 	return strings.ToValidUTF8(s[:max], "") + fmt.Sprintf("... (%d bytes more)", len(s)-max)
 }
 
+// MaxErrorText is the most bytes of an error's text that a stranger's
+// answer fills (an origin's document, a Git server's ERR line): what is
+// past it is cut (CutError), so that one answer cannot make a log line, a
+// client's 502 or the status page's row of a megabyte.
+const MaxErrorText = 4 << 10
+
+// CutError is err, not nil, with its text cut to at most max bytes, Cut's
+// note of how many more it had included; errors.Is and errors.As see err.
+// err itself when its text fits. Cut it once any credential is replaced
+// in the text, never before, so that no cut leaves part of a credential
+// that the replacement would not find.
+func CutError(err error, max int) error {
+	msg := err.Error()
+	if len(msg) <= max {
+		return err
+	}
+	// Cut's "... (N bytes more)" takes at most 40 bytes.
+	return &cutError{err: err, msg: Cut(msg, max-40)}
+}
+
+// cutError is an error whose text CutError cut.
+type cutError struct {
+	err error
+	msg string
+}
+
+func (e *cutError) Error() string { return e.msg }
+func (e *cutError) Unwrap() error { return e.err }
+
 // Escaped is s with its control characters (C0, DEL, C1) and format
 // characters (Cf: a bidirectional override or isolate, a zero-width
 // character) written as escapes, \xHH below U+0100, else \uHHHH or
