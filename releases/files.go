@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/tfmirror/tfmirror/v2/internal/memo"
@@ -18,6 +19,8 @@ import (
 // it: the verified SHA256SUMS, and the signature that verified it
 // (HashiCorp: PRODUCT_VERSION_SHA256SUMS.sig and .KEYID.sig under the ID
 // of the key that verified it; OpenTofu: tofu_VERSION_SHA256SUMS.gpgsig).
+// HashiCorp's .KEYID.sig named by another key in force is the origin's,
+// served once it verifies the SHA256SUMS with that key (keyIDSignature).
 // OpenTofu's cosign files (.sig, .pem) are passed through as the origin
 // sends them, for installers that check them with cosign: tfmirror does
 // not vouch for them (it verifies the .gpgsig), it checks their shape
@@ -39,8 +42,82 @@ func (r *Releases) Document(ctx context.Context, pub Publisher, product, version
 		return s.Signature, nil
 	case slices.Contains(passedThrough(pub, product, version), name):
 		return r.passThrough(ctx, pub, product, version, name)
+	case pub == HashiCorp:
+		rest, named := strings.CutPrefix(name, sums+".")
+		if id, ok := strings.CutSuffix(rest, ".sig"); named && ok && slices.Contains(r.keys[pub].ids, id) {
+			return r.keyIDSignature(ctx, s, id, name)
+		}
 	}
 	return nil, fmt.Errorf("%w: %s %s has no file %q", ErrNotFound, product, version, name)
+}
+
+// keyIDSignature is HashiCorp's signature of s's SHA256SUMS named by id,
+// a key in force other than the one that verified it (s.KeyID): during a
+// rotation HashiCorp signs each release with both keys, the .sig with
+// one and each key's own .KEYID.sig with that key, and an installer that
+// trusts the other asks for that one by its ID (tfenv and js-releases ask
+// for .72D7468F.sig whatever key made the .sig). It is served only once
+// it verifies s's SHA256SUMS with the key it names, and kept, verified
+// again when read; a sealed mirror serves it only when kept. One the
+// origin answers 404 is remembered as missing, as a file passed through.
+func (r *Releases) keyIDSignature(ctx context.Context, s *Sums, id, name string) ([]byte, error) {
+	key := fileKey(HashiCorp, s.Product, s.Version, name)
+	var held []byte
+	if _, err := r.store.GetMeta(key, &held); err == nil && r.signedBy(s, id, held, true) == nil {
+		r.metrics.CLIServed(string(HashiCorp), s.Product, "signature", false)
+		return held, nil
+	}
+	if r.cfg.Offline {
+		return nil, fmt.Errorf("%w: %w: the sealed mirror does not hold %s", ErrNotFound, records.ErrOffline, name)
+	}
+	if err := r.missing.known(key, name); err != nil {
+		r.metrics.CLIServed(string(HashiCorp), s.Product, "missing", false)
+		return nil, err
+	}
+	raw := r.fileURL(HashiCorp, s.Product, s.Version, name)
+	v, err := r.detached(ctx, key, func(ctx context.Context) (any, error) {
+		sig, err := r.fetchDocument(ctx, raw, maxSmallDocument)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			r.rememberMissing(ctx, HashiCorp, s.Product, s.Version, key)
+			return nil, err
+		case err != nil:
+			return nil, err
+		}
+		if err := r.signedBy(s, id, sig, false); err != nil {
+			reason := r.refusedSums(HashiCorp, s.Product, err)
+			r.originRefused(raw, reason)
+			r.log.Error("release signature refused; nothing was cached", "product", s.Product, "version", s.Version,
+				"file", name, "reason", reason, "error", err)
+			return nil, err
+		}
+		if err := r.store.PutMeta(key, sig); err != nil {
+			r.log.Warn("release signature served but not cached", "file", name, "error", err)
+		}
+		return sig, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	r.metrics.CLIServed(string(HashiCorp), s.Product, "signature", false)
+	return v.([]byte), nil
+}
+
+// signedBy checks that sig, a signature of s's SHA256SUMS, was made by
+// the key in force whose short ID is id, judged as verifySums judges a
+// new signature (stored false) or a kept one (stored true).
+func (r *Releases) signedBy(s *Sums, id string, sig []byte, stored bool) error {
+	check := verify.VerifyDetached
+	if stored {
+		check = verify.VerifyStoredDetached
+	}
+	for _, keys := range r.keys[s.Publisher].blocks {
+		if issuer, _, err := check(keys, s.Document, sig); err == nil && signerID(keys, issuer) == id {
+			return nil
+		}
+	}
+	return &verify.Error{Reason: verify.ReasonSignature,
+		Detail: fmt.Sprintf("%s %s: the signature named by key %s does not verify its SHA256SUMS with that key", s.Product, s.Version, id)}
 }
 
 // Serves says whether name is one of the files of a version that the

@@ -564,3 +564,63 @@ func TestRotatedPlainSignatureFallsBackToKeyIDSignature(t *testing.T) {
 		t.Errorf("refusals counted %d, want 0", n)
 	}
 }
+
+// TestSignatureOfEachKeyInForceServed: during a rotation, with both keys
+// in force, HashiCorp's .sig made by one key and each key's own
+// .KEYID.sig by that key, the signature named by the ID of the key that
+// did not make the .sig is served too, once it verifies the SHA256SUMS
+// with that key: installers that trust it ask for it by its ID (tfenv
+// and js-releases ask for .72D7468F.sig whatever key made the .sig). It
+// was answered 404, failing those installs through the mirror alone. A
+// file named by a key not in force is still not found, and one that does
+// not verify with the key it names is refused and not kept.
+func TestSignatureOfEachKeyInForceServed(t *testing.T) {
+	o := startOrigin(t)
+	r := newRig(t, o, "", false)
+	r.rel.Close()
+	var err error
+	r.rel, err = releases.New(releases.Config{
+		HashiCorpURL: o.HashiCorpURL, HashiCorpKeys: []string{o.OtherKey, o.HashiCorpKey},
+		OpenTofuDownloadURL: o.OpenTofuDownloadURL, OpenTofuAPIURL: o.OpenTofuAPIURL, OpenTofuKeys: []string{o.OpenTofuKey},
+		Logger: enginetest.Logger(t), Metrics: r.metrics, Now: r.clock.Now,
+	}, r.client, r.engine, r.store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sums := "terraform_1.6.0_SHA256SUMS"
+	o.SignPlainWithOtherKey(sums) // .sig by the other key, .KEYID.sig by HashiCorp's
+	ctx := context.Background()
+	s, err := r.rel.Sums(ctx, releases.HashiCorp, "terraform", "1.6.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.KeyID != o.OtherKeyID {
+		t.Fatalf("verified by %s, want the .sig's key %s", s.KeyID, o.OtherKeyID)
+	}
+	keyed := sums + "." + o.HashiCorpKeyID + ".sig"
+	for range 2 {
+		sig, err := r.rel.Document(ctx, releases.HashiCorp, "terraform", "1.6.0", keyed)
+		if err != nil {
+			t.Fatalf("%s, named by a key in force: %v", keyed, err)
+		}
+		if err := verify.CheckSignature(s.Document, sig, []string{o.HashiCorpKey}); err != nil {
+			t.Errorf("%s served does not verify with its key: %v", keyed, err)
+		}
+	}
+	if n := o.Hits("/hc/terraform/1.6.0/" + keyed); n != 1 {
+		t.Errorf("%s fetched %d times, want once: kept", keyed, n)
+	}
+	if _, err := r.rel.Document(ctx, releases.HashiCorp, "terraform", "1.6.0", sums+".0000FFFF.sig"); !isNotFound(err) {
+		t.Errorf("a signature named by a key not in force: %v, want not found", err)
+	}
+	// 1.5.7: its .KEYID.sig made by another key than the one it names.
+	o.SignWithOtherKey("terraform_1.5.7_SHA256SUMS")
+	bad := "terraform_1.5.7_SHA256SUMS." + o.HashiCorpKeyID + ".sig"
+	if _, err := r.rel.Sums(ctx, releases.HashiCorp, "terraform", "1.5.7"); err != nil {
+		t.Fatal(err)
+	}
+	var verr *verify.Error
+	if _, err := r.rel.Document(ctx, releases.HashiCorp, "terraform", "1.5.7", bad); !errors.As(err, &verr) {
+		t.Errorf("%s made by another key: %v, want refused", bad, err)
+	}
+}

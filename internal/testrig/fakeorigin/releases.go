@@ -41,6 +41,10 @@ type Releases struct {
 	// verify each publisher's SHA256SUMS; HashiCorpKeyID is the former's
 	// short ID (upper-case hex).
 	HashiCorpKey, OpenTofuKey, HashiCorpKeyID string
+	// OtherKey is the armored public key of the key nobody trusts
+	// (SignWithOtherKey, SignPlainWithOtherKey), for a test that trusts
+	// it: the other key of a rotation. OtherKeyID is its short ID.
+	OtherKey, OtherKeyID string
 
 	srv   *http.Server
 	hc    *openpgp.Entity
@@ -131,9 +135,10 @@ func StartReleasesWith(opts ReleasesOptions) (*Releases, error) {
 	if r.tofu, r.OpenTofuKey, err = newSigningKey("stand-in OpenTofu releases", "tofu@fakeorigin.invalid"); err != nil {
 		return nil, err
 	}
-	if r.other, _, err = newSigningKey("someone else", "other@fakeorigin.invalid"); err != nil {
+	if r.other, r.OtherKey, err = newSigningKey("someone else", "other@fakeorigin.invalid"); err != nil {
 		return nil, err
 	}
+	r.OtherKeyID = strings.ToUpper(r.other.PrimaryKey.KeyIdShortString())
 	r.HashiCorpKeyID = strings.ToUpper(r.hc.PrimaryKey.KeyIdShortString())
 	cert, caPEM, _, err := newTLS(nil)
 	if err != nil {
