@@ -112,6 +112,15 @@ func (oc *operatorCert) recheckLocked() (changed bool, err error) {
 	oc.checked.Store(now.UnixNano())
 	cert, key, err := readOperatorPair(oc.certFile, oc.keyFile)
 	if err == nil && bytes.Equal(cert, oc.inForce[0]) && bytes.Equal(key, oc.inForce[1]) {
+		if oc.refusedErr != nil {
+			// Put back after a pair was refused: what the files hold is
+			// in force again, counted so (the gauge and the status page
+			// no longer say refused), and the pair refused, written again,
+			// is logged and counted again.
+			oc.refused, oc.refusedErr = [2][]byte{}, nil
+			oc.log.Info("the operator's certificate files hold the certificate in force again", "tls_cert", oc.certFile)
+			oc.counted("applied")
+		}
 		return false, nil
 	}
 	var pair tls.Certificate

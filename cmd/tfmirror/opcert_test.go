@@ -230,3 +230,51 @@ func TestOperatorCertificateRenewedInPlaceProcess(t *testing.T) {
 	}
 	p.waitLog("put in force the certificate read again from the operator's files", 10*time.Second)
 }
+
+// TestOperatorCertificateRestoredAfterRefusal: the operator's files put
+// back to the certificate in force after a pair was refused (a copy of
+// the wrong key undone) are said to be in force again: the status page
+// no longer says the last one read was refused,
+// tfmirror_tls_certificate_last_reload_successful is 1 again, and the
+// same wrong pair written again later is logged and counted again. The
+// refusal stayed said, and the alert fired, until a restart or the next
+// renewal.
+func TestOperatorCertificateRestoredAfterRefusal(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Now()
+	certA, keyA, _ := operatorPair(t, filepath.Join(dir, "a"), now.Add(-time.Hour))
+	_, keyB, _ := operatorPair(t, filepath.Join(dir, "b"), now.Add(-time.Hour))
+	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	replacePair(t, certFile, keyFile, certA, keyA)
+	m, _ := reloadingServer(t, []string{"--data-dir", filepath.Join(dir, "data"), "--tls-cert", certFile, "--tls-key", keyFile})
+	lastOK := func() float64 {
+		return metric(t, m.registry, "tfmirror_tls_certificate_last_reload_successful")
+	}
+	refusedCount := func() float64 {
+		return metric(t, m.registry, "tfmirror_tls_certificate_reloads_total", "outcome", "refused")
+	}
+
+	replacePair(t, certFile, keyFile, certA, keyB)
+	if _, err := m.reload(); err == nil {
+		t.Fatal("a certificate with another's key was not refused")
+	}
+	if !m.certOutcome.refused.Load() || lastOK() != 0 || refusedCount() != 1 {
+		t.Fatalf("a certificate with another's key: refused %v, last_reload_successful %v, refused counted %v",
+			m.certOutcome.refused.Load(), lastOK(), refusedCount())
+	}
+
+	replacePair(t, certFile, keyFile, certA, keyA)
+	if res, err := m.reload(); err != nil || res.Certificate != nil {
+		t.Fatalf("tfmirror reload of the files put back: %+v, %v; want nothing new, nothing refused", res, err)
+	}
+	if m.certOutcome.refused.Load() || lastOK() != 1 {
+		t.Errorf("the files put back to the certificate in force: the status page says refused %v, last_reload_successful %v; want not refused, 1",
+			m.certOutcome.refused.Load(), lastOK())
+	}
+
+	replacePair(t, certFile, keyFile, certA, keyB)
+	_, _ = m.reload()
+	if got := refusedCount(); got != 2 || lastOK() != 0 {
+		t.Errorf("the wrong key written again: refused counted %v, last_reload_successful %v; want 2, 0", got, lastOK())
+	}
+}
