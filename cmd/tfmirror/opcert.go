@@ -85,14 +85,23 @@ func readOperatorPair(certFile, keyFile string) (cert, key []byte, err error) {
 // meanwhile get the certificate in force, and none waits for another's
 // reading. On nil, it does nothing (the generated certificate, or none).
 func (oc *operatorCert) recheckIfDue() {
-	if oc == nil || oc.now().UnixNano()-oc.checked.Load() < int64(certCheckEvery) || !oc.mu.TryLock() {
+	if oc == nil || !oc.due() || !oc.mu.TryLock() {
 		return
 	}
 	defer oc.mu.Unlock()
-	if oc.now().UnixNano()-oc.checked.Load() < int64(certCheckEvery) {
+	if !oc.due() {
 		return // read since
 	}
 	_, _ = oc.recheckLocked()
+}
+
+// due says the last reading is certCheckEvery old, or later than now: a
+// reading made while the clock was ahead (set back since) would
+// otherwise keep the handshakes from reading the files until the clock
+// came back to it.
+func (oc *operatorCert) due() bool {
+	since := oc.now().UnixNano() - oc.checked.Load()
+	return since < 0 || since >= int64(certCheckEvery)
 }
 
 // recheck reads the files again now, for tfmirror reload: changed says a

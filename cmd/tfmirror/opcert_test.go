@@ -6,14 +6,17 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
 	"github.com/tfmirror/tfmirror/v2/internal/certs"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 )
@@ -276,5 +279,35 @@ func TestOperatorCertificateRestoredAfterRefusal(t *testing.T) {
 	_, _ = m.reload()
 	if got := refusedCount(); got != 2 || lastOK() != 0 {
 		t.Errorf("the wrong key written again: refused counted %v, last_reload_successful %v; want 2, 0", got, lastOK())
+	}
+}
+
+// TestOperatorCertificateFollowedAfterClockSetBack: a mirror started
+// while the machine's clock was ahead (a first start before NTP set it
+// right) still reads its certificate files again at handshakes once the
+// clock is set back. The last reading, stamped in the future, made every
+// handshake until the clock reached it find it recent: a certificate
+// renewed in the files was not served until then, or until a reload.
+func TestOperatorCertificateFollowedAfterClockSetBack(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Now()
+	certA, keyA, _ := operatorPair(t, filepath.Join(dir, "a"), now.Add(-time.Hour))
+	certB, keyB, _ := operatorPair(t, filepath.Join(dir, "b"), now.Add(-time.Hour))
+	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	replacePair(t, certFile, keyFile, certA, keyA)
+	var served atomic.Pointer[tls.Certificate]
+	clock := now.Add(30 * 24 * time.Hour) // ahead at start
+	cfg := settings.Config{TLSCert: certFile, TLSKey: keyFile}
+	oc, err := startOperatorCert(cfg, &served, func() time.Time { return clock }, slog.New(slog.DiscardHandler), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock = now // set right
+	replacePair(t, certFile, keyFile, certB, keyB)
+	clock = clock.Add(2 * certCheckEvery)
+	oc.recheckIfDue()
+	block, _ := pem.Decode(certB)
+	if !bytes.Equal(served.Load().Certificate[0], block.Bytes) {
+		t.Error("the certificate renewed in the files is not served two minutes after the clock was set back")
 	}
 }
