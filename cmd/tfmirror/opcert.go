@@ -68,17 +68,40 @@ func startOperatorCert(cfg settings.Config, served *atomic.Pointer[tls.Certifica
 // every operator's file is read (internal/inputfile): never waiting on a
 // FIFO, within bounds, and the key, a secret, refused when users other
 // than its owner may write it.
+//
+// The pair is read again, up to pairReadTries times in all, when the
+// certificate file changed while the key was read: a mounted Secret
+// updated by the kubelet (its ..data link swapped between the two reads)
+// would otherwise give the new certificate with the old key, refused,
+// logged and counted as a pair that does not work.
 func readOperatorPair(certFile, keyFile string) (cert, key []byte, err error) {
-	cert, err = inputfile.ReadOperator(certFile, maxCertFileBytes)
-	if err != nil {
-		return nil, nil, fmt.Errorf("loading TLS certificate: %w", err)
-	}
-	key, err = inputfile.ReadTrusted(keyFile, maxKeyFileBytes)
-	if err != nil {
-		return nil, nil, fmt.Errorf("loading TLS certificate's key: %w", err)
+	for range pairReadTries {
+		cert, err = inputfile.ReadOperator(certFile, maxCertFileBytes)
+		if err != nil {
+			return nil, nil, fmt.Errorf("loading TLS certificate: %w", err)
+		}
+		if afterCertRead != nil {
+			afterCertRead()
+		}
+		key, err = inputfile.ReadTrusted(keyFile, maxKeyFileBytes)
+		if err != nil {
+			return nil, nil, fmt.Errorf("loading TLS certificate's key: %w", err)
+		}
+		again, err := inputfile.ReadOperator(certFile, maxCertFileBytes)
+		if err != nil || bytes.Equal(again, cert) {
+			break
+		}
 	}
 	return cert, key, nil
 }
+
+// pairReadTries bounds the readings of the operator's certificate files
+// that change while they are read (readOperatorPair).
+const pairReadTries = 3
+
+// afterCertRead, when set by a test, runs between the reading of the
+// operator's certificate file and that of its key.
+var afterCertRead func()
 
 // recheckIfDue reads the files again (recheck) when the last reading is
 // certCheckEvery old, in the handshake that finds it so; the handshakes

@@ -311,3 +311,57 @@ func TestOperatorCertificateFollowedAfterClockSetBack(t *testing.T) {
 		t.Error("the certificate renewed in the files is not served two minutes after the clock was set back")
 	}
 }
+
+// TestOperatorCertificateSecretSwappedWhileRead: a mounted Secret whose
+// ..data link the kubelet swaps between the reading of tls.crt and that
+// of tls.key is read again, and its new pair put in force, not refused
+// as a certificate with another's key (logged as an error, counted, the
+// status page and TfmirrorTLSCertificateRefused saying so until the next
+// handshake a minute on).
+func TestOperatorCertificateSecretSwappedWhileRead(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Now()
+	certA, keyA, _ := operatorPair(t, filepath.Join(dir, "a"), now.Add(-time.Hour))
+	certB, keyB, _ := operatorPair(t, filepath.Join(dir, "b"), now.Add(-time.Hour))
+	vol := filepath.Join(dir, "vol")
+	for v, pair := range map[string][2][]byte{"..v1": {certA, keyA}, "..v2": {certB, keyB}} {
+		if err := os.MkdirAll(filepath.Join(vol, v), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writePrivate(t, filepath.Join(vol, v, "tls.crt"), string(pair[0]))
+		writePrivate(t, filepath.Join(vol, v, "tls.key"), string(pair[1]))
+	}
+	for link, to := range map[string]string{"..data": "..v1", "tls.crt": "..data/tls.crt", "tls.key": "..data/tls.key"} {
+		if err := os.Symlink(to, filepath.Join(vol, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var served atomic.Pointer[tls.Certificate]
+	var outcome certOutcome
+	cfg := settings.Config{TLSCert: filepath.Join(vol, "tls.crt"), TLSKey: filepath.Join(vol, "tls.key")}
+	oc, err := startOperatorCert(cfg, &served, time.Now, slog.New(slog.DiscardHandler), outcome.count)
+	if err != nil {
+		t.Fatal(err)
+	}
+	swapped := false
+	afterCertRead = func() {
+		if swapped {
+			return
+		}
+		swapped = true
+		if err := os.Symlink("..v2", filepath.Join(vol, "..tmp")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(filepath.Join(vol, "..tmp"), filepath.Join(vol, "..data")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { afterCertRead = nil })
+	if changed, err := oc.recheck(); !changed || err != nil || outcome.refused.Load() {
+		t.Errorf("the Secret swapped while it was read: changed %v, %v, refused %v; want the new pair in force", changed, err, outcome.refused.Load())
+	}
+	block, _ := pem.Decode(certB)
+	if !bytes.Equal(served.Load().Certificate[0], block.Bytes) {
+		t.Error("the Secret's new certificate is not served")
+	}
+}
