@@ -101,6 +101,12 @@ type Spec struct {
 	// source" (and those of packages its caller listed, ReadModuleDir):
 	// the clients fetch those themselves.
 	Unmirrorable []string
+	// Warnings are what the configuration directories hold that the
+	// clients will refuse, and sync still does what they ask: a lock
+	// file locking a version that the configuration's constraints do
+	// not allow ("terraform init" fails there until -upgrade), as
+	// "dir/.terraform.lock.hcl: ...".
+	Warnings []string
 
 	unmirrorable map[string]bool              // the set of Unmirrorable (AddUnmirrorable)
 	inputs       []Input                      // the values of configuration directories' variables (Reading.Inputs)

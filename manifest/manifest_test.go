@@ -396,3 +396,49 @@ cli "tofu" {
 		}
 	}
 }
+
+// TestLockFileBreakingConstraintsWarned: a configuration directory whose
+// lock file locks a provider at a version its configuration's
+// constraints do not allow (the constraint raised, the lock file not
+// upgraded) is synced as the lock file says, as `terraform providers
+// mirror` does, with a warning naming the lock file, the provider, the
+// version and the constraint: `terraform init` fails there until
+// -upgrade selects a version this sync did not fetch. It was synced
+// without a word.
+func TestLockFileBreakingConstraintsWarned(t *testing.T) {
+	lock := func(version string) string {
+		return "provider \"registry.terraform.io/hashicorp/null\" {\n  version = \"" + version + "\"\n  hashes = [\"h1:abc=\"]\n}\n"
+	}
+	config := "terraform {\n  required_providers {\n    null = {\n      source  = \"hashicorp/null\"\n      version = \"~> 3.2\"\n    }\n  }\n}\n"
+	for _, tc := range []struct {
+		locked string
+		warned bool
+	}{
+		{"3.2.1", false},
+		{"3.1.0", true},
+	} {
+		dir := writeFiles(t, map[string]string{"main.tf": config, LockFileName: lock(tc.locked)})
+		spec, err := Load(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(spec.Providers) != 1 || len(spec.Providers[0].Selections) != 1 || spec.Providers[0].Selections[0].Text != tc.locked {
+			t.Errorf("locked at %s: synced %+v, want the locked version alone", tc.locked, spec.Providers)
+		}
+		if !tc.warned {
+			if len(spec.Warnings) != 0 {
+				t.Errorf("locked at %s, which ~> 3.2 allows: warnings %q", tc.locked, spec.Warnings)
+			}
+			continue
+		}
+		if len(spec.Warnings) != 1 {
+			t.Fatalf("locked at %s, which ~> 3.2 does not allow: warnings %q, want one", tc.locked, spec.Warnings)
+		}
+		w := spec.Warnings[0]
+		for _, want := range []string{filepath.Join(dir, LockFileName), "registry.terraform.io/hashicorp/null at 3.1.0", `"~> 3.2"`, "main.tf:3", "-upgrade"} {
+			if !strings.Contains(w, want) {
+				t.Errorf("warning %q lacks %q", w, want)
+			}
+		}
+	}
+}

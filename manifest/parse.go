@@ -23,6 +23,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/internal/hclfile"
 	"github.com/tfmirror/tfmirror/v2/internal/inputfile"
+	"github.com/tfmirror/tfmirror/v2/internal/logbound"
 )
 
 // where formats a source position as file:line.
@@ -531,14 +532,17 @@ func (s *Spec) loadDir(dir string) error {
 			config.Calls = append(config.Calls, callOf(c))
 		}
 	}
-	isLocked := map[addrs.Provider]bool{}
+	isLocked := map[addrs.Provider]Selection{}
 	for _, l := range locked {
-		isLocked[l.addr] = true
+		isLocked[l.addr] = l.selection
 		config.Locked = append(config.Locked, l.addr)
 		s.add(l.addr, []Selection{l.selection}, nil)
 	}
 	for _, r := range t.reqs.list {
-		if isLocked[r.addr] {
+		if lock, ok := isLocked[r.addr]; ok {
+			if w := lockBreaks(lockPath, r.addr, lock, requirementOf(r)); w != "" {
+				s.Warnings = append(s.Warnings, w)
+			}
 			continue
 		}
 		q := requirementOf(r)
@@ -552,6 +556,20 @@ func (s *Spec) loadDir(dir string) error {
 	}
 	s.Configs = append(s.Configs, config)
 	return nil
+}
+
+// lockBreaks is the warning that the lock file at lockPath locks p at
+// lock's version, which q, the configuration's requirement of p, does
+// not allow: Terraform and OpenTofu then refuse to init until -upgrade
+// selects another, which sync does not fetch. "" when q allows it.
+func lockBreaks(lockPath string, p addrs.Provider, lock Selection, q Requirement) string {
+	v, err := versions.ParseVersion(lock.Text)
+	if err != nil || q.selection().Set.Has(v) {
+		return ""
+	}
+	return fmt.Sprintf("%s: locks %s at %s, which its configuration's version constraint %s (%s) does not allow: "+
+		"terraform init (tofu init) fails there until -upgrade selects another version, which this sync does not fetch; "+
+		"sync again after upgrading the lock file", lockPath, p, lock.Text, strconv.Quote(logbound.Cut(strings.Join(q.Constraints, ", "), 200)), q.Where)
 }
 
 // fileKind is a kind of file both clients read, by its extensions:

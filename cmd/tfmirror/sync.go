@@ -246,6 +246,9 @@ func runSync(ctx context.Context, args []string, lookupEnv func(string) (string,
 		fmt.Fprintf(stderr, "tfmirror sync: %v\n", err)
 		return 2
 	}
+	for _, w := range spec.Warnings {
+		fmt.Fprintf(stderr, "tfmirror sync: warning: %s\n", shown(w))
+	}
 	// The fetches' goroutines write progress and log lines to stderr at
 	// once: one lock keeps each line whole, whatever writer stderr is.
 	tty := isTerminal(stderr)
