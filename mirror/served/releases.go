@@ -56,6 +56,12 @@ type ReleasesConfig struct {
 	Metrics  CLIMetrics   // nil counts nothing
 	Logger   *slog.Logger
 	Now      func() time.Time
+	// ListWait bounds the origin lookups that date one version list's
+	// versions (Releases.Versions), all of them together: one origin
+	// request's time limit, so that a slow origin answering each within
+	// it does not make a list wait that limit for each. A version left
+	// undated then is held. 0: each lookup has only its own bound.
+	ListWait time.Duration
 }
 
 // maxLookupsPerList bounds the SHA256SUMS fetched to date the versions of
@@ -71,12 +77,13 @@ const maxLookupsPerList = 4
 // (CLIReleases.ListingTime). TestEveryReleasesMethodRefuses walks its
 // method set. Its methods are safe for concurrent use.
 type Releases struct {
-	rel     CLIReleases
-	pol     PolicySource
-	metrics CLIMetrics
-	log     *slog.Logger
-	now     func() time.Time
-	held    heldNotes // what the policy held back, for Held
+	rel      CLIReleases
+	pol      PolicySource
+	metrics  CLIMetrics
+	log      *slog.Logger
+	now      func() time.Time
+	listWait time.Duration // ReleasesConfig.ListWait
+	held     heldNotes     // what the policy held back, for Held
 	// heldMemo is Held's last answer (releasesheld.go).
 	heldMemo *gate.ListMemo[unsigned.Version]
 	warns    *gate.RefusalWarnings
@@ -88,7 +95,7 @@ func NewReleases(cfg ReleasesConfig) (*Releases, error) {
 		return nil, errors.New("served: the releases side and the policy in force are required")
 	}
 	r := &Releases{heldMemo: newHeldMemo(), rel: cfg.Releases, pol: cfg.Policy, metrics: cfg.Metrics, log: cfg.Logger, now: cfg.Now,
-		warns: gate.NewRefusalWarnings()}
+		warns: gate.NewRefusalWarnings(), listWait: cfg.ListWait}
 	if r.metrics == nil {
 		r.metrics = noCLIMetrics{}
 	}
@@ -251,9 +258,17 @@ func (r *Releases) Versions(ctx context.Context, pub releases.Publisher, product
 	// before the patches of the current line that follow it.
 	lookups, oldEnough, oldRelease := 0, "", ""
 	// originFailed: a lookup found the origin failing (or the caller
-	// gone), and the others are not asked: each may wait the origin's
-	// whole time limit.
+	// gone, or the list's time for lookups spent), and the others are
+	// not asked: each may wait the origin's whole time limit. The
+	// lookups share one such limit (listWait): a lookup cut by it goes
+	// on, detached, and the next list finds its answer held.
 	originFailed := false
+	lookupCtx := ctx
+	if r.listWait > 0 {
+		var cancel context.CancelFunc
+		lookupCtx, cancel = context.WithTimeout(ctx, r.listWait)
+		defer cancel()
+	}
 	for _, l := range list.Versions {
 		// The rules that need no release time (deny_version) decide
 		// first, as for a version asked for: a version they refuse is
@@ -276,11 +291,11 @@ func (r *Releases) Versions(ctx context.Context, pub releases.Publisher, product
 				signed = s.SignedAt
 			} else if lookups < maxLookupsPerList && !originFailed {
 				lookups++
-				s, err := r.rel.Sums(ctx, pub, product, l.Version)
+				s, err := r.rel.Sums(lookupCtx, pub, product, l.Version)
 				if err == nil {
 					signed = s.SignedAt
 				}
-				originFailed = failedOrigin(ctx, err)
+				originFailed = failedOrigin(lookupCtx, err)
 			}
 			if signed.IsZero() {
 				rel.Known = false

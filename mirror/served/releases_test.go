@@ -778,3 +778,40 @@ func TestReleasesListLooksOnPastAVersionsFailure(t *testing.T) {
 		t.Errorf("listed %v, want [1.7.0 1.6.0 1.5.7]: 1.7.0 signed long ago, the two above it undatable", got)
 	}
 }
+
+// TestReleasesListWaitsOneOriginTimeLimit: the lookups that date a version
+// list's newest versions under a minimum release age share one origin
+// time limit. An origin that answers each SHA256SUMS slowly, within the
+// limit, made a list wait that limit once per lookup (four), where the
+// docs promise one; the versions left undated when it is spent are held,
+// never listed as released long ago.
+func TestReleasesListWaitsOneOriginTimeLimit(t *testing.T) {
+	o, err := fakeorigin.StartReleases()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(o.Close)
+	clock := enginetest.NewFakeClock()
+	clock.Set(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
+	now := clock.Now()
+	o.SetSignedAt(now.Add(-90 * 24 * time.Hour))
+	o.Add("hashicorp", "terraform", "1.5.7", "linux_amd64")
+	recent := []string{"1.6.1", "1.6.2", "1.7.0", "1.7.1"}
+	for _, v := range recent {
+		o.Add("hashicorp", "terraform", v, "linux_amd64")
+		o.SetVersionSignedAt("terraform", v, now.Add(-24*time.Hour))
+	}
+	const limit = 2 * time.Second
+	side := harness.StartReleasesSide(t, o, releases.Config{Now: clock.Now, OriginTimeout: limit})
+	side.Engine.SetPolicy(enginetest.DecodePolicy(t, `minimum_release_age = "72h"`))
+	o.SetDelay("_SHA256SUMS", 1500*time.Millisecond)
+
+	start := time.Now()
+	got := listedVersions(t, side.Served, releases.HashiCorp, "terraform")
+	if took := time.Since(start); took > 2*limit {
+		t.Errorf("the list took %s with an origin answering each SHA256SUMS in 1.5 s, want one origin time limit (%s) at most, not one per lookup", took.Round(100*time.Millisecond), limit)
+	}
+	if len(got) != 0 {
+		t.Errorf("listed %v, want none: the recent versions are too new, and 1.5.7 could not be dated in time", got)
+	}
+}

@@ -87,6 +87,10 @@ type Releases struct {
 	cosign     *cosignSigner
 	cosignSig  map[string][]byte
 	cosignBody map[string][]byte
+	// delay is how long each answer whose path ends in delaySuffix
+	// waits before it is written (SetDelay).
+	delay       time.Duration
+	delaySuffix string
 }
 
 // relRef names a release of a publisher's product.
@@ -157,6 +161,14 @@ func StartReleasesWith(opts ReleasesOptions) (*Releases, error) {
 		ReadHeaderTimeout: 10 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
 	go r.srv.ServeTLS(ln, "", "") //nolint:errcheck // ErrServerClosed after Close
 	return r, nil
+}
+
+// SetDelay has each answer whose path ends in suffix wait d before it is
+// written (a slow origin that still answers); d 0 ends it.
+func (r *Releases) SetDelay(suffix string, d time.Duration) {
+	r.mu.Lock()
+	r.delaySuffix, r.delay = suffix, d
+	r.mu.Unlock()
 }
 
 // Close stops the server.
@@ -382,11 +394,21 @@ func (r *Releases) SetVersionSignedAt(product, version string, t time.Time) {
 func (r *Releases) serve(w http.ResponseWriter, req *http.Request) {
 	r.mu.Lock()
 	r.hits[req.URL.Path]++
-	down := r.down
+	down, delay := r.down, time.Duration(0)
+	if r.delaySuffix != "" && strings.HasSuffix(req.URL.Path, r.delaySuffix) {
+		delay = r.delay
+	}
 	r.mu.Unlock()
 	if down {
 		http.Error(w, "down", http.StatusServiceUnavailable)
 		return
+	}
+	if delay > 0 {
+		select {
+		case <-time.After(delay):
+		case <-req.Context().Done():
+			return
+		}
 	}
 	p := req.URL.Path
 	switch {

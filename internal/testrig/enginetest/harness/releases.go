@@ -47,7 +47,9 @@ func StartReleasesSide(t testing.TB, o *fakeorigin.Releases, cfg releases.Config
 	if err != nil {
 		t.Fatal(err)
 	}
-	scfg := served.ReleasesConfig{Releases: rel, Policy: engine, Logger: cfg.Logger, Now: cfg.Now}
+	// A list waits for its dating as long as one origin request may
+	// take, as serve sets it (cfg.OriginTimeout, when the test sets one).
+	scfg := served.ReleasesConfig{Releases: rel, Policy: engine, Logger: cfg.Logger, Now: cfg.Now, ListWait: cfg.OriginTimeout}
 	if m, ok := cfg.Metrics.(served.CLIMetrics); ok {
 		scfg.Metrics = m // the policy's refusals too
 	}
