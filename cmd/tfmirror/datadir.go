@@ -289,6 +289,9 @@ func openDataDir(ctx context.Context, command string, cfg settings.Config, logge
 		if c, derr := admin.Dial(ctx, cfg.DataDir); derr == nil {
 			return remote(c), nil
 		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, err // not held by another process
+		}
 		return nil, fmt.Errorf("%w (if a tfmirror runs on this data directory, it has no admin socket %s)", err, admin.SocketPath(cfg.DataDir))
 	}
 	opts, err := adminOptions(cfg, logger)
