@@ -376,6 +376,14 @@ func New(cfg Config, origin Origin, engine Engine, store Store) (*Releases, erro
 // flights.ErrClosed).
 func (r *Releases) Close() { r.flights.Close() }
 
+// ListWait is how long a version list's caller waits for the origin
+// before it is answered without what the origin has not answered yet:
+// StaleAfter, as for the list's own refresh, at most OriginTimeout. The
+// package policy's lookups that date a list's newest versions
+// (mirror/served.ReleasesConfig.ListWait) wait it, all of them together,
+// so that an origin that stalls holds a list no longer than its refresh.
+func (r *Releases) ListWait() time.Duration { return min(r.cfg.StaleAfter, r.cfg.OriginTimeout) }
+
 // Products are the HashiCorp products served, in the configured order.
 func (r *Releases) Products() []string { return append([]string(nil), r.cfg.HashiCorpProducts...) }
 

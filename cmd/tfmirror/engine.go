@@ -259,7 +259,7 @@ func openEngine(cfg settings.Config, logger *slog.Logger, o overrides, met *metr
 		engine.Close()
 		return nil, err
 	}
-	servedRel, err := servedReleases(rel, engine, parts.metadataTimeout, logger, met)
+	servedRel, err := servedReleases(rel, engine, logger, met)
 	if err != nil {
 		rel.Close()
 		ret.Close()

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"time"
 
 	svchost "github.com/hashicorp/terraform-svchost"
 
@@ -70,10 +69,10 @@ func openReleases(cfg settings.Config, logger *slog.Logger, client *discovery.Cl
 // servedReleases is the CLI releases side rel behind the package policy
 // in force in engine (package mirror/served): the releases door and sync
 // reach the CLI releases through it. A version list's lookups of release
-// dates wait listWait at most, all together (one origin request's time
-// limit, as the releases side's OriginTimeout).
-func servedReleases(rel *releases.Releases, engine *mirror.Engine, listWait time.Duration, logger *slog.Logger, met *metrics.Metrics) (*served.Releases, error) {
-	rcfg := served.ReleasesConfig{Releases: rel, Policy: engine, ListWait: listWait, Logger: logger}
+// dates wait rel.ListWait at most, all together (the wait before a list
+// is served stale, at most one origin request's time limit).
+func servedReleases(rel *releases.Releases, engine *mirror.Engine, logger *slog.Logger, met *metrics.Metrics) (*served.Releases, error) {
+	rcfg := served.ReleasesConfig{Releases: rel, Policy: engine, ListWait: rel.ListWait(), Logger: logger}
 	if met != nil {
 		rcfg.Metrics = met
 	}

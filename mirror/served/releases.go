@@ -57,10 +57,14 @@ type ReleasesConfig struct {
 	Logger   *slog.Logger
 	Now      func() time.Time
 	// ListWait bounds the origin lookups that date one version list's
-	// versions (Releases.Versions), all of them together: one origin
-	// request's time limit, so that a slow origin answering each within
-	// it does not make a list wait that limit for each. A version left
-	// undated then is held. 0: each lookup has only its own bound.
+	// versions (Releases.Versions), all of them together: as long as a
+	// list's refresh is waited for before the list is served stale, at
+	// most one origin request's time limit (releases.Releases.ListWait),
+	// so that neither a slow origin answering each lookup within that
+	// limit nor one that stalls makes every list wait the limit, or wait
+	// it once per lookup. A version left undated then is held; its
+	// lookup goes on, detached, for a later list. 0: each lookup has
+	// only its own bound.
 	ListWait time.Duration
 }
 
@@ -260,8 +264,9 @@ func (r *Releases) Versions(ctx context.Context, pub releases.Publisher, product
 	// originFailed: a lookup found the origin failing (or the caller
 	// gone, or the list's time for lookups spent), and the others are
 	// not asked: each may wait the origin's whole time limit. The
-	// lookups share one such limit (listWait): a lookup cut by it goes
-	// on, detached, and the next list finds its answer held.
+	// lookups share one wait (listWait: the list's stale wait, at most
+	// that limit): a lookup cut by it goes on, detached, and a later
+	// list finds its answer held.
 	originFailed := false
 	lookupCtx := ctx
 	if r.listWait > 0 {

@@ -815,3 +815,57 @@ func TestReleasesListWaitsOneOriginTimeLimit(t *testing.T) {
 		t.Errorf("listed %v, want none: the recent versions are too new, and 1.5.7 could not be dated in time", got)
 	}
 }
+
+// TestReleasesListWaitsNoLongerThanItsStaleWait: with a minimum release
+// age, an origin that stalls on the SHA256SUMS that date a list's newest
+// versions keeps a list request waiting no longer than the list itself
+// is waited for before it is served stale (releases.Config.StaleAfter),
+// not the origin's whole time limit on every request; the versions left
+// undated are held, and the lookups go on for a later list.
+func TestReleasesListWaitsNoLongerThanItsStaleWait(t *testing.T) {
+	o, err := fakeorigin.StartReleases()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(o.Close)
+	clock := enginetest.NewFakeClock()
+	clock.Set(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
+	now := clock.Now()
+	o.SetSignedAt(now.Add(-90 * 24 * time.Hour))
+	o.Add("hashicorp", "terraform", "1.5.7", "linux_amd64")
+	for _, v := range []string{"1.6.1", "1.6.2", "1.7.0", "1.7.1"} {
+		o.Add("hashicorp", "terraform", v, "linux_amd64")
+		o.SetVersionSignedAt("terraform", v, now.Add(-24*time.Hour))
+	}
+	const limit, staleAfter = 6 * time.Second, 300 * time.Millisecond
+	side := harness.StartReleasesSide(t, o, releases.Config{Now: clock.Now, OriginTimeout: limit, StaleAfter: staleAfter})
+	side.Engine.SetPolicy(enginetest.DecodePolicy(t, `minimum_release_age = "72h"`))
+	o.SetDelay("_SHA256SUMS", time.Hour) // stalled: cut by the origin time limit
+
+	for i := range 2 {
+		start := time.Now()
+		got := listedVersions(t, side.Served, releases.HashiCorp, "terraform")
+		took := time.Since(start)
+		t.Logf("list %d with the origin stalled: %s", i+1, took.Round(10*time.Millisecond))
+		if took > limit/2 {
+			t.Errorf("list %d took %s with the origin stalled, want about the stale wait (%s), far below the origin time limit (%s)", i+1, took.Round(100*time.Millisecond), staleAfter, limit)
+		}
+		if len(got) != 0 {
+			t.Errorf("list %d: listed %v, want none: no version could be dated", i+1, got)
+		}
+	}
+
+	// The origin answering again, a later list dates them.
+	o.SetDelay("", 0)
+	var got []string
+	deadline := time.Now().Add(2 * limit)
+	for time.Now().Before(deadline) {
+		if got = listedVersions(t, side.Served, releases.HashiCorp, "terraform"); slices.Equal(got, []string{"1.5.7"}) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !slices.Equal(got, []string{"1.5.7"}) {
+		t.Errorf("listed %v once the origin answers, want [1.5.7]: the others are a day old", got)
+	}
+}

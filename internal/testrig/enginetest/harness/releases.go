@@ -47,9 +47,9 @@ func StartReleasesSide(t testing.TB, o *fakeorigin.Releases, cfg releases.Config
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A list waits for its dating as long as one origin request may
-	// take, as serve sets it (cfg.OriginTimeout, when the test sets one).
-	scfg := served.ReleasesConfig{Releases: rel, Policy: engine, Logger: cfg.Logger, Now: cfg.Now, ListWait: cfg.OriginTimeout}
+	// A list waits for its dating as serve sets it: as long as for its
+	// own refresh (rel.ListWait).
+	scfg := served.ReleasesConfig{Releases: rel, Policy: engine, Logger: cfg.Logger, Now: cfg.Now, ListWait: rel.ListWait()}
 	if m, ok := cfg.Metrics.(served.CLIMetrics); ok {
 		scfg.Metrics = m // the policy's refusals too
 	}
