@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
@@ -12,7 +13,7 @@ import (
 )
 
 // A stranger's requests for made-up names, unknown hosts and malformed
-// paths, in a loop, get an access-log line each and no more at info: the
+// paths (those no route serves too), in a loop, get an access-log line each and no more at info: the
 // "request failed" line of each was logged at info too, a second line
 // per request, so that any client could grow the log twice as fast as it
 // asked. The first are logged at info, the rest at debug with their
@@ -33,6 +34,8 @@ func TestClientFaultsBoundedInTheLog(t *testing.T) {
 		"/%00/a/b/index.json",                // not a host
 		"/registry/" + originHost + "/v1/providers/a/b/versions",
 		modBase + "a/b/c/1.0.0/download",
+		"/not/a/mirror/path",                        // no route serves it
+		"/" + strings.Repeat("a", MaxRequestPath+1), // longer than any door serves
 	}
 	const n = 200
 	for i := range n {

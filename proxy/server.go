@@ -270,7 +270,7 @@ func (s *Server) releasesPath(r *http.Request) bool {
 
 // refuse answers err, a refusal of the layers in front of the doors: on
 // a mounted door's paths in its format (Door.AnswerError), else as the
-// mirror protocols' errors.
+// mirror protocols' errors, logged as a door logs its failures.
 func (s *Server) refuse(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case s.ociPath(r):
@@ -278,7 +278,7 @@ func (s *Server) refuse(w http.ResponseWriter, r *http.Request, err error) {
 	case s.releasesPath(r):
 		s.rel.AnswerError(w, r, err)
 	default:
-		writeError(w, err)
+		s.fail(w, r, err)
 	}
 }
 
@@ -399,17 +399,19 @@ func (s *Server) routes(registry *providerRegistry, modules *moduleRegistry, net
 	// The status page needs no credentials.
 	r.Methods(http.MethodGet, http.MethodHead).Path("/").HandlerFunc(s.status.handle)
 	network.routes(r)
-	r.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	// A path or method no route serves is the client's fault, logged as
+	// a door logs its failures (a "request failed" line, bounded).
+	r.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", "GET, HEAD")
-		writeError(w, &httperr.RequestError{Status: http.StatusMethodNotAllowed, Msg: "method not allowed"})
+		s.fail(w, r, &httperr.RequestError{Status: http.StatusMethodNotAllowed, Msg: "method not allowed"})
 	})
 	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
-			writeError(w, &httperr.RequestError{Status: http.StatusMethodNotAllowed, Msg: "method not allowed"})
+			s.fail(w, r, &httperr.RequestError{Status: http.StatusMethodNotAllowed, Msg: "method not allowed"})
 			return
 		}
-		writeError(w, &httperr.RequestError{Status: http.StatusNotFound,
+		s.fail(w, r, &httperr.RequestError{Status: http.StatusNotFound,
 			Msg: "not a provider network mirror path (want HOST/NAMESPACE/TYPE/index.json, VERSION.json or an archive)"})
 	})
 	return r
