@@ -362,7 +362,7 @@ var Table = []*Setting{
 		DocDefault: "OpenTofu's key, shipped",
 		bind:       stringOf("", func(c *Config) *string { return &c.ReleasesOpenTofuKeys })},
 	{Name: "origin-retries", Group: GroupOrigins, Commands: Sync,
-		Help: "how many times a failed origin request is retried (connection failures, timeouts, 429, 5xx); 0 disables retries",
+		Help: "how many times a failed origin request is retried (connection failures, timeouts, 429, 5xx other than 501); 0 disables retries",
 		Doc:  "how many times a failed origin request is retried (connection failures, timeouts, 429, 5xx other than 501); `0` disables retries. See [origin failures](operations.md#origin-failures-and-retries)",
 		bind: intOf(2, func(c *Config) *int { return &c.OriginRetries })},
 	{Name: "origin-breaker-threshold", Group: GroupOrigins, Commands: Sync,

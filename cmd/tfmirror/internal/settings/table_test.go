@@ -177,3 +177,16 @@ func TestDocsSayWhatASettingNeeds(t *testing.T) {
 		}
 	}
 }
+
+// TestOriginRetriesSayWhichStatusesAreRetried: the origin client retries
+// 429 and every 5xx but 501, which says the origin does not do what was
+// asked, not that it failed (discovery.retryableStatus); --help said
+// "5xx" whole, where docs/configuration.md names the exception.
+func TestOriginRetriesSayWhichStatusesAreRetried(t *testing.T) {
+	s := Named("origin-retries")
+	for what, text := range map[string]string{"--help": s.Help, "docs/configuration.md": s.Doc} {
+		if !strings.Contains(text, "5xx other than 501") {
+			t.Errorf("%s of --origin-retries does not name the 5xx not retried (501): %s", what, text)
+		}
+	}
+}
