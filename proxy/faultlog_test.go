@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -17,7 +18,7 @@ import (
 // "request failed" line of each was logged at info too, a second line
 // per request, so that any client could grow the log twice as fast as it
 // asked. The first are logged at info, the rest at debug with their
-// number on the next.
+// number on the next. Each names its request's id.
 func TestClientFaultsBoundedInTheLog(t *testing.T) {
 	t.Parallel()
 	logs := &observed.Logs{}
@@ -47,6 +48,7 @@ func TestClientFaultsBoundedInTheLog(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		req.Header.Set("X-Request-Id", fmt.Sprintf("fault-%d", i))
 		resp, err := srv.Client().Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -57,7 +59,16 @@ func TestClientFaultsBoundedInTheLog(t *testing.T) {
 		}
 	}
 	access, failedInfo, failedDebug := 0, 0, 0
+	ids := map[string]bool{} // the request ids of the "request failed" lines
 	for _, r := range logs.Records() {
+		if r.Message == "request failed" {
+			r.Attrs(func(a slog.Attr) bool {
+				if a.Key == "request_id" {
+					ids[a.Value.String()] = true
+				}
+				return true
+			})
+		}
 		switch {
 		case r.Message == "request" && r.Level == slog.LevelInfo:
 			access++
@@ -79,6 +90,14 @@ func TestClientFaultsBoundedInTheLog(t *testing.T) {
 	}
 	if failedInfo+failedDebug != n {
 		t.Errorf("%d \"request failed\" lines in all, want one per request (%d)", failedInfo+failedDebug, n)
+	}
+	// Each names the request id its client was sent (X-Request-Id), as
+	// the access log does, so that the error is found by that id.
+	for i := range n {
+		if !ids[fmt.Sprintf("fault-%d", i)] {
+			t.Errorf("no \"request failed\" line with request_id fault-%d (its X-Request-Id); %d lines name one", i, len(ids))
+			break
+		}
 	}
 }
 

@@ -30,7 +30,7 @@ func (rs *responder) fail(w http.ResponseWriter, r *http.Request, err error) {
 		err = httperr.Gone(r.Context(), err)
 	}
 	status := writeError(w, err)
-	rs.failures.Log(rs.log, r, status, "path", LoggedPath(r), "status", status, "error", err)
+	rs.failures.Log(rs.log, w, r, status, "path", LoggedPath(r), "status", status, "error", err)
 }
 
 // Failures logs a front door's "request failed" lines, one per failed
@@ -57,9 +57,15 @@ const (
 	faultEvery = 10 * time.Second
 )
 
-// Log logs the failure of r, answered status, with its attributes args.
-func (f *Failures) Log(log *slog.Logger, r *http.Request, status int, args ...any) {
+// Log logs the failure of r, answered status on w, with its attributes
+// args, led by the request id w carries (Instrument's X-Request-Id), so
+// that the line is found by the id a client was sent, as its access-log
+// line is.
+func (f *Failures) Log(log *slog.Logger, w http.ResponseWriter, r *http.Request, status int, args ...any) {
 	const msg = "request failed"
+	if id := w.Header()["X-Request-Id"]; len(id) > 0 {
+		args = append([]any{"request_id", id[0]}, args...)
+	}
 	switch {
 	case status == httperr.StatusClientClosedRequest:
 		log.Log(r.Context(), slog.LevelDebug, msg, args...)

@@ -700,5 +700,5 @@ func (d *Door) fail(w http.ResponseWriter, r *http.Request, code string, status 
 		body, _ := json.Marshal(errorEnvelope{Errors: []errorEntry{{Code: code, Message: msg}}})
 		writeJSON(w, r, status, "application/json", body)
 	}
-	d.failures.Log(d.cfg.Logger, r, status, "path", proxy.LoggedPath(r), "status", status, "code", code, "error", err)
+	d.failures.Log(d.cfg.Logger, w, r, status, "path", proxy.LoggedPath(r), "status", status, "code", code, "error", err)
 }

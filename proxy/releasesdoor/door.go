@@ -206,7 +206,7 @@ func (d *Door) fail(w http.ResponseWriter, r *http.Request, err error) {
 		err = httperr.Gone(r.Context(), err)
 	}
 	status := httperr.Status(err)
-	d.failures.Log(d.cfg.Logger, r, status, "path", proxy.LoggedPath(r), "status", status, "error", err)
+	d.failures.Log(d.cfg.Logger, w, r, status, "path", proxy.LoggedPath(r), "status", status, "error", err)
 	if status == httperr.StatusClientClosedRequest {
 		// Told nothing, but counted and logged with its own code, not
 		// as a 200 that delivered nothing.
