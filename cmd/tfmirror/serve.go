@@ -166,6 +166,7 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 	// Metrics first, so that the cache can report evictions from Open on;
 	// the cache gauges read the store at scrape time.
 	m.registry = prometheus.NewRegistry()
+	certExpiry := servedCertExpiry(cfg, &m.cert) // nil without TLS
 	m.metrics, err = metrics.New(m.registry, metrics.Options{
 		Version: thisBuild().Version, Revision: thisBuild().Commit, Origins: origins, MaxBytes: cfg.CacheMaxBytes,
 		Cache:   func() (int, int64) { return m.store.Stats() },
@@ -180,7 +181,7 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 		// without a request to tell of it.
 		Circuits:    func(origin string) bool { return m.origin.Circuit(origin).FailsFast() },
 		SharedDown:  func() bool { return m.shared != nil && m.shared.Status() != nil },
-		Certificate: servedCertExpiry(cfg, &m.cert),
+		Certificate: certExpiry,
 	})
 	if err != nil {
 		return nil, err
@@ -241,9 +242,9 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 	// One source of the mirror's own state, for /readyz and the status page.
 	health := &proxy.HealthSource{Store: m.store, Log: logger}
 	m.health = health
-	if m.tls != nil {
+	if certExpiry != nil {
 		health.Certificate = func() (time.Time, bool) {
-			return m.cert.Load().Leaf.NotAfter, m.certOutcome.refused.Load()
+			return certExpiry(), m.certOutcome.refused.Load()
 		}
 	}
 	if m.shared != nil {
