@@ -779,13 +779,12 @@ func TestReleasesListLooksOnPastAVersionsFailure(t *testing.T) {
 	}
 }
 
-// TestReleasesListWaitsOneOriginTimeLimit: the lookups that date a version
-// list's newest versions under a minimum release age share one origin
-// time limit. An origin that answers each SHA256SUMS slowly, within the
-// limit, made a list wait that limit once per lookup (four), where the
-// docs promise one; the versions left undated when it is spent are held,
-// never listed as released long ago.
-func TestReleasesListWaitsOneOriginTimeLimit(t *testing.T) {
+// datingRig is the CLI releases side made with cfg, on a fake clock,
+// under minimum_release_age = "72h", before a stand-in origin with
+// terraform 1.5.7, signed 90 days ago, and four versions signed a day
+// ago above it: a list dates its newest versions by their SHA256SUMS.
+func datingRig(t *testing.T, cfg releases.Config) (*fakeorigin.Releases, *harness.ReleasesSide) {
+	t.Helper()
 	o, err := fakeorigin.StartReleases()
 	if err != nil {
 		t.Fatal(err)
@@ -796,14 +795,25 @@ func TestReleasesListWaitsOneOriginTimeLimit(t *testing.T) {
 	now := clock.Now()
 	o.SetSignedAt(now.Add(-90 * 24 * time.Hour))
 	o.Add("hashicorp", "terraform", "1.5.7", "linux_amd64")
-	recent := []string{"1.6.1", "1.6.2", "1.7.0", "1.7.1"}
-	for _, v := range recent {
+	for _, v := range []string{"1.6.1", "1.6.2", "1.7.0", "1.7.1"} {
 		o.Add("hashicorp", "terraform", v, "linux_amd64")
 		o.SetVersionSignedAt("terraform", v, now.Add(-24*time.Hour))
 	}
-	const limit = 2 * time.Second
-	side := harness.StartReleasesSide(t, o, releases.Config{Now: clock.Now, OriginTimeout: limit})
+	cfg.Now = clock.Now
+	side := harness.StartReleasesSide(t, o, cfg)
 	side.Engine.SetPolicy(enginetest.DecodePolicy(t, `minimum_release_age = "72h"`))
+	return o, side
+}
+
+// TestReleasesListWaitsOneOriginTimeLimit: the lookups that date a version
+// list's newest versions under a minimum release age share one origin
+// time limit. An origin that answers each SHA256SUMS slowly, within the
+// limit, made a list wait that limit once per lookup (four), where the
+// docs promise one; the versions left undated when it is spent are held,
+// never listed as released long ago.
+func TestReleasesListWaitsOneOriginTimeLimit(t *testing.T) {
+	const limit = 2 * time.Second
+	o, side := datingRig(t, releases.Config{OriginTimeout: limit})
 	o.SetDelay("_SHA256SUMS", 1500*time.Millisecond)
 
 	start := time.Now()
@@ -823,23 +833,8 @@ func TestReleasesListWaitsOneOriginTimeLimit(t *testing.T) {
 // not the origin's whole time limit on every request; the versions left
 // undated are held, and the lookups go on for a later list.
 func TestReleasesListWaitsNoLongerThanItsStaleWait(t *testing.T) {
-	o, err := fakeorigin.StartReleases()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(o.Close)
-	clock := enginetest.NewFakeClock()
-	clock.Set(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
-	now := clock.Now()
-	o.SetSignedAt(now.Add(-90 * 24 * time.Hour))
-	o.Add("hashicorp", "terraform", "1.5.7", "linux_amd64")
-	for _, v := range []string{"1.6.1", "1.6.2", "1.7.0", "1.7.1"} {
-		o.Add("hashicorp", "terraform", v, "linux_amd64")
-		o.SetVersionSignedAt("terraform", v, now.Add(-24*time.Hour))
-	}
 	const limit, staleAfter = 6 * time.Second, 300 * time.Millisecond
-	side := harness.StartReleasesSide(t, o, releases.Config{Now: clock.Now, OriginTimeout: limit, StaleAfter: staleAfter})
-	side.Engine.SetPolicy(enginetest.DecodePolicy(t, `minimum_release_age = "72h"`))
+	o, side := datingRig(t, releases.Config{OriginTimeout: limit, StaleAfter: staleAfter})
 	o.SetDelay("_SHA256SUMS", time.Hour) // stalled: cut by the origin time limit
 
 	for i := range 2 {
