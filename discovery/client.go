@@ -343,36 +343,41 @@ func New(cfg Config) (*Client, error) {
 			hosts:     make(map[string]*circuit),
 		},
 	}
-	base := &http.Transport{
-		Proxy:                  guard.proxyFor,
-		DialContext:            guard.dial,
-		TLSClientConfig:        &tls.Config{RootCAs: cfg.RootCAs, MinVersion: tls.VersionTLS12},
-		TLSHandshakeTimeout:    tlsHandshakeTimeout,
-		ResponseHeaderTimeout:  responseHeaderTimeout,
-		MaxResponseHeaderBytes: maxResponseHeaderBytes,
-		ExpectContinueTimeout:  time.Second,
-		IdleConnTimeout:        90 * time.Second,
-		MaxIdleConns:           100,
-		MaxIdleConnsPerHost:    8,
-		ForceAttemptHTTP2:      true,
-		// The CONNECT's answer is bounded from when it is asked until it
-		// is read (connectAsked, connectAnswered).
-		GetProxyConnectHeader: guard.connectAsked,
-		// A refused CONNECT says so, naming the proxy's settings: on its
-		// own net/http returns the bare status text ("Forbidden"), which
-		// reads as the origin's answer. The proxy answered in HTTP: what
-		// fails from here on is not its break of the protocol
-		// (connectBroken).
-		OnProxyConnectResponse: func(ctx context.Context, _ *url.URL, req *http.Request, resp *http.Response) error {
-			if pc := choiceOf(ctx); pc != nil {
-				pc.connectAnswered(ctx)
-			}
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			return &ProxyError{Target: req.URL.Opaque, StatusCode: resp.StatusCode}
-		},
+	transportFor := func(roots *x509.CertPool) *http.Transport {
+		return &http.Transport{
+			Proxy:                  guard.proxyFor,
+			DialContext:            guard.dial,
+			TLSClientConfig:        &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
+			TLSHandshakeTimeout:    tlsHandshakeTimeout,
+			ResponseHeaderTimeout:  responseHeaderTimeout,
+			MaxResponseHeaderBytes: maxResponseHeaderBytes,
+			ExpectContinueTimeout:  time.Second,
+			IdleConnTimeout:        90 * time.Second,
+			MaxIdleConns:           100,
+			MaxIdleConnsPerHost:    8,
+			ForceAttemptHTTP2:      true,
+			// The CONNECT's answer is bounded from when it is asked until it
+			// is read (connectAsked, connectAnswered).
+			GetProxyConnectHeader: guard.connectAsked,
+			// A refused CONNECT says so, naming the proxy's settings: on its
+			// own net/http returns the bare status text ("Forbidden"), which
+			// reads as the origin's answer. The proxy answered in HTTP: what
+			// fails from here on is not its break of the protocol
+			// (connectBroken).
+			OnProxyConnectResponse: func(ctx context.Context, _ *url.URL, req *http.Request, resp *http.Response) error {
+				if pc := choiceOf(ctx); pc != nil {
+					pc.connectAnswered(ctx)
+				}
+				if resp.StatusCode == http.StatusOK {
+					return nil
+				}
+				return &ProxyError{Target: req.URL.Opaque, StatusCode: resp.StatusCode}
+			},
+		}
 	}
+	base := &rootsTransport{make: transportFor}
+	base.cur.Store(transportFor(cfg.RootCAs))
+	tr.base = base
 	refusals := &refusalTransport{next: base, log: cfg.Logger}
 	trust := &trustTransport{next: refusals, log: cfg.Logger, hint: cfg.TrustHint}
 	tr.rt = &policyTransport{next: trust, userAgent: cfg.UserAgent}

@@ -159,7 +159,7 @@ func TestHTTPSProxySilentInTLSDoesNotAnswer(t *testing.T) {
 		cfg.RequestTimeout = 20 * tlsBound
 	})
 	c.tr.guard.proxyHandshake = bound
-	c.tr.httpClient.Transport.(*policyTransport).next.(*trustTransport).next.(*refusalTransport).next.(*http.Transport).TLSHandshakeTimeout = tlsBound
+	c.tr.base.cur.Load().TLSHandshakeTimeout = tlsBound
 	start := time.Now()
 	_, err = c.Discover(context.Background(), s.host)
 	if took := time.Since(start); err == nil || took < tlsBound || took >= 20*tlsBound {
@@ -216,7 +216,7 @@ func TestHTTPProxyCONNECTBoundIsEachDialsOwn(t *testing.T) {
 	s := newTestServer(t, http.NotFoundHandler())
 	c := newTestClient(t, s, func(cfg *Config) { cfg.Proxy = http.ProxyURL(proxyURL) })
 	c.tr.guard.proxyHandshake = bound
-	base := c.tr.httpClient.Transport.(*policyTransport).next.(*trustTransport).next.(*refusalTransport).next.(*http.Transport)
+	base := c.tr.base.cur.Load()
 	req, err := http.NewRequestWithContext(withProxyChoice(context.Background()), http.MethodGet, s.url("/"), nil)
 	if err != nil {
 		t.Fatal(err)

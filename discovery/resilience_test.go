@@ -152,7 +152,7 @@ func TestRetryConnectionFailure(t *testing.T) {
 			return inner(ctx, network, addr)
 		}
 	})
-	c.tr.httpClient.Transport.(*policyTransport).next.(*trustTransport).next.(*refusalTransport).next.(*http.Transport).DisableKeepAlives = true
+	c.tr.base.cur.Load().DisableKeepAlives = true
 	if _, err := c.Versions(context.Background(), testProvider(s)); err != nil {
 		t.Fatalf("Versions: %v", err)
 	}

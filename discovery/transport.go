@@ -36,7 +36,8 @@ type transport struct {
 	allowed     map[svchost.Hostname]bool // from Config.AllowedOrigins
 	credentials func(host svchost.Hostname) string
 	mirrorHost  func() string     // Config.MirrorHost; nil: none
-	rt          http.RoundTripper // policy (https only, User-Agent) over the guarded *http.Transport
+	base        *rootsTransport   // the guarded *http.Transport, made again when the roots change
+	rt          http.RoundTripper // policy (https only, User-Agent) over base
 	httpClient  *http.Client      // registry API and downloads: redirect policy on top of rt
 	breaker     *breaker
 	sleep       func(ctx context.Context, d time.Duration) error // between retries; tests replace it

@@ -287,3 +287,84 @@ func tunnel(w http.ResponseWriter, r *http.Request) {
 	io.Copy(client, target)
 	client.Close()
 }
+
+// TestRootCAsReplaced: CAs put in force while the client serves
+// (SetRootCAs, a reload of origin_ca_file's files) decide every request
+// from then on: a CA removed is trusted no more, even by a host whose
+// connection it verified and which is kept alive, and a CA added is
+// trusted at once.
+func TestRootCAsReplaced(t *testing.T) {
+	ca, other := newTestCA(t), newTestCA(t)
+	now := time.Now()
+	var handshakes atomic.Int32
+	src := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("package"))
+	}))
+	src.TLS = &tls.Config{
+		Certificates: []tls.Certificate{ca.issue(t, []string{"127.0.0.1"}, now.Add(-time.Hour), now.Add(time.Hour))},
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			handshakes.Add(1)
+			return nil, nil
+		},
+	}
+	var closed atomic.Int32
+	src.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateClosed {
+			closed.Add(1)
+		}
+	}
+	src.StartTLS()
+	t.Cleanup(src.Close)
+	origin := newTestServer(t, http.NotFoundHandler())
+	pools := func(cas ...*testCA) *x509.CertPool {
+		pool := rootCAs(t, origin)
+		for _, c := range cas {
+			pool.AddCert(c.cert)
+		}
+		return pool
+	}
+	c := newTestClient(t, origin, func(cfg *Config) { cfg.RootCAs = pools(ca) })
+	get := func() error {
+		resp, err := c.SourceHTTPClient(origin.host).Get(src.URL + "/repo.git/info/refs")
+		if err != nil {
+			return err
+		}
+		_, err = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return err
+	}
+	for _, step := range []struct {
+		name    string
+		roots   *x509.CertPool
+		trusted bool
+	}{
+		{"the CA trusted at start", nil, true},
+		{"the same connection again", nil, true},
+		{"the CA removed", pools(other), false},
+		{"the CA added back", pools(other, ca), true},
+	} {
+		if step.roots != nil {
+			c.SetRootCAs(step.roots)
+		}
+		err := get()
+		switch {
+		case step.trusted && err != nil:
+			t.Fatalf("%s: %v", step.name, err)
+		case !step.trusted && !errors.Is(err, ErrUntrustedCertificate):
+			t.Fatalf("%s: %v, want a certificate error", step.name, err)
+		}
+	}
+	// One handshake at start (the second request reuses its connection),
+	// one refused after the CA went, one once it came back.
+	if got := handshakes.Load(); got != 3 {
+		t.Errorf("%d TLS handshakes, want 3: the connection verified before the CA was removed must not be reused", got)
+	}
+	// The connections verified against CAs no longer in force are closed,
+	// not left idle: the first one, and the refused handshake's.
+	for i := 0; closed.Load() < 2 && i < 100; i++ {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := closed.Load(); got < 2 {
+		t.Errorf("%d connections closed, want the one verified before the CAs changed closed too", got)
+	}
+}
