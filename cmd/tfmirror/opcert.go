@@ -32,15 +32,10 @@ type operatorCert struct {
 	certFile, keyFile string
 	served            *atomic.Pointer[tls.Certificate] // what the handshakes serve
 	now               func() time.Time
-	log               *slog.Logger
-	count             func(outcome string) // a reading put in force or refused; nil: not counted
 	// checked is when the files were last read (Unix nanoseconds).
 	checked atomic.Int64
-	mu      sync.Mutex // one reading at a time; guards the fields below
-	// inForce are the files' bytes the certificate in force was read
-	// from; refused, the last bytes refused, and why.
-	inForce, refused [2][]byte
-	refusedErr       error
+	mu      sync.Mutex // one reading at a time; guards files
+	files   followed   // the certificate's and the key's bytes
 }
 
 // startOperatorCert reads the operator's certificate files (cfg's
@@ -57,8 +52,11 @@ func startOperatorCert(cfg settings.Config, served *atomic.Pointer[tls.Certifica
 		return nil, err
 	}
 	warnOutOfDate(log, cfg.TLSCert, pair.Leaf, now())
-	oc := &operatorCert{certFile: cfg.TLSCert, keyFile: cfg.TLSKey, served: served, now: now, log: log, count: count,
-		inForce: [2][]byte{cert, key}}
+	oc := &operatorCert{certFile: cfg.TLSCert, keyFile: cfg.TLSKey, served: served, now: now,
+		files: followed{log: log, count: count, inForce: [][]byte{cert, key},
+			refusedMsg:  "the operator's certificate files changed and were refused; the certificate in force stays",
+			restoredMsg: "the operator's certificate files hold the certificate in force again",
+			attrs:       []any{"tls_cert", cfg.TLSCert, "tls_key", cfg.TLSKey}}}
 	oc.checked.Store(now().UnixNano())
 	served.Store(&pair)
 	return oc, nil
@@ -136,56 +134,24 @@ func (oc *operatorCert) recheck() (changed bool, err error) {
 	return oc.recheckLocked()
 }
 
-// recheckLocked is recheck, under oc.mu. A refusal is logged and counted
-// when it is met first, not at each reading of the same bytes refused for
-// the same reason.
+// recheckLocked is recheck, under oc.mu (followed.read).
 func (oc *operatorCert) recheckLocked() (changed bool, err error) {
 	now := oc.now()
 	oc.checked.Store(now.UnixNano())
 	cert, key, err := readOperatorPair(oc.certFile, oc.keyFile)
-	if err == nil && bytes.Equal(cert, oc.inForce[0]) && bytes.Equal(key, oc.inForce[1]) {
-		if oc.refusedErr != nil {
-			// Put back after a pair was refused: what the files hold is
-			// in force again, counted so (the gauge and the status page
-			// no longer say refused), and the pair refused, written again,
-			// is logged and counted again.
-			oc.refused, oc.refusedErr = [2][]byte{}, nil
-			oc.log.Info("the operator's certificate files hold the certificate in force again", "tls_cert", oc.certFile)
-			oc.counted("applied")
+	return oc.files.read([][]byte{cert, key}, err, func() error {
+		pair, err := parseKeyPair(oc.certFile, oc.keyFile, cert, key)
+		if err == nil {
+			err = notValidAt(oc.certFile, pair, now)
 		}
-		return false, nil
-	}
-	var pair tls.Certificate
-	if err == nil {
-		pair, err = parseKeyPair(oc.certFile, oc.keyFile, cert, key)
-	}
-	if err == nil {
-		err = notValidAt(oc.certFile, pair, now)
-	}
-	if err != nil {
-		if oc.refusedErr != nil && err.Error() == oc.refusedErr.Error() &&
-			bytes.Equal(cert, oc.refused[0]) && bytes.Equal(key, oc.refused[1]) {
-			return false, err // logged and counted when met first
+		if err != nil {
+			return err
 		}
-		oc.refused, oc.refusedErr = [2][]byte{cert, key}, err
-		oc.log.Error("the operator's certificate files changed and were refused; the certificate in force stays",
-			"tls_cert", oc.certFile, "tls_key", oc.keyFile, "error", err)
-		oc.counted("refused")
-		return false, err
-	}
-	oc.inForce, oc.refused, oc.refusedErr = [2][]byte{cert, key}, [2][]byte{}, nil
-	oc.served.Store(&pair)
-	oc.log.Info("put in force the certificate read again from the operator's files",
-		"tls_cert", oc.certFile, "expires", pair.Leaf.NotAfter)
-	oc.counted("applied")
-	return true, nil
-}
-
-// counted counts a reading with outcome, when oc counts them.
-func (oc *operatorCert) counted(outcome string) {
-	if oc.count != nil {
-		oc.count(outcome)
-	}
+		oc.served.Store(&pair)
+		oc.files.log.Info("put in force the certificate read again from the operator's files",
+			"tls_cert", oc.certFile, "expires", pair.Leaf.NotAfter)
+		return nil
+	})
 }
 
 // notValidAt refuses a certificate read again that is expired or not
