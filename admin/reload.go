@@ -41,6 +41,10 @@ type Reloaded struct {
 	// put in force expires, when its files held a new one; absent when
 	// they did not, and without one.
 	Certificate *time.Time `json:"certificate_expires,omitempty"`
+	// OriginCAs are the subjects of the CAs origin_ca_file's files add to
+	// the system roots for TLS to origins, when the files held new ones
+	// that were put in force; absent when they did not, and without them.
+	OriginCAs []string `json:"origin_cas,omitempty"`
 }
 
 // SettingChange is one setting a reload found changed; Old and New are

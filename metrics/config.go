@@ -64,6 +64,12 @@ func (rm *reloadMetrics) certCollectors() []prometheus.Collector {
 		"1 when the last certificate read or issued while serving was put in force (and at start); 0 when it was refused: the operator's files hold a certificate that is not served (its key another's, expired), or the generated one could not be issued again and the one in force draws near its end.")
 }
 
+func (rm *reloadMetrics) originCACollectors() []prometheus.Collector {
+	return rm.collectors("tfmirror_origin_ca",
+		"Readings of the files of origin_ca_file (the CAs trusted for TLS to origins, download hosts, module source hosts and an https:// upstream proxy) that changed while the mirror serves, by outcome: applied, or refused (the CAs in force stay). The files are read again once a minute and at tfmirror reload or SIGHUP.",
+		"1 when the last reading of origin_ca_file's files that changed was put in force (and at start); 0 when it was refused: the files hold CAs that are not trusted yet (one missing, one others may write, one without a certificate), and a CA removed from them is still trusted.")
+}
+
 // ConfigReload counts a reload of the configuration file with outcome,
 // one of ReloadOutcomes; tfmirror_config_last_reload_successful follows
 // the outcome.
@@ -78,6 +84,11 @@ func (m *Metrics) TokensReload(outcome string) { m.tokens.count(outcome) }
 // with outcome, one of ReloadOutcomes;
 // tfmirror_trusted_keys_last_reload_successful follows the outcome.
 func (m *Metrics) TrustReload(outcome string) { m.trust.count(outcome) }
+
+// OriginCAReload counts a reading of origin_ca_file's files that changed
+// while serving with outcome, one of ReloadOutcomes;
+// tfmirror_origin_ca_last_reload_successful follows the outcome.
+func (m *Metrics) OriginCAReload(outcome string) { m.originCA.count(outcome) }
 
 // CertificateReload counts a certificate of the mirror's port read or
 // issued while serving with outcome, one of ReloadOutcomes;

@@ -98,6 +98,7 @@ type Metrics struct {
 	tokens            reloadMetrics     // config.go: the client tokens file's reloads
 	trust             reloadMetrics     // config.go: the trusted keys files' reloads
 	cert              reloadMetrics     // config.go: the TLS certificate's reloads
+	originCA          reloadMetrics     // config.go: origin_ca_file's readings
 	policy            policyMetrics     // policy.go
 	releases          releasesMetrics   // releases.go
 	auth              authMetrics       // auth.go
@@ -331,6 +332,7 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 	cs = append(cs, m.tokens.tokensCollectors()...)
 	cs = append(cs, m.trust.trustCollectors()...)
 	cs = append(cs, m.cert.certCollectors()...)
+	cs = append(cs, m.originCA.originCACollectors()...)
 	cs = append(cs, m.policy.collectors()...)
 	cs = append(cs, m.releases.collectors()...)
 	cs = append(cs, m.auth.collectors()...)

@@ -447,6 +447,10 @@ type HealthSource struct {
 	// operator's files or issued from the generated CA while serving was
 	// refused (the one in force stays). Default nil: no TLS.
 	Certificate func() (expires time.Time, refused bool)
+	// OriginCAsRefused, when set, says whether the last reading of
+	// origin_ca_file's files that changed while serving was refused (the
+	// CAs read before stay trusted). Default nil: no such files.
+	OriginCAsRefused func() bool
 	// Now is the clock of Readyz's checks (the status page uses its
 	// server's). Default time.Now.
 	Now func() time.Time
@@ -579,6 +583,11 @@ type Health struct {
 	CertificateExpires     *time.Time `json:"certificate_expires,omitempty"`
 	CertificateExpiresSoon bool       `json:"certificate_expires_soon,omitempty"`
 	CertificateRefused     bool       `json:"certificate_refused,omitempty"`
+	// OriginCAsRefused says that the last reading of origin_ca_file's
+	// files that changed while serving was refused: the CAs trusted for
+	// origins are not those in the files (HealthSource.OriginCAsRefused).
+	// The status page sets it, not Check.
+	OriginCAsRefused bool `json:"origin_cas_refused,omitempty"`
 
 	cacheErr error // for /readyz's log
 }

@@ -450,6 +450,9 @@ func (s *statusPage) status(r *http.Request) (*Status, error) {
 			st.Health.CertificateExpires, st.Health.CertificateRefused = &expires, refused
 			st.Health.CertificateExpiresSoon = expires.Sub(s.cfg.Now()) < CertificateWarnBefore
 		}
+		if s.cfg.Health.OriginCAsRefused != nil {
+			st.Health.OriginCAsRefused = s.cfg.Health.OriginCAsRefused()
+		}
 	}
 	st.Origins = s.originRows(ecfg.AllowedOrigins)
 	st.OriginTrouble = originTrouble(st.Origins)

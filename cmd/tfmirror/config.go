@@ -212,8 +212,9 @@ func (m *server) reloadOn(ctx context.Context, hup <-chan os.Signal) (stop func(
 
 // reload reads the configuration file again (when there is one), the
 // client tokens file (when client authentication is on), the files of
-// the keys imports trust (when there are) and the operator's TLS
-// certificate files (when there are), and says what changed: SIGHUP
+// the keys imports trust (when there are), the operator's TLS
+// certificate files (when there are) and origin_ca_file's (when there
+// are), and says what changed: SIGHUP
 // and tfmirror reload (the admin API's reload) both come here. A file
 // refused leaves what it configures as it was; the error says why, and
 // each file is read whatever became of the others. The outcome is the
@@ -232,9 +233,13 @@ func (m *server) reload() (admin.Reloaded, error) {
 	var inForce []string // what each file put in force says, for an error
 	conf := m.conf.Load()
 	withFile, withTrust := m.reloadsFiles()
-	if !withFile && m.auth == nil && !withTrust && m.opCert == nil {
+	var cas *originCAs // nil in a server without an engine (tests)
+	if m.engineParts != nil {
+		cas = m.originCAs
+	}
+	if !withFile && m.auth == nil && !withTrust && m.opCert == nil && cas == nil {
 		return out, &httperr.RequestError{Status: http.StatusConflict,
-			Msg: "nothing to reload: tfmirror serve runs without a configuration file (--config, TFMIRROR_CONFIG), without a client tokens file, without trusted keys and without a certificate of the operator's (--tls-cert)"}
+			Msg: "nothing to reload: tfmirror serve runs without a configuration file (--config, TFMIRROR_CONFIG), without a client tokens file, without trusted keys, without a certificate of the operator's (--tls-cert) and without origin_ca_file"}
 	}
 	out.Settings, out.Parts = []admin.SettingChange{}, []admin.PartChange{}
 	if withFile {
@@ -289,6 +294,14 @@ func (m *server) reload() (admin.Reloaded, error) {
 			expires := m.cert.Load().Leaf.NotAfter.UTC()
 			out.Certificate = &expires
 			inForce = append(inForce, fmt.Sprintf("TLS certificate %s put in force (expires %s)", m.cfg.TLSCert, expires.Format(time.RFC3339)))
+		}
+	}
+	if cas != nil {
+		if changed, cas, err := cas.recheck(); err != nil {
+			errs = append(errs, fmt.Errorf("origin_ca_file's files refused; the CAs in force stay: %w", err))
+		} else if changed {
+			out.OriginCAs = cas
+			inForce = append(inForce, fmt.Sprintf("origin_ca_file's CAs put in force (%s)", counted(len(cas), "CA")))
 		}
 	}
 	err := errors.Join(errs...)

@@ -182,7 +182,7 @@ yours to keep (see [The files you hand the mirror](operations.md#the-files-you-h
 
 **Reload.** ` + "`tfmirror reload`" + ` (on the serving host or in its container, with the same
 ` + "`TFMIRROR_DATA_DIR`" + ` or ` + "`--data-dir`" + `; it asks the running serve through the admin socket of its data
-directory) reads the file again (and the client tokens file, and the files of the keys imports trust), and so does ` + "`SIGHUP`" + `; the systemd
+directory) reads the file again (and the client tokens file, the files of the keys imports trust, the operator's TLS certificate files and ` + "`origin_ca_file`" + `'s), and so does ` + "`SIGHUP`" + `; the systemd
 unit's ` + "`systemctl reload tfmirror`" + ` runs the command. It prints what changed: each setting with its old
 and new value, those that wait for a restart, and the policy's rules added and removed (as
 ` + "`tfmirror config check`" + ` lists them). A file that does not parse or validate is refused whole: the

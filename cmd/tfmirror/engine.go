@@ -37,6 +37,8 @@ type engineParts struct {
 	retention *retention.Retainer
 	store     *cache.Store
 	origin    *discovery.Client
+	// originCAs follows origin_ca_file's files; nil without them.
+	originCAs *originCAs
 	shared    *sharedstore.Store // nil without --shared-store
 	releases  *served.Releases   // the CLI releases side, behind the package policy
 	// cliSide is the CLI releases side beneath the policy, for what
@@ -152,7 +154,11 @@ func openEngine(cfg settings.Config, logger *slog.Logger, o overrides, met *metr
 	if err := removeModuleScratch(cfg.DataDir, logger); err != nil {
 		logger.Warn("could not remove what interrupted module work left behind", "error", err)
 	}
-	roots, err := originRoots(cfg.OriginCAFile, o.rootCAs, logger)
+	var countCAs func(string)
+	if met != nil {
+		countCAs = met.OriginCAReload
+	}
+	cas, roots, err := startOriginCAs(cfg.OriginCAFile, o.rootCAs, logger, countCAs)
 	if err != nil {
 		return nil, err
 	}
@@ -193,7 +199,10 @@ func openEngine(cfg settings.Config, logger *slog.Logger, o overrides, met *metr
 	if err != nil {
 		return nil, err
 	}
-	parts := &engineParts{store: store, origin: client, mirrorHost: own, metadataTimeout: metadataStages * client.MaxRequestTime()}
+	if cas != nil {
+		cas.put = client.SetRootCAs
+	}
+	parts := &engineParts{store: store, origin: client, originCAs: cas, mirrorHost: own, metadataTimeout: metadataStages * client.MaxRequestTime()}
 	ecfg := mirror.Config{
 		AllowedOrigins:      cfg.AllowedOrigins,
 		UnsignedHosts:       cfg.AllowUnsignedHosts,

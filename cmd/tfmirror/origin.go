@@ -60,6 +60,36 @@ func originRoots(files []string, base *x509.CertPool, logger *slog.Logger) (*x50
 	if len(files) == 0 {
 		return base, nil
 	}
+	contents, err := readCAFiles(files)
+	if err != nil {
+		return nil, err
+	}
+	pool, subjects, err := rootsWith(base, files, contents, logger)
+	if err != nil {
+		return nil, err
+	}
+	logger.Info("origin TLS trusts the system roots and the CAs of origin_ca_file", "files", files, "cas", subjects)
+	return pool, nil
+}
+
+// readCAFiles reads the --origin-ca-file files, as every file of the
+// operator's that others must not write is read.
+func readCAFiles(files []string) ([][]byte, error) {
+	contents := make([][]byte, 0, len(files))
+	for _, f := range files {
+		data, err := inputfile.ReadTrusted(f, maxCertFileBytes)
+		if err != nil {
+			return nil, fmt.Errorf("--origin-ca-file: %w", err)
+		}
+		contents = append(contents, data)
+	}
+	return contents, nil
+}
+
+// rootsWith is base (nil: the system roots) with the certificates of the
+// PEM contents of files added, and those certificates' subjects. A file
+// without a certificate, or with one that does not parse, is an error.
+func rootsWith(base *x509.CertPool, files []string, contents [][]byte, logger *slog.Logger) (*x509.CertPool, []string, error) {
 	var pool *x509.CertPool
 	switch {
 	case base != nil:
@@ -73,13 +103,9 @@ func originRoots(files []string, base *x509.CertPool, logger *slog.Logger) (*x50
 		pool = sys
 	}
 	var subjects []string
-	for _, f := range files {
-		data, err := inputfile.ReadTrusted(f, maxCertFileBytes)
-		if err != nil {
-			return nil, fmt.Errorf("--origin-ca-file: %w", err)
-		}
+	for i, f := range files {
 		n := 0
-		for rest := data; ; {
+		for rest := contents[i]; ; {
 			var block *pem.Block
 			block, rest = pem.Decode(rest)
 			if block == nil {
@@ -90,18 +116,17 @@ func originRoots(files []string, base *x509.CertPool, logger *slog.Logger) (*x50
 			}
 			cert, err := x509.ParseCertificate(block.Bytes)
 			if err != nil {
-				return nil, fmt.Errorf("--origin-ca-file %s: certificate %d: %w", f, n+1, err)
+				return nil, nil, fmt.Errorf("--origin-ca-file %s: certificate %d: %w", f, n+1, err)
 			}
 			pool.AddCert(cert)
 			subjects = append(subjects, cert.Subject.String())
 			n++
 		}
 		if n == 0 {
-			return nil, fmt.Errorf("--origin-ca-file %s: no PEM certificate in it", f)
+			return nil, nil, fmt.Errorf("--origin-ca-file %s: no PEM certificate in it", f)
 		}
 	}
-	logger.Info("origin TLS trusts the system roots and the CAs of origin_ca_file", "files", files, "cas", subjects)
-	return pool, nil
+	return pool, subjects, nil
 }
 
 // trustHint is what a certificate failure's message tells the operator.

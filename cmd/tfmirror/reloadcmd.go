@@ -8,6 +8,7 @@ import (
 	"io"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tfmirror/tfmirror/v2/admin"
@@ -183,6 +184,9 @@ func printReloaded(w io.Writer, res admin.Reloaded) {
 	}
 	if res.Certificate != nil {
 		fmt.Fprintf(w, "TLS certificate: a new one in force, expires %s\n", res.Certificate.UTC().Format(time.RFC3339))
+	}
+	if res.OriginCAs != nil {
+		fmt.Fprintf(w, "origin CAs: new ones in force, %s\n", strings.Join(res.OriginCAs, "; "))
 	}
 }
 

@@ -247,6 +247,9 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 			return certExpiry(), m.certOutcome.refused.Load()
 		}
 	}
+	if m.originCAs != nil {
+		health.OriginCAsRefused = m.originCAs.refused
+	}
 	if m.shared != nil {
 		health.Shared = m.shared.Health
 		health.SharedRejected = m.shared.Rejected
@@ -779,6 +782,9 @@ func (m *server) serve(ctx context.Context, ln net.Listener) error {
 	var bg sync.WaitGroup
 	if m.shared != nil {
 		bg.Go(func() { m.checkShared(bgCtx) })
+	}
+	if m.originCAs != nil {
+		bg.Go(func() { m.originCAs.follow(bgCtx) })
 	}
 	stopBackground := func() { cancelBG(); bg.Wait() }
 	defer stopBackground()

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/proxy"
+)
+
+// TestOriginCAsReadAgain: origin_ca_file's files changed while the mirror
+// serves are put in force by tfmirror reload and by the reading once a
+// minute, which reload reports with the CAs' subjects; files that would
+// stop a start (no certificate in them, others may write them) are
+// refused, logged and counted once however often they are read, the CAs
+// in force staying; files put back clear the refusal.
+func TestOriginCAsReadAgain(t *testing.T) {
+	dir := t.TempDir()
+	caFile := filepath.Join(dir, "company-ca.pem")
+	a, b := newCompanyCA(t), newCompanyCA(t)
+	write := func(content []byte, mode os.FileMode) {
+		t.Helper()
+		tmp := caFile + ".new"
+		if err := os.WriteFile(tmp, content, mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(tmp, mode); err != nil { // whatever the umask
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, caFile); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(a.pem, 0o644)
+	m, _ := reloadingServer(t, []string{"--data-dir", filepath.Join(dir, "data"), "--origin-ca-file", caFile})
+	count := func(outcome string) float64 {
+		return metric(t, m.registry, "tfmirror_origin_ca_reloads_total", "outcome", outcome)
+	}
+	lastOK := func() float64 { return metric(t, m.registry, "tfmirror_origin_ca_last_reload_successful") }
+
+	both := append(append([]byte(nil), a.pem...), b.pem...)
+	for _, step := range []struct {
+		name              string
+		content           []byte
+		mode              os.FileMode
+		wantCAs           int    // CAs reload says it put in force; 0: none new
+		wantErr           string // in reload's error
+		applied, refused  float64
+		wantLastSuccesful float64
+	}{
+		{"unchanged", a.pem, 0o644, 0, "", 0, 0, 1},
+		{"a CA added", both, 0o644, 2, "", 1, 0, 1},
+		{"no certificate in the file", []byte("not a certificate\n"), 0o644, 0, "no PEM certificate", 1, 1, 0},
+		{"the same, read again", []byte("not a certificate\n"), 0o644, 0, "no PEM certificate", 1, 1, 0},
+		{"others may write it", both, 0o666, 0, "chmod go-w", 1, 2, 0},
+		{"put back", both, 0o644, 0, "", 2, 2, 1},
+		{"a CA removed", b.pem, 0o644, 1, "", 3, 2, 1},
+	} {
+		write(step.content, step.mode)
+		res, err := m.reload()
+		switch {
+		case step.wantErr == "" && err != nil:
+			t.Fatalf("%s: reload: %v", step.name, err)
+		case step.wantErr != "" && (err == nil || !strings.Contains(err.Error(), step.wantErr) || !strings.Contains(err.Error(), "origin_ca_file's files refused; the CAs in force stay")):
+			t.Fatalf("%s: reload: %v, want it refused saying %q", step.name, err, step.wantErr)
+		}
+		if len(res.OriginCAs) != step.wantCAs {
+			t.Errorf("%s: reload says %d CAs put in force (%q), want %d", step.name, len(res.OriginCAs), res.OriginCAs, step.wantCAs)
+		}
+		if count("applied") != step.applied || count("refused") != step.refused || lastOK() != step.wantLastSuccesful {
+			t.Errorf("%s: applied %v, refused %v, last_reload_successful %v; want %v, %v, %v", step.name,
+				count("applied"), count("refused"), lastOK(), step.applied, step.refused, step.wantLastSuccesful)
+		}
+	}
+
+	// The reading once a minute, without a reload.
+	m.originCAs.every = 10 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		m.originCAs.follow(ctx)
+	}()
+	defer func() { cancel(); <-done }()
+	write(a.pem, 0o644)
+	for i := 0; count("applied") < 4 && i < 500; i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if count("applied") != 4 {
+		t.Errorf("the files changed were not put in force by the reading once a minute: applied %v, want 4", count("applied"))
+	}
+}
+
+// TestOriginCAReloadedBehindInspectingProxy: behind a TLS-inspecting
+// egress proxy whose CA origin_ca_file's file lacks, origin requests fail
+// with 502; the proxy's CA written into the file and tfmirror reload
+// make them work without a restart, and the CA taken out of the file
+// again is trusted no more after the next reload, connections already
+// made through the proxy included.
+func TestOriginCAReloadedBehindInspectingProxy(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	origin, err := fakeorigin.Start(fakeorigin.Options{Hostnames: []string{egressHost}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(origin.Close)
+	for _, name := range []string{"widget", "gadget"} {
+		origin.AddProvider("acme", name, []string{"0.1.0"}, registryPlatforms())
+	}
+	systemRoots := originCAFile(t, origin) // the fake origin's CA stands for the system roots
+	proxyCA, otherCA := newCompanyCA(t), newCompanyCA(t)
+	egress := startInspectingProxy(t, proxyCA, origin.Addr, origin.CertPool())
+	caFile := otherCA.file(t)
+	replace := func(content []byte) {
+		t.Helper()
+		if err := os.WriteFile(caFile+".new", content, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(caFile+".new", caFile); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := []string{"PATH=" + os.Getenv("PATH"), "SSL_CERT_FILE=" + systemRoots, "HTTPS_PROXY=" + egress.URL(), "NO_PROXY="}
+	data := filepath.Join(t.TempDir(), "data")
+	p := startProcessEnv(t, bin, data, origin, env, "--allowed-origins", egressHost, "--origin-ca-file", caFile)
+	versions := func(name string) (int, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		body, resp, err := p.get(ctx, proxy.RegistryPath(egressHost)+"acme/"+name+"/versions")
+		if resp == nil {
+			t.Fatalf("versions of %s: %v", name, err)
+		}
+		return resp.StatusCode, string(body)
+	}
+	reload := func(want string) {
+		t.Helper()
+		stdout, stderr, code := runProcess(t, bin, "", "reload", "--data-dir", data)
+		if code != 0 || !strings.Contains(stdout, want) {
+			t.Fatalf("tfmirror reload: exit %d, want 0 and %q\n%s%s", code, want, stdout, stderr)
+		}
+	}
+
+	if code, body := versions("widget"); code != http.StatusBadGateway || !strings.Contains(body, "signed by an unknown authority") {
+		t.Fatalf("the proxy's CA not in the file: %d %s, want 502 naming the cause", code, body)
+	}
+	replace(append(append([]byte(nil), otherCA.pem...), proxyCA.pem...))
+	reload("origin CAs: new ones in force")
+	if code, body := versions("widget"); code != http.StatusOK {
+		t.Fatalf("the proxy's CA added to the file, after tfmirror reload: %d %s, want 200", code, body)
+	}
+	p.waitLog("put in force the CAs read again from origin_ca_file's files", 10*time.Second)
+
+	replace(otherCA.pem)
+	reload("origin CAs: new ones in force")
+	if code, body := versions("gadget"); code != http.StatusBadGateway || !strings.Contains(body, "signed by an unknown authority") {
+		t.Errorf("the proxy's CA taken out of the file, after tfmirror reload: %d %s, want 502", code, body)
+	}
+}
