@@ -127,7 +127,9 @@ func TestRelease(t *testing.T) {
 
 	// The archive's binary.
 	bin := untar(t, filepath.Join(distA, archive), "tfmirror", filepath.Join(tmp, "archive-tfmirror"))
-	wantLine := "tfmirror " + meta.Version + " commit " + rev + " "
+	// The Go version follows the commit at once: a "(modified)" between
+	// them would say the release was built from a tree other than rev's.
+	wantLine := "tfmirror " + meta.Version + " commit " + rev + " go"
 	if out := run(tmp, nil, bin, "version"); !strings.HasPrefix(out, wantLine) {
 		t.Errorf("the archive's tfmirror version: %q, want %q...", out, wantLine)
 	}
