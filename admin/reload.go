@@ -37,14 +37,18 @@ type Reloaded struct {
 	// publisher keys) after their files were read again; absent when
 	// none are configured.
 	TrustedKeys *int `json:"trusted_keys,omitempty"`
-	// Certificate is when the operator's TLS certificate (--tls-cert)
-	// put in force expires, when its files held a new one; absent when
-	// they did not, and without one.
-	Certificate *time.Time `json:"certificate_expires,omitempty"`
+	// Certificate is when the operator's TLS certificate (--tls-cert) in
+	// force expires, once its files were read again and not refused;
+	// CertificateNew, that they held a new one, put in force. Absent
+	// without one, and when the files were refused.
+	Certificate    *time.Time `json:"certificate_expires,omitempty"`
+	CertificateNew bool       `json:"certificate_new,omitempty"`
 	// OriginCAs are the subjects of the CAs origin_ca_file's files add to
-	// the system roots for TLS to origins, when the files held new ones
-	// that were put in force; absent when they did not, and without them.
-	OriginCAs []string `json:"origin_cas,omitempty"`
+	// the system roots for TLS to origins, once the files were read again
+	// and not refused; OriginCAsNew, that they held new ones, put in
+	// force. Absent without such files, and when they were refused.
+	OriginCAs    []string `json:"origin_cas,omitempty"`
+	OriginCAsNew bool     `json:"origin_cas_new,omitempty"`
 }
 
 // SettingChange is one setting a reload found changed; Old and New are

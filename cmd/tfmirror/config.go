@@ -290,18 +290,22 @@ func (m *server) reload() (admin.Reloaded, error) {
 	if m.opCert != nil {
 		if changed, err := m.opCert.recheck(); err != nil {
 			errs = append(errs, fmt.Errorf("TLS certificate %s refused; the certificate in force stays: %w", m.cfg.TLSCert, err))
-		} else if changed {
+		} else {
 			expires := m.cert.Load().Leaf.NotAfter.UTC()
-			out.Certificate = &expires
-			inForce = append(inForce, fmt.Sprintf("TLS certificate %s put in force (expires %s)", m.cfg.TLSCert, expires.Format(time.RFC3339)))
+			out.Certificate, out.CertificateNew = &expires, changed
+			if changed {
+				inForce = append(inForce, fmt.Sprintf("TLS certificate %s put in force (expires %s)", m.cfg.TLSCert, expires.Format(time.RFC3339)))
+			}
 		}
 	}
 	if cas != nil {
 		if changed, cas, err := cas.recheck(); err != nil {
 			errs = append(errs, fmt.Errorf("origin_ca_file's files refused; the CAs in force stay: %w", err))
-		} else if changed {
-			out.OriginCAs = cas
-			inForce = append(inForce, fmt.Sprintf("origin_ca_file's CAs put in force (%s)", counted(len(cas), "CA")))
+		} else {
+			out.OriginCAs, out.OriginCAsNew = cas, changed
+			if changed {
+				inForce = append(inForce, fmt.Sprintf("origin_ca_file's CAs put in force (%s)", counted(len(cas), "CA")))
+			}
 		}
 	}
 	err := errors.Join(errs...)

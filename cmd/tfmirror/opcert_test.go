@@ -168,7 +168,7 @@ func TestOperatorCertificateRenewedInPlaceIsServed(t *testing.T) {
 	// tfmirror reload puts the renewed one in force at once, and says so.
 	replacePair(t, certFile, keyFile, certC, keyC)
 	res, err = m.reload()
-	if err != nil || res.Certificate == nil || !res.Certificate.Equal(leafOf(certC).NotAfter) {
+	if err != nil || res.Certificate == nil || !res.CertificateNew || !res.Certificate.Equal(leafOf(certC).NotAfter) {
 		t.Fatalf("tfmirror reload of a renewed certificate: %+v, %v; want it in force, with when it expires", res, err)
 	}
 	var out strings.Builder
@@ -180,9 +180,16 @@ func TestOperatorCertificateRenewedInPlaceIsServed(t *testing.T) {
 	wantCounted("after tfmirror reload", 2, 2, 1)
 	wantStatus("after tfmirror reload", false, certC)
 
-	// Nothing changed: a reload says nothing of it, and counts nothing.
-	if res, err := m.reload(); err != nil || res.Certificate != nil {
+	// Nothing changed: a reload says so, with the expiry of the one in
+	// force, and counts nothing.
+	res, err = m.reload()
+	if err != nil || res.CertificateNew || res.Certificate == nil || !res.Certificate.Equal(leafOf(certC).NotAfter) {
 		t.Errorf("tfmirror reload with the files unchanged: %+v, %v", res, err)
+	}
+	out.Reset()
+	printReloaded(&out, res)
+	if !strings.Contains(out.String(), "TLS certificate: unchanged, expires "+leafOf(certC).NotAfter.UTC().Format(time.RFC3339)) {
+		t.Errorf("tfmirror reload with the files unchanged printed:\n%s\nwant the certificate in force said unchanged", out.String())
 	}
 	wantCounted("a reload with the files unchanged", 2, 2, 1)
 }
@@ -267,7 +274,7 @@ func TestOperatorCertificateRestoredAfterRefusal(t *testing.T) {
 	}
 
 	replacePair(t, certFile, keyFile, certA, keyA)
-	if res, err := m.reload(); err != nil || res.Certificate != nil {
+	if res, err := m.reload(); err != nil || res.CertificateNew {
 		t.Fatalf("tfmirror reload of the files put back: %+v, %v; want nothing new, nothing refused", res, err)
 	}
 	if m.certOutcome.refused.Load() || lastOK() != 1 {

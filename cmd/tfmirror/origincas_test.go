@@ -69,8 +69,16 @@ func TestOriginCAsReadAgain(t *testing.T) {
 		case step.wantErr != "" && (err == nil || !strings.Contains(err.Error(), step.wantErr) || !strings.Contains(err.Error(), "origin_ca_file's files refused; the CAs in force stay")):
 			t.Fatalf("%s: reload: %v, want it refused saying %q", step.name, err, step.wantErr)
 		}
-		if len(res.OriginCAs) != step.wantCAs {
-			t.Errorf("%s: reload says %d CAs put in force (%q), want %d", step.name, len(res.OriginCAs), res.OriginCAs, step.wantCAs)
+		if res.OriginCAsNew != (step.wantCAs > 0) || (step.wantCAs > 0 && len(res.OriginCAs) != step.wantCAs) {
+			t.Errorf("%s: reload says new CAs %v, %q in force; want %d new", step.name, res.OriginCAsNew, res.OriginCAs, step.wantCAs)
+		}
+		var out strings.Builder
+		printReloaded(&out, res)
+		switch want := "origin CAs: unchanged, "; {
+		case step.wantErr != "" && strings.Contains(out.String(), "origin CAs:"):
+			t.Errorf("%s: tfmirror reload of files refused printed %q", step.name, out.String())
+		case step.wantErr == "" && step.wantCAs == 0 && !strings.Contains(out.String(), want):
+			t.Errorf("%s: tfmirror reload printed %q, want %q", step.name, out.String(), want)
 		}
 		if count("applied") != step.applied || count("refused") != step.refused || lastOK() != step.wantLastSuccesful {
 			t.Errorf("%s: applied %v, refused %v, last_reload_successful %v; want %v, %v, %v", step.name,

@@ -182,11 +182,17 @@ func printReloaded(w io.Writer, res admin.Reloaded) {
 	if res.TrustedKeys != nil {
 		fmt.Fprintf(w, "keys imports trust: %d in force\n", *res.TrustedKeys)
 	}
-	if res.Certificate != nil {
+	switch {
+	case res.Certificate != nil && res.CertificateNew:
 		fmt.Fprintf(w, "TLS certificate: a new one in force, expires %s\n", res.Certificate.UTC().Format(time.RFC3339))
+	case res.Certificate != nil:
+		fmt.Fprintf(w, "TLS certificate: unchanged, expires %s\n", res.Certificate.UTC().Format(time.RFC3339))
 	}
-	if res.OriginCAs != nil {
+	switch {
+	case res.OriginCAs != nil && res.OriginCAsNew:
 		fmt.Fprintf(w, "origin CAs: new ones in force, %s\n", strings.Join(res.OriginCAs, "; "))
+	case res.OriginCAs != nil:
+		fmt.Fprintf(w, "origin CAs: unchanged, %s in force\n", counted(len(res.OriginCAs), "CA"))
 	}
 }
 
