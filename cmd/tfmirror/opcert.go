@@ -65,14 +65,25 @@ func startOperatorCert(cfg settings.Config, served *atomic.Pointer[tls.Certifica
 // readOperatorPair reads the operator's certificate and key files, as
 // every operator's file is read (internal/inputfile): never waiting on a
 // FIFO, within bounds, and the key, a secret, refused when users other
-// than its owner may write it.
+// than its owner may write it (readOperatorKey).
+func readOperatorPair(certFile, keyFile string) (cert, key []byte, err error) {
+	return readPair(certFile, keyFile, readOperatorKey)
+}
+
+// readOperatorKey reads the operator's key file, a secret: refused when
+// users other than its owner may write it.
+func readOperatorKey(path string) ([]byte, error) {
+	return inputfile.ReadTrusted(path, maxKeyFileBytes)
+}
+
+// readPair reads a certificate file and its key file, the key by readKey.
 //
 // The pair is read again, up to pairReadTries times in all, when the
 // certificate file changed while the key was read: a mounted Secret
 // updated by the kubelet (its ..data link swapped between the two reads)
 // would otherwise give the new certificate with the old key, refused,
 // logged and counted as a pair that does not work.
-func readOperatorPair(certFile, keyFile string) (cert, key []byte, err error) {
+func readPair(certFile, keyFile string, readKey func(path string) ([]byte, error)) (cert, key []byte, err error) {
 	for range pairReadTries {
 		cert, err = inputfile.ReadOperator(certFile, maxCertFileBytes)
 		if err != nil {
@@ -81,7 +92,7 @@ func readOperatorPair(certFile, keyFile string) (cert, key []byte, err error) {
 		if afterCertRead != nil {
 			afterCertRead()
 		}
-		key, err = inputfile.ReadTrusted(keyFile, maxKeyFileBytes)
+		key, err = readKey(keyFile)
 		if err != nil {
 			return nil, nil, fmt.Errorf("loading TLS certificate's key: %w", err)
 		}

@@ -36,7 +36,6 @@ import (
 	"github.com/tfmirror/tfmirror/v2/discovery"
 	"github.com/tfmirror/tfmirror/v2/internal/certs"
 	"github.com/tfmirror/tfmirror/v2/internal/httpserve"
-	"github.com/tfmirror/tfmirror/v2/internal/inputfile"
 	"github.com/tfmirror/tfmirror/v2/internal/jsonlog"
 	"github.com/tfmirror/tfmirror/v2/internal/logwriter"
 	"github.com/tfmirror/tfmirror/v2/metrics"
@@ -636,23 +635,15 @@ func (m *server) certMisses(publicURL string) string {
 // loadKeyPair reads the operator's certificate chain and private key
 // (readOperatorPair).
 func loadKeyPair(certFile, keyFile string) (tls.Certificate, error) {
-	cert, key, err := readOperatorPair(certFile, keyFile)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	return parseKeyPair(certFile, keyFile, cert, key)
+	return readKeyPair(certFile, keyFile, readOperatorKey)
 }
 
-// readKeyPair reads a certificate chain and its key, the key read by
-// readKey.
+// readKeyPair reads a certificate chain and its key (readPair), the key
+// read by readKey, and parses them.
 func readKeyPair(certFile, keyFile string, readKey func(path string) ([]byte, error)) (tls.Certificate, error) {
-	cert, err := inputfile.ReadOperator(certFile, maxCertFileBytes)
+	cert, key, err := readPair(certFile, keyFile, readKey)
 	if err != nil {
-		return tls.Certificate{}, fmt.Errorf("loading TLS certificate: %w", err)
-	}
-	key, err := readKey(keyFile)
-	if err != nil {
-		return tls.Certificate{}, fmt.Errorf("loading TLS certificate's key: %w", err)
+		return tls.Certificate{}, err
 	}
 	return parseKeyPair(certFile, keyFile, cert, key)
 }
