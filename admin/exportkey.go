@@ -59,5 +59,5 @@ func (a *API) exportKeyRoutes(mux *http.ServeMux) {
 // ExportKey is API.ExportKey through the socket.
 func (c *Client) ExportKey(ctx context.Context) (ExportKeyInfo, error) {
 	var out ExportKeyInfo
-	return out, c.call(ctx, "/v1/export-key", ExportKeyRequest{}, &out)
+	return out, earlier(c.call(ctx, "/v1/export-key", ExportKeyRequest{}, &out), "tell its export key")
 }

@@ -104,5 +104,5 @@ func (a *API) reloadRoutes(mux *http.ServeMux) {
 // Reload is API.Reload through the socket.
 func (c *Client) Reload(ctx context.Context) (Reloaded, error) {
 	var out Reloaded
-	return out, c.call(ctx, "/v1/reload", ReloadRequest{}, &out)
+	return out, earlier(c.call(ctx, "/v1/reload", ReloadRequest{}, &out), "reload through the admin socket")
 }

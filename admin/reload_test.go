@@ -49,3 +49,18 @@ func TestReload(t *testing.T) {
 		t.Errorf("reload without Options.Reload: %d %s", status, body)
 	}
 }
+
+// TestReloadAndExportKeyClientOfAnEarlierServe: `tfmirror reload` and
+// `tfmirror export-key` of this release asking a serve of 2.0.0 (the
+// binary replaced, the serve not yet restarted), which has neither
+// route, are told what the 404 means, as policy explain is, not
+// "404 page not found".
+func TestReloadAndExportKeyClientOfAnEarlierServe(t *testing.T) {
+	c := dialEarlierServe(t)
+	if _, err := c.Reload(context.Background()); err == nil || !strings.Contains(err.Error(), "does not reload through the admin socket (is it of an earlier release? restart it)") {
+		t.Errorf("reload from an earlier serve: %v", err)
+	}
+	if _, err := c.ExportKey(context.Background()); err == nil || !strings.Contains(err.Error(), "does not tell its export key (is it of an earlier release? restart it)") {
+		t.Errorf("export key from an earlier serve: %v", err)
+	}
+}
