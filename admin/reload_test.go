@@ -50,11 +50,11 @@ func TestReload(t *testing.T) {
 	}
 }
 
-// TestReloadAndExportKeyClientOfAnEarlierServe: `tfmirror reload` and
-// `tfmirror export-key` of this release asking a serve of 2.0.0 (the
-// binary replaced, the serve not yet restarted), which has neither
-// route, are told what the 404 means, as policy explain is, not
-// "404 page not found".
+// TestReloadAndExportKeyClientOfAnEarlierServe: `tfmirror export-key`
+// of this release asking a serve of 2.0.0 (the binary replaced, the
+// serve not yet restarted), which has no such route, and `tfmirror
+// reload` asking one of 1.0.0, are told what the 404 means, as policy
+// explain is, not "404 page not found".
 func TestReloadAndExportKeyClientOfAnEarlierServe(t *testing.T) {
 	c := dialEarlierServe(t)
 	if _, err := c.Reload(context.Background()); err == nil || !strings.Contains(err.Error(), "does not reload through the admin socket (is it of an earlier release? restart it)") {
