@@ -299,12 +299,12 @@ func (m *server) reload() (admin.Reloaded, error) {
 		}
 	}
 	if cas != nil {
-		if changed, cas, err := cas.recheck(); err != nil {
+		if changed, subjects, err := cas.recheck(); err != nil {
 			errs = append(errs, fmt.Errorf("origin_ca_file's files refused; the CAs in force stay: %w", err))
 		} else {
-			out.OriginCAs, out.OriginCAsNew = cas, changed
+			out.OriginCAs, out.OriginCAsNew = subjects, changed
 			if changed {
-				inForce = append(inForce, fmt.Sprintf("origin_ca_file's CAs put in force (%s)", counted(len(cas), "CA")))
+				inForce = append(inForce, fmt.Sprintf("origin_ca_file's CAs put in force (%s)", counted(len(subjects), "CA")))
 			}
 		}
 	}
