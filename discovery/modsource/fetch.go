@@ -410,6 +410,19 @@ func isDotGit(part string) bool {
 	return strings.EqualFold(s, ".git") || strings.EqualFold(s, "git~1")
 }
 
+// isDotGitmodules reports whether a client's file system, or Git, may
+// take the name part for .gitmodules, as isDotGit does for .git (NTFS's
+// short name gitmod~1 included): Git refuses a tree where such a name
+// is a symbolic link.
+func isDotGitmodules(part string) bool {
+	s := safetree.WithoutIgnoredByHFS(part)
+	if i := strings.IndexByte(s, ':'); i >= 0 {
+		s = s[:i]
+	}
+	s = strings.TrimRight(s, ". ")
+	return strings.EqualFold(s, ".gitmodules") || strings.EqualFold(s, "gitmod~1")
+}
+
 // name returns the name of the entry in the tree, "" for the package's
 // top and for what is left out; in a whole package, an entry left out
 // is refused.

@@ -145,6 +145,11 @@ func (f *Fetcher) fetchGit(ctx context.Context, repoURL, ref string, cloneBranch
 				}
 			}
 		case filemode.Symlink:
+			if isDotGitmodules(path.Base(strings.ReplaceAll(name, "\\", "/"))) {
+				// Git refuses to check out such a tree ("invalid path"):
+				// a link's target is no .gitmodules to fetch by.
+				return "", fmt.Errorf("the tree of %s has a symbolic link %q, where Git takes no link for .gitmodules", redact.Location(repoURL), name)
+			}
 			var blob *object.Blob
 			if blob, err = object.GetBlob(storer, entry.Hash); err == nil {
 				var r io.ReadCloser

@@ -194,3 +194,27 @@ func TestSubmoduleUpdateNoneLeftOut(t *testing.T) {
 		}
 	}
 }
+
+// TestSubmodulesOfALinkedGitmodulesRefused: a tree whose .gitmodules is
+// a symbolic link, whose target (a link's blob) is written as a
+// .gitmodules would be, is refused, as Git refuses to check such a tree
+// out ("invalid path '.gitmodules'"): the mirror does not fetch the
+// submodules a link names, nor serve a package Git would not give.
+func TestSubmodulesOfALinkedGitmodulesRefused(t *testing.T) {
+	o, leaf := originWithLeaf(t)
+	for _, name := range []string{".gitmodules", ".GitModules"} {
+		repo := "linked" + strings.ToLower(strings.TrimPrefix(name, "."))
+		if _, err := o.AddGitTree(repo, fakeorigin.GitTree{
+			Files:      map[string][]byte{"main.tf": []byte("# module\n")},
+			Links:      map[string]string{name: "[submodule \"sub\"]\n\tpath = sub\n\turl = ../leaf.git\n"},
+			Submodules: map[string]string{"sub": leaf},
+		}, "v1"); err != nil {
+			t.Fatal(err)
+		}
+		a, _ := Parse("git::" + o.GitURL(repo) + "?ref=v1")
+		_, err := newFetcher(t, o, defaultLimits).Fetch(context.Background(), a, io.Discard)
+		if !errors.Is(err, ErrBadPackage) || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s a link: Fetch = %v, want the package refused naming it", name, err)
+		}
+	}
+}
