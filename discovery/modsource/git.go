@@ -105,7 +105,8 @@ func (f *Fetcher) fetchGit(ctx context.Context, repoURL, ref string, cloneBranch
 	}
 
 	// Every object the package is read from passes through the bounds.
-	storer := boundedObjects{EncodedObjectStorer: storage, bounds: newPackBounds(f.Limits)}
+	var unread error
+	storer := boundedObjects{EncodedObjectStorer: storage, bounds: newPackBounds(f.Limits), failed: &unread}
 	commit, err := peelToCommit(storer, want)
 	if err != nil {
 		var le *LimitError
@@ -126,8 +127,17 @@ func (f *Fetcher) fetchGit(ctx context.Context, repoURL, ref string, cloneBranch
 			return "", err
 		}
 		name, entry, err := walker.Next()
+		if err == io.EOF && unread != nil {
+			// go-git's walker ends the walk at a tree it cannot read
+			// (missing, or over its bound): the rest of the package.
+			err = unread
+		}
 		if err == io.EOF {
 			break
+		}
+		var le *LimitError
+		if errors.As(err, &le) {
+			return "", le
 		}
 		if err != nil {
 			return "", fmt.Errorf("reading the tree of %s: %w", redact.Location(repoURL), err)
@@ -616,15 +626,23 @@ var abbreviated = regexp.MustCompile(`^[0-9a-fA-F]{4,39}$`)
 type boundedObjects struct {
 	storer.EncodedObjectStorer
 	bounds packBounds
+	// failed, when not nil, is set to the first error of an object not
+	// given: go-git's tree walker takes one for the walk's end.
+	failed *error
 }
 
 func (s boundedObjects) EncodedObject(t plumbing.ObjectType, h plumbing.Hash) (plumbing.EncodedObject, error) {
 	o, err := s.EncodedObjectStorer.EncodedObject(t, h)
-	if err != nil {
-		return nil, err
+	if err == nil {
+		if bound, over, setting := s.bounds.of(o.Type(), o.Size()); bound > 0 && o.Size() > bound {
+			err = &LimitError{Detail: over, Setting: setting}
+		}
 	}
-	if bound, over, setting := s.bounds.of(o.Type(), o.Size()); bound > 0 && o.Size() > bound {
-		return nil, &LimitError{Detail: over, Setting: setting}
+	if err != nil {
+		if s.failed != nil && *s.failed == nil {
+			*s.failed = fmt.Errorf("the object %s: %w", h, err)
+		}
+		return nil, err
 	}
 	return o, nil
 }
