@@ -16,7 +16,7 @@ package sharedstore
 // release 2.x before the store ID, bound the key in the bucket but not the
 // bucket: its records are rejected (and so re-derived from the origins and
 // written back in the current format); its archive headers are still
-// read, see OpenArchive.
+// read, see OpenArchive, and so are its OCI digest entries, see openMeta.
 
 import (
 	"context"
@@ -308,7 +308,7 @@ func (s *Store) GetMeta(ctx context.Context, key string) (json.RawMessage, time.
 	if err != nil || raw == nil {
 		return nil, time.Time{}, err
 	}
-	record, at, why := s.cfg.Keys.openMeta(s.id, key, raw, modified, maxPutBack+s.cfg.CallTimeout)
+	record, at, why := s.cfg.Keys.openMeta(s.id, name, key, raw, modified, maxPutBack+s.cfg.CallTimeout)
 	if why != nil {
 		s.rejected.reject(kindOf(key), name, why)
 		return nil, time.Time{}, nil
@@ -317,21 +317,33 @@ func (s *Store) GetMeta(ctx context.Context, key string) (json.RawMessage, time.
 }
 
 // openMeta returns the record that raw, read from the store whose ID is
-// storeID under the record key key and written there by the store at
-// modified (zero: not known), holds, and its time of storing; or why it
+// storeID under the record key key (bucketName in the bucket) and written
+// there by the store at modified (zero: not known), holds, and its time of storing; or why it
 // does not authenticate: not a stored record, of an earlier format, not
 // made by these keys for that store, kind and name, or written to the
 // store more than putBack after its time of storing or before it.
-func (k *Keys) openMeta(storeID, key string, raw []byte, modified time.Time, putBack time.Duration) (json.RawMessage, time.Time, error) {
+func (k *Keys) openMeta(storeID, bucketName, key string, raw []byte, modified time.Time, putBack time.Duration) (json.RawMessage, time.Time, error) {
 	var doc metaDoc
 	if err := json.Unmarshal(raw, &doc); err != nil || len(doc.Record) == 0 {
 		return nil, time.Time{}, fmt.Errorf("not a stored record: %v", err)
 	}
-	if doc.Format < macFormat && doc.MAC != "" {
+	switch {
+	case doc.Format < macFormat && doc.MAC != "" && kindOf(key) == "oci_digest":
+		// A digest entry is a hint, never served as it is: the replica
+		// builds the document again from the version's package record
+		// (checked against its signature) and serves it only if it has
+		// the digest (ocistore.Adopt). One of format 1 is read, so that a
+		// digest a replica of the earlier release handed out still
+		// resolves on this one's, as no origin can give it again.
+		if err := k.verify(1, doc.KeyID, doc.MAC, kindOf(key), bucketName, doc.StoredAt, string(doc.Record)); err != nil {
+			return nil, time.Time{}, err
+		}
+	case doc.Format < macFormat && doc.MAC != "":
 		return nil, time.Time{}, errEarlierFormat
-	}
-	if err := k.verify(doc.Format, doc.KeyID, doc.MAC, doc.fields(storeID, kindOf(key), "meta/"+key)...); err != nil {
-		return nil, time.Time{}, err
+	default:
+		if err := k.verify(doc.Format, doc.KeyID, doc.MAC, doc.fields(storeID, kindOf(key), "meta/"+key)...); err != nil {
+			return nil, time.Time{}, err
+		}
 	}
 	at, err := time.Parse(time.RFC3339Nano, doc.StoredAt)
 	if err != nil {

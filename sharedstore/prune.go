@@ -62,7 +62,8 @@ func (s *Store) list(ctx context.Context, prefix string, fn func(key string, siz
 func (s *Store) ListMeta(ctx context.Context, prefix string, fn func(key string, record json.RawMessage) error) (unauthenticated int, err error) {
 	err = s.list(ctx, "meta/"+prefix, func(rest string, _ int64, _ time.Time) error {
 		key := prefix + rest
-		raw, modified, release, err := s.getSmall(ctx, "get_meta", s.key("meta/"+key))
+		name := s.key("meta/" + key)
+		raw, modified, release, err := s.getSmall(ctx, "get_meta", name)
 		defer release() // released before fn too, which may read the store itself
 		if notWritten(err) || errors.Is(err, errUnreadable) {
 			unauthenticated++
@@ -71,7 +72,7 @@ func (s *Store) ListMeta(ctx context.Context, prefix string, fn func(key string,
 		if err != nil || raw == nil {
 			return err // the store failed, or it is gone since it was listed
 		}
-		record, _, why := s.cfg.Keys.openMeta(s.id, key, raw, modified, maxPutBack+s.cfg.CallTimeout)
+		record, _, why := s.cfg.Keys.openMeta(s.id, name, key, raw, modified, maxPutBack+s.cfg.CallTimeout)
 		release()
 		if why != nil {
 			unauthenticated++

@@ -306,3 +306,44 @@ func TestVersionListRollbackWithinMinutes(t *testing.T) {
 		t.Errorf("the list put back is dated %s, want its own time %s (before %s)", at, olderAt, newerAt)
 	}
 }
+
+// An OCI digest entry that a replica of the previous release wrote
+// (format 1) is read: it is a hint that the replica checks by building
+// the document again (ocistore.Adopt), and the only record of a digest
+// that replica handed out, which no origin gives again. Moved to another
+// name, another kind's or another key's, it is still rejected; so is a
+// record of any other kind in format 1.
+func TestEarlierFormatDigestEntryRead(t *testing.T) {
+	srv := startServer(t)
+	ctx := context.Background()
+	a := openKeyed(t, srv, key('a'), nil)
+	const rec = `{"version":"3.0.0","platforms":["linux_amd64"]}`
+	at := time.Now().UTC().Format(time.RFC3339Nano) // written now, as during a rolling upgrade
+	v1 := func(kind, name string, k []byte) []byte {
+		return fmt.Appendf(nil, `{"stored_at":%q,"record":%s,"key_id":%q,"mac":%q}`, at, rec, mustKeys(t, k).ID(),
+			macV1(k, kind, "replicas/a/meta/"+name, at, rec))
+	}
+	const name = "oci/digest/registry.terraform.io/hashicorp/random/sha256:89488e3e4e63e11a66a80ae0dfe1a3c1cd012f60dd1bf2ecf6fc256a043f9c55"
+	putRaw(t, srv, "meta/"+name, v1("oci_digest", name, key('a')))
+	raw, _, err := a.GetMeta(ctx, name)
+	if err != nil || string(raw) != rec {
+		t.Fatalf("a digest entry of format 1: %s, %v\n%s", raw, err, a.log.String())
+	}
+
+	// Moved from another name.
+	const other = name + "0"
+	putRaw(t, srv, "meta/"+other, v1("oci_digest", name, key('a')))
+	wantRejected(t, a, "oci_digest", other, 0)
+	// Another key's.
+	const theirs = name + "1"
+	putRaw(t, srv, "meta/"+theirs, v1("oci_digest", theirs, key('s')))
+	wantRejected(t, a, "oci_digest", theirs, 2)
+	// Another kind's MAC.
+	const kinded = name + "2"
+	putRaw(t, srv, "meta/"+kinded, v1("oci_version", kinded, key('a')))
+	wantRejected(t, a, "oci_digest", kinded, 4)
+	// Any other kind in format 1 is still rejected.
+	const version = "oci/version/registry.terraform.io/hashicorp/random/3.0.0"
+	putRaw(t, srv, "meta/"+version, v1("oci_version", version, key('a')))
+	wantRejected(t, a, "oci_version", version, 0)
+}
