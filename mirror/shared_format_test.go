@@ -55,7 +55,8 @@ func asOtherRelease(t *testing.T, srv *s3test.Server, format int) {
 	ctx := context.Background()
 	key := bytes.Repeat([]byte("r"), 32) // sharedKeys'
 	kindOf := func(name string) string {
-		for prefix, kind := range map[string]string{"package/": "package", "versions/": "versions", "release/": "release_time"} {
+		for prefix, kind := range map[string]string{"package/": "package", "versions/": "versions", "release/": "release_time",
+			"oci/version/": "oci_version", "oci/digest/": "oci_digest"} {
 			if strings.HasPrefix(name, prefix) {
 				return kind
 			}
@@ -173,5 +174,39 @@ func TestSharedRecordsOfAnotherReleaseWrittenBackOnce(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The OCI digests a replica of release 2.0.0 handed out (its digest
+// entries in the bucket of MAC format 1) resolve by digest alone on a
+// replica of this release that never saw them, during a rolling upgrade
+// or after it: no origin can give such an entry again, and the replica
+// checks it by building the document again, so it reads the entry of
+// the earlier format as the hint it is (a client's pinned digest, once
+// answered MANIFEST_UNKNOWN).
+func TestSharedOCIDigestsOfFormatOneResolve(t *testing.T) {
+	srv, rs := newReplicas(t, 2, nil)
+	a, b := rs[0], rs[1]
+	p := a.provider()
+	v := mustVersion(t, "1.0.0")
+	oa, err := a.engine.NewOCI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ob, err := b.engine.NewOCI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	index, manifests, _ := ociDigests(t, oa, p, v)
+	a.waitIdle()
+	asOtherRelease(t, srv, 1) // as replicas of 2.0.0 wrote them
+	for _, d := range append(manifests, index) {
+		got, err := ob.Manifest(t.Context(), p, d)
+		if err != nil {
+			t.Fatalf("this release's replica, %s handed out by a 2.0.0 one: %v", d, err)
+		}
+		if got.Digest != d {
+			t.Fatalf("answered %s for %s", got.Digest, d)
+		}
 	}
 }
