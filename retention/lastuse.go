@@ -145,7 +145,7 @@ func (r *Retainer) shareUses(uses map[string]time.Time) {
 	ctx, cancel := context.WithTimeout(context.Background(), sharedUseTimeout)
 	defer cancel()
 	for key, at := range uses {
-		if theirs, ok, _ := r.sharedUse(ctx, key); ok && !theirs.Before(at) {
+		if theirs, ok, _, _ := r.sharedUse(ctx, key); ok && !theirs.Before(at) {
 			continue
 		}
 		if err := r.shared.PutMeta(ctx, lastUsePrefix+key, lastUseDoc{At: at}); err != nil {
@@ -172,17 +172,40 @@ func readUse(raw json.RawMessage) (time.Time, bool) {
 
 // sharedUse returns the last use of key that the shared store holds;
 // err when the store did not answer, or errUseUnread when what it holds
-// does not read (whether it holds one, or when, is not known).
-func (r *Retainer) sharedUse(ctx context.Context, key string) (time.Time, bool, error) {
-	raw, _, err := r.shared.GetMeta(ctx, lastUsePrefix+key)
+// does not read (whether it holds one, or when, is not known). When it
+// holds one that does not authenticate (a replica's of release 2.0.0,
+// whose MAC format this release rejects, or a writer's without the key),
+// ok is false and rejected is when the store wrote it (zero: not known).
+func (r *Retainer) sharedUse(ctx context.Context, key string) (at time.Time, ok bool, rejected time.Time, err error) {
+	raw, _, rejected, err := r.shared.GetMetaWritten(ctx, lastUsePrefix+key)
 	if err != nil || raw == nil {
-		return time.Time{}, false, err
+		return time.Time{}, false, rejected, err
 	}
-	at, ok := readUse(raw)
+	at, ok = readUse(raw)
 	if !ok {
-		return time.Time{}, false, errUseUnread
+		return time.Time{}, false, time.Time{}, errUseUnread
 	}
-	return at, true, nil
+	return at, true, time.Time{}, nil
+}
+
+// storeClockSkew is how far the shared store's clock may be ahead of a
+// replica's: an S3 store refuses a request signed further off its clock.
+// A last use that does not authenticate, written by the store later than
+// that after now, is counted as none (rejectedUseCounts).
+const storeClockSkew = 15 * time.Minute
+
+// rejectedUseCounts reports whether a last use in the shared store that
+// does not authenticate, written by the store at written, keeps its
+// version from the unused rule of age d at now: it counts as a download
+// when the store wrote it, the one time of it known (and one the writer
+// cannot choose: the store sets it). So a replica of the earlier release
+// downloading a version during a rolling upgrade keeps it as its own
+// download would, and a writer of the bucket without the key keeps a
+// version only by writing its last use again within every d, as a client
+// downloading it would; a time of writing not known, or ahead of now by
+// more than the store's clock can be (storeClockSkew), keeps nothing.
+func rejectedUseCounts(written, now time.Time, d time.Duration) bool {
+	return !written.IsZero() && !written.After(now.Add(storeClockSkew)) && now.Sub(written) < d
 }
 
 // lastUses returns the last use of every version that has one: written

@@ -246,7 +246,7 @@ func (r *Retainer) byRules(hs []*held) map[*held]string {
 			return out
 		}
 		now := r.now()
-		unanswered, notRead := 0, 0
+		unanswered, notRead, rejectedKept := 0, 0, 0
 		for _, h := range hs {
 			if _, ok := out[h]; ok || len(h.cached) == 0 || !h.Refetch || h.pinnedBy != "" {
 				continue
@@ -266,7 +266,7 @@ func (r *Retainer) byRules(hs []*held) map[*held]string {
 			}
 			if r.shared != nil { // a download on another replica counts
 				ctx, cancel := context.WithTimeout(context.Background(), sharedUseTimeout)
-				theirs, ok, err := r.sharedUse(ctx, h.Key)
+				theirs, ok, rejected, err := r.sharedUse(ctx, h.Key)
 				cancel()
 				if errors.Is(err, errUseUnread) {
 					notRead++
@@ -279,12 +279,23 @@ func (r *Retainer) byRules(hs []*held) map[*held]string {
 				if ok && now.Sub(theirs) < d {
 					continue
 				}
+				// One that does not authenticate (a replica's of the
+				// earlier release, during a rolling upgrade) counts from
+				// when the store wrote it.
+				if rejectedUseCounts(rejected, now, d) {
+					rejectedKept++
+					continue
+				}
 			}
 			out[h] = RuleUnused
 		}
 		if notRead > 0 {
 			r.log.Warn("the last use of versions does not read (damaged, or written by a newer release); the unused rule removes none of them until a download writes it again",
 				"versions", notRead)
+		}
+		if rejectedKept > 0 {
+			r.log.Warn("the last use of versions in the shared store does not authenticate (written by release 2.0.0, or without the key); the unused rule counts each from when the store wrote it",
+				"versions", rejectedKept)
 		}
 		if unanswered > 0 {
 			r.log.Warn("the shared store did not answer for the last use of versions; the unused rule removes none of them until it does",
