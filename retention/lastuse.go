@@ -177,9 +177,9 @@ func readUse(raw json.RawMessage) (time.Time, bool) {
 // whose MAC format this release rejects, or a writer's without the key),
 // ok is false and rejected is when the store wrote it (zero: not known).
 func (r *Retainer) sharedUse(ctx context.Context, key string) (at time.Time, ok bool, rejected time.Time, err error) {
-	raw, _, rejected, err := r.shared.GetMetaWritten(ctx, lastUsePrefix+key)
+	raw, stored, err := r.shared.GetMeta(ctx, lastUsePrefix+key)
 	if err != nil || raw == nil {
-		return time.Time{}, false, rejected, err
+		return time.Time{}, false, stored, err // stored: a rejected one's writing
 	}
 	at, ok = readUse(raw)
 	if !ok {

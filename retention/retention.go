@@ -299,10 +299,11 @@ type Store interface {
 // one replica that holds the retention lease. The cmd/tfmirror wiring of
 // *sharedstore.Store implements it.
 type Shared interface {
-	// GetMetaWritten returns the record under key; a nil record when
-	// there is none, or none that authenticates: for one that does not,
-	// rejected is when the store wrote it (zero: not known).
-	GetMetaWritten(ctx context.Context, key string) (record json.RawMessage, at, rejected time.Time, err error)
+	// GetMeta returns the record under key and when it was stored; a
+	// nil record when there is none, or none that authenticates: for one
+	// that does not, the time is when the store wrote it (zero: there is
+	// none, or that is not known).
+	GetMeta(ctx context.Context, key string) (record json.RawMessage, at time.Time, err error)
 	// PutMeta stores record (JSON-encoded) under key.
 	PutMeta(ctx context.Context, key string, record any) error
 	// TryLease takes the lease named id; a nil lease when another

@@ -22,11 +22,11 @@ type usesUnanswered struct {
 	failing atomic.Bool
 }
 
-func (u *usesUnanswered) GetMetaWritten(ctx context.Context, key string) (json.RawMessage, time.Time, time.Time, error) {
+func (u *usesUnanswered) GetMeta(ctx context.Context, key string) (json.RawMessage, time.Time, error) {
 	if u.failing.Load() && strings.HasPrefix(key, lastUsePrefix) {
-		return nil, time.Time{}, time.Time{}, errors.New("503 Slow Down")
+		return nil, time.Time{}, errors.New("503 Slow Down")
 	}
-	return u.MemTier.GetMetaWritten(ctx, key)
+	return u.MemTier.GetMeta(ctx, key)
 }
 
 // While the shared store does not answer for the last uses, the unused

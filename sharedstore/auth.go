@@ -293,45 +293,39 @@ const maxPutBack = 15 * time.Minute
 // serve as it is stored (errUnreadable: archived, or encrypted with a
 // customer's key) is none either, logged once: the next PutMeta replaces
 // it.
-func (s *Store) GetMeta(ctx context.Context, key string) (json.RawMessage, time.Time, error) {
-	record, at, _, err := s.GetMetaWritten(ctx, key)
-	return record, at, err
-}
-
-// GetMetaWritten is GetMeta, and, when the store holds under key a
-// record that does not authenticate (of release 2.0.0's MAC format,
-// another key's, changed, put back), when the store wrote it: its
+//
+// With a nil record, a time not zero says that the store holds a record
+// under key that does not authenticate (of release 2.0.0's MAC format,
+// another key's, changed, put back), and when the store wrote it: its
 // Last-Modified, the store's own time, which a writer of the bucket
-// cannot set (zero when the store did not give it), with a nil record,
-// counted and logged as rejected as GetMeta does. That it exists, and
-// since when, is all that is known of such a record: retention counts a
-// last use that does not authenticate as a download at that time, so
-// that one written by a replica of the earlier release during a rolling
-// upgrade is not taken for none. A record larger than any a replica
-// writes, one assembled by a multipart upload (which AWS S3 dates at
-// the upload's initiation) and one the store refuses to serve
-// (errUnreadable) give no time.
-func (s *Store) GetMetaWritten(ctx context.Context, key string) (record json.RawMessage, at, rejected time.Time, err error) {
+// cannot set. That it exists, and since when, is all that is known of
+// such a record: retention counts a last use that does not authenticate
+// as a download at that time, so that one written by a replica of the
+// earlier release during a rolling upgrade is not taken for none. One
+// larger than any a replica writes, one assembled by a multipart upload
+// (which AWS S3 dates at the upload's initiation) and one the store
+// refuses to serve give no time.
+func (s *Store) GetMeta(ctx context.Context, key string) (record json.RawMessage, at time.Time, err error) {
 	name := s.key("meta/" + key)
 	raw, modified, release, err := s.getSmall(ctx, "get_meta", name)
 	defer release()
 	switch {
 	case notWritten(err):
 		s.rejected.reject(kindOf(key), name, err)
-		return nil, time.Time{}, time.Time{}, nil
+		return nil, time.Time{}, nil
 	case errors.Is(err, errUnreadable):
 		s.rejected.unreadable(kindOf(key), name, err)
-		return nil, time.Time{}, time.Time{}, nil
+		return nil, time.Time{}, nil
 	}
 	if err != nil || raw == nil {
-		return nil, time.Time{}, time.Time{}, err
+		return nil, time.Time{}, err
 	}
 	record, at, why := s.cfg.Keys.openMeta(s.id, name, key, raw, modified, maxPutBack+s.cfg.CallTimeout)
 	if why != nil {
 		s.rejected.reject(kindOf(key), name, why)
-		return nil, time.Time{}, modified, nil
+		return nil, modified, nil
 	}
-	return record, at, time.Time{}, nil
+	return record, at, nil
 }
 
 // openMeta returns the record that raw, read from the store whose ID is

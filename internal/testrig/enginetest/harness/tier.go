@@ -77,12 +77,6 @@ func (m *MemTier) GetMeta(_ context.Context, key string) (json.RawMessage, time.
 	return m.meta[key], time.Now(), nil
 }
 
-// GetMetaWritten is GetMeta: every record of a MemTier authenticates.
-func (m *MemTier) GetMetaWritten(ctx context.Context, key string) (json.RawMessage, time.Time, time.Time, error) {
-	raw, at, err := m.GetMeta(ctx, key)
-	return raw, at, time.Time{}, err
-}
-
 func (m *MemTier) PutMeta(_ context.Context, key string, record any) error {
 	b, err := json.Marshal(record)
 	if err != nil {
