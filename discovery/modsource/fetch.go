@@ -402,12 +402,7 @@ func (t *treeWriter) target(name string) (n string, leftOut bool) {
 // configuration that every git command run inside the module obeys (its
 // core.fsmonitor is a command).
 func isDotGit(part string) bool {
-	s := safetree.WithoutIgnoredByHFS(part)
-	if i := strings.IndexByte(s, ':'); i >= 0 {
-		s = s[:i]
-	}
-	s = strings.TrimRight(s, ". ")
-	return strings.EqualFold(s, ".git") || strings.EqualFold(s, "git~1")
+	return namedAs(part, ".git", "git~1")
 }
 
 // isDotGitmodules reports whether a client's file system, or Git, may
@@ -415,12 +410,20 @@ func isDotGit(part string) bool {
 // short name gitmod~1 included): Git refuses a tree where such a name
 // is a symbolic link.
 func isDotGitmodules(part string) bool {
+	return namedAs(part, ".gitmodules", "gitmod~1")
+}
+
+// namedAs reports whether a client's file system may take the name part
+// for name, or for its NTFS short name short: without case, the code
+// points HFS+ ignores, an NTFS stream after a colon, and the dots and
+// spaces Windows drops from a name's end.
+func namedAs(part, name, short string) bool {
 	s := safetree.WithoutIgnoredByHFS(part)
 	if i := strings.IndexByte(s, ':'); i >= 0 {
 		s = s[:i]
 	}
 	s = strings.TrimRight(s, ". ")
-	return strings.EqualFold(s, ".gitmodules") || strings.EqualFold(s, "gitmod~1")
+	return strings.EqualFold(s, name) || strings.EqualFold(s, short)
 }
 
 // name returns the name of the entry in the tree, "" for the package's
