@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
@@ -104,13 +105,14 @@ func rootsWith(base *x509.CertPool, files []string, contents [][]byte, logger *s
 	}
 	var subjects []string
 	for i, f := range files {
-		n := 0
+		n, blocks := 0, 0
 		for rest := contents[i]; ; {
 			var block *pem.Block
 			block, rest = pem.Decode(rest)
 			if block == nil {
 				break
 			}
+			blocks++
 			if block.Type != "CERTIFICATE" {
 				continue
 			}
@@ -124,6 +126,12 @@ func rootsWith(base *x509.CertPool, files []string, contents [][]byte, logger *s
 		}
 		if n == 0 {
 			return nil, nil, fmt.Errorf("--origin-ca-file %s: no PEM certificate in it", f)
+		}
+		// A block begun and not ended (a file read half written, its last
+		// certificate cut short) is skipped by pem.Decode: the file is
+		// refused rather than trusted without the CAs it was cut before.
+		if begun := bytes.Count(contents[i], []byte("-----BEGIN ")); begun > blocks {
+			return nil, nil, fmt.Errorf("--origin-ca-file %s: %d PEM blocks begun, %d whole: a block cut short or damaged (a file half written?)", f, begun, blocks)
 		}
 	}
 	return pool, subjects, nil
