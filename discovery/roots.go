@@ -26,10 +26,11 @@ func (r *rootsTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 // SetRootCAs puts roots in force as the CAs trusted for TLS to origins,
 // download hosts, module source hosts and an https:// upstream proxy, as
 // Config.RootCAs (nil: the system roots). Each request from then on is
-// made on a connection verified against them: the idle connections that
-// were verified against the CAs before are closed, so that a CA removed
-// is trusted no more. Requests under way finish on the connections they
-// have.
+// made on a connection verified against them, so that a CA removed is
+// trusted no more: the idle connections verified against the CAs before
+// are closed. Requests under way finish on the connections they have,
+// which their transport, used no more, closes once they have been idle
+// for its IdleConnTimeout.
 func (c *Client) SetRootCAs(roots *x509.CertPool) {
 	b := c.tr.base
 	old := b.cur.Swap(b.make(roots))
