@@ -60,10 +60,7 @@ func TestRemoveVersionRemovesOCIRecords(t *testing.T) {
 	var clock atomic.Int64 // what the engine's clock adds, in nanoseconds
 	h := newHarness(t, harnessOptions{cfg: Config{Now: func() time.Time { return time.Now().Add(time.Duration(clock.Load())) }}})
 	h.origin.AddProvider(ns, typ, []string{"1.0.0", "2.0.0"}, []string{"linux_amd64", "darwin_arm64"})
-	o, err := h.engine.NewOCI()
-	if err != nil {
-		t.Fatal(err)
-	}
+	o := mustOCI(t, h.engine)
 	p := h.provider()
 	v1, v2 := versions.MustParseVersion("1.0.0"), versions.MustParseVersion("2.0.0")
 	idx1, man1, blobs1 := ociDigests(t, o, p, v1)
@@ -144,14 +141,8 @@ func TestSharedOCIDigestsResolveOnAnotherReplica(t *testing.T) {
 	a, b := rs[0], rs[1]
 	p := a.provider()
 	v := mustVersion(t, "1.0.0")
-	oa, err := a.engine.NewOCI()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ob, err := b.engine.NewOCI()
-	if err != nil {
-		t.Fatal(err)
-	}
+	oa := mustOCI(t, a.engine)
+	ob := mustOCI(t, b.engine)
 	index, manifests, blobs := ociDigests(t, oa, p, v)
 	a.waitIdle() // the records are put in the bucket in the background
 
@@ -242,14 +233,7 @@ func TestOCIRecordsWrittenWhole(t *testing.T) {
 	}}})
 	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, []string{"linux_amd64", "darwin_arm64"})
 	p, v := h.provider(), versions.MustParseVersion("1.0.0")
-	newSide := func() *OCI {
-		o, err := h.engine.NewOCI()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return o
-	}
-	index, manifests, blobs := ociDigests(t, newSide(), p, v)
+	index, manifests, blobs := ociDigests(t, mustOCI(t, h.engine), p, v)
 	docs := append([]digest.Digest{index}, manifests...)
 	resolving := func(o *OCI) (n int) {
 		for _, d := range docs {
@@ -277,12 +261,12 @@ func TestOCIRecordsWrittenWhole(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		side := newSide()
+		side := mustOCI(t, h.engine)
 		writes.Store(0)
 		failFrom.Store(k)
 		_, err := side.Index(t.Context(), p, v)
 		failFrom.Store(0)
-		for name, o := range map[string]*OCI{"the side that wrote": side, "a side started afresh": newSide()} {
+		for name, o := range map[string]*OCI{"the side that wrote": side, "a side started afresh": mustOCI(t, h.engine)} {
 			switch n := resolving(o); {
 			case n != 0 && n != all:
 				t.Errorf("write %d failing: %d of %d digests resolve on %s", k, n, all, name)
@@ -293,7 +277,7 @@ func TestOCIRecordsWrittenWhole(t *testing.T) {
 		if _, err := side.Index(t.Context(), p, v); err != nil {
 			t.Fatalf("the index with room on the disk again: %v", err)
 		}
-		if n := resolving(newSide()); n != all {
+		if n := resolving(mustOCI(t, h.engine)); n != all {
 			t.Errorf("write %d failed, then the index again: %d of %d digests resolve", k, n, all)
 		}
 	}
@@ -331,10 +315,7 @@ func TestOCIArchiveSizesAskedAtOnce(t *testing.T) {
 	gate := &sizeGate{want: int32(len(platforms)), all: make(chan struct{})}
 	h := newHarness(t, harnessOptions{wrapOrigin: func(o Origin) Origin { gate.Origin = o; return gate }})
 	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
-	o, err := h.engine.NewOCI()
-	if err != nil {
-		t.Fatal(err)
-	}
+	o := mustOCI(t, h.engine)
 	p, v := h.provider(), versions.MustParseVersion("1.0.0")
 	const callers = 4
 	got := make(chan digest.Digest, callers)
@@ -391,10 +372,7 @@ func TestOCIArchiveSizeLearnedPerOrigin(t *testing.T) {
 		wrapOrigin: func(o Origin) Origin { return &lyingSizer{Origin: o, host: hostile} },
 	})
 	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, []string{"linux_amd64"})
-	o, err := h.engine.NewOCI()
-	if err != nil {
-		t.Fatal(err)
-	}
+	o := mustOCI(t, h.engine)
 	v := versions.MustParseVersion("1.0.0")
 	layerSize := func(p addrs.Provider) int64 {
 		t.Helper()
@@ -438,10 +416,7 @@ func TestOCIArchiveSizeFailureRemembered(t *testing.T) {
 			platforms := []string{"linux_amd64", "darwin_arm64", "windows_amd64"}
 			h := newHarness(t, harnessOptions{cfg: Config{NotFoundTTL: time.Minute}})
 			h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
-			o, err := h.engine.NewOCI()
-			if err != nil {
-				t.Fatal(err)
-			}
+			o := mustOCI(t, h.engine)
 			p, v := h.provider(), versions.MustParseVersion("1.0.0")
 			h.origin.SetKindStatus(fakeorigin.ArchiveSize, status)
 			if _, err := o.Index(t.Context(), p, v); err == nil {
@@ -464,4 +439,14 @@ func TestOCIArchiveSizeFailureRemembered(t *testing.T) {
 			}
 		})
 	}
+}
+
+// mustOCI is e's OCI side, the test failed when it cannot be made.
+func mustOCI(t *testing.T, e *Engine) *OCI {
+	t.Helper()
+	o, err := e.NewOCI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
 }

@@ -42,14 +42,8 @@ func TestWrongSizeDroppedOnEverySide(t *testing.T) {
 	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, []string{"linux_amd64", "darwin_arm64"})
 	size := int64(len(h.origin.Archive(ns, typ, "1.0.0", "linux_amd64")))
 	h.origin.SetStatedSize(ns, typ, "1.0.0", "linux_amd64", size+3)
-	o1, err := h.engine.NewOCI()
-	if err != nil {
-		t.Fatal(err)
-	}
-	o2, err := h.engine.NewOCI()
-	if err != nil {
-		t.Fatal(err)
-	}
+	o1 := mustOCI(t, h.engine)
+	o2 := mustOCI(t, h.engine)
 	p, v := h.provider(), versions.MustParseVersion("1.0.0")
 	idx, man := indexDigests(t, o1, p, v)
 	_, holds1, err := o1.IndexAnswer(t.Context(), p, v)
@@ -129,10 +123,7 @@ func TestManifestWaitsForItsArchive(t *testing.T) {
 	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
 	size := int64(len(h.origin.Archive(ns, typ, "1.0.0", "linux_amd64")))
 	h.origin.SetStatedSize(ns, typ, "1.0.0", "linux_amd64", size+3)
-	o, err := h.engine.NewOCI()
-	if err != nil {
-		t.Fatal(err)
-	}
+	o := mustOCI(t, h.engine)
 	p, v := h.provider(), versions.MustParseVersion("1.0.0")
 	idx, man := indexDigests(t, o, p, v)
 	if n := h.origin.Hits(fakeorigin.Archive); n != 0 {

@@ -48,10 +48,7 @@ func TestExpiredDownloadURLsSizedAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.origin.ExpireDownloadURLs()
-	o, err := h.engine.NewOCI()
-	if err != nil {
-		t.Fatal(err)
-	}
+	o := mustOCI(t, h.engine)
 	if _, err := o.Index(t.Context(), h.provider(), mustVersion(t, "1.0.0")); err != nil {
 		t.Fatalf("the index after the URLs expired: %v", err)
 	}

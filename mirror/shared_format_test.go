@@ -189,14 +189,8 @@ func TestSharedOCIDigestsOfFormatOneResolve(t *testing.T) {
 	a, b := rs[0], rs[1]
 	p := a.provider()
 	v := mustVersion(t, "1.0.0")
-	oa, err := a.engine.NewOCI()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ob, err := b.engine.NewOCI()
-	if err != nil {
-		t.Fatal(err)
-	}
+	oa := mustOCI(t, a.engine)
+	ob := mustOCI(t, b.engine)
 	index, manifests, _ := ociDigests(t, oa, p, v)
 	a.waitIdle()
 	asOtherRelease(t, srv, 1) // as replicas of 2.0.0 wrote them
