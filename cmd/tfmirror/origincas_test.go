@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -16,9 +17,11 @@ import (
 // TestOriginCAsReadAgain: origin_ca_file's files changed while the mirror
 // serves are put in force by tfmirror reload and by the reading once a
 // minute, which reload reports with the CAs' subjects; files that would
-// stop a start (no certificate in them, others may write them) are
-// refused, logged and counted once however often they are read, the CAs
-// in force staying; files put back clear the refusal.
+// stop a start (no certificate in them, others may write them, one read
+// half written, its last certificate cut short) are refused, logged and
+// counted once however often they are read, the CAs in force staying,
+// rather than put in force without what they were cut before; files put
+// back clear the refusal.
 func TestOriginCAsReadAgain(t *testing.T) {
 	dir := t.TempDir()
 	caFile := filepath.Join(dir, "company-ca.pem")
@@ -44,6 +47,7 @@ func TestOriginCAsReadAgain(t *testing.T) {
 	lastOK := func() float64 { return metric(t, m.registry, "tfmirror_origin_ca_last_reload_successful") }
 
 	both := append(append([]byte(nil), a.pem...), b.pem...)
+	cut := both[:len(a.pem)+len(b.pem)/2]
 	for _, step := range []struct {
 		name              string
 		content           []byte
@@ -58,8 +62,9 @@ func TestOriginCAsReadAgain(t *testing.T) {
 		{"no certificate in the file", []byte("not a certificate\n"), 0o644, 0, "no PEM certificate", 1, 1, 0},
 		{"the same, read again", []byte("not a certificate\n"), 0o644, 0, "no PEM certificate", 1, 1, 0},
 		{"others may write it", both, 0o666, 0, "chmod go-w", 1, 2, 0},
-		{"put back", both, 0o644, 0, "", 2, 2, 1},
-		{"a CA removed", b.pem, 0o644, 1, "", 3, 2, 1},
+		{"read half written, its last certificate cut short", cut, 0o644, 0, "cut short", 1, 3, 0},
+		{"put back", both, 0o644, 0, "", 2, 3, 1},
+		{"a CA removed", b.pem, 0o644, 1, "", 3, 3, 1},
 	} {
 		write(step.content, step.mode)
 		res, err := m.reload()
@@ -85,6 +90,12 @@ func TestOriginCAsReadAgain(t *testing.T) {
 				count("applied"), count("refused"), lastOK(), step.applied, step.refused, step.wantLastSuccesful)
 		}
 	}
+	// A start refuses the file cut short as a reload does.
+	write(cut, 0o644)
+	if _, err := originRoots([]string{caFile}, nil, slog.New(slog.DiscardHandler)); err == nil {
+		t.Errorf("a start with a file cut short is not refused")
+	}
+	write(b.pem, 0o644)
 
 	// The reading once a minute, without a reload.
 	m.originCAs.every = 10 * time.Millisecond
