@@ -58,19 +58,8 @@ func originNetwork(dc *discovery.Config, cfg settings.Config, o overrides, logge
 // so is one that is no regular file, is larger than maxCertFileBytes, or
 // that users other than its owner may write (internal/inputfile.ReadTrusted).
 func originRoots(files []string, base *x509.CertPool, logger *slog.Logger) (*x509.CertPool, error) {
-	if len(files) == 0 {
-		return base, nil
-	}
-	contents, err := readCAFiles(files)
-	if err != nil {
-		return nil, err
-	}
-	pool, subjects, err := rootsWith(base, files, contents, logger)
-	if err != nil {
-		return nil, err
-	}
-	logger.Info("origin TLS trusts the system roots and the CAs of origin_ca_file", "files", files, "cas", subjects)
-	return pool, nil
+	_, pool, err := startOriginCAs(files, base, logger, nil) // read once, not followed
+	return pool, err
 }
 
 // readCAFiles reads the --origin-ca-file files, as every file of the
