@@ -12,25 +12,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tfmirror/tfmirror/v2/internal/certs"
+	"github.com/tfmirror/tfmirror/v2/internal/tlsroots"
 	"github.com/tfmirror/tfmirror/v2/sharedstore"
 )
 
 // TestRootCAs: the endpoint's TLS certificate is checked against
 // Config.RootCAs (the system roots with the origin CAs added, in serve),
-// and the SDK's own AWS_CA_BUNDLE wins over them.
+// and the SDK's own AWS_CA_BUNDLE is trusted beside them, without being
+// added to the pool given: in serve, that pool is the origin client's
+// too, which must not trust the store's CA bundle.
 func TestRootCAs(t *testing.T) {
-	// An endpoint that has no object: any GET is 404, as S3 answers.
-	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/xml")
-		w.WriteHeader(http.StatusNotFound)
-		w.Write([]byte(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>NoSuchKey</Code><Message>none</Message></Error>`))
-	}))
-	t.Cleanup(srv.Close)
-	t.Setenv("AWS_ACCESS_KEY_ID", "test")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
-	t.Setenv("AWS_CA_BUNDLE", "")
-	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
+	srv := noObjectEndpoint(t)
 	trusting := x509.NewCertPool()
 	trusting.AddCert(srv.Certificate())
 	other := x509.NewCertPool()
@@ -39,7 +32,7 @@ func TestRootCAs(t *testing.T) {
 		t.Helper()
 		s, err := sharedstore.Open(context.Background(), sharedstore.Config{
 			URL:         "s3://tfm/p?region=us-east-1&path_style=true&endpoint=" + srv.URL,
-			CallTimeout: 10 * time.Second, BreakerThreshold: 100, BreakerCooldown: time.Minute, RootCAs: roots, Keys: testKeys(t),
+			CallTimeout: 10 * time.Second, BreakerThreshold: 100, BreakerCooldown: time.Minute, RootCAs: tlsroots.New(roots), Keys: testKeys(t),
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -59,6 +52,87 @@ func TestRootCAs(t *testing.T) {
 	}
 	t.Setenv("AWS_CA_BUNDLE", bundle)
 	if err := get(other); err != nil {
-		t.Errorf("AWS_CA_BUNDLE naming the endpoint's CA does not win over RootCAs: %v", err)
+		t.Errorf("AWS_CA_BUNDLE naming the endpoint's CA is not trusted beside RootCAs: %v", err)
+	}
+	if !other.Equal(x509.NewCertPool()) {
+		t.Error("AWS_CA_BUNDLE's CAs were added to the pool given as RootCAs, which the origin client shares in serve")
+	}
+}
+
+// noObjectEndpoint is an S3 endpoint over TLS that has no object (any GET
+// is 404, as S3 answers), with the AWS environment of a store that needs
+// no file: static credentials, no CA bundle.
+func noObjectEndpoint(t *testing.T) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/xml")
+		w.WriteHeader(http.StatusNotFound)
+		w.Write([]byte(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>NoSuchKey</Code><Message>none</Message></Error>`))
+	}))
+	t.Cleanup(srv.Close)
+	t.Setenv("AWS_ACCESS_KEY_ID", "test")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
+	t.Setenv("AWS_CA_BUNDLE", "")
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
+	return srv
+}
+
+// TestRootCAsFollowed: the CAs put in force while the store is used (the
+// company's CA renewed in origin_ca_file's files) are those the
+// endpoint's certificate is checked against from then on, both ways: a
+// CA added is trusted, a CA taken out is not, though a connection it
+// verified is still open. With a CA bundle of the SDK's own
+// (AWS_CA_BUNDLE), the CAs in force at Open stay, as documented.
+func TestRootCAsFollowed(t *testing.T) {
+	srv := noObjectEndpoint(t)
+	trusting := x509.NewCertPool()
+	trusting.AddCert(srv.Certificate())
+	other := x509.NewCertPool()
+	open := func(roots *tlsroots.Roots) *sharedstore.Store {
+		t.Helper()
+		s, err := sharedstore.Open(context.Background(), sharedstore.Config{
+			URL:         "s3://tfm/p?region=us-east-1&path_style=true&endpoint=" + srv.URL,
+			CallTimeout: 10 * time.Second, BreakerThreshold: 100, BreakerCooldown: time.Minute, RootCAs: roots, Keys: testKeys(t),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	get := func(s *sharedstore.Store) error {
+		_, _, err := s.GetMeta(context.Background(), "k")
+		return err
+	}
+
+	roots := tlsroots.New(other)
+	s := open(roots)
+	for i, step := range []struct {
+		pool  *x509.CertPool
+		trust bool
+	}{{other, false}, {trusting, true}, {other, false}, {trusting, true}} {
+		if i > 0 {
+			roots.Set(step.pool)
+		}
+		err := get(s)
+		if step.trust && err != nil {
+			t.Errorf("step %d: with the endpoint's CA put in force: %v", i, err)
+		}
+		if !step.trust && (err == nil || !strings.Contains(err.Error(), "certificate")) {
+			t.Errorf("step %d: with the endpoint's CA taken out: %v, want a certificate error", i, err)
+		}
+	}
+
+	unrelated, err := certs.Ensure(t.TempDir(), []string{"elsewhere.test"}, time.Now()) // a CA that did not sign the endpoint's certificate
+	if err != nil {
+		t.Fatal(err)
+	}
+	bundle := unrelated.CA
+	t.Setenv("AWS_CA_BUNDLE", bundle)
+	roots = tlsroots.New(trusting)
+	s = open(roots)
+	roots.Set(other)
+	if err := get(s); err != nil {
+		t.Errorf("with AWS_CA_BUNDLE set, the CAs in force at Open did not stay: %v", err)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
@@ -32,6 +31,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/internal/lowspeed"
 	"github.com/tfmirror/tfmirror/v2/internal/redact"
 	"github.com/tfmirror/tfmirror/v2/internal/sha256hex"
+	"github.com/tfmirror/tfmirror/v2/internal/tlsroots"
 )
 
 // ErrUnavailable is returned, wrapped, while the circuit breaker is open:
@@ -109,9 +109,12 @@ type Config struct {
 	// HTTPClient makes the requests. Default: the SDK's.
 	HTTPClient *http.Client
 	// RootCAs are the CAs the endpoint's TLS certificate is checked
-	// against when HTTPClient is nil. Default nil: the system roots. The
-	// SDK's own CA setting, AWS_CA_BUNDLE, wins over it.
-	RootCAs *x509.CertPool
+	// against when HTTPClient is nil: those in force at Open, and those
+	// put in force later (tlsroots.Roots.Set) from the next connection
+	// on. Default nil: the system roots. A CA bundle the SDK is given
+	// (AWS_CA_BUNDLE, a profile's ca_bundle) is trusted beside the CAs in
+	// force at Open, which then stay until the store is opened again.
+	RootCAs *tlsroots.Roots
 	// Logger receives the breaker's changes, the objects rejected, and at
 	// Open the store's ID and keys' IDs. Default: discard.
 	Logger *slog.Logger
@@ -309,9 +312,24 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	awsCfg, err := loadAWSConfig(ctx, loc, cfg)
+	var pool *x509.CertPool
+	if cfg.RootCAs != nil {
+		pool = cfg.RootCAs.Pool()
+	}
+	awsCfg, given, err := loadAWSConfig(ctx, loc, cfg, pool)
 	if err != nil {
 		return nil, err
+	}
+	if given != nil && awsCfg.HTTPClient == aws.HTTPClient(given) {
+		// The SDK kept the client trusting pool (it makes one of its
+		// own to add a CA bundle): the CAs put in force later are
+		// followed.
+		c := &followingClient{}
+		c.cur.Store(given)
+		if now := cfg.RootCAs.Follow(c.trust); now != pool {
+			c.trust(now)
+		}
+		awsCfg.HTTPClient = c
 	}
 	if awsCfg.Region == "" {
 		awsCfg.Region = "us-east-1"
@@ -349,17 +367,23 @@ func CheckAWSConfig(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	_, err = loadAWSConfig(ctx, loc, cfg)
+	var pool *x509.CertPool
+	if cfg.RootCAs != nil {
+		pool = cfg.RootCAs.Pool()
+	}
+	_, _, err = loadAWSConfig(ctx, loc, cfg, pool)
 	return err
 }
 
 // loadAWSConfig is the AWS configuration of the store at loc, with
-// cfg's HTTP client or roots, from the standard AWS sources. A file of
-// them that is no regular file is refused first (checkAWSFiles): the SDK
-// reads them with plain reads, which never end on a FIFO.
-func loadAWSConfig(ctx context.Context, loc Location, cfg Config) (aws.Config, error) {
+// cfg's HTTP client, or the SDK's trusting pool when cfg.RootCAs is set
+// (given: the client handed to the SDK, which keeps it unless it adds a
+// CA bundle of its own), from the standard AWS sources. A file of them
+// that is no regular file is refused first (checkAWSFiles): the SDK reads
+// them with plain reads, which never end on a FIFO.
+func loadAWSConfig(ctx context.Context, loc Location, cfg Config, pool *x509.CertPool) (awsCfg aws.Config, given *awshttp.BuildableClient, err error) {
 	if err := checkAWSFiles(ctx); err != nil {
-		return aws.Config{}, err
+		return aws.Config{}, nil, err
 	}
 	opts := []func(*config.LoadOptions) error{}
 	if loc.Region != "" {
@@ -369,20 +393,14 @@ func loadAWSConfig(ctx context.Context, loc Location, cfg Config) (aws.Config, e
 	case cfg.HTTPClient != nil:
 		opts = append(opts, config.WithHTTPClient(cfg.HTTPClient))
 	case cfg.RootCAs != nil:
-		// The SDK's client with these roots; a CA bundle the SDK is given
-		// (AWS_CA_BUNDLE) replaces them as it would the system's.
-		opts = append(opts, config.WithHTTPClient(awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
-			if tr.TLSClientConfig == nil {
-				tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
-			}
-			tr.TLSClientConfig.RootCAs = cfg.RootCAs
-		})))
+		given = clientTrusting(pool)
+		opts = append(opts, config.WithHTTPClient(given))
 	}
-	awsCfg, err := config.LoadDefaultConfig(ctx, opts...)
+	awsCfg, err = config.LoadDefaultConfig(ctx, opts...)
 	if err != nil {
-		return aws.Config{}, fmt.Errorf("shared store: AWS config: %w", err)
+		return aws.Config{}, nil, fmt.Errorf("shared store: AWS config: %w", err)
 	}
-	return awsCfg, nil
+	return awsCfg, given, nil
 }
 
 // Location returns where the store is.

@@ -20,6 +20,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
 	"github.com/tfmirror/tfmirror/v2/discovery"
 	"github.com/tfmirror/tfmirror/v2/discovery/modsource"
+	"github.com/tfmirror/tfmirror/v2/internal/tlsroots"
 	"github.com/tfmirror/tfmirror/v2/manifest"
 	"github.com/tfmirror/tfmirror/v2/metrics"
 	"github.com/tfmirror/tfmirror/v2/mirror"
@@ -199,8 +200,15 @@ func openEngine(cfg settings.Config, logger *slog.Logger, o overrides, met *metr
 	if err != nil {
 		return nil, err
 	}
+	// The CAs in force, followed by the origin client and the shared
+	// store's: origin_ca_file's files read again put new ones in force.
+	var trust *tlsroots.Roots
+	if roots != nil {
+		trust = tlsroots.New(roots)
+		trust.Follow(client.SetRootCAs)
+	}
 	if cas != nil {
-		cas.put = client.SetRootCAs
+		cas.put = trust.Set
 	}
 	parts := &engineParts{store: store, origin: client, originCAs: cas, mirrorHost: own, metadataTimeout: metadataStages * client.MaxRequestTime()}
 	ecfg := mirror.Config{
@@ -231,7 +239,7 @@ func openEngine(cfg settings.Config, logger *slog.Logger, o overrides, met *metr
 				"credential", tie)
 		}
 	}
-	shared, err := openShared(context.Background(), cfg, roots, logger, met)
+	shared, err := openShared(context.Background(), cfg, trust, logger, met)
 	if err != nil {
 		return nil, err
 	}

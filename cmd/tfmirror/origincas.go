@@ -18,16 +18,16 @@ const caCheckEvery = time.Minute
 // run) is trusted without a restart, and a CA removed from them is
 // trusted no more: they are read again once a minute (follow) and at
 // tfmirror reload or SIGHUP (recheck). What they hold is put in force in
-// the origin client (discovery.Client.SetRootCAs) when it changed and
+// the clients that follow them (tlsroots.Roots.Set: the origin client's
+// and the shared store's) when it changed and
 // each file holds certificates that parse; files refused (one missing,
 // one others may write, one without a certificate) are logged and
-// counted once, and the CAs in force stay. The shared store's endpoint
-// keeps the CAs read at start until the mirror is restarted.
+// counted once, and the CAs in force stay.
 type originCAs struct {
 	names []string
 	base  *x509.CertPool // what the files add to; nil: the system roots
 	log   *slog.Logger
-	put   func(*x509.CertPool) // puts the CAs in force: the origin client's
+	put   func(*x509.CertPool) // puts the CAs in force: the origin client's and the shared store's
 	every time.Duration        // between two readings of follow
 
 	mu       sync.Mutex // one reading at a time; guards the fields below

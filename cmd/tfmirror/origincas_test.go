@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/s3test"
 	"github.com/tfmirror/tfmirror/v2/proxy"
 )
 
@@ -182,5 +185,67 @@ func TestOriginCAReloadedBehindInspectingProxy(t *testing.T) {
 	reload("origin CAs: new ones in force")
 	if code, body := versions("gadget"); code != http.StatusBadGateway || !strings.Contains(body, "signed by an unknown authority") {
 		t.Errorf("the proxy's CA taken out of the file, after tfmirror reload: %d %s, want 502", code, body)
+	}
+}
+
+// TestSharedStoreFollowsOriginCAs: the shared store's endpoint, whose
+// certificate the company's CA signed, is trusted as origin_ca_file's
+// files are read again, as the origins are: not before its CA is in the
+// files, from the reload that puts it in force on, and no more once a
+// reload takes it out.
+func TestSharedStoreFollowsOriginCAs(t *testing.T) {
+	dir := t.TempDir()
+	storeCA, otherCA := newCompanyCA(t), newCompanyCA(t)
+	leaf, err := storeCA.leaf("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoint := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/xml") // no object, as S3 answers
+		w.WriteHeader(http.StatusNotFound)
+		w.Write([]byte(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>NoSuchKey</Code><Message>none</Message></Error>`))
+	}))
+	endpoint.TLS = &tls.Config{Certificates: []tls.Certificate{*leaf}}
+	endpoint.StartTLS()
+	t.Cleanup(endpoint.Close)
+	s3test.NoAWSConfig(t, map[string]string{"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"})
+	key := filepath.Join(dir, "shared.key")
+	if err := os.WriteFile(key, []byte(strings.Repeat("k", 32)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	caFile := otherCA.file(t)
+	replace := func(content []byte) {
+		t.Helper()
+		if err := os.WriteFile(caFile+".new", content, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(caFile+".new", caFile); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, _ := reloadingServer(t, []string{"--data-dir", filepath.Join(dir, "data"), "--origin-ca-file", caFile,
+		"--shared-store", "s3://tfm/p?region=us-east-1&path_style=true&endpoint=" + endpoint.URL, "--shared-store-key-file", key,
+		"--shared-store-breaker-threshold", "100"})
+	read := func() error {
+		_, _, err := m.shared.GetMeta(context.Background(), "k")
+		return err
+	}
+
+	if err := read(); err == nil || !strings.Contains(err.Error(), "unknown authority") {
+		t.Fatalf("the store's CA not in the files: %v, want its certificate refused", err)
+	}
+	replace(append(append([]byte(nil), otherCA.pem...), storeCA.pem...))
+	if _, err := m.reload(); err != nil {
+		t.Fatal(err)
+	}
+	if err := read(); err != nil {
+		t.Errorf("the store's CA added to the files, after a reload: %v", err)
+	}
+	replace(otherCA.pem)
+	if _, err := m.reload(); err != nil {
+		t.Fatal(err)
+	}
+	if err := read(); err == nil || !strings.Contains(err.Error(), "unknown authority") {
+		t.Errorf("the store's CA taken out of the files, after a reload: %v, want its certificate refused", err)
 	}
 }

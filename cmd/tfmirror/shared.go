@@ -3,7 +3,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
 	"github.com/tfmirror/tfmirror/v2/internal/redact"
+	"github.com/tfmirror/tfmirror/v2/internal/tlsroots"
 	"github.com/tfmirror/tfmirror/v2/metrics"
 	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/proxy"
@@ -31,9 +31,10 @@ func (t sharedTier) TryLease(ctx context.Context, sha string) (mirror.SharedLeas
 // openShared opens the --shared-store, if any: nil without the flag. It
 // does not contact the store, so that a store that is down delays no
 // start. roots, when not nil, are the CAs its endpoint is trusted with
-// (those of --origin-ca-file added to the system's), unless the SDK's own
-// AWS_CA_BUNDLE is set.
-func openShared(ctx context.Context, cfg settings.Config, roots *x509.CertPool, logger *slog.Logger, met *metrics.Metrics) (*sharedstore.Store, error) {
+// (those of --origin-ca-file added to the system's), followed as they
+// change, unless the SDK is given a CA bundle of its own (AWS_CA_BUNDLE),
+// which is trusted beside those in force at start.
+func openShared(ctx context.Context, cfg settings.Config, roots *tlsroots.Roots, logger *slog.Logger, met *metrics.Metrics) (*sharedstore.Store, error) {
 	if cfg.SharedStore == "" {
 		return nil, nil
 	}
@@ -66,8 +67,8 @@ func checkSharedAWS(cfg settings.Config) error {
 	}
 	scfg := sharedConfig(cfg)
 	roots, err := originRoots(cfg.OriginCAFile, nil, slog.New(slog.DiscardHandler))
-	if err == nil {
-		scfg.RootCAs = roots
+	if err == nil && roots != nil {
+		scfg.RootCAs = tlsroots.New(roots)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
