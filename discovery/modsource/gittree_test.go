@@ -1,0 +1,122 @@
+package modsource
+
+import (
+	"bytes"
+	"compress/zlib"
+	"crypto/sha1"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// refDelta is a reference delta of a test pack: the id of its base and
+// the object it makes from it (data, the base's content and more).
+type refDelta struct {
+	base   []byte
+	result gitObject
+}
+
+// packWithRefDeltas is a complete pack of objects, whole, then of deltas,
+// each a reference delta that copies its base whole and inserts the rest
+// of its result, as Git sends to a client that takes no offset deltas.
+func packWithRefDeltas(objects []gitObject, deltas []refDelta, baseLen func(id []byte) int) []byte {
+	var b bytes.Buffer
+	b.WriteString("PACK")
+	binary.Write(&b, binary.BigEndian, uint32(2))
+	binary.Write(&b, binary.BigEndian, uint32(len(objects)+len(deltas)))
+	header := func(typ byte, size int) {
+		c := typ<<4 | byte(size&0x0f)
+		for s := uint64(size) >> 4; s != 0; s >>= 7 {
+			b.WriteByte(c | 0x80)
+			c = byte(s & 0x7f)
+		}
+		b.WriteByte(c)
+	}
+	deflate := func(data []byte) {
+		zw := zlib.NewWriter(&b)
+		zw.Write(data)
+		zw.Close()
+	}
+	for _, o := range objects {
+		header(o.typ, len(o.data))
+		deflate(o.data)
+	}
+	for _, d := range deltas {
+		n := baseLen(d.base)
+		delta := append(varint(uint64(n)), varint(uint64(len(d.result.data)))...)
+		// Copy the base's n bytes from offset 0 (n < 64 KiB).
+		delta = append(delta, 0x80|0x10|0x20, byte(n), byte(n>>8))
+		for rest := d.result.data[n:]; len(rest) > 0; {
+			k := min(len(rest), 127)
+			delta = append(delta, byte(k))
+			delta = append(delta, rest[:k]...)
+			rest = rest[k:]
+		}
+		header(7, len(delta))
+		b.Write(d.base)
+		deflate(delta)
+	}
+	sum := sha1.Sum(b.Bytes())
+	b.Write(sum[:])
+	return b.Bytes()
+}
+
+// treeEntry is one line of a tree object: "MODE NAME\0ID".
+func treeEntry(mode, name string, id []byte) []byte {
+	return append([]byte(mode+" "+name+"\x00"), id...)
+}
+
+// commitOf is a commit of the tree root.
+func commitOf(root gitObject) gitObject {
+	return gitObject{1, fmt.Appendf(nil, "tree %x\nauthor A <a@example.com> 0 +0000\ncommitter A <a@example.com> 0 +0000\n\nm\n", root.id())}
+}
+
+// TestFetchGitBoundsATreeOfReferenceDeltas: a tree made by a chain of
+// reference deltas (whose type checkPack cannot know from the pack, so
+// bounds as a blob's) and larger than a directory of the entries allowed
+// takes is refused with a LimitError about the tree object, before go-git
+// decodes it: at the top of the package, and as a directory of it.
+func TestFetchGitBoundsATreeOfReferenceDeltas(t *testing.T) {
+	mainTF := gitObject{3, []byte("# main\n")}
+	line := func(i int) []byte {
+		return treeEntry("100644", fmt.Sprintf("f%04d%s.tf", i, strings.Repeat("x", 240)), mainTF.id())
+	}
+	// A tree of entries of long names, over treeObjectLimit(defaultLimits)
+	// (and of more entries than allowed, which the walk would refuse
+	// after decoding it): its first entry, then half of it, then all.
+	var full []byte
+	for i := 0; len(full) <= int(treeObjectLimit(defaultLimits)); i++ {
+		full = append(full, line(i)...)
+	}
+	n := len(line(0)) // every line's
+	first, middle, big := gitObject{2, full[:n]}, gitObject{2, full[:len(full)/n/2*n]}, gitObject{2, full}
+	sizes := map[string]int{}
+	for _, o := range []gitObject{first, middle, big} {
+		sizes[string(o.id())] = len(o.data)
+	}
+	baseLen := func(id []byte) int { return sizes[string(id)] }
+	chain := []refDelta{{first.id(), middle}, {middle.id(), big}}
+
+	modules := gitObject{2, append(treeEntry("100644", "main.tf", mainTF.id()), treeEntry("40000", "modules", big.id())...)}
+	for _, tc := range []struct {
+		name string
+		root gitObject
+		more []gitObject
+	}{
+		{"top", big, nil},
+		{"directory", modules, []gitObject{modules}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			commit := commitOf(tc.root)
+			pack := packWithRefDeltas(append([]gitObject{commit, mainTF, first}, tc.more...), chain, baseLen)
+			err := fetchGitFrom(t, oneTagGit(hex.EncodeToString(commit.id()), pack))
+			var le *LimitError
+			if !errors.As(err, &le) || !strings.Contains(err.Error(), fmt.Sprintf("tree object of %d bytes", len(big.data))) {
+				t.Errorf("Fetch: %v, want a LimitError about the tree object of %d bytes", err, len(big.data))
+			}
+		})
+	}
+}
