@@ -120,6 +120,7 @@ func (f *Fetcher) fetchGit(ctx context.Context, repoURL, ref string, cloneBranch
 		return "", err
 	}
 	var submodules []submodule
+	order := treeOrder{last: map[string]orderedEntry{}, seen: map[string]bool{}}
 	walker := object.NewTreeWalker(tree, true, nil)
 	defer walker.Close()
 	for {
@@ -141,6 +142,9 @@ func (f *Fetcher) fetchGit(ctx context.Context, repoURL, ref string, cloneBranch
 		}
 		if err != nil {
 			return "", fmt.Errorf("reading the tree of %s: %w", redact.Location(repoURL), err)
+		}
+		if err := order.check(name, entry); err != nil {
+			return "", fmt.Errorf("the tree of %s is one Git's fsck refuses: %w", redact.Location(repoURL), err)
 		}
 		switch entry.Mode {
 		case filemode.Dir:
@@ -188,6 +192,48 @@ func (f *Fetcher) fetchGit(ctx context.Context, repoURL, ref string, cloneBranch
 	os.RemoveAll(store) // early: a submodule-rich package may need the room
 	return commit.Hash.String(), nil
 }
+
+// treeOrder refuses, entry by entry as a walk of a commit's tree gives
+// them, the trees Git's fsck refuses whose entries a checkout would
+// write one over another: a name twice in one tree (a file and a
+// directory of one name among them, which Git's order does not put next
+// to each other), a name holding a slash, and entries out of Git's order
+// (by their bytes, a directory's name as if it ended in a slash), which
+// a tree written by Git never holds. Each error names the entry by its
+// path in the tree.
+type treeOrder struct {
+	// last is the last entry of each tree walked, by the tree's path
+	// ("" the top).
+	last map[string]orderedEntry
+	// seen are the paths walked: as many as the package's entries.
+	seen map[string]bool
+}
+
+// check takes in the entry e, which the walk names name (its tree's path
+// and e.Name).
+func (o treeOrder) check(name string, e object.TreeEntry) error {
+	if strings.Contains(e.Name, "/") {
+		return fmt.Errorf("its entry %q has a slash in its name", name)
+	}
+	if o.seen[name] {
+		return fmt.Errorf("it names %q twice", name)
+	}
+	o.seen[name] = true
+	tree := strings.TrimSuffix(name[:len(name)-len(e.Name)], "/")
+	key := e.Name
+	if e.Mode == filemode.Dir {
+		key += "/"
+	}
+	if prev, ok := o.last[tree]; ok && prev.key > key {
+		return fmt.Errorf("it lists %q after %q, out of Git's order of names", name, prev.name)
+	}
+	o.last[tree] = orderedEntry{key: key, name: name}
+	return nil
+}
+
+// orderedEntry is an entry of a tree as treeOrder keeps it: the key Git
+// sorts it by, and its path.
+type orderedEntry struct{ key, name string }
 
 // objectCacheBytes bounds the objects go-git keeps of a storage it reads
 // a package from (its default, 96 MiB, held that much of a pack of small

@@ -120,3 +120,37 @@ func TestFetchGitBoundsATreeOfReferenceDeltas(t *testing.T) {
 		})
 	}
 }
+
+// TestFetchGitRefusesMalformedTrees: a tree that Git's fsck refuses (an
+// entry named twice, a file and a directory of one name, entries out of
+// Git's order, an entry name holding a slash) gives no package, and the
+// error says what is wrong with which entry. Before, the walk wrote the
+// later entry of a name over the earlier one (or one tree's entries over
+// another's), and the package was served, cached and pinned as fetched.
+func TestFetchGitRefusesMalformedTrees(t *testing.T) {
+	one, two := gitObject{3, []byte("# one\n")}, gitObject{3, []byte("# two\n")}
+	sub := gitObject{2, treeEntry("100644", "x.tf", one.id())}
+	tree := func(lines ...[]byte) gitObject { return gitObject{2, bytes.Join(lines, nil)} }
+	for _, tc := range []struct {
+		name string
+		root gitObject
+		want string
+	}{
+		{"a file twice", tree(treeEntry("100644", "main.tf", one.id()), treeEntry("100644", "main.tf", two.id())), `"main.tf" twice`},
+		{"a directory twice", tree(treeEntry("40000", "d", sub.id()), treeEntry("40000", "d", sub.id())), `"d" twice`},
+		// Git's order puts "a-b.tf" between the file "a" and the
+		// directory "a" (as "a/"): the two are not next to each other.
+		{"a file and a directory of one name", tree(treeEntry("100644", "a", one.id()), treeEntry("100644", "a-b.tf", one.id()), treeEntry("40000", "a", sub.id())), `"a" twice`},
+		{"entries out of order", tree(treeEntry("100644", "z.tf", one.id()), treeEntry("100644", "a.tf", two.id())), `"a.tf" after "z.tf"`},
+		{"a directory out of order", tree(treeEntry("40000", "d", sub.id()), treeEntry("100644", "d.tf", one.id())), `"d.tf" after "d"`},
+		{"a name with a slash", tree(treeEntry("40000", "d", sub.id()), treeEntry("100644", "d/x.tf", two.id())), `"d/x.tf"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			commit := commitOf(tc.root)
+			err := fetchGitFrom(t, oneTagGit(hex.EncodeToString(commit.id()), wholePack(commit, tc.root, sub, one, two)))
+			if !errors.Is(err, ErrBadPackage) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "/repo.git") {
+				t.Errorf("Fetch: %v, want the package refused as the source's, saying %s and naming the repository", err, tc.want)
+			}
+		})
+	}
+}
