@@ -240,7 +240,11 @@ func (f *Fetcher) fetch(ctx context.Context, a Address, dst io.Writer) (Result, 
 		return Result{}, err
 	}
 	b := &budget{limits: f.Limits}
-	tw, err := openTree(root, b)
+	open := openTree
+	if a.Kind == KindGit {
+		open = openGitTree
+	}
+	tw, err := open(root, b)
 	if err != nil {
 		return Result{}, err
 	}
@@ -359,8 +363,24 @@ type treeWriter struct {
 
 // openTree opens the writer of the tree under dir.
 func openTree(dir string, b *budget) (*treeWriter, error) {
+	return openTreeWith(dir, b, safetree.Options{})
+}
+
+// openGitTree opens the writer of a Git tree (its submodules' with it)
+// under dir. Git writes each entry of a tree under a name of its own
+// (the tree is refused where it names one twice, treeOrder): an entry
+// the package would hold under a name written already (one with a
+// backslash, which the package takes for a separator, beside the one
+// with a slash; names that differ only in case, on a disk that compares
+// names without it) is refused, not written over the other.
+func openGitTree(dir string, b *budget) (*treeWriter, error) {
+	return openTreeWith(dir, b, safetree.Options{NoReplace: true})
+}
+
+func openTreeWith(dir string, b *budget, opts safetree.Options) (*treeWriter, error) {
 	// A directory an entry implies, which no entry names, is an entry.
-	w, err := safetree.Open(dir, safetree.Options{ImpliedDir: func(string) error { return b.entry() }})
+	opts.ImpliedDir = func(string) error { return b.entry() }
+	w, err := safetree.Open(dir, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -470,7 +490,7 @@ func (t *treeWriter) file(name string, exec bool, size int64, r io.Reader) error
 	}
 	delete(t.exec, n) // the later entry wins
 	if err := t.refused(t.w.File(n, perm, size, r)); err != nil {
-		return err
+		return twice(name, n, err)
 	}
 	if exec {
 		t.exec[n] = true
@@ -489,7 +509,18 @@ func (t *treeWriter) symlink(name, target string) error {
 		return err
 	}
 	delete(t.exec, n) // the later entry wins
-	return t.refused(t.w.Symlink(n, target))
+	return twice(name, n, t.refused(t.w.Symlink(n, target)))
+}
+
+// twice says what err is when it is a Git tree's writer's refusal of a
+// second file or link of one name (openGitTree): which entry, and what
+// name of the package it would have been written over.
+func twice(name, n string, err error) error {
+	var pe *fs.PathError
+	if !errors.Is(err, fs.ErrExist) || errors.As(err, &pe) {
+		return err
+	}
+	return fmt.Errorf("the entry %q would be the package's %q, written already from another entry (the package takes a backslash for a slash, and the mirror's disk may not tell names apart by case): %w", name, n, fs.ErrExist)
 }
 
 // finish makes the package's links, all inside it, and closes the tree.

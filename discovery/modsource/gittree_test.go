@@ -3,6 +3,7 @@ package modsource
 import (
 	"bytes"
 	"compress/zlib"
+	"context"
 	"crypto/sha1"
 	"encoding/binary"
 	"encoding/hex"
@@ -10,6 +11,9 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/tfmirror/tfmirror/v2/internal/safetree"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 )
 
 // refDelta is a reference delta of a test pack: the id of its base and
@@ -153,4 +157,94 @@ func TestFetchGitRefusesMalformedTrees(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestFetchGitKeepsCaseOnlyNames: names of one tree that differ only in
+// case (main.tf, Main.tf, MAIN.TF; the directories mod and Mod) are each
+// written with its own content, as `git checkout` writes them on Linux:
+// a package served to a Linux client is what a direct install gives.
+// None replaces another, on the mirror's disk (Linux's, which tells them
+// apart) or in the package.
+func TestFetchGitKeepsCaseOnlyNames(t *testing.T) {
+	o, _ := originWithLeaf(t)
+	files := map[string][]byte{
+		"main.tf": []byte("# lower\n"), "Main.tf": []byte("# title\n"), "MAIN.TF": []byte("# upper\n"),
+		"mod/a.tf": []byte("# mod\n"), "Mod/a.tf": []byte("# Mod\n"),
+	}
+	if _, err := o.AddGitTree("cases", fakeorigin.GitTree{Files: files}, "v1"); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := Parse("git::" + o.GitURL("cases") + "?ref=v1")
+	var buf bytes.Buffer
+	if _, err := newFetcher(t, o, defaultLimits).Fetch(context.Background(), a, &buf); err != nil {
+		t.Fatalf("Fetch: %v, want every name kept", err)
+	}
+	got := readTarGz(t, buf.Bytes())
+	for name, content := range files {
+		if got[name] != string(content) {
+			t.Errorf("package[%s] = %q, want %q (package: %v)", name, got[name], content, got)
+		}
+	}
+}
+
+// TestFetchGitCaseOnlyLinksStayIn: links whose names differ from a
+// directory's only in case, which a client comparing names without case
+// (macOS, Windows) would take for that directory, neither write outside
+// the scratch directory nor give a package with a link that leads out
+// of it on such a client: the fetch is refused as unsafe, or its links
+// all stay in.
+func TestFetchGitCaseOnlyLinksStayIn(t *testing.T) {
+	o, _ := originWithLeaf(t)
+	// On Linux, A is a/b, and up (A/../..) the package's top; where A
+	// and a are one name, up leads out.
+	if _, err := o.AddGitTree("caselinks", fakeorigin.GitTree{
+		Files: map[string][]byte{"a/b/main.tf": []byte("# b\n"), "main.tf": []byte("# top\n")},
+		Links: map[string]string{"A": "a/b", "up": "A/../.."},
+	}, "v1"); err != nil {
+		t.Fatal(err)
+	}
+	s := newHostileScene(t)
+	f := newFetcher(t, o, defaultLimits)
+	f.TempDir = s.scratch
+	a, _ := Parse("git::" + o.GitURL("caselinks") + "?ref=v1")
+	var buf bytes.Buffer
+	_, err := f.Fetch(context.Background(), a, &buf)
+	s.untouched(t)
+	switch {
+	case err == nil:
+		noLinkOut(t, buf.Bytes())
+	case !errors.Is(err, safetree.ErrUnsafe):
+		t.Errorf("refused for another reason than its links: %v", err)
+	default:
+		t.Logf("refused: %v", err)
+	}
+}
+
+// TestFetchGitWritesNoEntryOverAnother: two entries of a Git tree that
+// the package would hold under one name (a name with a backslash, which
+// the package takes for a separator as Windows does, beside the file it
+// would name) give no package, where the later was written over the
+// earlier: `git checkout` on Linux writes both, which no package can
+// hold, and one of them would be lost without a word.
+func TestFetchGitWritesNoEntryOverAnother(t *testing.T) {
+	o, _ := originWithLeaf(t)
+	if _, err := o.AddGitTree("aliased", fakeorigin.GitTree{Files: map[string][]byte{
+		"d/x.tf": []byte("# one\n"), `d\x.tf`: []byte("# two\n"),
+	}}, "v1"); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := Parse("git::" + o.GitURL("aliased") + "?ref=v1")
+	var buf bytes.Buffer
+	_, err := newFetcher(t, o, defaultLimits).Fetch(context.Background(), a, &buf)
+	if !errors.Is(err, ErrBadPackage) || !strings.Contains(err.Error(), `d\\x.tf`) {
+		t.Errorf("Fetch: %v (package %v), want the package refused naming the entry written over another", err, readTarGzOrNil(t, buf.Bytes()))
+	}
+}
+
+// readTarGzOrNil is readTarGz of pkg, nil when there is none.
+func readTarGzOrNil(t *testing.T, pkg []byte) map[string]string {
+	if len(pkg) == 0 {
+		return nil
+	}
+	return readTarGz(t, pkg)
 }
