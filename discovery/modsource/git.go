@@ -551,12 +551,14 @@ func (f *Fetcher) fetchSubmodules(ctx context.Context, parentURL string, tree *o
 	for _, s := range subs {
 		// The section of the path is the last naming it, as Git reads
 		// .gitmodules: its URL and update go together (go-git's map of
-		// the sections gives either of two naming one path). A path
-		// with a ".." part names none, as go-git drops it.
+		// the sections gives either of two naming one path). A section
+		// names the path exactly as the walk does, as Git matches them:
+		// "./sub" or "sub/" names no submodule (Git fails on the
+		// submodule sub, finding no URL for it), nor does a path with a
+		// ".." part, which no name of the walk has.
 		var rawURL, update string
 		for _, m := range raw.Section("submodule").Subsections {
-			p := m.Option("path")
-			if path.Clean(p) == s.path && !slices.Contains(strings.FieldsFunc(p, func(r rune) bool { return r == '/' || r == '\\' }), "..") {
+			if m.Option("path") == s.path {
 				rawURL, update = m.Option("url"), m.Option("update")
 			}
 		}
@@ -564,7 +566,7 @@ func (f *Fetcher) fetchSubmodules(ctx context.Context, parentURL string, tree *o
 			continue
 		}
 		if rawURL == "" {
-			return fmt.Errorf("%s: submodule %q is not in .gitmodules", redact.Location(parentURL), s.path)
+			return fmt.Errorf("%s: submodule %q is not in .gitmodules (Git matches a section's path to it as written: \"./%s\" or \"%s/\" is not it)", redact.Location(parentURL), s.path, s.path, s.path)
 		}
 		subURL, err := resolveSubmoduleURL(parentURL, rawURL)
 		if err != nil {
