@@ -70,6 +70,13 @@ var liveSettings = map[string]func(m *server, c settings.Config, level *slog.Lev
 	"not-found-max-entries": func(m *server, c settings.Config, _ *slog.LevelVar) (func(), string, error) {
 		return func() { m.engine.NotFound().SetMaxEntries(c.NotFoundMaxEntries) }, "", nil
 	},
+	"origin-ca-file": func(m *server, c settings.Config, _ *slog.LevelVar) (func(), string, error) {
+		if m.engineParts == nil { // a server without an engine (tests)
+			return func() {}, "", nil
+		}
+		apply, err := m.originCAs.use(c.OriginCAFile)
+		return apply, "", err
+	},
 }
 
 // useConfig makes e the configuration in force on m, which the status
@@ -237,7 +244,7 @@ func (m *server) reload() (admin.Reloaded, error) {
 	if m.engineParts != nil {
 		cas = m.originCAs
 	}
-	if !withFile && m.auth == nil && !withTrust && m.opCert == nil && cas == nil {
+	if !withFile && m.auth == nil && !withTrust && m.opCert == nil && (cas == nil || !cas.named()) {
 		return out, &httperr.RequestError{Status: http.StatusConflict,
 			Msg: "nothing to reload: tfmirror serve runs without a configuration file (--config, TFMIRROR_CONFIG), without a client tokens file, without trusted keys, without a certificate of the operator's (--tls-cert) and without origin_ca_file"}
 	}
@@ -259,6 +266,8 @@ func (m *server) reload() (admin.Reloaded, error) {
 		}
 		for _, c := range res.Applied {
 			out.Settings = append(out.Settings, admin.SettingChange{Name: c.Setting.Name, Attribute: c.Setting.Attribute(), Old: c.Old, New: c.New})
+			// A new list of origin_ca_file's files put their CAs in force.
+			out.OriginCAsNew = out.OriginCAsNew || c.Setting.Name == "origin-ca-file"
 		}
 		for _, c := range res.Restart {
 			out.Settings = append(out.Settings, admin.SettingChange{Name: c.Setting.Name, Attribute: c.Setting.Attribute(), Old: c.Old, New: c.New, Restart: true})
@@ -302,7 +311,7 @@ func (m *server) reload() (admin.Reloaded, error) {
 		if changed, subjects, err := cas.recheck(); err != nil {
 			errs = append(errs, fmt.Errorf("origin_ca_file's files refused; the CAs in force stay: %w", err))
 		} else {
-			out.OriginCAs, out.OriginCAsNew = subjects, changed
+			out.OriginCAs, out.OriginCAsNew = subjects, out.OriginCAsNew || changed
 			if changed {
 				inForce = append(inForce, fmt.Sprintf("origin_ca_file's CAs put in force (%s)", counted(len(subjects), "CA")))
 			}

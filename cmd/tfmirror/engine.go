@@ -202,14 +202,9 @@ func openEngine(cfg settings.Config, logger *slog.Logger, o overrides, met *metr
 	}
 	// The CAs in force, followed by the origin client and the shared
 	// store's: origin_ca_file's files read again put new ones in force.
-	var trust *tlsroots.Roots
-	if roots != nil {
-		trust = tlsroots.New(roots)
-		trust.Follow(client.SetRootCAs)
-	}
-	if cas != nil {
-		cas.put = trust.Set
-	}
+	trust := tlsroots.New(roots)
+	trust.Follow(client.SetRootCAs)
+	cas.put = trust.Set
 	parts := &engineParts{store: store, origin: client, originCAs: cas, mirrorHost: own, metadataTimeout: metadataStages * client.MaxRequestTime()}
 	ecfg := mirror.Config{
 		AllowedOrigins:      cfg.AllowedOrigins,

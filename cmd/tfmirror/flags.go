@@ -42,8 +42,9 @@ func parseServeConfig(args []string, lookupEnv func(string) (string, bool), out 
 // as parseServeConfig reads it at start, with the files it names that
 // only a start reads (a TLS certificate, keys, credentials, CA files)
 // read as serve reads them then (checkNamedFiles, as config check reads
-// them). The settings naming them need a restart, so a reload puts none
-// in force; but a file named that is missing or refused would fail that
+// them). The settings naming them need a restart (but origin_ca_file,
+// whose files the reload reads again itself), so a reload puts none in
+// force; but a file named that is missing or refused would fail that
 // restart, so the reload is refused now, saying which, with the
 // configuration in force kept, rather than the change said to be kept
 // for a restart that cannot start. The client tokens and trusted keys

@@ -196,23 +196,7 @@ func TestOriginCAReloadedBehindInspectingProxy(t *testing.T) {
 func TestSharedStoreFollowsOriginCAs(t *testing.T) {
 	dir := t.TempDir()
 	storeCA, otherCA := newCompanyCA(t), newCompanyCA(t)
-	leaf, err := storeCA.leaf("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	endpoint := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/xml") // no object, as S3 answers
-		w.WriteHeader(http.StatusNotFound)
-		w.Write([]byte(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>NoSuchKey</Code><Message>none</Message></Error>`))
-	}))
-	endpoint.TLS = &tls.Config{Certificates: []tls.Certificate{*leaf}}
-	endpoint.StartTLS()
-	t.Cleanup(endpoint.Close)
-	s3test.NoAWSConfig(t, map[string]string{"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"})
-	key := filepath.Join(dir, "shared.key")
-	if err := os.WriteFile(key, []byte(strings.Repeat("k", 32)), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	endpoint, key := sharedEndpointSignedBy(t, storeCA)
 	caFile := otherCA.file(t)
 	replace := func(content []byte) {
 		t.Helper()
@@ -224,8 +208,7 @@ func TestSharedStoreFollowsOriginCAs(t *testing.T) {
 		}
 	}
 	m, _ := reloadingServer(t, []string{"--data-dir", filepath.Join(dir, "data"), "--origin-ca-file", caFile,
-		"--shared-store", "s3://tfm/p?region=us-east-1&path_style=true&endpoint=" + endpoint.URL, "--shared-store-key-file", key,
-		"--shared-store-breaker-threshold", "100"})
+		"--shared-store", endpoint, "--shared-store-key-file", key, "--shared-store-breaker-threshold", "100"})
 	read := func() error {
 		_, _, err := m.shared.GetMeta(context.Background(), "k")
 		return err
@@ -247,5 +230,92 @@ func TestSharedStoreFollowsOriginCAs(t *testing.T) {
 	}
 	if err := read(); err == nil || !strings.Contains(err.Error(), "unknown authority") {
 		t.Errorf("the store's CA taken out of the files, after a reload: %v, want its certificate refused", err)
+	}
+}
+
+// sharedEndpointSignedBy is a shared store (its --shared-store URL and a
+// --shared-store-key-file) on loopback whose TLS certificate ca signed,
+// holding no object, as S3 answers.
+func sharedEndpointSignedBy(t *testing.T, ca *companyCA) (url, keyFile string) {
+	t.Helper()
+	leaf, err := ca.leaf("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoint := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/xml")
+		w.WriteHeader(http.StatusNotFound)
+		w.Write([]byte(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>NoSuchKey</Code><Message>none</Message></Error>`))
+	}))
+	endpoint.TLS = &tls.Config{Certificates: []tls.Certificate{*leaf}}
+	endpoint.StartTLS()
+	t.Cleanup(endpoint.Close)
+	s3test.NoAWSConfig(t, map[string]string{"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"})
+	keyFile = filepath.Join(t.TempDir(), "shared.key")
+	if err := os.WriteFile(keyFile, []byte(strings.Repeat("k", 32)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return "s3://tfm/p?region=us-east-1&path_style=true&endpoint=" + endpoint.URL, keyFile
+}
+
+// TestOriginCAListReloaded: a new list of origin_ca_file's files in the
+// configuration file is put in force by tfmirror reload, for the origins
+// and the shared store's endpoint alike: a file added (to a mirror that
+// started without any) is trusted, a list naming a file that is missing
+// refuses the reload, and the CAs in force stay, and a file taken out of
+// the list is trusted no more.
+func TestOriginCAListReloaded(t *testing.T) {
+	dir := t.TempDir()
+	storeCA := newCompanyCA(t)
+	endpoint, key := sharedEndpointSignedBy(t, storeCA)
+	caFile := storeCA.file(t)
+	conf := filepath.Join(dir, "tfmirror.hcl")
+	configure := func(lines ...string) {
+		t.Helper()
+		lines = append([]string{`shared_store = "` + endpoint + `"`, `shared_store_key_file = "` + key + `"`,
+			`shared_store_breaker_threshold = 100`}, lines...)
+		if err := os.WriteFile(conf, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	configure()
+	m, _ := reloadingServer(t, []string{"--data-dir", filepath.Join(dir, "data"), "--config", conf})
+	read := func() error {
+		_, _, err := m.shared.GetMeta(context.Background(), "k")
+		return err
+	}
+	if err := read(); err == nil || !strings.Contains(err.Error(), "unknown authority") {
+		t.Fatalf("started without origin_ca_file: %v, want the store's certificate refused", err)
+	}
+
+	configure(`origin_ca_file = ["` + caFile + `"]`)
+	res, err := m.reload()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	printReloaded(&out, res)
+	if !strings.Contains(out.String(), "origin_ca_file: ") || strings.Contains(out.String(), "after a restart") ||
+		!strings.Contains(out.String(), "origin CAs: new ones in force") {
+		t.Errorf("tfmirror reload of a file added to origin_ca_file printed:\n%s", out.String())
+	}
+	if err := read(); err != nil {
+		t.Errorf("a file added to origin_ca_file, after a reload: %v", err)
+	}
+
+	configure(`origin_ca_file = ["` + caFile + `", "` + filepath.Join(dir, "missing.pem") + `"]`)
+	if _, err := m.reload(); err == nil || !strings.Contains(err.Error(), "missing.pem") {
+		t.Errorf("a list naming a missing file: reload %v, want it refused naming the file", err)
+	}
+	if err := read(); err != nil {
+		t.Errorf("after a reload refused, the CAs in force did not stay: %v", err)
+	}
+
+	configure()
+	if _, err := m.reload(); err != nil {
+		t.Fatal(err)
+	}
+	if err := read(); err == nil || !strings.Contains(err.Error(), "unknown authority") {
+		t.Errorf("the file taken out of origin_ca_file, after a reload: %v, want the store's certificate refused", err)
 	}
 }

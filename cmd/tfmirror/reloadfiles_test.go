@@ -34,10 +34,10 @@ func TestReloadRefusesAFileARestartWouldRefuse(t *testing.T) {
 	args := []string{"--config", conf, "--data-dir", filepath.Join(dir, "data")}
 	m, level := reloadingServer(t, args)
 
-	ca := filepath.Join(dir, "corp-ca.pem")
-	write("log_level = \"debug\"\norigin_ca_file = [\"" + ca + "\"]\n")
-	if _, err := m.reload(); err == nil || !strings.Contains(err.Error(), "--origin-ca-file") || !strings.Contains(err.Error(), ca) {
-		t.Fatalf("reload naming a CA file that is not there: %v, want it refused naming --origin-ca-file and the file", err)
+	creds := filepath.Join(dir, "credentials.tfrc")
+	write("log_level = \"debug\"\ncredentials_file = \"" + creds + "\"\n")
+	if _, err := m.reload(); err == nil || !strings.Contains(err.Error(), "--credentials-file") || !strings.Contains(err.Error(), creds) {
+		t.Fatalf("reload naming a credentials file that is not there: %v, want it refused naming --credentials-file and the file", err)
 	}
 	if last := m.configuration().LastReload; last == nil || last.Applied {
 		t.Errorf("last reload %+v, want it not applied", last)
@@ -46,27 +46,23 @@ func TestReloadRefusesAFileARestartWouldRefuse(t *testing.T) {
 		t.Errorf("log level %v after the refused reload, want the one in force (info)", level.Level())
 	}
 
-	// The file in place: the reload is taken, the CA kept for a restart.
-	pem, err := os.ReadFile(filepath.Join(dir, "data", "tls", "ca.pem"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(ca, pem, 0o600); err != nil {
+	// The file in place: the reload is taken, the file kept for a restart.
+	if err := os.WriteFile(creds, []byte("credentials \"registry.example.com\" {\n  token = \"t\"\n}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	got, err := m.reload()
 	if err != nil {
-		t.Fatalf("reload with the CA file in place: %v", err)
+		t.Fatalf("reload with the credentials file in place: %v", err)
 	}
 	if level.Level() != slog.LevelDebug {
 		t.Errorf("log level %v after the reload, want debug", level.Level())
 	}
 	restart := false
 	for _, s := range got.Settings {
-		restart = restart || (s.Name == "origin-ca-file" && s.Restart)
+		restart = restart || (s.Name == "credentials-file" && s.Restart)
 	}
 	if !restart {
-		t.Errorf("reload %+v: want origin-ca-file kept for a restart", got.Settings)
+		t.Errorf("reload %+v: want credentials-file kept for a restart", got.Settings)
 	}
 }
 
