@@ -66,10 +66,10 @@ type diskBudget struct {
 	refused atomic.Int64
 
 	mu       sync.Mutex
-	used     int64 // the data directory's allocated bytes at the last measure
-	measured time.Time
-	admitted int64 // bytes admitted since the last measure
-	inflight int64 // bytes admitted whose write has not returned
+	used     int64     // the data directory's allocated bytes at the last measure
+	measured time.Time // zero until the first write measures the directory
+	admitted int64     // bytes admitted since the last measure
+	inflight int64     // bytes admitted whose write has not returned
 }
 
 // measure reads the data directory's size. Caller holds b.mu.
@@ -92,7 +92,9 @@ func (b *diskBudget) admit(n int64, kick func(), stop func() bool) error {
 	defer b.mu.Unlock()
 	for {
 		limit := b.limit() - b.gcRoom
-		if b.used+b.admitted+n > limit && time.Since(b.measured) >= budgetMeasureEvery {
+		// Never measured (the store just opened, maybe on a directory
+		// full of archives): used is not yet known to be below anything.
+		if b.measured.IsZero() || b.used+b.admitted+n > limit && time.Since(b.measured) >= budgetMeasureEvery {
 			b.measure()
 		}
 		if b.used+b.admitted+n <= limit {

@@ -260,3 +260,58 @@ func TestDiskBudgetSpaceBackAfterAnOlderRead(t *testing.T) {
 		t.Fatalf("an archive that fits, once the read has ended: %v", err)
 	}
 }
+
+// A data directory reopened with archives in it is held to its budget
+// from the first write: the budget starts from the directory as it is,
+// not from nothing, so the archives written after a restart (while those
+// they evict have not returned their space yet) do not take it over 1.25
+// times the limit plus the reserve.
+func TestDiskBudgetAfterReopen(t *testing.T) {
+	const (
+		limit   = 16 << 20
+		reserve = 8 << 20
+		size    = 1 << 20
+	)
+	dir := t.TempDir()
+	opts := Options{Dir: dir, MaxBytes: limit, DiskReserve: reserve}
+	s, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(s *Store, seed byte, i int) error {
+		b := make([]byte, size)
+		rand.NewChaCha8([32]byte{seed, byte(i)}).Read(b)
+		return putErr(s, b)
+	}
+	for i := range limit/size - 1 {
+		if err := put(s, 1, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	before := dataDirBytes(dir)
+
+	s, err = Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.Stats() // counted
+	s.budget.wait = 2 * time.Second
+	bound := int64(limit + limit/4 + reserve)
+	most := before
+	for i := range 2 * limit / size {
+		if err := put(s, 2, i); err != nil && !errors.Is(err, ErrOverBudget) {
+			t.Fatalf("commit: %v", err)
+		}
+		most = max(most, dataDirBytes(dir))
+	}
+	t.Logf("reopened at %d MiB; %d MiB written through the %d MiB limit; the data directory held at most %d MiB (bound %d MiB)",
+		before>>20, 2*limit>>20, limit>>20, most>>20, bound>>20)
+	if most > bound {
+		t.Errorf("after a reopen, the data directory held %d MiB, over 1.25 × the %d MiB limit + the %d MiB reserve = %d MiB\n%s",
+			most>>20, limit>>20, reserve>>20, bound>>20, dirBreakdown(dir))
+	}
+}
