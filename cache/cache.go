@@ -220,7 +220,7 @@ func Open(opts Options) (*Store, error) {
 		db.bopts = db.bopts.WithBypassLockGuard(lock.Held())
 	}
 	if db.space.Refresh(sstBytes(opts.Dir)) {
-		bdb, err := openBadger(db.bopts)
+		bdb, err := db.openReplaying()
 		if err != nil {
 			db.dirLock.Release()
 			return nil, fmt.Errorf("cache: opening %s: %w", opts.Dir, err)

@@ -278,6 +278,23 @@ func verifyTables(db *badger.DB) (err error) {
 	return db.VerifyChecksum()
 }
 
+// openReplaying opens the database read-write. When its write-ahead log
+// is replayed (the process before died without closing it), the
+// deletions it replays are settled as if this process had made them:
+// whatever that process deleted and had not settled yet (archives
+// evicted or pruned, interrupted writes removed) stays uncounted in the
+// tables otherwise, its space held in the value log until a deletion of
+// this process has the GC settle.
+func (d *database) openReplaying() (*badger.DB, error) {
+	replay := needsReplay(d.bopts)
+	db, err := openBadger(d.bopts)
+	if err == nil && replay {
+		d.deletes.Add(1)
+		d.kickGC()
+	}
+	return db, err
+}
+
 // kickGC asks the value-log GC for a round now.
 func (d *database) kickGC() {
 	select {

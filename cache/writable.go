@@ -118,7 +118,7 @@ func (s *Store) reopenWritable() bool {
 		}
 		d.bdb = nil
 	}
-	db, err := openBadger(d.bopts)
+	db, err := d.openReplaying()
 	if err != nil {
 		d.dbmu.Unlock()
 		d.log.Error("opening the cache read-write now that there is room", "dir", d.space.Dir, "error", quiet(err))
