@@ -18,7 +18,8 @@ import (
 )
 
 // afterWritableOpen removes what interrupted writes left, trims the cache
-// to its limit, and has the value-log GC return the space soon. orphans
+// to its limit, and has the value-log GC return the space soon (that of
+// these chunks, and of deletions before the last close). orphans
 // are the stages of the chunks that the count found no commit record for
 // (nil: the count failed, cleanOrphans looks for them).
 func (s *Store) afterWritableOpen(orphans map[string]int) {
@@ -36,8 +37,12 @@ func (s *Store) afterWritableOpen(orphans map[string]int) {
 		s.db.log.Warn("cleaning up interrupted archive writes", "error", err)
 	} else if n > 0 {
 		s.db.log.Info("removed chunks of interrupted archive writes", "chunks", n)
-		s.db.kickGC()
 	}
+	// A round now, not at the GC's first interval: a store closed
+	// without collecting (serve's shutdown) right after deletions left
+	// their space for this start, its compaction at close having counted
+	// them.
+	s.db.kickGC()
 	s.evict.kick()
 }
 
