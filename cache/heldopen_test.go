@@ -1,8 +1,6 @@
 package cache
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -103,22 +101,5 @@ func crashedCopy(t *testing.T, data []byte) string {
 	live := t.TempDir()
 	s := openTest(t, live)
 	put(t, s, data)
-	dir := t.TempDir()
-	entries, err := os.ReadDir(live)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		if e.Name() == "LOCK" {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(live, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, e.Name()), b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
+	return storeFilesCopy(t, live)
 }
