@@ -554,3 +554,21 @@ func TestPolicyExplainOfAFinalVerdictReadsNoCache(t *testing.T) {
 		t.Errorf("explain of a version the age may hold, without a data directory: exit %d, stderr %q; want 1 saying the data directory does not exist", code, stderr)
 	}
 }
+
+// TestPolicyExplainMakesNoCache: a --data-dir that exists but holds no
+// cache (a mistyped parent directory, /var/lib for /var/lib/tfmirror) is
+// no data directory either: when the release time is needed, policy
+// explain refuses it, exit 1 with no answer, and leaves it as it was,
+// since the command reads a cache and never makes one.
+func TestPolicyExplainMakesNoCache(t *testing.T) {
+	t.Parallel()
+	conf := writePolicyConfig(t, "  minimum_release_age = \"72h\"\n")
+	dir := t.TempDir()
+	code, stdout, stderr := runPolicyExplain(t, "--config", conf, "--data-dir", dir, "hashicorp/random", "3.5.0")
+	if code != 1 || stdout != "" || !strings.Contains(stderr, "holds no cache") {
+		t.Errorf("explain on a directory without a cache: exit %d, stdout %q, stderr %q; want 1, no answer, and why", code, stdout, stderr)
+	}
+	if entries, err := os.ReadDir(dir); err != nil || len(entries) != 0 {
+		t.Errorf("policy explain wrote into %s: %v (%v)", dir, entries, err)
+	}
+}
