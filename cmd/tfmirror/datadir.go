@@ -234,10 +234,27 @@ var syncDir = dirsync.Sync
 // reads a cache and never makes one (policy explain, cache verify,
 // export): a data directory that is not there is a mistake (a wrong
 // --data-dir, the default of another working directory), not an empty
-// cache. nil when dir is a directory.
+// cache, and so is a directory that holds no cache (noCacheIn). nil when
+// dir holds a cache.
 func existingDataDir(dir, command string) error {
-	return noDataDir(dir, command+" reads the cache of an existing one")
+	return noCacheIn(dir, command+" reads the cache of an existing one, it never makes one")
 }
+
+// noCacheIn is noDataDir, and says too why a directory that holds no
+// cache (a data directory's parent given for it, /var/lib for
+// /var/lib/tfmirror) is none: opening the cache would make one in it.
+func noCacheIn(dir, needs string) error {
+	if err := noDataDir(dir, needs); err != nil {
+		return err
+	}
+	if _, err := os.Stat(cacheDir(dir)); errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("data directory %s holds no cache: %s (--data-dir, TFMIRROR_DATA_DIR, data_dir)", dir, needs)
+	}
+	return nil
+}
+
+// cacheDir is where the data directory dataDir holds the cache.
+func cacheDir(dataDir string) string { return filepath.Join(dataDir, "cache") }
 
 // noDataDir says why dir is no data directory, then what the command
 // does with one (needs); nil when dir is a directory.

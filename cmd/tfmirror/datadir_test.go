@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -123,7 +125,7 @@ func TestSubcommandsOnADataDirTooDeepForASocket(t *testing.T) {
 	if runtime.GOOS == "windows" {
 		t.Skip("unix socket paths")
 	}
-	dir := longDataDir(t)
+	dir := emptyCacheIn(t, longDataDir(t))
 	for _, args := range [][]string{
 		{"cache", "verify", "--data-dir", dir},
 		{"cache", "prune", "--dry-run", "--data-dir", dir},
@@ -158,21 +160,27 @@ func TestReloadOnADataDirTooDeepForASocket(t *testing.T) {
 // ./tfmirror-data of another working directory), as policy explain does,
 // rather than make an empty one and report on it: a check said "0
 // failed" and an export wrote an empty signed bundle, both with exit
-// status 0, of a cache that never was. Nothing is made under its name.
+// status 0, of a cache that never was. So is a directory that holds no
+// cache (a data directory's parent given for it): nothing is written in
+// it, where a cache and an export key were made there.
 func TestReadingCommandsRefuseAMissingDataDir(t *testing.T) {
-	missing := filepath.Join(t.TempDir(), "no-such-data-dir")
 	out := filepath.Join(t.TempDir(), "out")
-	for _, args := range [][]string{
-		{"cache", "verify", "--data-dir", missing},
-		{"export", "--data-dir", missing, out},
+	for _, dir := range []struct{ path, want string }{
+		{filepath.Join(t.TempDir(), "no-such-data-dir"), "does not exist"},
+		{t.TempDir(), "holds no cache"},
 	} {
-		var stdout, stderr bytes.Buffer
-		code := run(args, &stdout, &stderr)
-		if code != 1 || !strings.Contains(stderr.String(), "does not exist") {
-			t.Errorf("tfmirror %s on a missing data directory: exit %d, want 1 saying it does not exist:\n%s%s", strings.Join(args[:2], " "), code, stdout.String(), stderr.String())
-		}
-		if _, err := os.Stat(missing); err == nil {
-			t.Fatalf("tfmirror %s made the missing data directory", strings.Join(args[:2], " "))
+		for _, args := range [][]string{
+			{"cache", "verify", "--data-dir", dir.path},
+			{"export", "--data-dir", dir.path, out},
+		} {
+			var stdout, stderr bytes.Buffer
+			code := run(args, &stdout, &stderr)
+			if code != 1 || !strings.Contains(stderr.String(), dir.want) {
+				t.Errorf("tfmirror %s on %s: exit %d, want 1 saying it %s:\n%s%s", strings.Join(args[:2], " "), dir.path, code, dir.want, stdout.String(), stderr.String())
+			}
+			if entries, err := os.ReadDir(dir.path); err == nil && len(entries) > 0 || dir.want == "does not exist" && !errors.Is(err, fs.ErrNotExist) {
+				t.Fatalf("tfmirror %s wrote the data directory %s: %v", strings.Join(args[:2], " "), dir.path, entries)
+			}
 		}
 	}
 	if _, err := os.Stat(out); err == nil {
@@ -186,6 +194,8 @@ func TestReadingCommandsRefuseAMissingDataDir(t *testing.T) {
 // --data-dir made an empty cache there and reported "removed the
 // packages of 0 versions" with exit status 0, while the real cache was
 // never pruned.
+//
+// Nor does it make a cache in a directory that holds none.
 func TestCachePruneRefusesAMissingDataDir(t *testing.T) {
 	for _, args := range [][]string{{"--dry-run"}, {}, {"--keep-versions", "1"}} {
 		missing := filepath.Join(t.TempDir(), "no-such-data-dir")
@@ -195,6 +205,14 @@ func TestCachePruneRefusesAMissingDataDir(t *testing.T) {
 		}
 		if _, err := os.Stat(missing); err == nil {
 			t.Errorf("tfmirror cache prune %v made the missing data directory", args)
+		}
+		parent := t.TempDir()
+		stdout, stderr, code = pruneInProcess(t, parent, args...)
+		if code != 1 || !strings.Contains(stderr, "data directory "+parent+" holds no cache") || stdout != "" {
+			t.Errorf("tfmirror cache prune %v on a directory without a cache: exit %d, want 1 saying it holds none, nothing on stdout:\n%s%s", args, code, stdout, stderr)
+		}
+		if entries, _ := os.ReadDir(parent); len(entries) > 0 {
+			t.Errorf("tfmirror cache prune %v wrote in a directory without a cache: %v", args, entries)
 		}
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/url"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -111,7 +110,7 @@ func openEngine(cfg settings.Config, logger *slog.Logger, o overrides, met *metr
 		reserve = -1 // the flag's "no check"
 	}
 	copts := cache.Options{
-		Dir:         filepath.Join(cfg.DataDir, "cache"),
+		Dir:         cacheDir(cfg.DataDir),
 		Logger:      logger,
 		MaxBytes:    cfg.CacheMaxBytes,
 		DiskReserve: reserve,

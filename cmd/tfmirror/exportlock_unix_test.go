@@ -18,7 +18,7 @@ import (
 // the same export runs.
 func TestExportIntoADirectoryAnotherProcessWrites(t *testing.T) {
 	t.Parallel()
-	dataDir := t.TempDir() // an empty cache
+	dataDir := emptyCacheIn(t, t.TempDir()) // an empty cache
 	out := filepath.Join(t.TempDir(), "out")
 	if err := os.Mkdir(out, 0o755); err != nil {
 		t.Fatal(err)

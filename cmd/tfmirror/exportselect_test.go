@@ -20,7 +20,7 @@ import (
 // cache exports an empty bundle, exit 0, as before.
 func TestExportOfWhatTheCacheLacksFails(t *testing.T) {
 	t.Parallel()
-	dataDir := t.TempDir() // an empty data directory: a cache with nothing in it
+	dataDir := emptyCacheIn(t, t.TempDir()) // a cache with nothing in it
 	parent := t.TempDir()
 	out := filepath.Join(parent, "bundle.tar.gz")
 	var stdout, stderr bytes.Buffer
@@ -109,7 +109,7 @@ func TestAirGapCommandFailedPrintsNoSummary(t *testing.T) {
 
 	t.Run("on the data directory", func(t *testing.T) {
 		t.Parallel()
-		dataDir := t.TempDir()
+		dataDir := emptyCacheIn(t, t.TempDir())
 		parent := t.TempDir()
 		code, stdout, stderr := runCommand("export", "--data-dir", dataDir, "--provider", "acme/nope", filepath.Join(parent, "bundle.tar.gz"))
 		check(t, "export of a provider not cached", code, stdout, stderr, "--provider registry.terraform.io/acme/nope: the cache holds no package of it")

@@ -6,10 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -271,12 +268,6 @@ func knownRelease(cfg settings.Config, kind policy.Kind, addr, version string, w
 	}
 	if err := existingDataDir(cfg.DataDir, "policy explain"); err != nil {
 		return policy.Release{}, "", err
-	}
-	// A directory without a cache (a mistyped --data-dir's parent) is no
-	// data directory: opening the engine would make a cache in it. A serve
-	// has made its cache before its admin socket answers.
-	if _, err := os.Stat(filepath.Join(cfg.DataDir, "cache")); errors.Is(err, fs.ErrNotExist) {
-		return policy.Release{}, "", fmt.Errorf("data directory %s holds no cache: policy explain reads the cache of an existing one, it never makes one (--data-dir, TFMIRROR_DATA_DIR, data_dir)", cfg.DataDir)
 	}
 	fmt.Fprintln(stderr, "tfmirror policy explain: answered from the cache; nothing is fetched")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -127,7 +127,7 @@ func runPrune(args []string, lookupEnv func(string) (string, bool), stdout, stde
 	// A data directory that is not there (a mistyped --data-dir, the
 	// default of another working directory) has nothing to prune: made
 	// here, it would hide that the cache meant was never pruned.
-	if err := noDataDir(cfg.DataDir, "cache prune prunes the cache of an existing one, it never makes one"); err != nil {
+	if err := noCacheIn(cfg.DataDir, "cache prune prunes the cache of an existing one, it never makes one"); err != nil {
 		fmt.Fprintf(stderr, "tfmirror cache prune: %v\n", err)
 		return 1
 	}

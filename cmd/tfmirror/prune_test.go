@@ -122,9 +122,7 @@ func TestCachePruneFailedPrintsNoTotal(t *testing.T) {
 // ends.
 func fakeServeSocket(t *testing.T, dataDir string, h http.HandlerFunc) {
 	t.Helper()
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
+	emptyCacheIn(t, dataDir) // as a serve's data directory holds its cache
 	ln, err := net.Listen("unix", admin.SocketPath(dataDir))
 	if err != nil {
 		t.Fatal(err)
@@ -291,4 +289,15 @@ func TestReadOnlyCommandsEvictNothing(t *testing.T) {
 	if after := checked(); after != before {
 		t.Errorf("after a dry run and a check with cache_max_bytes below the cache: %q, was %q", after, before)
 	}
+}
+
+// emptyCacheIn makes dataDir a data directory holding an empty cache, as
+// a first serve or sync leaves it: the commands that read a cache refuse
+// a directory without one.
+func emptyCacheIn(t *testing.T, dataDir string) string {
+	t.Helper()
+	if err := os.MkdirAll(cacheDir(dataDir), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return dataDir
 }
