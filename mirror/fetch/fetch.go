@@ -466,7 +466,7 @@ func (fr *Fetcher) fetchAndCommit(ctx context.Context, f *Download, p addrs.Prov
 		var berr *records.BadArchiveError
 		if f.fromShared && (errors.As(err, &verr) || errors.As(err, &berr)) {
 			s.copies.Distrust(a.SHA256)
-			s.log.Error("the shared store's copy of an archive is not the archive; this replica fetches it from the origin from now on. Delete the object from the bucket",
+			s.log.Error("the shared store's copy of an archive is not the archive; this replica fetches it from the origin from now on, and puts the origin's in its place in the bucket",
 				"provider", subject(p, src), "file", a.Filename, "sha256", a.SHA256, "error", err)
 		}
 		switch {
