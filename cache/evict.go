@@ -548,7 +548,7 @@ func (e *evictor) loop(ctx context.Context) {
 }
 
 // stop stops the eviction goroutine and waits for it: a pass under way
-// ends after the archive it is deleting.
+// ends after the archives it is deleting.
 func (e *evictor) stop() {
 	if e.stopLoop == nil {
 		return
@@ -562,7 +562,8 @@ func (e *evictor) stop() {
 
 // pass deletes least recently used archives until the archives' total
 // size is at most Options.MaxBytes, or nothing more may be evicted, or ctx
-// is done. Only loop calls it.
+// is done: in rounds of the archives that together cover what is over
+// (evictBatch at most), deleted at once. Only loop calls it.
 func (e *evictor) pass(ctx context.Context) {
 	s, l := e.blobs, &e.lru
 	if l.max <= 0 || s.db.isClosed() {
@@ -588,34 +589,76 @@ func (e *evictor) pass(ctx context.Context) {
 		}
 	}()
 	for ctx.Err() == nil {
-		if !e.overLimit(true) {
+		s.counted()
+		over := s.occupied() - l.max
+		if over <= 0 {
 			return
 		}
-		sha, kept := l.victim()
-		if sha == "" {
-			if kept > 0 && !l.unmet.Swap(true) {
-				_, total := s.Stats()
-				s.log.Info("the cache is over its size limit, and what is left may not be evicted now (see the engine's retention)",
-					"bytes", total, "max_bytes", l.max, "kept_archives", kept)
+		// The least recently used archives that together cover what is
+		// over, deleted at once: a deletion waits for its writes, in
+		// Badger's write queue with the writers' chunks and commits, and
+		// a pass that waited for them one archive after the other let
+		// writers committing together outrun it, far over the limit.
+		var victims []string
+		for covered := int64(0); covered < over && len(victims) < evictBatch; {
+			sha, kept := l.victim()
+			if sha == "" {
+				if len(victims) == 0 && kept > 0 && !l.unmet.Swap(true) {
+					_, total := s.Stats()
+					s.log.Info("the cache is over its size limit, and what is left may not be evicted now (see the engine's retention)",
+						"bytes", total, "max_bytes", l.max, "kept_archives", kept)
+				}
+				break
 			}
+			victims = append(victims, sha)
+			info, _, err := s.statBlob(sha)
+			if err != nil {
+				break // gone already, or not known: what it covers is found after its deletion
+			}
+			covered += info.Size
+		}
+		if len(victims) == 0 {
 			return // everything left is in use or kept; retried on the next commit or close
 		}
 		l.unmet.Store(false)
-		info, err := s.deleteMarked(sha, s.hooks.evicting)
-		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrInUse) {
-			continue // gone already, or committed again since it was picked
+		type deleted struct {
+			info BlobInfo
+			err  error
 		}
-		if errors.Is(err, ErrClosed) {
+		results := make([]deleted, len(victims))
+		var wg sync.WaitGroup
+		for i, sha := range victims {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				info, err := s.deleteMarked(sha, s.hooks.evicting)
+				results[i] = deleted{info, err}
+			}()
+		}
+		wg.Wait()
+		stop := false
+		for i, r := range results {
+			switch {
+			case errors.Is(r.err, ErrNotFound) || errors.Is(r.err, ErrInUse):
+				// gone already, or committed again since it was picked
+			case errors.Is(r.err, ErrClosed):
+				stop = true
+			case r.err != nil:
+				s.log.Warn("evicting archive", "sha256", victims[i], "error", r.err)
+				stop = true
+			default:
+				evicted++
+				s.log.Info("evicted least recently used archive", "sha256", victims[i], "size", r.info.Size, "max_bytes", l.max)
+				if l.onEvict != nil {
+					l.onEvict(r.info)
+				}
+			}
+		}
+		if stop {
 			return
-		}
-		if err != nil {
-			s.log.Warn("evicting archive", "sha256", sha, "error", err)
-			return
-		}
-		evicted++
-		s.log.Info("evicted least recently used archive", "sha256", sha, "size", info.Size, "max_bytes", l.max)
-		if l.onEvict != nil {
-			l.onEvict(info)
 		}
 	}
 }
+
+// evictBatch is the most archives a pass deletes at once.
+const evictBatch = 16
