@@ -304,10 +304,7 @@ func TestRootRefusedOnADynamicUsersStateDirSaysStartTheService(t *testing.T) {
 	}
 	root := t.TempDir()
 	private := filepath.Join(root, "private")
-	state := filepath.Join(private, "tfmirror")
-	if err := os.MkdirAll(state, 0o700); err != nil {
-		t.Fatal(err)
-	}
+	state := emptyCacheIn(t, filepath.Join(private, "tfmirror")) // the service's, which ran
 	if err := os.Chown(state, foreignUID, foreignUID); err != nil {
 		t.Fatal(err)
 	}
@@ -325,10 +322,7 @@ func TestRootRefusedOnADynamicUsersStateDirSaysStartTheService(t *testing.T) {
 		}
 	}
 	// Elsewhere, the uid's own command line, as before.
-	other := filepath.Join(root, "other")
-	if err := os.Mkdir(other, 0o700); err != nil {
-		t.Fatal(err)
-	}
+	other := emptyCacheIn(t, filepath.Join(root, "other"))
 	if err := os.Chown(other, foreignUID, foreignUID); err != nil {
 		t.Fatal(err)
 	}

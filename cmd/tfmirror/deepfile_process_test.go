@@ -110,11 +110,9 @@ func TestDeepFilesRefusedProcess(t *testing.T) {
 					t.Fatal(err)
 				}
 				// An existing data directory: cache prune refuses one
-				// that is not there before it reads its pins.
-				data := filepath.Join(t.TempDir(), "data")
-				if err := os.Mkdir(data, 0o700); err != nil {
-					t.Fatal(err)
-				}
+				// that is not there, or holds no cache, before it reads
+				// its pins.
+				data := emptyCacheIn(t, filepath.Join(t.TempDir(), "data"))
 				code, out := runBounded(t, bin, []string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH")}, tc.args(file, data)...)
 				if code < 0 || code > 2 || strings.Contains(out, "stack overflow") || strings.Contains(out, "out of memory") || strings.Contains(out, "goroutine ") {
 					t.Fatalf("exit %d, the process crashed (or outgrew %d MiB):\n%.600s", code, memoryBound>>20, out)
