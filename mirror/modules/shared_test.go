@@ -3,12 +3,17 @@ package modules_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/apparentlymart/go-versions/versions"
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest/harness"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/logbuf"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 )
 
@@ -72,5 +77,66 @@ func TestModulesShared(t *testing.T) {
 	}
 	if n := o.TotalHits(); n != 0 {
 		t.Errorf("the sealed replica made %d origin requests", n)
+	}
+}
+
+// A copy in the shared tier that is not the module package it is stored
+// as is never served: a replica reading it fetches the package from its
+// source instead, serves that, and puts it in place of the bad copy.
+func TestModulesSharedBadCopyReplaced(t *testing.T) {
+	needGit(t)
+	tier := harness.NewMemTier()
+	first := harness.New(t, harness.Options{Config: harness.Config{Shared: tier}})
+	o := first.Origin
+	if _, err := o.AddGitRepo("vpc", map[string][]byte{"main.tf": []byte("# shared\n")}, "v1.0.0"); err != nil {
+		t.Fatal(err)
+	}
+	o.AddModule("acme", "vpc", "aws", "1.0.0", "git::"+o.GitURL("vpc")+"?ref=v1.0.0")
+	if _, _, err := first.ReadModule("1.0.0"); err != nil {
+		t.Fatal(err)
+	}
+	first.WaitIdle()
+	var rec records.ModuleRecord
+	if err := json.Unmarshal(tier.Meta(records.ModuleRecordKey(harness.Module, versions.MustParseVersion("1.0.0"))), &rec); err != nil || rec.SHA256 == "" {
+		t.Fatalf("the tier's record of the version: %+v, %v", rec, err)
+	}
+	stored := func() []byte {
+		t.Helper()
+		r, _, err := tier.OpenArchive(context.Background(), rec.SHA256)
+		if err != nil || r == nil {
+			t.Fatalf("the tier's package: %v", err)
+		}
+		defer r.Close()
+		b, err := io.ReadAll(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	good := stored()
+	bad := bytes.Clone(good)
+	bad[len(bad)/2] ^= 1
+	if err := tier.PutArchive(context.Background(), rec.SHA256, bytes.NewReader(bad), int64(len(bad))); err != nil {
+		t.Fatal(err)
+	}
+
+	o.ResetHits()
+	var log logbuf.Buffer
+	second := &harness.Harness{T: t, Origin: o}
+	second.Start(harness.Options{Config: harness.Config{Shared: tier, Logger: slog.New(slog.NewTextHandler(&log, nil))}})
+	_, body, err := second.ReadModule("1.0.0")
+	if err != nil {
+		t.Fatalf("a replica finding a bad copy in the tier: %v", err)
+	}
+	_, want, _ := first.ReadModule("1.0.0")
+	if !bytes.Equal(body, want) {
+		t.Errorf("the replica served %d bytes, not the package", len(body))
+	}
+	if o.Hits("git") == 0 || !strings.Contains(log.String(), "the shared store's copy of a module package is not the package") {
+		t.Errorf("the replica did not fetch the package from its source, saying why:\n%s", log.String())
+	}
+	second.WaitIdle()
+	if got := stored(); !bytes.Equal(got, good) {
+		t.Errorf("the bad copy was not replaced in the tier: %d bytes", len(got))
 	}
 }

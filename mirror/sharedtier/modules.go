@@ -98,7 +98,7 @@ func (s *Shared) copyModule(ctx context.Context, rec records.ModuleRecord, limit
 	if _, err := w.Commit(""); err != nil {
 		if w.Sum() != rec.SHA256 {
 			s.Distrust(rec.SHA256)
-			s.log.Error("the shared store's copy of a module package is not the package; this replica fetches it from its source from now on. Delete the object from the bucket",
+			s.log.Error("the shared store's copy of a module package is not the package; this replica fetches it from its source from now on, and puts the source's in its place in the bucket",
 				"module", rec.Module, "version", rec.Version, "sha256", rec.SHA256)
 		}
 		return false
