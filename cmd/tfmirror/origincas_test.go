@@ -142,15 +142,7 @@ func TestOriginCAReloadedBehindInspectingProxy(t *testing.T) {
 	proxyCA, otherCA := newCompanyCA(t), newCompanyCA(t)
 	egress := startInspectingProxy(t, proxyCA, origin.Addr, origin.CertPool())
 	caFile := otherCA.file(t)
-	replace := func(content []byte) {
-		t.Helper()
-		if err := os.WriteFile(caFile+".new", content, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(caFile+".new", caFile); err != nil {
-			t.Fatal(err)
-		}
-	}
+	replace := func(content []byte) { t.Helper(); renameInPlace(t, caFile, content) }
 	env := []string{"PATH=" + os.Getenv("PATH"), "SSL_CERT_FILE=" + systemRoots, "HTTPS_PROXY=" + egress.URL(), "NO_PROXY="}
 	data := filepath.Join(t.TempDir(), "data")
 	p := startProcessEnv(t, bin, data, origin, env, "--allowed-origins", egressHost, "--origin-ca-file", caFile)
@@ -198,15 +190,7 @@ func TestSharedStoreFollowsOriginCAs(t *testing.T) {
 	storeCA, otherCA := newCompanyCA(t), newCompanyCA(t)
 	endpoint, key := sharedEndpointSignedBy(t, storeCA)
 	caFile := otherCA.file(t)
-	replace := func(content []byte) {
-		t.Helper()
-		if err := os.WriteFile(caFile+".new", content, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(caFile+".new", caFile); err != nil {
-			t.Fatal(err)
-		}
-	}
+	replace := func(content []byte) { t.Helper(); renameInPlace(t, caFile, content) }
 	m, _ := reloadingServer(t, []string{"--data-dir", filepath.Join(dir, "data"), "--origin-ca-file", caFile,
 		"--shared-store", endpoint, "--shared-store-key-file", key, "--shared-store-breaker-threshold", "100"})
 	read := func() error {
@@ -317,5 +301,18 @@ func TestOriginCAListReloaded(t *testing.T) {
 	}
 	if err := read(); err == nil || !strings.Contains(err.Error(), "unknown authority") {
 		t.Errorf("the file taken out of origin_ca_file, after a reload: %v, want the store's certificate refused", err)
+	}
+}
+
+// renameInPlace puts content in path (mode 0644) as configuration
+// management and the kubelet do: written beside it, then renamed over it,
+// so that no reading finds it half written.
+func renameInPlace(t *testing.T, path string, content []byte) {
+	t.Helper()
+	if err := os.WriteFile(path+".new", content, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path+".new", path); err != nil {
+		t.Fatal(err)
 	}
 }

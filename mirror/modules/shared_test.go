@@ -21,14 +21,8 @@ import (
 // a module version none has: one fetch from the Git host; a sealed
 // replica with an empty cache then lists and serves it from the tier.
 func TestModulesShared(t *testing.T) {
-	needGit(t)
-	tier := harness.NewMemTier()
-	first := harness.New(t, harness.Options{Config: harness.Config{Shared: tier}})
+	tier, first := sharedModuleReplica(t)
 	o := first.Origin
-	if _, err := o.AddGitRepo("vpc", map[string][]byte{"main.tf": []byte("# shared\n")}, "v1.0.0"); err != nil {
-		t.Fatal(err)
-	}
-	o.AddModule("acme", "vpc", "aws", "1.0.0", "git::"+o.GitURL("vpc")+"?ref=v1.0.0")
 	if _, _, err := first.Engine.Modules().ModuleVersions(context.Background(), harness.Module); err != nil {
 		t.Fatal(err)
 	}
@@ -84,14 +78,8 @@ func TestModulesShared(t *testing.T) {
 // as is never served: a replica reading it fetches the package from its
 // source instead, serves that, and puts it in place of the bad copy.
 func TestModulesSharedBadCopyReplaced(t *testing.T) {
-	needGit(t)
-	tier := harness.NewMemTier()
-	first := harness.New(t, harness.Options{Config: harness.Config{Shared: tier}})
+	tier, first := sharedModuleReplica(t)
 	o := first.Origin
-	if _, err := o.AddGitRepo("vpc", map[string][]byte{"main.tf": []byte("# shared\n")}, "v1.0.0"); err != nil {
-		t.Fatal(err)
-	}
-	o.AddModule("acme", "vpc", "aws", "1.0.0", "git::"+o.GitURL("vpc")+"?ref=v1.0.0")
 	if _, _, err := first.ReadModule("1.0.0"); err != nil {
 		t.Fatal(err)
 	}
@@ -139,4 +127,20 @@ func TestModulesSharedBadCopyReplaced(t *testing.T) {
 	if got := stored(); !bytes.Equal(got, good) {
 		t.Errorf("the bad copy was not replaced in the tier: %d bytes", len(got))
 	}
+}
+
+// sharedModuleReplica is a replica on a new shared tier in memory, whose
+// origin has one module version, harness.Module's 1.0.0, from a Git
+// repository.
+func sharedModuleReplica(t *testing.T) (*harness.MemTier, *harness.Harness) {
+	t.Helper()
+	needGit(t)
+	tier := harness.NewMemTier()
+	first := harness.New(t, harness.Options{Config: harness.Config{Shared: tier}})
+	o := first.Origin
+	if _, err := o.AddGitRepo("vpc", map[string][]byte{"main.tf": []byte("# shared\n")}, "v1.0.0"); err != nil {
+		t.Fatal(err)
+	}
+	o.AddModule("acme", "vpc", "aws", "1.0.0", "git::"+o.GitURL("vpc")+"?ref=v1.0.0")
+	return tier, first
 }
