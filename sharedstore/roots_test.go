@@ -4,15 +4,18 @@ import (
 	"context"
 	"crypto/x509"
 	"encoding/pem"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/tfmirror/tfmirror/v2/internal/certs"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/s3test"
 	"github.com/tfmirror/tfmirror/v2/internal/tlsroots"
 	"github.com/tfmirror/tfmirror/v2/sharedstore"
 )
@@ -134,5 +137,52 @@ func TestRootCAsFollowed(t *testing.T) {
 	roots.Set(other)
 	if err := get(s); err != nil {
 		t.Errorf("with AWS_CA_BUNDLE set, the CAs in force at Open did not stay: %v", err)
+	}
+}
+
+// TestRootCAsFollowedByCredentialRequests: the requests the AWS
+// configuration's credential providers make (STS for a web identity, as
+// EKS's IRSA gives a pod) follow the CAs put in force as the store's own
+// requests do, so that a company CA renewed while the mirror serves does
+// not cut the replicas off their bucket once their credentials expire.
+func TestRootCAsFollowedByCredentialRequests(t *testing.T) {
+	var assumed atomic.Int64
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.ParseForm() == nil && r.PostForm.Get("Action") == "AssumeRoleWithWebIdentity" {
+			assumed.Add(1)
+			w.Header().Set("Content-Type", "text/xml")
+			fmt.Fprintf(w, `<AssumeRoleWithWebIdentityResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/"><AssumeRoleWithWebIdentityResult>`+
+				`<Credentials><AccessKeyId>AKIDEXAMPLE</AccessKeyId><SecretAccessKey>secret</SecretAccessKey><SessionToken>token</SessionToken>`+
+				`<Expiration>%s</Expiration></Credentials></AssumeRoleWithWebIdentityResult></AssumeRoleWithWebIdentityResponse>`,
+				time.Now().Add(time.Hour).UTC().Format(time.RFC3339))
+			return
+		}
+		w.Header().Set("Content-Type", "application/xml") // no object, as S3 answers
+		w.WriteHeader(http.StatusNotFound)
+		w.Write([]byte(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>NoSuchKey</Code><Message>none</Message></Error>`))
+	}))
+	t.Cleanup(srv.Close)
+	token := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(token, []byte("a-web-identity-token"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s3test.NoAWSConfig(t, map[string]string{"AWS_WEB_IDENTITY_TOKEN_FILE": token, "AWS_ROLE_ARN": "arn:aws:iam::123456789012:role/tfmirror",
+		"AWS_ENDPOINT_URL_STS": srv.URL})
+	trusting := x509.NewCertPool()
+	trusting.AddCert(srv.Certificate())
+	roots := tlsroots.New(x509.NewCertPool())
+	s, err := sharedstore.Open(context.Background(), sharedstore.Config{
+		URL:         "s3://tfm/p?region=us-east-1&path_style=true&endpoint=" + srv.URL,
+		CallTimeout: 10 * time.Second, BreakerThreshold: 100, BreakerCooldown: time.Minute, RootCAs: roots, Keys: testKeys(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.GetMeta(context.Background(), "k"); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("with the endpoints' CA not in force: %v, want a certificate error", err)
+	}
+	roots.Set(trusting)
+	if _, _, err := s.GetMeta(context.Background(), "k"); err != nil || assumed.Load() == 0 {
+		t.Errorf("with the endpoints' CA put in force: %v, after %d AssumeRoleWithWebIdentity calls", err, assumed.Load())
 	}
 }

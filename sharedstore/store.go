@@ -323,13 +323,18 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if given != nil && awsCfg.HTTPClient == aws.HTTPClient(given) {
 		// The SDK kept the client trusting pool (it makes one of its
 		// own to add a CA bundle): the CAs put in force later are
-		// followed.
+		// followed, by the store's requests and by those of the
+		// credential providers the configuration makes with its client
+		// (STS for a web identity), so it is loaded again with a client
+		// that follows them.
 		c := &followingClient{}
 		c.cur.Store(given)
+		if awsCfg, err = loadAWSConfigWith(ctx, loc, c); err != nil {
+			return nil, err
+		}
 		if now := cfg.RootCAs.Follow(c.trust); now != pool {
 			c.trust(now)
 		}
-		awsCfg.HTTPClient = c
 	}
 	if awsCfg.Region == "" {
 		awsCfg.Region = "us-east-1"
@@ -378,29 +383,40 @@ func CheckAWSConfig(ctx context.Context, cfg Config) error {
 // loadAWSConfig is the AWS configuration of the store at loc, with
 // cfg's HTTP client, or the SDK's trusting pool when cfg.RootCAs is set
 // (given: the client handed to the SDK, which keeps it unless it adds a
-// CA bundle of its own), from the standard AWS sources. A file of them
+// CA bundle of its own), from the standard AWS sources.
+func loadAWSConfig(ctx context.Context, loc Location, cfg Config, pool *x509.CertPool) (awsCfg aws.Config, given *awshttp.BuildableClient, err error) {
+	var client aws.HTTPClient
+	switch {
+	case cfg.HTTPClient != nil:
+		client = cfg.HTTPClient
+	case cfg.RootCAs != nil:
+		given = clientTrusting(pool)
+		client = given
+	}
+	awsCfg, err = loadAWSConfigWith(ctx, loc, client)
+	return awsCfg, given, err
+}
+
+// loadAWSConfigWith is the AWS configuration of the store at loc, with
+// client (nil: the SDK's), from the standard AWS sources. A file of them
 // that is no regular file is refused first (checkAWSFiles): the SDK reads
 // them with plain reads, which never end on a FIFO.
-func loadAWSConfig(ctx context.Context, loc Location, cfg Config, pool *x509.CertPool) (awsCfg aws.Config, given *awshttp.BuildableClient, err error) {
+func loadAWSConfigWith(ctx context.Context, loc Location, client aws.HTTPClient) (aws.Config, error) {
 	if err := checkAWSFiles(ctx); err != nil {
-		return aws.Config{}, nil, err
+		return aws.Config{}, err
 	}
 	opts := []func(*config.LoadOptions) error{}
 	if loc.Region != "" {
 		opts = append(opts, config.WithRegion(loc.Region))
 	}
-	switch {
-	case cfg.HTTPClient != nil:
-		opts = append(opts, config.WithHTTPClient(cfg.HTTPClient))
-	case cfg.RootCAs != nil:
-		given = clientTrusting(pool)
-		opts = append(opts, config.WithHTTPClient(given))
+	if client != nil {
+		opts = append(opts, config.WithHTTPClient(client))
 	}
-	awsCfg, err = config.LoadDefaultConfig(ctx, opts...)
+	awsCfg, err := config.LoadDefaultConfig(ctx, opts...)
 	if err != nil {
-		return aws.Config{}, nil, fmt.Errorf("shared store: AWS config: %w", err)
+		return aws.Config{}, fmt.Errorf("shared store: AWS config: %w", err)
 	}
-	return awsCfg, given, nil
+	return awsCfg, nil
 }
 
 // Location returns where the store is.
