@@ -248,6 +248,11 @@ func noCacheIn(dir, needs string) error {
 		return err
 	}
 	if _, err := os.Stat(cacheDir(dir)); errors.Is(err, fs.ErrNotExist) {
+		// A cache that is a link leading nowhere (the volume it is on
+		// not mounted) is no parent given for the data directory.
+		if target, lerr := os.Readlink(cacheDir(dir)); lerr == nil {
+			return fmt.Errorf("data directory %s: its cache %s is a symbolic link to %s, which is not there (a volume not mounted?): %s", dir, cacheDir(dir), target, needs)
+		}
 		return fmt.Errorf("data directory %s holds no cache: %s (--data-dir, TFMIRROR_DATA_DIR, data_dir)", dir, needs)
 	}
 	return nil

@@ -216,3 +216,31 @@ func TestCachePruneRefusesAMissingDataDir(t *testing.T) {
 		}
 	}
 }
+
+// A data directory whose cache is a symbolic link (to a larger volume)
+// holds a cache where the link leads; a link that leads nowhere (that
+// volume not mounted) is said to be one, naming its target, and not
+// taken for a data directory's parent given for it.
+func TestDataDirCacheALink(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("symbolic links")
+	}
+	dir := t.TempDir()
+	target := filepath.Join(t.TempDir(), "cache")
+	if err := os.Mkdir(target, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, cacheDir(dir)); err != nil {
+		t.Fatal(err)
+	}
+	if err := existingDataDir(dir, "cache verify"); err != nil {
+		t.Errorf("a cache linked to a directory: %v", err)
+	}
+	if err := os.Remove(target); err != nil {
+		t.Fatal(err)
+	}
+	err := existingDataDir(dir, "cache verify")
+	if err == nil || strings.Contains(err.Error(), "holds no cache") || !strings.Contains(err.Error(), target) {
+		t.Errorf("a cache linked to nothing: %v, want it said to be a link to %s that leads nowhere", err, target)
+	}
+}
