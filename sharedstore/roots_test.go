@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/tfmirror/tfmirror/v2/internal/certs"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/logbuf"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/s3test"
 	"github.com/tfmirror/tfmirror/v2/internal/tlsroots"
 	"github.com/tfmirror/tfmirror/v2/sharedstore"
@@ -86,17 +88,21 @@ func noObjectEndpoint(t *testing.T) *httptest.Server {
 // endpoint's certificate is checked against from then on, both ways: a
 // CA added is trusted, a CA taken out is not, though a connection it
 // verified is still open. With a CA bundle of the SDK's own
-// (AWS_CA_BUNDLE), the CAs in force at Open stay, as documented.
+// (AWS_CA_BUNDLE), the CAs in force at Open stay, as documented, and
+// Open warns of it: the operator is told by reload that new CAs are in
+// force.
 func TestRootCAsFollowed(t *testing.T) {
 	srv := noObjectEndpoint(t)
 	trusting := x509.NewCertPool()
 	trusting.AddCert(srv.Certificate())
 	other := x509.NewCertPool()
+	var log logbuf.Buffer
 	open := func(roots *tlsroots.Roots) *sharedstore.Store {
 		t.Helper()
 		s, err := sharedstore.Open(context.Background(), sharedstore.Config{
 			URL:         "s3://tfm/p?region=us-east-1&path_style=true&endpoint=" + srv.URL,
 			CallTimeout: 10 * time.Second, BreakerThreshold: 100, BreakerCooldown: time.Minute, RootCAs: roots, Keys: testKeys(t),
+			Logger: slog.New(slog.NewTextHandler(&log, nil)),
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -110,6 +116,9 @@ func TestRootCAsFollowed(t *testing.T) {
 
 	roots := tlsroots.New(other)
 	s := open(roots)
+	if strings.Contains(log.String(), "not followed") {
+		t.Errorf("without a CA bundle of the SDK's, Open logged:\n%s", log.String())
+	}
 	for i, step := range []struct {
 		pool  *x509.CertPool
 		trust bool
@@ -137,6 +146,9 @@ func TestRootCAsFollowed(t *testing.T) {
 	roots.Set(other)
 	if err := get(s); err != nil {
 		t.Errorf("with AWS_CA_BUNDLE set, the CAs in force at Open did not stay: %v", err)
+	}
+	if !strings.Contains(log.String(), "level=WARN") || !strings.Contains(log.String(), "not followed") {
+		t.Errorf("with AWS_CA_BUNDLE set, Open logged:\n%s\nwant a warning that the CAs put in force later are not followed", log.String())
 	}
 }
 
