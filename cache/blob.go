@@ -352,6 +352,14 @@ func (w *blobWriter) stageChunk(idx int, data []byte) error {
 		// Once staging failed the blob cannot be committed; stop writing.
 		return w.err
 	}
+	// A store that does not write (opened read-only below its reserve,
+	// the disk full since) refuses at once: the disk budget's wait would
+	// hold the download for nothing, no eviction or GC round running
+	// meanwhile, the directory measured over its budget (a reopened
+	// one is, at its first write, with more kept than the limit).
+	if err := w.s.db.writable(); err != nil {
+		return err
+	}
 	key := chunkKey(w.stage, idx)
 	// The size limit counts the chunk from now on, so that eviction makes
 	// room for it in the disk budget.

@@ -315,3 +315,62 @@ func TestDiskBudgetAfterReopen(t *testing.T) {
 			most>>20, limit>>20, reserve>>20, bound>>20, dirBreakdown(dir))
 	}
 }
+
+// A store opened read-only (the disk below its reserve at start-up) on a
+// data directory over its disk budget refuses an archive's chunks at once,
+// as not writable: nothing it could wait for (an eviction, a GC round)
+// runs while it is read-only, and a download whose archive it cannot
+// store must not be held for the budget's wait.
+func TestReadOnlyOverBudgetRefusesAtOnce(t *testing.T) {
+	const (
+		limit   = 16 << 20
+		reserve = 8 << 20
+		size    = 1 << 20
+	)
+	dir := t.TempDir()
+	disk := newFakeDisk(1 << 40)
+	opts := Options{Dir: dir, ChunkSize: 64 << 10, MaxBytes: limit, DiskReserve: reserve,
+		FreeSpace: disk.FreeSpace, SpaceCheckInterval: time.Hour,
+		// Kept: the directory holds more than the limit, as retention
+		// keeps what cannot be fetched again.
+		Evictable: func(string) bool { return false }}
+	s, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.waitCount()
+	for i := range 32 {
+		b := make([]byte, size)
+		rand.NewChaCha8([32]byte{9, byte(i)}).Read(b)
+		if err := putErr(s, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	disk.free.Store(reserve / 2)
+	s, err = Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.waitCount()
+	if err := s.Writable(); !errors.Is(err, ErrNotWritable) {
+		t.Fatalf("Writable below the reserve at open = %v", err)
+	}
+	if used, budget, _ := s.DiskBudget(); used <= budget {
+		t.Fatalf("the directory (%d bytes) is within its budget (%d): nothing to show", used, budget)
+	}
+	b := make([]byte, size)
+	rand.NewChaCha8([32]byte{10}).Read(b)
+	start := time.Now()
+	err = putErr(s, b)
+	if took := time.Since(start); took > budgetWait/2 {
+		t.Errorf("an archive written to a read-only store took %s to be refused (%v)", took, err)
+	}
+	if !errors.Is(err, ErrNotWritable) {
+		t.Errorf("writing to a read-only store: %v, want ErrNotWritable", err)
+	}
+}
