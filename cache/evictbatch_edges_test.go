@@ -20,14 +20,7 @@ func TestEvictionBatchThenWhatIsLeftIsKept(t *testing.T) {
 	var evicted []string
 	may := map[string]bool{}
 	var mayMu sync.Mutex
-	s, err := Open(Options{InMemory: true, ChunkSize: testChunk, MaxBytes: 4 * size,
-		Logger:  slog.New(slog.NewTextHandler(&logged, nil)),
-		OnEvict: recordEvictions(&mu, &evicted), Evictable: func(string) bool { return false }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.waitCount()
-	t.Cleanup(func() { s.Close() })
+	s := openEvicting(t, Options{MaxBytes: 4 * size, Evictable: func(string) bool { return false }}, &logged, &mu, &evicted)
 	for i := range 20 {
 		d := randomBytes(size, uint64(3000+i))
 		if i%7 == 3 {
@@ -75,14 +68,7 @@ func TestEvictionBatchWithAnArchiveWithoutRecord(t *testing.T) {
 	var logged logbuf.Buffer
 	var mu sync.Mutex
 	var evicted []string
-	s, err := Open(Options{InMemory: true, ChunkSize: testChunk, MaxBytes: 2 * size,
-		Logger:  slog.New(slog.NewTextHandler(&logged, nil)),
-		OnEvict: recordEvictions(&mu, &evicted), Evictable: func(string) bool { return false }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.waitCount()
-	t.Cleanup(func() { s.Close() })
+	s := openEvicting(t, Options{MaxBytes: 2 * size, Evictable: func(string) bool { return false }}, &logged, &mu, &evicted)
 	var ds [][]byte
 	for i := range 6 {
 		d := randomBytes(size, uint64(4000+i))
@@ -118,4 +104,21 @@ func TestEvictionBatchWithAnArchiveWithoutRecord(t *testing.T) {
 	if strings.Contains(logged.String(), "evicting archive") {
 		t.Errorf("a deletion failed:\n%s", logged.String())
 	}
+}
+
+// openEvicting opens an in-memory store of opts (its chunks testChunk
+// bytes) whose log goes to logged and whose evictions are told to
+// evicted, under mu, once its count is done; closed when the test ends.
+func openEvicting(t *testing.T, opts Options, logged *logbuf.Buffer, mu *sync.Mutex, evicted *[]string) *Store {
+	t.Helper()
+	opts.InMemory, opts.ChunkSize = true, testChunk
+	opts.Logger = slog.New(slog.NewTextHandler(logged, nil))
+	opts.OnEvict = recordEvictions(mu, evicted)
+	s, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.waitCount()
+	t.Cleanup(func() { s.Close() })
+	return s
 }

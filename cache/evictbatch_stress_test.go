@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"log/slog"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -30,14 +29,7 @@ func TestEvictionBatchRacingReadersAndRemovals(t *testing.T) {
 	var logged logbuf.Buffer
 	var mu sync.Mutex
 	var evicted []string
-	s, err := Open(Options{InMemory: true, ChunkSize: testChunk, MaxBytes: keep * size,
-		Logger:  slog.New(slog.NewTextHandler(&logged, nil)),
-		OnEvict: recordEvictions(&mu, &evicted)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.waitCount()
-	t.Cleanup(func() { s.Close() })
+	s := openEvicting(t, Options{MaxBytes: keep * size}, &logged, &mu, &evicted)
 	s.SetEvictable(func(string) bool { return false })
 	datas := make(map[string][]byte)
 	var shas []string
