@@ -335,10 +335,10 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		if now := cfg.RootCAs.Follow(c.trust); now != pool {
 			c.trust(now)
 		}
-	} else if given != nil {
-		// A CA bundle of the SDK's own: the operator, told by reload
-		// that new CAs are in force, would not know the store keeps
-		// those of Open.
+	} else if given != nil && pool != nil {
+		// A CA bundle of the SDK's own, beside CAs of the operator's:
+		// the operator, told by reload that new CAs are in force, would
+		// not know the store keeps those of Open.
 		cfg.Logger.Warn("the shared store's endpoint and its credentials' are trusted with the CA bundle of the AWS configuration (AWS_CA_BUNDLE, a profile's ca_bundle) and the CAs in force now, until a restart: CAs put in force later (origin_ca_file's files read again) are not followed for them, and a CA taken out of those files stays trusted for them")
 	}
 	if awsCfg.Region == "" {
