@@ -37,7 +37,8 @@ type engineParts struct {
 	retention *retention.Retainer
 	store     *cache.Store
 	origin    *discovery.Client
-	// originCAs follows origin_ca_file's files; nil without them.
+	// originCAs follows origin_ca_file's files (none: it reads none,
+	// until a reload names some).
 	originCAs *originCAs
 	shared    *sharedstore.Store // nil without --shared-store
 	releases  *served.Releases   // the CLI releases side, behind the package policy

@@ -47,21 +47,26 @@ func startOriginCAs(names []string, base *x509.CertPool, log *slog.Logger, count
 		files: followed{log: log, count: count,
 			refusedMsg:  "origin_ca_file's files changed and were refused; the CAs in force stay",
 			restoredMsg: "origin_ca_file's files hold the CAs in force again"}}
-	if len(names) == 0 {
-		return o, base, nil
-	}
-	contents, err := readCAFiles(names)
+	contents, pool, subjects, err := readCAs(names, base, log)
 	if err != nil {
 		return nil, nil, err
 	}
-	pool, subjects, err := rootsWith(base, names, contents, log)
-	if err != nil {
-		return nil, nil, err
+	if len(names) > 0 {
+		log.Info("origin TLS trusts the system roots and the CAs of origin_ca_file", "files", names, "cas", subjects)
 	}
-	log.Info("origin TLS trusts the system roots and the CAs of origin_ca_file", "files", names, "cas", subjects)
 	o.names, o.subjects = names, subjects
 	o.files.inForce, o.files.attrs = contents, []any{"files", names}
 	return o, pool, nil
+}
+
+// readCAs reads the files names and returns their contents and their CAs
+// added to base, with the CAs' subjects: base itself without files.
+func readCAs(names []string, base *x509.CertPool, log *slog.Logger) (contents [][]byte, pool *x509.CertPool, subjects []string, err error) {
+	if contents, err = readCAFiles(names); err != nil || len(names) == 0 {
+		return contents, base, nil, err
+	}
+	pool, subjects, err = rootsWith(base, names, contents, log)
+	return contents, pool, subjects, err
 }
 
 // use readies names, a new list of origin_ca_file's files (a reload of
@@ -70,16 +75,9 @@ func startOriginCAs(names []string, base *x509.CertPool, log *slog.Logger, count
 // refused (one missing, one others may write, one without a
 // certificate), and the files and CAs in force stay.
 func (o *originCAs) use(names []string) (apply func(), err error) {
-	contents, err := readCAFiles(names)
+	contents, pool, subjects, err := readCAs(names, o.base, o.log)
 	if err != nil {
 		return nil, err
-	}
-	pool := o.base
-	var subjects []string
-	if len(names) > 0 {
-		if pool, subjects, err = rootsWith(o.base, names, contents, o.log); err != nil {
-			return nil, err
-		}
 	}
 	return func() {
 		o.mu.Lock()

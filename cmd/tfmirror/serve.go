@@ -246,9 +246,7 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 			return certExpiry(), m.certOutcome.refused.Load()
 		}
 	}
-	if m.originCAs != nil {
-		health.OriginCAsRefused = m.originCAs.refused
-	}
+	health.OriginCAsRefused = m.originCAs.refused
 	if m.shared != nil {
 		health.Shared = m.shared.Health
 		health.SharedRejected = m.shared.Rejected
@@ -774,9 +772,7 @@ func (m *server) serve(ctx context.Context, ln net.Listener) error {
 	if m.shared != nil {
 		bg.Go(func() { m.checkShared(bgCtx) })
 	}
-	if m.originCAs != nil {
-		bg.Go(func() { m.originCAs.follow(bgCtx) })
-	}
+	bg.Go(func() { m.originCAs.follow(bgCtx) })
 	stopBackground := func() { cancelBG(); bg.Wait() }
 	defer stopBackground()
 	if m.cfg.MetricsListen != "" {
