@@ -312,10 +312,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	var pool *x509.CertPool
-	if cfg.RootCAs != nil {
-		pool = cfg.RootCAs.Pool()
-	}
+	pool := cfg.RootCAs.Pool()
 	awsCfg, given, err := loadAWSConfig(ctx, loc, cfg, pool)
 	if err != nil {
 		return nil, err
@@ -377,10 +374,7 @@ func CheckAWSConfig(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	var pool *x509.CertPool
-	if cfg.RootCAs != nil {
-		pool = cfg.RootCAs.Pool()
-	}
+	pool := cfg.RootCAs.Pool()
 	_, _, err = loadAWSConfig(ctx, loc, cfg, pool)
 	return err
 }

@@ -37,8 +37,12 @@ func (r *Roots) Follow(f func(*x509.CertPool)) *x509.CertPool {
 	return r.pool
 }
 
-// Pool returns the pool in force. The caller must not change it.
+// Pool returns the pool in force (nil Roots: nil, the system roots). The
+// caller must not change it.
 func (r *Roots) Pool() *x509.CertPool {
+	if r == nil {
+		return nil
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.pool
